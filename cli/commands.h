@@ -1,0 +1,18 @@
+// The kforge command line: each subcommand registers itself on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kforge::cli {
+
+// Exit codes (README.md, "Exit codes").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFindings = 1;  // the command ran and found problems (failing tasks)
+inline constexpr int kExitUsage = 2;     // bad arguments or malformed input files
+inline constexpr int kExitNoGpu = 3;     // the command needs a GPU and none can be used here
+
+// Each returns a callback's exit code through `exit_code`.
+void add_doctor_command(CLI::App& app, int& exit_code);
+void add_tasks_command(CLI::App& app, int& exit_code);
+
+}  // namespace kforge::cli

@@ -1,0 +1,30 @@
+#include <iostream>
+
+#include "commands.h"
+#include "kforge/common/error.h"
+#include "kforge/verify/driver.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kforge ") + KFORGE_VERSION);
+  int exit_code = kforge::cli::kExitOk;
+  kforge::cli::add_doctor_command(app, exit_code);
+  kforge::cli::add_tasks_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kforge::cli::kExitUsage;
+  } catch (const kforge::verify::CudaError& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return kforge::cli::kExitNoGpu;
+  } catch (const kforge::InputError& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return kforge::cli::kExitUsage;
+  } catch (const kforge::Error& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return kforge::cli::kExitUsage;
+  }
+  return exit_code;
+}

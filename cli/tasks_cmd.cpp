@@ -1,0 +1,308 @@
+// `kforge tasks list | show | check`.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "kforge/tasks/check.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/tasks/task.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/gpu_generator.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string shape_exprs(const tasks::InputSpec& in) {
+  std::string out = "[";
+  for (size_t i = 0; i < in.shape.size(); ++i) out += (i ? ", " : "") + in.shape[i].text();
+  return out + "]";
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::setprecision(3) << b << " " << units[u];
+  return os.str();
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+std::string general(double v) {
+  std::ostringstream os;
+  os << std::setprecision(4) << v;
+  return os.str();
+}
+
+std::vector<tasks::Task> load_specs(const std::vector<std::string>& specs, const fs::path& root) {
+  std::vector<tasks::Task> out;
+  for (const std::string& spec : specs)
+    for (const fs::path& f : tasks::resolve_tasks(spec, root)) out.push_back(tasks::load_task(f));
+  return out;
+}
+
+std::vector<std::string> all_suites(const fs::path& root) {
+  std::vector<std::string> suites;
+  if (!fs::is_directory(root)) throw Error("the tasks folder " + root.string() + " does not exist (set KFORGE_TASKS or --tasks-dir)");
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) {
+      for (const auto& f : fs::directory_iterator(e.path()))
+        if (f.path().extension() == ".toml") {
+          suites.push_back(e.path().filename().string());
+          break;
+        }
+    }
+  std::sort(suites.begin(), suites.end());
+  return suites;
+}
+
+int run_list(const std::vector<std::string>& specs_in, const fs::path& root, bool as_json) {
+  std::vector<std::string> specs = specs_in.empty() ? all_suites(root) : specs_in;
+  std::vector<tasks::Task> ts = load_specs(specs, root);
+  if (as_json) {
+    ordered_json j = ordered_json::array();
+    for (const auto& t : ts)
+      j.push_back({{"id", t.id()}, {"file", t.file.string()}, {"summary", t.summary}, {"tags", t.tags}});
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  Table table({"TASK", "INPUTS", "TIMED DIMS", "SUMMARY"});
+  for (const auto& t : ts) {
+    std::string inputs;
+    for (const auto& in : t.inputs)
+      inputs += (inputs.empty() ? "" : " ") + in.name + ":" + std::string(tasks::dtype_name(in.dtype));
+    table.add({t.id(), inputs, tasks::format_dims(t.dims), t.summary});
+  }
+  table.print();
+  std::cout << ts.size() << " task(s)\n";
+  return kExitOk;
+}
+
+int run_show(const std::string& spec, const fs::path& root, bool as_json) {
+  std::vector<fs::path> files = tasks::resolve_tasks(spec, root);
+  if (files.size() != 1) throw Error("'" + spec + "' names a suite; `kforge tasks show` takes one task");
+  tasks::Task t = tasks::load_task(files[0]);
+  tasks::Reference ref = tasks::Reference::compile(t);
+  auto outs = tasks::output_shapes(t, ref, t.dims);
+  auto bytes = tasks::bytes_that_must_move(t, ref, t.dims);
+  std::optional<double> flops;
+  if (t.flops) flops = t.flops->eval_real(t.dims);
+
+  ordered_json j;
+  j["id"] = t.id();
+  j["file"] = t.file.string();
+  j["version"] = t.content_hash;
+  j["summary"] = t.summary;
+  j["tags"] = t.tags;
+  j["dims"] = t.dims;
+  j["check_dims"] = t.check_dims;
+  j["inputs"] = ordered_json::array();
+  for (const auto& in : t.inputs)
+    j["inputs"].push_back({{"name", in.name}, {"dtype", tasks::dtype_name(in.dtype)}, {"shape", shape_exprs(in)},
+                           {"timed_shape", t.shape_of(in, t.dims)}, {"init", in.init.text}});
+  j["outputs"] = ordered_json::array();
+  std::vector<std::string> names = tasks::output_names(t, ref.output_count());
+  for (size_t i = 0; i < names.size(); ++i) {
+    ordered_json o = {{"name", names[i]}};
+    if (outs) o["timed_shape"] = (*outs)[i].sizes, o["dtype"] = tasks::dtype_name((*outs)[i].dtype);
+    if (!t.outputs.empty() && t.outputs[i].tolerance) o["tolerance"] = *t.outputs[i].tolerance;
+    j["outputs"].push_back(o);
+  }
+  std::vector<std::string> constraints;
+  for (const auto& c : t.constraints) constraints.push_back(c.text());
+  j["constraints"] = constraints;
+  j["deterministic"] = t.deterministic;
+  j["allow_tf32"] = t.allow_tf32;
+  j["input_bytes"] = t.input_bytes(t.dims);
+  j["bytes_that_must_move"] = bytes ? ordered_json(*bytes) : ordered_json(nullptr);
+  j["bytes_source"] = t.min_bytes ? "min_bytes" : "inputs read once + outputs written once";
+  j["flops"] = flops ? ordered_json(*flops) : ordered_json(nullptr);
+  j["reference"] = t.reference;
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << t.id() << ": " << t.summary << "\n"
+            << "  file         " << t.file.string() << " (version " << t.content_hash.substr(0, 12) << ")\n";
+  if (!t.tags.empty()) {
+    std::string tags;
+    for (const auto& tag : t.tags) tags += (tags.empty() ? "" : ", ") + tag;
+    std::cout << "  tags         " << tags << "\n";
+  }
+  std::cout << "  timed dims   " << tasks::format_dims(t.dims) << "\n";
+  for (const auto& d : t.check_dims) std::cout << "  check dims   " << tasks::format_dims(d) << "\n";
+  for (const auto& c : t.constraints) std::cout << "  constraint   " << c.text() << "\n";
+  if (t.deterministic) std::cout << "  deterministic: bitwise-identical runs required\n";
+  std::cout << "\n";
+  Table table({"", "NAME", "DTYPE", "SHAPE", "TIMED SHAPE", "INIT"});
+  for (const auto& in : t.inputs)
+    table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)), shape_exprs(in),
+               shape_text(t.shape_of(in, t.dims)), in.init.text});
+  for (size_t i = 0; i < names.size(); ++i)
+    table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?", "",
+               outs ? shape_text((*outs)[i].sizes) : "(unknown: an op has no meta kernel)", ""});
+  table.print();
+  std::cout << "\n  bytes that must move  "
+            << (bytes ? human_bytes(*bytes) + " (" + j["bytes_source"].get<std::string>() + ")" : "unknown") << "\n";
+  std::cout << "  FLOPs                 " << (flops ? general(*flops) : "not declared") << "\n";
+  if (flops && bytes) std::cout << "  arithmetic intensity  " << fixed(*flops / *bytes, 2) << " FLOP/byte\n";
+  std::cout << "\nreference:\n" << t.reference;
+  if (!t.reference.empty() && t.reference.back() != '\n') std::cout << "\n";
+  return kExitOk;
+}
+
+ordered_json check_to_json(const tasks::TaskCheck& c) {
+  ordered_json j;
+  j["task"] = c.task;
+  j["ok"] = c.ok();
+  j["problems"] = c.problems;
+  j["notes"] = c.notes;
+  j["configs"] = ordered_json::array();
+  for (const auto& cr : c.configs) {
+    ordered_json k = {{"dims", cr.dims}, {"timed", cr.timed}};
+    if (!cr.error.empty()) k["error"] = cr.error;
+    if (cr.reference_ms > 0) k["reference_ms"] = cr.reference_ms;
+    k["outputs"] = ordered_json::array();
+    for (const auto& o : cr.outputs)
+      k["outputs"].push_back({{"name", o.name}, {"shape", o.shape}, {"dtype", o.dtype}, {"min", o.min},
+                              {"max", o.max}, {"mean", o.mean}, {"rms", o.rms}, {"nan", o.nan}, {"inf", o.inf}});
+    j["configs"].push_back(k);
+  }
+  return j;
+}
+
+struct CheckArgs {
+  std::vector<std::string> specs;
+  std::string device = "cpu";
+  std::string dims;
+  uint64_t seed = 1;
+  int timing_runs = -1;
+  bool json = false;
+  bool verbose = false;
+};
+
+int run_check(const CheckArgs& a, const fs::path& root) {
+  tasks::CheckOptions opt;
+  opt.seed = a.seed;
+  if (a.device == "cuda") {
+    verify::Driver::get().require("kforge tasks check --device cuda");
+    opt.device = torch::Device(torch::kCUDA, 0);
+    opt.generator = verify::cuda_generator(0);
+  } else if (a.device != "cpu") {
+    throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
+  }
+  std::string dims = a.dims.empty() ? (a.device == "cuda" ? "timed" : "check") : a.dims;
+  if (dims == "timed") opt.dims = tasks::DimsSelection::Timed;
+  else if (dims == "check") opt.dims = tasks::DimsSelection::Check;
+  else if (dims == "all") opt.dims = tasks::DimsSelection::All;
+  else throw InputError("--dims", std::nullopt, "", "must be timed, check or all, got '" + dims + "'");
+  opt.timing_runs = a.timing_runs >= 0 ? a.timing_runs : (a.device == "cuda" ? 5 : 0);
+
+  std::vector<std::string> specs = a.specs.empty() ? all_suites(root) : a.specs;
+  std::vector<fs::path> files;
+  for (const auto& s : specs)
+    for (const auto& f : tasks::resolve_tasks(s, root)) files.push_back(f);
+
+  if (!a.json)
+    std::cout << "checking " << files.size() << " task(s) on " << a.device << ", " << dims << " dims, seed " << a.seed
+              << "\n";
+  ordered_json all = ordered_json::array();
+  int failed = 0;
+  for (const fs::path& f : files) {
+    tasks::TaskCheck c;
+    std::string id = f.parent_path().filename().string() + "/" + f.stem().string();
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      tasks::Task t = tasks::load_task(f);
+      c = tasks::check_task(t, opt);
+    } catch (const InputError& e) {
+      c.task = id;
+      c.problems.push_back(e.what());
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!c.ok()) ++failed;
+    if (a.json) {
+      all.push_back(check_to_json(c));
+      continue;
+    }
+    std::string ms;
+    for (const auto& cr : c.configs)
+      if (cr.timed && cr.reference_ms > 0) ms = "  reference " + fixed(cr.reference_ms, 3) + " ms";
+    std::string shapes;
+    for (const auto& cr : c.configs)
+      if (!cr.outputs.empty() && (cr.timed || shapes.empty())) {
+        shapes.clear();
+        for (const auto& o : cr.outputs) shapes += (shapes.empty() ? "" : " ") + o.name + shape_text(o.shape);
+      }
+    std::cout << (c.ok() ? "ok    " : "FAIL  ") << std::left << std::setw(36) << c.task << " " << c.configs.size()
+              << " config(s)  " << fixed(secs, 2) << " s" << ms << "  " << shapes << "\n";
+    for (const auto& p : c.problems) std::cout << "      " << p << "\n";
+    for (const auto& n : c.notes) std::cout << "      note: " << n << "\n";
+    if (a.verbose)
+      for (const auto& cr : c.configs)
+        for (const auto& o : cr.outputs)
+          std::cout << "      " << tasks::format_dims(cr.dims) << "  " << o.name << " " << o.dtype << shape_text(o.shape)
+                    << " min " << general(o.min) << " max " << general(o.max) << " mean " << general(o.mean) << " rms "
+                    << general(o.rms) << "\n";
+  }
+  if (a.json) std::cout << all.dump(2) << "\n";
+  else std::cout << files.size() - failed << " of " << files.size() << " task(s) ok, " << failed << " failing\n";
+  return failed ? kExitFindings : kExitOk;
+}
+
+}  // namespace
+
+void add_tasks_command(CLI::App& app, int& exit_code) {
+  auto* tasks_cmd = app.add_subcommand("tasks", "List, show and check task suites");
+  tasks_cmd->require_subcommand(1);
+  auto root = std::make_shared<std::string>();
+  tasks_cmd->add_option("--tasks-dir", *root, "Folder holding the suites (default: $KFORGE_TASKS, ./tasks, or the source tree's)");
+  auto root_path = [root] { return root->empty() ? tasks::default_tasks_root() : fs::path(*root); };
+
+  auto* list = tasks_cmd->add_subcommand("list", "List tasks of every suite, or of the given suites");
+  auto list_specs = std::make_shared<std::vector<std::string>>();
+  auto list_json = std::make_shared<bool>(false);
+  list->add_flag("--json", *list_json, "Machine-readable output");
+  list->add_option("suite", *list_specs, "Suite name or folder (default: all)");
+  list->callback([&exit_code, list_specs, list_json, root_path] { exit_code = run_list(*list_specs, root_path(), *list_json); });
+
+  auto* show = tasks_cmd->add_subcommand("show", "Show a task: inputs, dims, reference, bytes and FLOPs");
+  auto show_spec = std::make_shared<std::string>();
+  auto show_json = std::make_shared<bool>(false);
+  show->add_flag("--json", *show_json, "Machine-readable output");
+  show->add_option("task", *show_spec, "Task file, suite/name or name")->required();
+  show->callback([&exit_code, show_spec, show_json, root_path] { exit_code = run_show(*show_spec, root_path(), *show_json); });
+
+  auto* check = tasks_cmd->add_subcommand("check", "Run references on their configurations and flag degenerate tasks");
+  auto args = std::make_shared<CheckArgs>();
+  check->add_option("tasks", args->specs, "Suites, task files or names (default: every suite)");
+  check->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
+  check->add_option("--dims", args->dims, "timed, check or all (default: timed on cuda, check on cpu)");
+  check->add_option("--seed", args->seed, "Seed of the input generator")->capture_default_str();
+  check->add_option("--time", args->timing_runs, "Time the reference this many runs per configuration (default: 5 on cuda, 0 on cpu)");
+  check->add_flag("--json", args->json, "Machine-readable output");
+  check->add_flag("-v,--verbose", args->verbose, "Print output statistics per configuration");
+  check->callback([&exit_code, args, root_path] { exit_code = run_check(*args, root_path()); });
+}
+
+}  // namespace kforge::cli

@@ -1,0 +1,36 @@
+# Every dependency comes from the system (Debian packages, or the GPU machine's PyTorch wheel).
+# Nothing is downloaded at configure, build or test time.
+
+find_package(Torch REQUIRED)            # LibTorch 1.13 (Debian, CPU) or 2.x (PyTorch wheel, CUDA)
+find_package(CUDAToolkit REQUIRED)      # NVRTC and headers; the driver (libcuda) is dlopen'ed at run time
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(CURL REQUIRED)
+find_package(Threads REQUIRED)
+
+# toml++ ships a pkg-config file and (sometimes) a CMake config; accept either.
+find_package(tomlplusplus QUIET)
+if(NOT TARGET tomlplusplus::tomlplusplus)
+  find_path(TOMLPP_INCLUDE_DIR toml++/toml.h REQUIRED)
+  add_library(tomlplusplus::tomlplusplus INTERFACE IMPORTED)
+  target_include_directories(tomlplusplus::tomlplusplus INTERFACE ${TOMLPP_INCLUDE_DIR})
+endif()
+
+# LibTorch's CMake config puts its flags on a global variable; wrap it in a target.
+add_library(kforge_torch INTERFACE)
+target_link_libraries(kforge_torch INTERFACE ${TORCH_LIBRARIES})
+target_compile_options(kforge_torch INTERFACE ${TORCH_CXX_FLAGS})
+if(TORCH_CXX_FLAGS)
+  separate_arguments(_kforge_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+  set_property(TARGET kforge_torch PROPERTY INTERFACE_COMPILE_OPTIONS ${_kforge_torch_flags})
+endif()
+message(STATUS "kforge: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+message(STATUS "kforge: CUDA Toolkit ${CUDAToolkit_VERSION} (NVRTC ${CUDAToolkit_LIBRARY_DIR})")
+
+# xxHash: content hashes (task versions, candidate identity, compile cache keys).
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
+add_library(kforge_xxhash INTERFACE)
+target_include_directories(kforge_xxhash INTERFACE ${XXHASH_INCLUDE_DIR})
+target_link_libraries(kforge_xxhash INTERFACE ${XXHASH_LIBRARY})

@@ -1,0 +1,58 @@
+// `kforge tasks check`: runs a task's reference on its configurations and flags tasks a kernel
+// could satisfy without doing the work (docs/task-format.md, "Degenerate tasks").
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "kforge/tasks/generator.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::tasks {
+
+enum class DimsSelection { Timed, Check, All };
+
+struct OutputStats {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  double min = 0, max = 0, mean = 0, rms = 0;
+  int64_t nan = 0, inf = 0;
+};
+
+struct ConfigResult {
+  Dims dims;
+  bool timed = false;            // the timed configuration (not a [check] one)
+  std::vector<OutputStats> outputs;
+  double reference_ms = 0;       // median wall time of the reference (synchronised), rough
+  std::string error;             // the reference failed
+};
+
+struct TaskCheck {
+  std::string task;
+  std::vector<ConfigResult> configs;
+  std::vector<std::string> problems;  // failures and degeneracies; empty means the task is usable
+  std::vector<std::string> notes;     // e.g. float16 run upcast on the CPU
+  bool ok() const { return problems.empty(); }
+};
+
+struct CheckOptions {
+  torch::Device device = torch::kCPU;
+  DimsSelection dims = DimsSelection::Check;
+  InputGenerator generator;  // default: generate_cpu, moved to `device`
+  uint64_t seed = 1;
+  int timing_runs = 0;       // > 0: time the reference this many times per configuration
+};
+
+// Thresholds (DESIGN.md, Defaults).
+inline constexpr double kDegenerateSpread = 1e-6;
+inline constexpr double kUnusedInputChange = 1e-6;
+
+TaskCheck check_task(const Task& task, const CheckOptions& options);
+
+// Relative spread of a tensor's values: (max - min) / max(|max|, |min|); 0 for all-zero.
+double relative_spread(const torch::Tensor& t);
+
+}  // namespace kforge::tasks

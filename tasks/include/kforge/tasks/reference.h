@@ -1,0 +1,75 @@
+// A task's reference: its TorchScript source, rewritten onto kforge's prelude and compiled with
+// torch::jit::compile. Runs on any device LibTorch has.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/tasks/generator.h"
+#include "kforge/tasks/task.h"
+
+namespace torch::jit {
+struct CompilationUnit;
+}
+
+namespace kforge::tasks {
+
+// The prelude for the LibTorch this binary was built with (common part + per-major-version part).
+std::string_view prelude_version();  // "v1" or "v2"
+const std::string& prelude_source();
+// Names `x` such that F.x(...) can be used in a reference.
+const std::vector<std::string>& prelude_functions();
+
+// Rewrites `F.x(` and `torch.nn.functional.x(` to `F_x(`; throws InputError naming any function
+// the prelude lacks (file, line and field "reference"). `first_line` is the file line of the
+// reference's first line, when known.
+std::string rewrite_functional(const std::string& source, const std::string& file,
+                               std::optional<int> first_line);
+
+class Reference {
+ public:
+  // Compiles the task's reference; throws InputError (field "reference") when it does not compile
+  // or its forward() does not take one Tensor per declared input.
+  static Reference compile(const Task& task, std::optional<int> first_line = std::nullopt);
+
+  // Runs forward on the given inputs (their device is the device it runs on) and returns the
+  // outputs, a tuple flattened. Throws kforge::Error with TorchScript's message on failure.
+  std::vector<torch::Tensor> run(const std::vector<torch::Tensor>& inputs) const;
+
+  size_t output_count() const { return output_count_; }
+
+ private:
+  std::shared_ptr<torch::jit::CompilationUnit> unit_;
+  size_t output_count_ = 1;
+};
+
+// Called by load_task: compiles the reference and checks forward()'s signature.
+void validate_reference(const Task& task, std::optional<int> first_line);
+
+// Names of a task's outputs: [[outputs]] if declared, else "out" or out0..outK.
+std::vector<std::string> output_names(const Task& task, size_t count);
+
+}  // namespace kforge::tasks
+
+namespace kforge::tasks {
+
+struct TensorShape {
+  std::vector<int64_t> sizes;
+  Dtype dtype = Dtype::Float32;
+  int64_t bytes() const;
+};
+
+// Output shapes and dtypes at `dims`, found by running the reference on LibTorch's meta device
+// (no data, no time). nullopt when an op of the reference has no meta kernel.
+std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Reference& ref,
+                                                      const Dims& dims);
+
+// Bytes that must move at `dims`: `min_bytes` when declared, else every input read once and every
+// output written once (nullopt when the output shapes are unknown).
+std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref, const Dims& dims);
+
+}  // namespace kforge::tasks

@@ -1,0 +1,90 @@
+// A task: one PyTorch operation to make faster, loaded from tasks/<suite>/<name>.toml.
+// The format is documented in docs/task-format.md; every loading error names the file, the line
+// where toml++ knows it, the field and the problem.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/common/expr.h"
+
+namespace kforge::tasks {
+
+enum class Dtype { Float32, Float16, BFloat16, Float64, Int32, Int64, Bool };
+
+std::string_view dtype_name(Dtype d);
+std::optional<Dtype> parse_dtype(std::string_view name);
+size_t dtype_size(Dtype d);
+bool is_floating(Dtype d);
+
+// How an input's values are drawn (docs/task-format.md, "init").
+enum class InitKind { Randn, Normal, Rand, Uniform, Randint, Bernoulli };
+
+struct Init {
+  InitKind kind = InitKind::Randn;
+  std::vector<Expr> params;  // normal: mean, std; uniform/randint: lo, hi; bernoulli: p
+  std::string text;          // as written in the task file
+};
+
+struct InputSpec {
+  std::string name;
+  Dtype dtype = Dtype::Float32;
+  std::vector<Expr> shape;
+  Init init;
+};
+
+struct OutputSpec {
+  std::string name;
+  std::optional<Dtype> dtype;      // checked against the reference when given
+  std::optional<double> tolerance;  // replaces tol(dtype) in the acceptance formula
+};
+
+using Dims = IntNames;  // dim name -> value
+
+struct Task {
+  std::filesystem::path file;
+  std::string suite;  // the folder the task file is in
+  std::string name;
+  std::string summary;
+  std::vector<std::string> tags;
+  std::string reference;  // as written; see reference.h for what is compiled
+  Dims dims;              // the timed configuration
+  std::vector<Dims> check_dims;
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;  // empty: named by the reference's result
+  std::vector<Expr> constraints;
+  bool deterministic = false;
+  bool allow_tf32 = false;
+  std::optional<Expr> flops;
+  std::optional<Expr> min_bytes;
+  std::string content_hash;  // hex digest of the file's bytes: an edited task is a new version
+
+  std::vector<int64_t> shape_of(const InputSpec& in, const Dims& d) const;
+  int64_t numel_of(const InputSpec& in, const Dims& d) const;
+  int64_t input_bytes(const Dims& d) const;
+  // Every configuration the harness checks: the timed dims first, then [check].dims.
+  std::vector<Dims> all_dims() const;
+  std::string id() const { return suite + "/" + name; }
+};
+
+// Loads and validates one task file (throws InputError).
+Task load_task(const std::filesystem::path& file);
+
+// Every *.toml in a suite folder, sorted by name (throws InputError on the first bad file).
+std::vector<Task> load_suite(const std::filesystem::path& dir);
+
+// Resolves what a user typed: a .toml path, a suite folder, "suite/name" or a bare task name,
+// looked up under `tasks_root`. Returns the task files, sorted.
+std::vector<std::filesystem::path> resolve_tasks(const std::string& spec,
+                                                 const std::filesystem::path& tasks_root);
+
+// The folder holding the suites: $KFORGE_TASKS, else ./tasks if it holds suites, else the
+// source tree's tasks/ that this binary was built from.
+std::filesystem::path default_tasks_root();
+
+std::string format_dims(const Dims& d);
+
+}  // namespace kforge::tasks

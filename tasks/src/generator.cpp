@@ -1,0 +1,113 @@
+// Compiled with -ffp-contract=off (see tasks/CMakeLists.txt): bit-identity with the GPU.
+#include "kforge/tasks/generator.h"
+
+#include <ATen/Parallel.h>
+
+#include "kforge/tasks/philox.h"
+
+namespace kforge::tasks {
+
+ResolvedInit resolve_init(const InputSpec& in, const Dims& dims) {
+  ResolvedInit r;
+  r.kind = static_cast<int>(in.init.kind);
+  const auto& p = in.init.params;
+  switch (in.init.kind) {
+    case InitKind::Normal:
+    case InitKind::Uniform:
+      r.p0 = p[0].eval_real(dims);
+      r.p1 = p[1].eval_real(dims);
+      break;
+    case InitKind::Randint:
+      r.lo = p[0].eval_int(dims);
+      r.hi = p[1].eval_int(dims);
+      break;
+    case InitKind::Bernoulli:
+      r.p0 = p[0].eval_real(dims);
+      break;
+    case InitKind::Rand:
+      r.p0 = 0.5;  // bool inputs drawn with "rand"
+      break;
+    case InitKind::Randn:
+      break;
+  }
+  return r;
+}
+
+torch::ScalarType to_scalar_type(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return torch::kFloat32;
+    case Dtype::Float16: return torch::kFloat16;
+    case Dtype::BFloat16: return torch::kBFloat16;
+    case Dtype::Float64: return torch::kFloat64;
+    case Dtype::Int32: return torch::kInt32;
+    case Dtype::Int64: return torch::kInt64;
+    case Dtype::Bool: return torch::kBool;
+  }
+  throw Error("unknown dtype");
+}
+
+std::optional<Dtype> from_scalar_type(torch::ScalarType t) {
+  for (Dtype d : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16, Dtype::Float64, Dtype::Int32,
+                  Dtype::Int64, Dtype::Bool})
+    if (to_scalar_type(d) == t) return d;
+  return std::nullopt;
+}
+
+namespace {
+
+template <typename T, typename F>
+void fill(torch::Tensor& t, F value_of) {
+  T* data = t.data_ptr<T>();
+  at::parallel_for(0, t.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) data[i] = value_of(static_cast<unsigned long long>(i));
+  });
+}
+
+}  // namespace
+
+torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uint64_t seed,
+                           int variant) {
+  const InputSpec& in = task.inputs.at(index);
+  ResolvedInit r = resolve_init(in, dims);
+  std::vector<int64_t> shape = task.shape_of(in, dims);
+  auto k = static_cast<unsigned int>(index);
+  auto opts = torch::TensorOptions().device(torch::kCPU);
+  switch (in.dtype) {
+    case Dtype::Float64: {
+      torch::Tensor t = torch::empty(shape, opts.dtype(torch::kFloat64));
+      fill<double>(t, [&](auto i) { return kforge_gen::sample_real(r.kind, variant, r.p0, r.p1, seed, k, i); });
+      return t;
+    }
+    case Dtype::Float32:
+    case Dtype::Float16:
+    case Dtype::BFloat16: {
+      // Drawn in double, rounded to float32, then (fp16/bf16) rounded to nearest-even: the GPU
+      // generator does the same steps.
+      torch::Tensor t = torch::empty(shape, opts.dtype(torch::kFloat32));
+      fill<float>(t, [&](auto i) {
+        return static_cast<float>(kforge_gen::sample_real(r.kind, variant, r.p0, r.p1, seed, k, i));
+      });
+      return in.dtype == Dtype::Float32 ? t : t.to(to_scalar_type(in.dtype));
+    }
+    case Dtype::Int64: {
+      torch::Tensor t = torch::empty(shape, opts.dtype(torch::kInt64));
+      fill<int64_t>(t, [&](auto i) { return kforge_gen::sample_int(variant, r.lo, r.hi, seed, k, i); });
+      return t;
+    }
+    case Dtype::Int32: {
+      torch::Tensor t = torch::empty(shape, opts.dtype(torch::kInt32));
+      fill<int32_t>(t, [&](auto i) {
+        return static_cast<int32_t>(kforge_gen::sample_int(variant, r.lo, r.hi, seed, k, i));
+      });
+      return t;
+    }
+    case Dtype::Bool: {
+      torch::Tensor t = torch::empty(shape, opts.dtype(torch::kBool));
+      fill<bool>(t, [&](auto i) { return kforge_gen::sample_bool(variant, r.p0, seed, k, i); });
+      return t;
+    }
+  }
+  throw Error("unknown dtype");
+}
+
+}  // namespace kforge::tasks

@@ -1,0 +1,227 @@
+#include "kforge/tasks/reference.h"
+
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/jit.h>
+#include <torch/version.h>
+
+#include <cstring>
+#include <regex>
+
+#include "tasks_prelude.h"
+
+namespace kforge::tasks {
+namespace {
+
+std::optional<int> line_in_message(const std::string& msg) {
+  static const std::regex re(R"(line (\d+))");
+  std::smatch m;
+  if (std::regex_search(msg, m, re)) return std::stoi(m[1]);
+  return std::nullopt;
+}
+
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// TorchScript's message, trimmed to what a user needs: the first lines with the source excerpt.
+std::string trim_message(const std::string& msg) {
+  std::string out;
+  int lines = 0;
+  for (char c : msg) {
+    if (c == '\n' && ++lines >= 12) break;
+    out += c;
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string_view prelude_version() { return TORCH_VERSION_MAJOR >= 2 ? "v2" : "v1"; }
+
+const std::string& prelude_source() {
+  static const std::string src = std::string(embedded::tasks_prelude_common) + "\n" +
+                                 std::string(TORCH_VERSION_MAJOR >= 2 ? embedded::tasks_prelude_v2
+                                                                      : embedded::tasks_prelude_v1) +
+                                 "\n";
+  return src;
+}
+
+const std::vector<std::string>& prelude_functions() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    static const std::regex re(R"(\ndef F_(\w+)\()");
+    const std::string& src = prelude_source();
+    for (auto it = std::sregex_iterator(src.begin(), src.end(), re); it != std::sregex_iterator(); ++it)
+      out.push_back((*it)[1]);
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return names;
+}
+
+std::string rewrite_functional(const std::string& source, const std::string& file,
+                               std::optional<int> first_line) {
+  const auto& known = prelude_functions();
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  size_t i = 0;
+  while (i < source.size()) {
+    bool boundary = i == 0 || (!is_word(source[i - 1]) && source[i - 1] != '.');
+    size_t prefix = 0;
+    for (const char* p : {"torch.nn.functional.", "F."})
+      if (boundary && source.compare(i, std::strlen(p), p) == 0) {
+        prefix = std::strlen(p);
+        break;
+      }
+    size_t name_end = i + prefix;
+    while (prefix && name_end < source.size() && is_word(source[name_end])) ++name_end;
+    size_t paren = name_end;
+    while (prefix && paren < source.size() && (source[paren] == ' ' || source[paren] == '\t')) ++paren;
+    if (!prefix || name_end == i + prefix || paren >= source.size() || source[paren] != '(') {
+      out += source[i++];
+      continue;
+    }
+    std::string fn = source.substr(i + prefix, name_end - i - prefix);
+    if (!std::binary_search(known.begin(), known.end(), fn)) {
+      int line_in_ref = count_lines(source.substr(0, i)) + 1;
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw InputError(file, first_line ? std::optional<int>(*first_line + line_in_ref - 1) : std::nullopt,
+                       "reference",
+                       "F." + fn + " is not in kforge's TorchScript prelude; use a torch.<op> builtin "
+                       "or one of: " + list);
+    }
+    out += "F_" + fn;
+    i = name_end;
+  }
+  return out;
+}
+
+Reference Reference::compile(const Task& task, std::optional<int> first_line) {
+  const std::string file = task.file.string();
+  std::string body = rewrite_functional(task.reference, file, first_line);
+  const std::string& prelude = prelude_source();
+  auto fail = [&](const std::string& problem, std::optional<int> line_in_ref) {
+    std::optional<int> line;
+    if (first_line && line_in_ref) line = *first_line + *line_in_ref - 1;
+    throw InputError(file, line, "reference", problem);
+  };
+  Reference r;
+  try {
+    r.unit_ = torch::jit::compile(prelude + body);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    std::optional<int> line = line_in_message(msg);
+    if (line) *line -= count_lines(prelude);
+    if (line && *line < 1) {
+      throw Error("kforge's TorchScript prelude (tasks/prelude/) does not compile with LibTorch " TORCH_VERSION
+                  " (a kforge bug):\n" + trim_message(msg));
+    }
+    // Point TorchScript's excerpt at the task file rather than the compiled string.
+    if (line && first_line) {
+      static const std::regex where(R"(File "<string>", line \d+)");
+      msg = std::regex_replace(msg, where, "File \"" + file + "\", line " + std::to_string(*first_line + *line - 1));
+    }
+    fail("does not compile as TorchScript:\n" + trim_message(msg), line);
+  }
+  if (!r.unit_->find_function("forward")) fail("defines no forward() function", std::nullopt);
+  const c10::FunctionSchema& schema = r.unit_->get_function("forward").getSchema();
+  const auto& args = schema.arguments();
+  if (args.size() != task.inputs.size())
+    fail("forward() takes " + std::to_string(args.size()) + " argument(s) but the task declares " +
+             std::to_string(task.inputs.size()) + " input(s)",
+         std::nullopt);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].type()->kind() != c10::TypeKind::TensorType)
+      fail("forward() argument " + std::to_string(i + 1) + " ('" + args[i].name() +
+               "') must be a Tensor (annotate it ': Tensor'), got " + args[i].type()->str(),
+           std::nullopt);
+  const auto& ret = schema.returns();
+  if (ret.size() == 1 && ret[0].type()->kind() == c10::TypeKind::TupleType) {
+    auto elems = ret[0].type()->containedTypes();
+    for (const auto& t : elems)
+      if (t->kind() != c10::TypeKind::TensorType)
+        fail("forward() must return a Tensor or a tuple of Tensors, got " + ret[0].type()->str(), std::nullopt);
+    r.output_count_ = elems.size();
+  } else if (ret.size() == 1 && ret[0].type()->kind() == c10::TypeKind::TensorType) {
+    r.output_count_ = 1;
+  } else {
+    fail("forward() must return a Tensor or a tuple of Tensors (annotate '-> Tensor')", std::nullopt);
+  }
+  if (!task.outputs.empty() && task.outputs.size() != r.output_count_)
+    throw InputError(file, std::nullopt, "outputs",
+                     "declares " + std::to_string(task.outputs.size()) + " output(s) but forward() returns " +
+                         std::to_string(r.output_count_));
+  return r;
+}
+
+std::vector<torch::Tensor> Reference::run(const std::vector<torch::Tensor>& inputs) const {
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  c10::IValue result;
+  try {
+    result = unit_->get_function("forward")(std::move(args));
+  } catch (const std::exception& e) {
+    throw Error("the reference failed: " + trim_message(e.what()));
+  }
+  std::vector<torch::Tensor> out;
+  if (result.isTuple()) {
+    for (const auto& v : result.toTupleRef().elements()) out.push_back(v.toTensor());
+  } else {
+    out.push_back(result.toTensor());
+  }
+  return out;
+}
+
+void validate_reference(const Task& task, std::optional<int> first_line) {
+  (void)Reference::compile(task, first_line);
+}
+
+std::vector<std::string> output_names(const Task& task, size_t count) {
+  std::vector<std::string> names;
+  if (!task.outputs.empty()) {
+    for (const auto& o : task.outputs) names.push_back(o.name);
+    return names;
+  }
+  if (count == 1) return {"out"};
+  for (size_t i = 0; i < count; ++i) names.push_back("out" + std::to_string(i));
+  return names;
+}
+
+}  // namespace kforge::tasks
+
+namespace kforge::tasks {
+
+int64_t TensorShape::bytes() const {
+  int64_t n = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Reference& ref,
+                                                      const Dims& dims) {
+  std::vector<torch::Tensor> inputs;
+  for (const InputSpec& in : task.inputs)
+    inputs.push_back(torch::empty(task.shape_of(in, dims),
+                                  torch::TensorOptions().dtype(to_scalar_type(in.dtype)).device(torch::kMeta)));
+  try {
+    std::vector<TensorShape> out;
+    for (const torch::Tensor& t : ref.run(inputs)) {
+      auto dtype = from_scalar_type(t.scalar_type());
+      if (!dtype) return std::nullopt;
+      out.push_back({t.sizes().vec(), *dtype});
+    }
+    return out;
+  } catch (const std::exception&) {
+    return std::nullopt;  // an op without a meta kernel: the shapes are simply unknown here
+  }
+}
+
+std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref, const Dims& dims) {
+  if (task.min_bytes) return task.min_bytes->eval_real(dims);
+  auto outs = output_shapes(task, ref, dims);
+  if (!outs) return std::nullopt;
+  double bytes = static_cast<double>(task.input_bytes(dims));
+  for (const auto& o : *outs) bytes += static_cast<double>(o.bytes());
+  return bytes;
+}
+
+}  // namespace kforge::tasks

@@ -1,0 +1,539 @@
+#include "kforge/tasks/task.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kforge/common/hash.h"
+#include "kforge/tasks/reference.h"
+
+namespace fs = std::filesystem;
+
+namespace kforge::tasks {
+namespace {
+
+constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
+    {Dtype::Float32, "float32"}, {Dtype::Float16, "float16"}, {Dtype::BFloat16, "bfloat16"},
+    {Dtype::Float64, "float64"}, {Dtype::Int32, "int32"},     {Dtype::Int64, "int64"},
+    {Dtype::Bool, "bool"}};
+
+const std::set<std::string> kTopLevelKeys = {
+    "name",    "summary",   "tags",  "reference",     "dims",       "inputs",    "outputs",
+    "check",   "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// Reads one task file, remembering where each node came from for error messages.
+class Loader {
+ public:
+  Loader(fs::path file, std::string text) : file_(std::move(file)), text_(std::move(text)) {}
+
+  Task load() {
+    toml::table root;
+    try {
+      root = toml::parse(text_, file_.string());
+    } catch (const toml::parse_error& e) {
+      throw InputError(file_.string(), static_cast<int>(e.source().begin.line), "",
+                       "not valid TOML: " + std::string(e.description()));
+    }
+    for (auto&& [key, node] : root) {
+      if (!kTopLevelKeys.count(std::string(key.str())))
+        fail(&node, std::string(key.str()),
+             "unknown key (known: name, summary, tags, reference, dims, inputs, outputs, check, "
+             "constraints, deterministic, allow_tf32, flops, min_bytes)");
+    }
+    Task t;
+    t.file = file_;
+    t.suite = file_.parent_path().filename().string();
+    t.content_hash = content_hash(text_);
+    t.name = required_string(root, "name");
+    if (t.name != file_.stem().string())
+      fail(root["name"].node(), "name",
+           "'" + t.name + "' must equal the file name '" + file_.stem().string() + "'");
+    if (!is_identifier(t.name)) fail(root["name"].node(), "name", "must be an identifier");
+    t.summary = required_string(root, "summary");
+    t.tags = string_array(root, "tags");
+    t.reference = required_string(root, "reference");
+    reference_line_ = first_content_line(root["reference"].node());
+    t.dims = load_dims(root);
+    t.check_dims = load_check(root, t.dims);
+    t.inputs = load_inputs(root, t.dims);
+    t.outputs = load_outputs(root);
+    t.constraints = load_expressions(root, "constraints", t.dims);
+    t.deterministic = optional_bool(root, "deterministic");
+    t.allow_tf32 = optional_bool(root, "allow_tf32");
+    t.flops = optional_expression(root, "flops", t.dims);
+    t.min_bytes = optional_expression(root, "min_bytes", t.dims);
+    validate_configurations(root, t);
+    return t;
+  }
+
+  std::optional<int> reference_line() const { return reference_line_; }
+
+ private:
+  [[noreturn]] void fail(const toml::node* node, const std::string& field,
+                         const std::string& problem) const {
+    throw InputError(file_.string(), line_of(node), field, problem);
+  }
+  // The file line of a string value's first line: a multi-line string opened by """ and a line
+  // break starts on the next line.
+  std::optional<int> first_content_line(const toml::node* node) const {
+    std::optional<int> line = line_of(node);
+    if (!line) return line;
+    std::istringstream lines(text_);
+    std::string l;
+    for (int i = 0; i < *line && std::getline(lines, l); ++i) {
+    }
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.pop_back();
+    bool opens_block = l.size() >= 3 && (l.compare(l.size() - 3, 3, "\"\"\"") == 0 ||
+                                         l.compare(l.size() - 3, 3, "'''") == 0);
+    return opens_block ? *line + 1 : *line;
+  }
+  static std::optional<int> line_of(const toml::node* node) {
+    if (!node || node->source().begin.line == 0) return std::nullopt;
+    return static_cast<int>(node->source().begin.line);
+  }
+
+  std::string required_string(const toml::table& t, const std::string& key) const {
+    const toml::node* n = t.get(key);
+    if (!n) fail(&t, key, "missing (a string is required)");
+    if (!n->is_string()) fail(n, key, "must be a string");
+    std::string s = **n->as_string();
+    if (s.find_first_not_of(" \t\r\n") == std::string::npos) fail(n, key, "must not be empty");
+    return s;
+  }
+  bool optional_bool(const toml::table& t, const std::string& key) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (!n->is_boolean()) fail(n, key, "must be true or false");
+    return **n->as_boolean();
+  }
+  std::vector<std::string> string_array(const toml::table& t, const std::string& key) const {
+    std::vector<std::string> out;
+    const toml::node* n = t.get(key);
+    if (!n) return out;
+    const toml::array* a = n->as_array();
+    if (!a) fail(n, key, "must be an array of strings");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      if (!e.is_string()) fail(&e, key + "[" + std::to_string(i) + "]", "must be a string");
+      out.push_back(**e.as_string());
+    }
+    return out;
+  }
+
+  // An expression given as a TOML integer or string, whose names must all be dims.
+  Expr expression(const toml::node* n, const std::string& field, const Dims& dims) const {
+    Expr e = Expr::constant(0);
+    if (n->is_integer()) {
+      e = Expr::constant(**n->as_integer());
+    } else if (n->is_string()) {
+      try {
+        e = Expr::parse(**n->as_string());
+      } catch (const ExprError& err) {
+        fail(n, field, err.what());
+      }
+    } else {
+      fail(n, field, "must be an integer or an expression string");
+    }
+    for (const std::string& name : e.names())
+      if (!dims.count(name)) fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
+    return e;
+  }
+  std::optional<Expr> optional_expression(const toml::table& t, const std::string& key,
+                                          const Dims& dims) const {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    return expression(n, key, dims);
+  }
+  std::vector<Expr> load_expressions(const toml::table& t, const std::string& key,
+                                     const Dims& dims) const {
+    std::vector<Expr> out;
+    const toml::node* n = t.get(key);
+    if (!n) return out;
+    const toml::array* a = n->as_array();
+    if (!a) fail(n, key, "must be an array of expression strings");
+    for (size_t i = 0; i < a->size(); ++i)
+      out.push_back(expression(a->get(i), key + "[" + std::to_string(i) + "]", dims));
+    return out;
+  }
+  static std::string dim_list(const Dims& dims) {
+    std::string s;
+    for (const auto& [k, v] : dims) s += (s.empty() ? "" : ", ") + k;
+    return s.empty() ? "none" : s;
+  }
+
+  Dims dims_table(const toml::node* n, const std::string& field) const {
+    const toml::table* t = n->as_table();
+    if (!t) fail(n, field, "must be a table of dim = positive integer");
+    Dims d;
+    for (auto&& [key, value] : *t) {
+      std::string k(key.str());
+      if (!is_identifier(k)) fail(&value, field + "." + k, "a dim name must be an identifier");
+      if (!value.is_integer()) fail(&value, field + "." + k, "must be an integer");
+      int64_t v = **value.as_integer();
+      if (v < 1) fail(&value, field + "." + k, "must be at least 1, got " + std::to_string(v));
+      d[k] = v;
+    }
+    return d;
+  }
+  Dims load_dims(const toml::table& root) const {
+    const toml::node* n = root.get("dims");
+    if (!n) fail(&root, "dims", "missing: a [dims] table gives the timed configuration");
+    Dims d = dims_table(n, "dims");
+    if (d.empty()) fail(n, "dims", "must name at least one dim");
+    return d;
+  }
+  std::vector<Dims> load_check(const toml::table& root, const Dims& timed) const {
+    std::vector<Dims> out;
+    const toml::node* n = root.get("check");
+    if (!n) return out;
+    const toml::table* t = n->as_table();
+    if (!t) fail(n, "check", "must be a table");
+    for (auto&& [key, value] : *t)
+      if (key.str() != "dims") fail(&value, "check." + std::string(key.str()), "unknown key (known: dims)");
+    const toml::node* dn = t->get("dims");
+    if (!dn) return out;
+    const toml::array* a = dn->as_array();
+    if (!a) fail(dn, "check.dims", "must be an array of tables like { B = 1, N = 3 }");
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string field = "check.dims[" + std::to_string(i) + "]";
+      Dims d = dims_table(a->get(i), field);
+      for (const auto& [k, v] : timed)
+        if (!d.count(k)) fail(a->get(i), field, "missing dim '" + k + "' (every configuration gives every dim)");
+      for (const auto& [k, v] : d)
+        if (!timed.count(k)) fail(a->get(i), field, "'" + k + "' is not a dim (dims: " + dim_list(timed) + ")");
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  Init parse_init(const toml::node* n, const std::string& field, Dtype dtype, const Dims& dims) const {
+    if (!n) fail(nullptr, field, "missing (randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), bernoulli(p))");
+    if (!n->is_string()) fail(n, field, "must be a string such as \"randn\" or \"uniform(-1, 1)\"");
+    std::string text = **n->as_string();
+    Init init;
+    init.text = text;
+    size_t open = text.find('(');
+    std::string kind = text.substr(0, open);
+    kind.erase(std::remove_if(kind.begin(), kind.end(), ::isspace), kind.end());
+    std::vector<std::string> args;
+    if (open != std::string::npos) {
+      if (text.back() != ')') fail(n, field, "'" + text + "': missing ')'");
+      std::string inner = text.substr(open + 1, text.size() - open - 2);
+      int depth = 0;
+      std::string cur;
+      for (char c : inner) {
+        if (c == '(') ++depth;
+        if (c == ')') --depth;
+        if (c == ',' && depth == 0) {
+          args.push_back(cur);
+          cur.clear();
+        } else {
+          cur += c;
+        }
+      }
+      if (!cur.empty() || !args.empty()) args.push_back(cur);
+    }
+    struct KindInfo { InitKind kind; size_t arity; };
+    static const std::map<std::string, KindInfo> kinds = {
+        {"randn", {InitKind::Randn, 0}},     {"rand", {InitKind::Rand, 0}},
+        {"normal", {InitKind::Normal, 2}},   {"uniform", {InitKind::Uniform, 2}},
+        {"randint", {InitKind::Randint, 2}}, {"bernoulli", {InitKind::Bernoulli, 1}}};
+    auto it = kinds.find(kind);
+    if (it == kinds.end())
+      fail(n, field, "unknown init '" + kind + "' (known: randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), bernoulli(p))");
+    init.kind = it->second.kind;
+    if (args.size() != it->second.arity)
+      fail(n, field, "'" + kind + "' takes " + std::to_string(it->second.arity) + " argument(s), got " + std::to_string(args.size()));
+    for (const std::string& a : args) {
+      Expr e = Expr::constant(0);
+      try {
+        e = Expr::parse(a);
+      } catch (const ExprError& err) {
+        fail(n, field, err.what());
+      }
+      for (const std::string& name : e.names())
+        if (!dims.count(name)) fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
+      init.params.push_back(std::move(e));
+    }
+    bool ok = is_floating(dtype) ? (init.kind != InitKind::Randint && init.kind != InitKind::Bernoulli)
+              : dtype == Dtype::Bool ? (init.kind == InitKind::Rand || init.kind == InitKind::Bernoulli)
+                                     : init.kind == InitKind::Randint;
+    if (!ok)
+      fail(n, field, "'" + kind + "' cannot draw " + std::string(dtype_name(dtype)) +
+                         " values (floating: randn, normal, rand, uniform; integer: randint; bool: rand, bernoulli)");
+    return init;
+  }
+
+  std::vector<InputSpec> load_inputs(const toml::table& root, const Dims& dims) const {
+    const toml::node* n = root.get("inputs");
+    if (!n) fail(&root, "inputs", "missing: declare each input with [[inputs]]");
+    const toml::array* a = n->as_array();
+    if (!a || !a->is_array_of_tables()) fail(n, "inputs", "must be an array of tables ([[inputs]])");
+    if (a->empty()) fail(n, "inputs", "at least one input is required");
+    std::vector<InputSpec> out;
+    std::set<std::string> names;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      std::string field = "inputs[" + std::to_string(i) + "]";
+      for (auto&& [key, value] : t) {
+        std::string k(key.str());
+        if (k != "name" && k != "dtype" && k != "shape" && k != "init")
+          fail(&value, field + "." + k, "unknown key (known: name, dtype, shape, init)");
+      }
+      InputSpec in;
+      in.name = required_string(t, "name");
+      field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
+      if (!is_identifier(in.name)) fail(t.get("name"), field + ".name", "must be an identifier");
+      if (!names.insert(in.name).second) fail(t.get("name"), field + ".name", "duplicate input name");
+      if (dims.count(in.name)) fail(t.get("name"), field + ".name", "an input may not share a dim's name");
+      const toml::node* dt = t.get("dtype");
+      if (!dt || !dt->is_string()) fail(dt ? dt : &t, field + ".dtype", "missing (float32, float16, bfloat16, float64, int32, int64, bool)");
+      auto dtype = parse_dtype(**dt->as_string());
+      if (!dtype)
+        fail(dt, field + ".dtype", "unknown dtype '" + **dt->as_string() + "' (known: float32, float16, bfloat16, float64, int32, int64, bool)");
+      in.dtype = *dtype;
+      const toml::node* sh = t.get("shape");
+      if (!sh || !sh->is_array()) fail(sh ? sh : &t, field + ".shape", "missing: an array of dim names, integers or expressions");
+      const toml::array& sa = *sh->as_array();
+      for (size_t j = 0; j < sa.size(); ++j)
+        in.shape.push_back(expression(sa.get(j), field + ".shape[" + std::to_string(j) + "]", dims));
+      in.init = parse_init(t.get("init"), field + ".init", in.dtype, dims);
+      out.push_back(std::move(in));
+    }
+    return out;
+  }
+
+  std::vector<OutputSpec> load_outputs(const toml::table& root) const {
+    std::vector<OutputSpec> out;
+    const toml::node* n = root.get("outputs");
+    if (!n) return out;
+    const toml::array* a = n->as_array();
+    if (!a || !a->is_array_of_tables()) fail(n, "outputs", "must be an array of tables ([[outputs]])");
+    std::set<std::string> names;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      std::string field = "outputs[" + std::to_string(i) + "]";
+      for (auto&& [key, value] : t) {
+        std::string k(key.str());
+        if (k != "name" && k != "dtype" && k != "tolerance")
+          fail(&value, field + "." + k, "unknown key (known: name, dtype, tolerance)");
+      }
+      OutputSpec o;
+      o.name = required_string(t, "name");
+      if (!is_identifier(o.name)) fail(t.get("name"), field + ".name", "must be an identifier");
+      if (!names.insert(o.name).second) fail(t.get("name"), field + ".name", "duplicate output name");
+      if (const toml::node* dt = t.get("dtype")) {
+        auto d = dt->is_string() ? parse_dtype(**dt->as_string()) : std::nullopt;
+        if (!d) fail(dt, field + ".dtype", "unknown dtype (known: float32, float16, bfloat16, float64, int32, int64, bool)");
+        o.dtype = d;
+      }
+      if (const toml::node* tol = t.get("tolerance")) {
+        if (!tol->is_number()) fail(tol, field + ".tolerance", "must be a number");
+        double v = tol->value<double>().value();
+        if (!(v > 0 && v < 1)) fail(tol, field + ".tolerance", "must be in (0, 1)");
+        o.tolerance = v;
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
+  // Every configuration: constraints hold, shapes are positive, init bounds are sane.
+  void validate_configurations(const toml::table& root, const Task& t) const {
+    std::vector<Dims> configs = t.all_dims();
+    for (size_t c = 0; c < configs.size(); ++c) {
+      const Dims& d = configs[c];
+      std::string where = c == 0 ? "the timed dims" : "check.dims[" + std::to_string(c - 1) + "]";
+      for (size_t i = 0; i < t.constraints.size(); ++i) {
+        bool ok = false;
+        try {
+          ok = t.constraints[i].eval_bool(d);
+        } catch (const ExprError& e) {
+          fail(root["constraints"][i].node(), "constraints[" + std::to_string(i) + "]", e.what());
+        }
+        if (!ok)
+          fail(root["constraints"][i].node(), "constraints[" + std::to_string(i) + "]",
+               "'" + t.constraints[i].text() + "' does not hold for " + where + " (" + format_dims(d) + ")");
+      }
+      for (size_t i = 0; i < t.inputs.size(); ++i) {
+        const InputSpec& in = t.inputs[i];
+        const toml::node* node = root["inputs"][i].node();
+        std::string field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
+        try {
+          for (size_t j = 0; j < in.shape.size(); ++j) {
+            int64_t v = in.shape[j].eval_int(d);
+            if (v < 1)
+              fail(node, field + ".shape[" + std::to_string(j) + "]",
+                   "'" + in.shape[j].text() + "' is " + std::to_string(v) + " for " + where + " (" + format_dims(d) + "); sizes must be at least 1");
+          }
+          (void)t.numel_of(in, d);  // overflow check
+          check_init_bounds(in, d, node, field + ".init", where);
+        } catch (const ExprError& e) {
+          fail(node, field, std::string(e.what()) + " for " + where);
+        }
+      }
+      try {
+        if (t.flops) (void)t.flops->eval_real(d);
+        if (t.min_bytes) (void)t.min_bytes->eval_real(d);
+      } catch (const ExprError& e) {
+        fail(&root, t.flops ? "flops" : "min_bytes", e.what());
+      }
+    }
+  }
+  void check_init_bounds(const InputSpec& in, const Dims& d, const toml::node* node,
+                         const std::string& field, const std::string& where) const {
+    const Init& init = in.init;
+    auto value = [&](size_t k) { return init.params[k].eval_real(d); };
+    std::string at = " for " + where + " (" + format_dims(d) + ")";
+    switch (init.kind) {
+      case InitKind::Uniform:
+        if (!(value(0) < value(1))) fail(node, field, "'" + init.text + "': lo must be below hi" + at);
+        break;
+      case InitKind::Randint:
+        for (size_t k = 0; k < 2; ++k)
+          if (!std::holds_alternative<int64_t>(init.params[k].eval(d)))
+            fail(node, field, "'" + init.text + "': randint bounds must be integers");
+        if (init.params[1].eval_int(d) - init.params[0].eval_int(d) < 1)
+          fail(node, field, "'" + init.text + "': needs lo < hi" + at);
+        if (in.dtype == Dtype::Int32 &&
+            (init.params[0].eval_int(d) < INT32_MIN || init.params[1].eval_int(d) - 1 > INT32_MAX))
+          fail(node, field, "'" + init.text + "': bounds do not fit int32" + at);
+        break;
+      case InitKind::Normal:
+        if (!(value(1) > 0)) fail(node, field, "'" + init.text + "': std must be positive" + at);
+        break;
+      case InitKind::Bernoulli:
+        if (!(value(0) >= 0 && value(0) <= 1))
+          fail(node, field, "'" + init.text + "': p must be in [0, 1]" + at);
+        break;
+      default:
+        break;
+    }
+  }
+
+  fs::path file_;
+  std::string text_;
+  std::optional<int> reference_line_;
+};
+
+}  // namespace
+
+std::string_view dtype_name(Dtype d) {
+  for (const auto& [dt, name] : kDtypes)
+    if (dt == d) return name;
+  return "?";
+}
+
+std::optional<Dtype> parse_dtype(std::string_view name) {
+  for (const auto& [dt, n] : kDtypes)
+    if (n == name) return dt;
+  return std::nullopt;
+}
+
+size_t dtype_size(Dtype d) {
+  switch (d) {
+    case Dtype::Float64: case Dtype::Int64: return 8;
+    case Dtype::Float32: case Dtype::Int32: return 4;
+    case Dtype::Float16: case Dtype::BFloat16: return 2;
+    case Dtype::Bool: return 1;
+  }
+  return 0;
+}
+
+bool is_floating(Dtype d) {
+  return d == Dtype::Float32 || d == Dtype::Float16 || d == Dtype::BFloat16 || d == Dtype::Float64;
+}
+
+std::vector<int64_t> Task::shape_of(const InputSpec& in, const Dims& d) const {
+  std::vector<int64_t> s;
+  for (const Expr& e : in.shape) s.push_back(e.eval_int(d));
+  return s;
+}
+
+int64_t Task::numel_of(const InputSpec& in, const Dims& d) const {
+  int64_t n = 1;
+  for (int64_t v : shape_of(in, d))
+    if (__builtin_mul_overflow(n, v, &n))
+      throw ExprError("the shape of input '" + in.name + "' overflows 64 bits");
+  return n;
+}
+
+int64_t Task::input_bytes(const Dims& d) const {
+  int64_t total = 0;
+  for (const InputSpec& in : inputs) total += numel_of(in, d) * static_cast<int64_t>(dtype_size(in.dtype));
+  return total;
+}
+
+std::vector<Dims> Task::all_dims() const {
+  std::vector<Dims> out{dims};
+  out.insert(out.end(), check_dims.begin(), check_dims.end());
+  return out;
+}
+
+std::string format_dims(const Dims& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  return s;
+}
+
+Task load_task(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), std::nullopt, "", "cannot open the task file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Loader loader(file, ss.str());
+  Task t = loader.load();
+  validate_reference(t, loader.reference_line());
+  return t;
+}
+
+std::vector<Task> load_suite(const fs::path& dir) {
+  std::vector<Task> out;
+  for (const fs::path& p : resolve_tasks(dir.string(), dir.parent_path())) out.push_back(load_task(p));
+  return out;
+}
+
+std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tasks_root) {
+  auto toml_files_in = [](const fs::path& dir) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  fs::path p(spec);
+  if (fs::is_regular_file(p)) return {p};
+  if (fs::is_directory(p)) return toml_files_in(p);
+  if (fs::is_regular_file(tasks_root / (spec + ".toml"))) return {tasks_root / (spec + ".toml")};
+  if (fs::is_directory(tasks_root / spec)) return toml_files_in(tasks_root / spec);
+  std::vector<fs::path> found;
+  if (fs::is_directory(tasks_root))
+    for (const auto& e : fs::directory_iterator(tasks_root))
+      if (e.is_directory() && fs::is_regular_file(e.path() / (spec + ".toml")))
+        found.push_back(e.path() / (spec + ".toml"));
+  std::sort(found.begin(), found.end());
+  if (found.size() == 1) return found;
+  if (found.empty())
+    throw Error("no task or suite named '" + spec + "' (looked for a file, a folder, and under " +
+                tasks_root.string() + ")");
+  std::string names;
+  for (const auto& f : found) names += " " + f.parent_path().filename().string() + "/" + spec;
+  throw Error("'" + spec + "' is ambiguous; say which:" + names);
+}
+
+fs::path default_tasks_root() {
+  if (const char* env = std::getenv("KFORGE_TASKS"); env && *env) return env;
+  if (fs::is_directory("tasks/smoke")) return fs::absolute("tasks");
+  return KFORGE_SOURCE_TASKS_DIR;
+}
+
+}  // namespace kforge::tasks
