@@ -182,6 +182,7 @@ ordered_json check_to_json(const tasks::TaskCheck& c) {
     ordered_json k = {{"dims", cr.dims}, {"timed", cr.timed}};
     if (!cr.error.empty()) k["error"] = cr.error;
     if (cr.reference_ms > 0) k["reference_ms"] = cr.reference_ms;
+    k["bytes_moved"] = cr.bytes_moved;
     k["outputs"] = ordered_json::array();
     for (const auto& o : cr.outputs)
       k["outputs"].push_back({{"name", o.name}, {"shape", o.shape}, {"dtype", o.dtype}, {"min", o.min},
@@ -247,7 +248,9 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     }
     std::string ms;
     for (const auto& cr : c.configs)
-      if (cr.timed && cr.reference_ms > 0) ms = "  reference " + fixed(cr.reference_ms, 3) + " ms";
+      if (cr.timed && cr.reference_ms > 0)
+        ms = "  reference " + fixed(cr.reference_ms, 3) + " ms, " + human_bytes(cr.bytes_moved) + " (" +
+             fixed(cr.bytes_moved / cr.reference_ms / 1e9, 2) + " TB/s)";
     std::string shapes;
     for (const auto& cr : c.configs)
       if (!cr.outputs.empty() && (cr.timed || shapes.empty())) {
@@ -294,6 +297,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   show->callback([&exit_code, show_spec, show_json, root_path] { exit_code = run_show(*show_spec, root_path(), *show_json); });
 
   auto* check = tasks_cmd->add_subcommand("check", "Run references on their configurations and flag degenerate tasks");
+  for (auto* sub : {list, show, check}) sub->fallthrough();  // --tasks-dir may follow the subcommand
   auto args = std::make_shared<CheckArgs>();
   check->add_option("tasks", args->specs, "Suites, task files or names (default: every suite)");
   check->add_option("--device", args->device, "cpu or cuda")->capture_default_str();

@@ -5,28 +5,25 @@ find_package(Torch REQUIRED)            # LibTorch 1.13 (Debian, CPU) or 2.x (Py
 find_package(CUDAToolkit REQUIRED)      # NVRTC and headers; the driver (libcuda) is dlopen'ed at run time
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
-find_package(SQLite3 REQUIRED)
-find_package(CURL REQUIRED)
 find_package(Threads REQUIRED)
+# SQLite3 (archive/) and CURL (evolve/) join with the code that uses them.
 
-# toml++ ships a pkg-config file and (sometimes) a CMake config; accept either.
-find_package(tomlplusplus QUIET)
-if(NOT TARGET tomlplusplus::tomlplusplus)
-  find_path(TOMLPP_INCLUDE_DIR toml++/toml.h REQUIRED)
-  add_library(tomlplusplus::tomlplusplus INTERFACE IMPORTED)
-  target_include_directories(tomlplusplus::tomlplusplus INTERFACE ${TOMLPP_INCLUDE_DIR})
-endif()
+# toml++ in header-only mode: one translation unit uses it, and the GPU machine has Debian's
+# headers (.device) but not its shared library.
+find_path(TOMLPP_INCLUDE_DIR toml++/toml.h REQUIRED)
+add_library(kforge_tomlplusplus INTERFACE)
+target_include_directories(kforge_tomlplusplus INTERFACE ${TOMLPP_INCLUDE_DIR})
+target_compile_definitions(kforge_tomlplusplus INTERFACE TOML_HEADER_ONLY=1 TOML_EXCEPTIONS=1)
 
 # LibTorch's CMake config puts its flags on a global variable; wrap it in a target.
 add_library(kforge_torch INTERFACE)
 target_link_libraries(kforge_torch INTERFACE ${TORCH_LIBRARIES})
-target_compile_options(kforge_torch INTERFACE ${TORCH_CXX_FLAGS})
 if(TORCH_CXX_FLAGS)
   separate_arguments(_kforge_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
-  set_property(TARGET kforge_torch PROPERTY INTERFACE_COMPILE_OPTIONS ${_kforge_torch_flags})
+  target_compile_options(kforge_torch INTERFACE ${_kforge_torch_flags})
 endif()
 message(STATUS "kforge: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
-message(STATUS "kforge: CUDA Toolkit ${CUDAToolkit_VERSION} (NVRTC ${CUDAToolkit_LIBRARY_DIR})")
+message(STATUS "kforge: CUDA Toolkit ${CUDAToolkit_VERSION} (NVRTC in ${CUDAToolkit_LIBRARY_DIR})")
 
 # xxHash: content hashes (task versions, candidate identity, compile cache keys).
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)

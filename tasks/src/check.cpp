@@ -91,6 +91,9 @@ class Checker {
             result.problems.push_back("output '" + names[i] + "' is " + s.dtype + " but the task declares " +
                                       std::string(dtype_name(*task_.outputs[i].dtype)));
         }
+        cr.bytes_moved = task_.min_bytes ? task_.min_bytes->eval_real(cr.dims) : static_cast<double>(task_.input_bytes(cr.dims));
+        if (!task_.min_bytes)
+          for (const auto& o : outputs) cr.bytes_moved += static_cast<double>(o.numel() * o.element_size());
         if (opt_.timing_runs > 0) cr.reference_ms = time_reference(inputs);
         if (c == largest) check_degenerate(cr, inputs, outputs, names, where, result);
       } catch (const Error& e) {

@@ -283,15 +283,14 @@ class Loader {
     std::set<std::string> names;
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& t = *a->get(i)->as_table();
-      std::string field = "inputs[" + std::to_string(i) + "]";
+      InputSpec in;
+      in.name = required_string(t, "name");
+      std::string field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
       for (auto&& [key, value] : t) {
         std::string k(key.str());
         if (k != "name" && k != "dtype" && k != "shape" && k != "init")
           fail(&value, field + "." + k, "unknown key (known: name, dtype, shape, init)");
       }
-      InputSpec in;
-      in.name = required_string(t, "name");
-      field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
       if (!is_identifier(in.name)) fail(t.get("name"), field + ".name", "must be an identifier");
       if (!names.insert(in.name).second) fail(t.get("name"), field + ".name", "duplicate input name");
       if (dims.count(in.name)) fail(t.get("name"), field + ".name", "an input may not share a dim's name");
@@ -367,16 +366,18 @@ class Loader {
       for (size_t i = 0; i < t.inputs.size(); ++i) {
         const InputSpec& in = t.inputs[i];
         const toml::node* node = root["inputs"][i].node();
+        const toml::node* shape_node = root["inputs"][i]["shape"].node();
+        const toml::node* init_node = root["inputs"][i]["init"].node();
         std::string field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
         try {
           for (size_t j = 0; j < in.shape.size(); ++j) {
             int64_t v = in.shape[j].eval_int(d);
             if (v < 1)
-              fail(node, field + ".shape[" + std::to_string(j) + "]",
+              fail(shape_node, field + ".shape[" + std::to_string(j) + "]",
                    "'" + in.shape[j].text() + "' is " + std::to_string(v) + " for " + where + " (" + format_dims(d) + "); sizes must be at least 1");
           }
           (void)t.numel_of(in, d);  // overflow check
-          check_init_bounds(in, d, node, field + ".init", where);
+          check_init_bounds(in, d, init_node, field + ".init", where);
         } catch (const ExprError& e) {
           fail(node, field, std::string(e.what()) + " for " + where);
         }

@@ -27,6 +27,7 @@ struct ConfigResult {
   bool timed = false;            // the timed configuration (not a [check] one)
   std::vector<OutputStats> outputs;
   double reference_ms = 0;       // median wall time of the reference (synchronised), rough
+  double bytes_moved = 0;        // min_bytes, else inputs read once + outputs written once
   std::string error;             // the reference failed
 };
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds if needed and runs every test (GPU tests skip, saying why, without a GPU); prints CTest's
+# summary line. Extra arguments go to ctest (e.g. -L cpu, -R Generator).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo}
+fi
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+cd "$BUILD_DIR"
+# Passing tests are counted, not listed; failures come with their output, skips with their reason.
+set +e
+ctest -j"$(nproc)" --output-on-failure "$@" 2>&1 | tee ctest.log | grep -vE "^ *Start +[0-9]+:|Passed +[0-9.]+ sec" \
+  | sed 's/  # GetParam() = .*//'
+rc=${PIPESTATUS[0]}
+exit $rc

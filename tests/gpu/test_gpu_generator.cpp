@@ -1,0 +1,80 @@
+// The GPU input generator gives the CPU generator's values, for every dtype and distribution.
+#include <torch/version.h>
+
+#include "gpu_test_util.h"
+#include "kforge/tasks/check.h"
+#include "kforge/verify/gpu_generator.h"
+#include "../test_util.h"
+
+namespace {
+
+using namespace kforge::tasks;
+using kforge::test::TempDir;
+
+struct Case {
+  std::string dtype, init;
+  bool exact;  // normal draws go through log/cos and may differ by a few ulp
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.dtype << " " << c.init; }
+
+class GpuGenerator : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuGenerator, MatchesTheCpu) {
+  KFORGE_REQUIRE_GPU();
+  const Case& c = GetParam();
+  TempDir dir;
+  std::string text = "name = \"g\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(x: Tensor) -> Tensor:\n    return x\n\"\"\"\n"
+                     "[dims]\nN = 1000003\n[[inputs]]\nname = \"x\"\ndtype = \"" + c.dtype + "\"\nshape = [\"N\"]\ninit = \"" +
+                     c.init + "\"\n";
+  Task t = load_task(dir.write("s/g.toml", text));
+  for (int variant : {0, 1})
+    for (uint64_t seed : {uint64_t{1}, uint64_t{0x123456789abcdefull}}) {
+      torch::Tensor cpu = generate_cpu(t, 0, t.dims, seed, variant);
+      torch::Tensor gpu = kforge::verify::generate_cuda(t, 0, t.dims, seed, variant, 0);
+      ASSERT_TRUE(gpu.is_cuda());
+      ASSERT_EQ(gpu.scalar_type(), cpu.scalar_type());
+      torch::Tensor back = gpu.cpu();
+      if (c.exact) {
+        EXPECT_TRUE(torch::equal(back, cpu)) << c.dtype << " " << c.init << " variant " << variant << " mismatches: "
+                                             << (back != cpu).sum().item<int64_t>();
+      } else {
+        auto diff = (back.to(torch::kFloat64) - cpu.to(torch::kFloat64)).abs();
+        auto scale = cpu.to(torch::kFloat64).abs().clamp_min(1.0);
+        EXPECT_LE((diff / scale).max().item<double>(), 1e-6) << c.dtype << " " << c.init;
+        EXPECT_GE((back == cpu).to(torch::kFloat64).mean().item<double>(), 0.99) << "most normal draws are bit-identical";
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuGenerator,
+                         ::testing::Values(Case{"float32", "rand", true}, Case{"float32", "uniform(-3, 5)", true},
+                                           Case{"float64", "uniform(-3, 5)", true}, Case{"float16", "uniform(-1, 1)", true},
+                                           Case{"bfloat16", "rand", true}, Case{"int64", "randint(-7, 1000)", true},
+                                           Case{"int32", "randint(0, 3)", true}, Case{"bool", "rand", true},
+                                           Case{"bool", "bernoulli(0.9)", true}, Case{"float32", "randn", false},
+                                           Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false}),
+                         [](const auto& info) {
+                           std::string n = info.param.dtype + "_" + info.param.init;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(GpuTasks, SmokeSuiteChecksOnTheGpuAtTimedDims) {
+  KFORGE_REQUIRE_GPU();
+  for (const auto& f : resolve_tasks("smoke", kforge::test::source_dir() / "tasks")) {
+    Task t = load_task(f);
+    CheckOptions opt;
+    opt.device = torch::Device(torch::kCUDA, 0);
+    opt.dims = DimsSelection::All;
+    opt.generator = kforge::verify::cuda_generator(0);
+    opt.timing_runs = 3;
+    TaskCheck c = check_task(t, opt);
+    for (const auto& p : c.problems) ADD_FAILURE() << t.id() << ": " << p;
+    ASSERT_FALSE(c.configs.empty());
+    EXPECT_GT(c.configs[0].reference_ms, 0.0);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+// The kforge binary end to end: exit codes, and messages a user can act on.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "kforge/verify/driver.h"
+#include "test_util.h"
+
+namespace {
+
+using kforge::test::TempDir;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result kforge_cli(const std::string& args) {
+  std::string cmd = std::string(KFORGE_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+
+TEST(Cli, DoctorReportsToolchainAndGpuState) {
+  Result r = kforge_cli("doctor");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("NVRTC"), std::string::npos);
+  EXPECT_NE(r.out.find("LibTorch"), std::string::npos);
+  if (!kforge::verify::Driver::get().available()) {
+    EXPECT_NE(r.out.find("none usable"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(kforge::verify::Driver::get().unavailable_reason()), std::string::npos);
+  }
+  Result j = kforge_cli("doctor --json");
+  EXPECT_EQ(j.code, 0);
+  EXPECT_NE(j.out.find("\"nvrtc\""), std::string::npos);
+}
+
+TEST(Cli, GpuCommandWithoutGpuSaysSoAndExits3) {
+  if (kforge::verify::Driver::get().available()) GTEST_SKIP() << "a GPU is present; this pins the no-GPU path";
+  Result r = kforge_cli("tasks check smoke/relu --device cuda --tasks-dir " + tasks_dir());
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("needs an NVIDIA GPU"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TasksListAndShow) {
+  Result list = kforge_cli("tasks list smoke --tasks-dir " + tasks_dir());
+  EXPECT_EQ(list.code, 0) << list.out;
+  EXPECT_NE(list.out.find("smoke/softmax"), std::string::npos);
+  Result show = kforge_cli("tasks show smoke/vector_add --tasks-dir " + tasks_dir());
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("bytes that must move"), std::string::npos);
+  EXPECT_NE(show.out.find("201 MB"), std::string::npos) << show.out;  // 3 x 16 Mi x 4 bytes
+  Result json = kforge_cli("tasks show level1/matmul_square --json --tasks-dir " + tasks_dir());
+  EXPECT_EQ(json.code, 0);
+  EXPECT_NE(json.out.find("\"flops\": 137438953472"), std::string::npos) << json.out;
+}
+
+TEST(Cli, CheckPassesOnTheSmokeSuite) {
+  Result r = kforge_cli("tasks check smoke --tasks-dir " + tasks_dir());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("4 of 4 task(s) ok"), std::string::npos) << r.out;
+}
+
+TEST(Cli, MalformedTaskFileExits2WithItsName) {
+  TempDir dir;
+  auto f = dir.write("s/bad.toml", kforge::test::valid_task("bad") + "\nfoo = 1\n");
+  Result r = kforge_cli("tasks show " + f.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(f.string()), std::string::npos) << r.out;
+}
+
+TEST(Cli, DegenerateTaskExits1AndTheRunGoesOn) {
+  TempDir dir;
+  std::string degenerate = kforge::test::valid_task("deg");
+  degenerate.replace(degenerate.find("torch.relu(x)"), 13, "x * 0.0");
+  dir.write("s/deg.toml", degenerate);
+  dir.write("s/good.toml", kforge::test::valid_task("good"));
+  dir.write("s/broken.toml", "name = \"broken\"\n");
+  Result r = kforge_cli("tasks check " + (dir.path() / "s").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("degenerate: output 'out' is all zero"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok    s/good"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("summary: missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 of 3 task(s) ok, 2 failing"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadArgumentsExit2) {
+  EXPECT_EQ(kforge_cli("tasks check smoke --dims sideways --tasks-dir " + tasks_dir()).code, 2);
+  EXPECT_EQ(kforge_cli("frobnicate").code, 2);
+  EXPECT_EQ(kforge_cli("tasks show no_such_task --tasks-dir " + tasks_dir()).code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,186 @@
+// The task file contract (docs/task-format.md): valid files load, and every malformed file gives
+// an error naming the file, the line where known, the field and the problem.
+#include <gtest/gtest.h>
+
+#include "kforge/tasks/task.h"
+#include "test_util.h"
+
+namespace {
+
+using kforge::InputError;
+using kforge::tasks::Dtype;
+using kforge::tasks::InitKind;
+using kforge::tasks::load_task;
+using kforge::test::TempDir;
+using kforge::test::valid_task;
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "test bug: '" << from << "' not in the task";
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(TaskLoader, LoadsAValidTask) {
+  TempDir dir;
+  auto t = load_task(dir.write("suite/t.toml", valid_task()));
+  EXPECT_EQ(t.name, "t");
+  EXPECT_EQ(t.suite, "suite");
+  EXPECT_EQ(t.id(), "suite/t");
+  EXPECT_EQ(t.dims.at("N"), 64);
+  ASSERT_EQ(t.inputs.size(), 1u);
+  EXPECT_EQ(t.inputs[0].dtype, Dtype::Float32);
+  EXPECT_EQ(t.inputs[0].init.kind, InitKind::Randn);
+  EXPECT_EQ(t.check_dims.size(), 2u);
+  EXPECT_EQ(t.all_dims().size(), 3u);
+  EXPECT_EQ(t.input_bytes(t.dims), 64 * 4);
+  EXPECT_EQ(t.content_hash.size(), 32u);
+}
+
+TEST(TaskLoader, ContentHashChangesWithTheFile) {
+  TempDir dir;
+  auto a = load_task(dir.write("s/t.toml", valid_task()));
+  auto b = load_task(dir.write("s2/t.toml", replace(valid_task(), "summary = \"relu\"", "summary = \"relu!\"")));
+  EXPECT_NE(a.content_hash, b.content_hash);
+}
+
+TEST(TaskLoader, OptionalFields) {
+  TempDir dir;
+  std::string text = replace(valid_task(), "reference =", R"(deterministic = true
+allow_tf32 = true
+flops = "2 * N"
+min_bytes = "8 * N"
+constraints = ["N % 1 == 0"]
+tags = ["a", "b"]
+reference =)");
+  text += R"(
+[[outputs]]
+name = "y"
+dtype = "float32"
+tolerance = 1e-3
+)";
+  auto t = load_task(dir.write("s/t.toml", text));
+  EXPECT_TRUE(t.deterministic);
+  EXPECT_TRUE(t.allow_tf32);
+  EXPECT_EQ(t.flops->eval_int(t.dims), 128);
+  EXPECT_EQ(t.min_bytes->eval_int(t.dims), 512);
+  ASSERT_EQ(t.outputs.size(), 1u);
+  EXPECT_EQ(t.outputs[0].name, "y");
+  EXPECT_DOUBLE_EQ(*t.outputs[0].tolerance, 1e-3);
+  EXPECT_EQ(t.tags.size(), 2u);
+}
+
+struct Malformed {
+  const char* label;
+  std::string text;
+  std::string field;     // expected InputError::field() prefix ("" for file-level)
+  std::string fragment;  // expected in the problem
+  int line;              // expected line, 0 when none is expected
+};
+
+std::vector<Malformed> malformed_cases() {
+  const std::string v = valid_task();
+  return {
+      {"not TOML", v + "\n[dims\n", "", "not valid TOML", 20},
+      {"unknown top-level key", replace(v, "summary =", "dim = 3\nsummary ="), "dim", "unknown key", 2},
+      {"missing name", replace(v, "name = \"t\"\n", ""), "name", "missing", 0},
+      {"name differs from file", replace(v, "name = \"t\"", "name = \"other\""), "name", "must equal the file name", 1},
+      {"missing summary", replace(v, "summary = \"relu\"\n", ""), "summary", "missing", 0},
+      {"missing reference", replace(replace(v, "reference = \"\"\"", "x = \"\"\""), "x = ", "#"), "", "", 0},
+      {"no dims", replace(v, "[dims]\nN = 64\n", ""), "dims", "missing", 0},
+      {"non-positive dim", replace(v, "N = 64", "N = 0"), "dims.N", "at least 1", 9},
+      {"string dim", replace(v, "N = 64", "N = \"64\""), "dims.N", "must be an integer", 9},
+      {"unknown dtype", replace(v, "\"float32\"", "\"float31\""), "inputs[0] (x).dtype", "unknown dtype 'float31'", 13},
+      {"shape names an undefined dim", replace(v, "[\"N\"]", "[\"N\", \"M\"]"), "inputs[0] (x).shape[1]", "'M' is not a dim", 14},
+      {"shape not an array", replace(v, "[\"N\"]", "\"N\""), "inputs[0] (x).shape", "missing", 14},
+      {"unknown init", replace(v, "\"randn\"", "\"gaussian\""), "inputs[0] (x).init", "unknown init 'gaussian'", 15},
+      {"init arity", replace(v, "\"randn\"", "\"uniform(0)\""), "inputs[0] (x).init", "takes 2 argument(s)", 15},
+      {"init bounds reversed", replace(v, "\"randn\"", "\"uniform(1, 0)\""), "inputs[0] (x).init", "lo must be below hi", 15},
+      {"init for the wrong dtype", replace(v, "\"randn\"", "\"randint(0, 10)\""), "inputs[0] (x).init", "cannot draw float32", 15},
+      {"randint bound names an undefined dim", replace(replace(v, "\"float32\"", "\"int64\""), "\"randn\"", "\"randint(0, C)\""),
+       "inputs[0] (x).init", "'C' is not a dim", 15},
+      {"bad init expression", replace(v, "\"randn\"", "\"normal(0, 1 +)\""), "inputs[0] (x).init", "ends too early", 15},
+      {"duplicate input", v + "\n[[inputs]]\nname = \"x\"\ndtype = \"float32\"\nshape = [\"N\"]\ninit = \"randn\"\n",
+       "inputs[1] (x).name", "duplicate input name", 21},
+      {"unknown input key", replace(v, "init = \"randn\"", "init = \"randn\"\nlayout = \"nchw\""), "inputs[0] (x).layout", "unknown key", 16},
+      {"check config misses a dim", replace(v, "{ N = 1 }", "{ M = 1 }"), "check.dims[0]", "missing dim 'N'", 18},
+      {"constraint violated by a check config",
+       replace(v, "reference =", "constraints = [\"N % 2 == 0\"]\nreference ="), "constraints[0]",
+       "does not hold for check.dims[0]", 3},
+      {"constraint names an unknown dim", replace(v, "reference =", "constraints = [\"K > 0\"]\nreference ="),
+       "constraints[0]", "'K' is not a dim", 3},
+      {"reference does not compile", replace(v, "torch.relu(x)", "torch.relu(x"), "reference", "does not compile", 0},
+      {"forward arity", replace(v, "forward(x: Tensor)", "forward(x: Tensor, y: Tensor)"), "reference",
+       "takes 2 argument(s) but the task declares 1", 0},
+      {"forward argument not a Tensor", replace(v, "forward(x: Tensor) -> Tensor:\n    return torch.relu(x)", "forward(x: int) -> Tensor:\n    return torch.zeros([x])"), "reference", "must be a Tensor", 0},
+      {"unknown F. function", replace(v, "torch.relu(x)", "F.frobnicate(x)"), "reference", "F.frobnicate is not in", 5},
+      {"outputs count differs", v + "\n[[outputs]]\nname = \"a\"\n[[outputs]]\nname = \"b\"\n", "outputs",
+       "declares 2 output(s) but forward() returns 1", 0},
+      {"tolerance out of range", v + "\n[[outputs]]\nname = \"a\"\ntolerance = 2.0\n", "outputs[0].tolerance", "must be in (0, 1)", 22},
+      {"bool with randn", replace(replace(v, "\"float32\"", "\"bool\""), "\"randn\"", "\"randn\""), "inputs[0] (x).init",
+       "cannot draw bool", 15},
+      {"shape evaluates to zero", replace(v, "[\"N\"]", "[\"N - 1\"]"), "inputs[0] (x).shape[0]", "sizes must be at least 1", 14},
+  };
+}
+
+class MalformedTask : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(MalformedTask, GivesAPreciseError) {
+  const Malformed c = malformed_cases()[GetParam()];
+  TempDir dir;
+  auto file = dir.write("suite/t.toml", c.text);
+  try {
+    load_task(file);
+    FAIL() << c.label << ": loaded without error";
+  } catch (const InputError& e) {
+    SCOPED_TRACE(std::string(c.label) + ": " + e.what());
+    EXPECT_EQ(e.file(), file.string());
+    EXPECT_EQ(e.field().rfind(c.field, 0), 0u) << "field was '" << e.field() << "'";
+    EXPECT_NE(e.problem().find(c.fragment), std::string::npos);
+    if (c.line) {
+      ASSERT_TRUE(e.line().has_value());
+      EXPECT_EQ(*e.line(), c.line);
+    }
+    // The message a user sees carries file, field and problem together.
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MalformedTask, ::testing::Range<size_t>(0, malformed_cases().size()),
+                         [](const auto& info) {
+                           std::string n = malformed_cases()[info.param].label;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(TaskLoader, ReferenceErrorPointsAtTheFileLine) {
+  TempDir dir;
+  std::string text = replace(valid_task(), "    return torch.relu(x)", "    y = torch.relu(x)\n    return torch.nosuchop(y)");
+  auto file = dir.write("suite/t.toml", text);
+  try {
+    load_task(file);
+    FAIL();
+  } catch (const InputError& e) {
+    ASSERT_TRUE(e.line().has_value()) << e.what();
+    EXPECT_EQ(*e.line(), 6) << e.what();
+    EXPECT_NE(e.problem().find("nosuchop"), std::string::npos);
+    EXPECT_NE(e.problem().find(file.string() + "\", line 6"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TaskLoader, ResolvesSpecs) {
+  TempDir dir;
+  dir.write("a/x.toml", valid_task("x"));
+  dir.write("a/y.toml", valid_task("y"));
+  dir.write("b/y.toml", valid_task("y"));
+  using kforge::tasks::resolve_tasks;
+  EXPECT_EQ(resolve_tasks("a", dir.path()).size(), 2u);
+  EXPECT_EQ(resolve_tasks("a/x", dir.path()).size(), 1u);
+  EXPECT_EQ(resolve_tasks("x", dir.path()).size(), 1u);
+  EXPECT_EQ(resolve_tasks((dir.path() / "b/y.toml").string(), dir.path()).size(), 1u);
+  EXPECT_THROW(resolve_tasks("y", dir.path()), kforge::Error);  // ambiguous
+  EXPECT_THROW(resolve_tasks("zzz", dir.path()), kforge::Error);
+}
+
+}  // namespace
