@@ -258,7 +258,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
         for (const auto& o : cr.outputs) shapes += (shapes.empty() ? "" : " ") + o.name + shape_text(o.shape);
       }
     std::cout << (c.ok() ? "ok    " : "FAIL  ") << std::left << std::setw(36) << c.task << " " << c.configs.size()
-              << " config(s)  " << fixed(secs, 2) << " s" << ms << "  " << shapes << "\n";
+              << " config(s)  " << fixed(secs, 2) << " s" << ms << "  " << shapes << std::endl;
     for (const auto& p : c.problems) std::cout << "      " << p << "\n";
     for (const auto& n : c.notes) std::cout << "      note: " << n << "\n";
     if (a.verbose)

@@ -7,34 +7,41 @@
 #include <fstream>
 #include <string>
 
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace kforge::test {
 
-// A fresh folder under the test's temporary directory, removed at the end of the test.
+// A fresh folder under $TMPDIR (or /tmp), removed at the end of the test. POSIX calls rather than
+// std::filesystem: on the GPU machine, LibTorch 2.11's wheel interposes std::filesystem symbols of
+// an older libstdc++, and temp_directory_path/create_directories/remove_all crashed there.
 class TempDir {
  public:
   TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("kforge-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::create_directories(path_);
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kforge-test-XXXXXX";
+    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for " + templ);
+    path_ = templ;
   }
   ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+           FTW_DEPTH | FTW_PHYS);
   }
-  const std::filesystem::path& path() const { return path_; }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::filesystem::path path() const { return path_; }
   std::filesystem::path write(const std::string& relative, const std::string& content) const {
-    std::filesystem::path p = path_ / relative;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << content;
-    return p;
+    std::string full = path_ + "/" + relative;
+    for (size_t at = full.find('/', path_.size() + 1); at != std::string::npos; at = full.find('/', at + 1))
+      ::mkdir(full.substr(0, at).c_str(), 0755);
+    std::ofstream(full) << content;
+    return full;
   }
 
  private:
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::filesystem::path path_;
+  std::string path_;
 };
 
 inline std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }

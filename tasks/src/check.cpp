@@ -21,7 +21,7 @@ OutputStats stats_of(const std::string& name, const torch::Tensor& out) {
   s.name = name;
   s.shape = out.sizes().vec();
   s.dtype = std::string(c10::toString(out.scalar_type()));
-  torch::Tensor d = out.detach().to(torch::kCPU).to(torch::kFloat64);
+  torch::Tensor d = out.detach().to(torch::kFloat64);  // stays on its device: outputs can be GBs
   if (d.numel() == 0) return s;
   torch::Tensor finite = torch::isfinite(d);
   s.nan = torch::isnan(d).sum().item<int64_t>();
@@ -38,8 +38,8 @@ OutputStats stats_of(const std::string& name, const torch::Tensor& out) {
 double max_relative_change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    torch::Tensor x = a[i].detach().to(torch::kCPU).to(torch::kFloat64);
-    torch::Tensor y = b[i].detach().to(torch::kCPU).to(torch::kFloat64);
+    torch::Tensor x = a[i].detach().to(torch::kFloat64);
+    torch::Tensor y = b[i].detach().to(torch::kFloat64);
     if (x.sizes() != y.sizes()) return 1.0;
     double scale = std::max(x.abs().max().item<double>(), 1e-30);
     worst = std::max(worst, (x - y).abs().max().item<double>() / scale);
@@ -174,7 +174,7 @@ class Checker {
 }  // namespace
 
 double relative_spread(const torch::Tensor& t) {
-  torch::Tensor d = t.detach().to(torch::kCPU).to(torch::kFloat64);
+  torch::Tensor d = t.detach().to(torch::kFloat64);
   if (d.numel() == 0) return 0;
   double lo = d.min().item<double>(), hi = d.max().item<double>();
   double scale = std::max(std::fabs(lo), std::fabs(hi));

@@ -20,11 +20,11 @@ Driver::Driver() {
     return;
   }
   std::string missing;
-#define KFORGE_DRIVER_LOAD(name)                                                          \
+#define KFORGE_DRIVER_LOAD(name, version)                                                 \
   {                                                                                       \
     void* fn = nullptr;                                                                   \
     CUdriverProcAddressQueryResult found{};                                               \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || !fn) \
+    if (get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || !fn) \
       missing += std::string(missing.empty() ? "" : ", ") + #name;                        \
     name = reinterpret_cast<decltype(name)>(fn);                                          \
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 #include <vector>
@@ -18,25 +19,30 @@ class CudaError : public Error {
   using Error::Error;
 };
 
-#define KFORGE_DRIVER_FUNCTIONS(X) \
-  X(cuInit)                        \
-  X(cuDriverGetVersion)            \
-  X(cuGetErrorName)                \
-  X(cuGetErrorString)              \
-  X(cuDeviceGetCount)              \
-  X(cuDeviceGet)                   \
-  X(cuDeviceGetName)               \
-  X(cuDeviceGetAttribute)          \
-  X(cuDeviceTotalMem)              \
-  X(cuDeviceGetUuid)               \
-  X(cuDevicePrimaryCtxRetain)      \
-  X(cuDevicePrimaryCtxRelease)     \
-  X(cuCtxSetCurrent)               \
-  X(cuCtxSynchronize)              \
-  X(cuModuleLoadData)              \
-  X(cuModuleUnload)                \
-  X(cuModuleGetFunction)           \
-  X(cuLaunchKernel)
+// Each entry names the driver ABI version whose signature kforge calls (cudaTypedefs.h's
+// PFN_<name>_v<version>). Asking cuGetProcAddress for "the newest" instead is a trap: with CUDA 13
+// headers, cuCtxSynchronize resolves to cuCtxSynchronize_v2(CUcontext), so a call through the
+// old no-argument signature passes garbage and fails with CUDA_ERROR_CONTEXT_IS_DESTROYED (seen
+// on the H200, 2026-12-02).
+#define KFORGE_DRIVER_FUNCTIONS(X)      \
+  X(cuInit, 2000)                       \
+  X(cuDriverGetVersion, 2020)           \
+  X(cuGetErrorName, 6000)               \
+  X(cuGetErrorString, 6000)             \
+  X(cuDeviceGetCount, 2000)             \
+  X(cuDeviceGet, 2000)                  \
+  X(cuDeviceGetName, 2000)              \
+  X(cuDeviceGetAttribute, 2000)         \
+  X(cuDeviceTotalMem, 3020)             \
+  X(cuDeviceGetUuid, 11040)             \
+  X(cuDevicePrimaryCtxRetain, 7000)     \
+  X(cuDevicePrimaryCtxRelease, 11000)   \
+  X(cuCtxSetCurrent, 4000)              \
+  X(cuCtxSynchronize, 2000)             \
+  X(cuModuleLoadData, 2000)             \
+  X(cuModuleUnload, 2000)               \
+  X(cuModuleGetFunction, 2000)          \
+  X(cuLaunchKernel, 4000)
 
 class Driver {
  public:
@@ -52,7 +58,7 @@ class Driver {
   // Throws CudaError naming the call, the error and the source location.
   void check(CUresult r, const char* expr, const char* file, int line) const;
 
-#define KFORGE_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+#define KFORGE_DRIVER_MEMBER(name, version) PFN_##name##_v##version name = nullptr;
   KFORGE_DRIVER_FUNCTIONS(KFORGE_DRIVER_MEMBER)
 #undef KFORGE_DRIVER_MEMBER
 
