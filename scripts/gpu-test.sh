@@ -27,11 +27,11 @@ step configure 300 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Releas
 step build 900 cmake --build "$BUILD_DIR" -j"$JOBS" || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 "$BUILD_DIR"/kforge doctor > "$OUT/doctor.log" 2>&1
 cat "$OUT/doctor.log"
-step gpu-tests 90 "$BUILD_DIR"/tests/kforge_gpu_tests
-for suite in smoke level1 level2; do
-  step "check-$suite" 200 "$BUILD_DIR"/kforge tasks check "$suite" --device cuda --dims all
-done
-pushd "$BUILD_DIR" > /dev/null && step ctest-all 100 ctest -j"$JOBS" --output-on-failure; popd > /dev/null
+step gpu-tests 60 "$BUILD_DIR"/tests/kforge_gpu_tests
+step check-level1 220 "$BUILD_DIR"/kforge tasks check level1 --device cuda --dims all
+step check-level2 120 "$BUILD_DIR"/kforge tasks check level2 --device cuda --dims all
+step check-smoke 40 "$BUILD_DIR"/kforge tasks check smoke --device cuda --dims all
+pushd "$BUILD_DIR" > /dev/null && step ctest-all 80 ctest -j"$JOBS" --output-on-failure; popd > /dev/null
 grep -E "FAIL|Failure" "$OUT"/check-*.log "$OUT"/gpu-tests.log | head -40
 echo
 echo "== summary =="
