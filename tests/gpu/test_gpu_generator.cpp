@@ -39,10 +39,13 @@ TEST_P(GpuGenerator, MatchesTheCpu) {
         EXPECT_TRUE(torch::equal(back, cpu)) << c.dtype << " " << c.init << " variant " << variant << " mismatches: "
                                              << (back != cpu).sum().item<int64_t>();
       } else {
+        // Normal draws go through log, sqrt and cos: CUDA's and glibc's differ by an ulp now and
+        // then. Seen on the H200: 94-97% of float64 normal draws bit-identical, float32 ~100%.
         auto diff = (back.to(torch::kFloat64) - cpu.to(torch::kFloat64)).abs();
         auto scale = cpu.to(torch::kFloat64).abs().clamp_min(1.0);
-        EXPECT_LE((diff / scale).max().item<double>(), 1e-6) << c.dtype << " " << c.init;
-        EXPECT_GE((back == cpu).to(torch::kFloat64).mean().item<double>(), 0.99) << "most normal draws are bit-identical";
+        double tol = c.dtype == "float64" ? 1e-12 : 1e-6;
+        EXPECT_LE((diff / scale).max().item<double>(), tol) << c.dtype << " " << c.init;
+        EXPECT_GE((back == cpu).to(torch::kFloat64).mean().item<double>(), 0.9) << "most normal draws are bit-identical";
       }
     }
 }
