@@ -14,5 +14,6 @@ inline constexpr int kExitNoGpu = 3;     // the command needs a GPU and none can
 // Each returns a callback's exit code through `exit_code`.
 void add_doctor_command(CLI::App& app, int& exit_code);
 void add_tasks_command(CLI::App& app, int& exit_code);
+void add_compile_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

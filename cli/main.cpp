@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = kforge::cli::kExitOk;
   kforge::cli::add_doctor_command(app, exit_code);
   kforge::cli::add_tasks_command(app, exit_code);
+  kforge::cli::add_compile_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

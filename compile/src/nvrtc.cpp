@@ -36,9 +36,16 @@ std::string arch_for(int cc_major, int cc_minor) {
 
 NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_name,
                           const std::string& arch, const std::vector<std::string>& options,
-                          const std::vector<std::string>& name_expressions) {
+                          const std::vector<std::string>& name_expressions,
+                          const std::vector<std::pair<std::string, std::string>>& headers) {
+  std::vector<const char*> header_sources, header_names;
+  for (const auto& [name, content] : headers) {
+    header_names.push_back(name.c_str());
+    header_sources.push_back(content.c_str());
+  }
   nvrtcProgram raw = nullptr;
-  KFORGE_NVRTC_CHECK(nvrtcCreateProgram(&raw, source.c_str(), program_name.c_str(), 0, nullptr, nullptr));
+  KFORGE_NVRTC_CHECK(nvrtcCreateProgram(&raw, source.c_str(), program_name.c_str(), static_cast<int>(headers.size()),
+                                        header_sources.data(), header_names.data()));
   Program prog(raw);
   for (const auto& n : name_expressions) KFORGE_NVRTC_CHECK(nvrtcAddNameExpression(raw, n.c_str()));
 

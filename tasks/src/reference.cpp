@@ -225,3 +225,41 @@ std::optional<double> bytes_that_must_move(const Task& task, const Reference& re
 }
 
 }  // namespace kforge::tasks
+
+namespace kforge::tasks {
+
+std::vector<OutputInfo> describe_outputs(const Task& task, const Reference& ref) {
+  std::vector<std::string> names = output_names(task, ref.output_count());
+  std::vector<OutputInfo> out;
+  auto finish = [&](std::vector<OutputInfo> infos) {
+    for (size_t i = 0; i < infos.size() && i < task.outputs.size(); ++i)
+      if (task.outputs[i].dtype) infos[i].dtype = *task.outputs[i].dtype;
+    return infos;
+  };
+  Dims smallest = task.dims;
+  for (const Dims& d : task.check_dims)
+    if (task.input_bytes(d) < task.input_bytes(smallest)) smallest = d;
+  if (auto shapes = output_shapes(task, ref, smallest)) {
+    for (size_t i = 0; i < shapes->size(); ++i) out.push_back({names[i], (*shapes)[i].dtype, (*shapes)[i].sizes.size()});
+    return finish(out);
+  }
+  std::optional<Dtype> low;
+  for (const InputSpec& in : task.inputs)
+    if (in.dtype == Dtype::Float16 || in.dtype == Dtype::BFloat16) low = in.dtype;
+  std::vector<torch::Tensor> inputs;
+  for (size_t k = 0; k < task.inputs.size(); ++k) {
+    torch::Tensor t = generate_cpu(task, k, smallest, 1, 0);
+    if (low && (t.scalar_type() == torch::kFloat16 || t.scalar_type() == torch::kBFloat16)) t = t.to(torch::kFloat32);
+    inputs.push_back(t);
+  }
+  std::vector<torch::Tensor> results = ref.run(inputs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto dtype = from_scalar_type(results[i].scalar_type());
+    if (!dtype) throw Error(task.id() + ": output " + names[i] + " has a dtype kforge does not support");
+    if (low && *dtype == Dtype::Float32) dtype = low;
+    out.push_back({names[i], *dtype, static_cast<size_t>(results[i].dim())});
+  }
+  return finish(out);
+}
+
+}  // namespace kforge::tasks

@@ -29,9 +29,11 @@ struct NvrtcOutput {
 };
 
 // `arch` like "sm_90a"; options are NVRTC options besides the architecture.
+// `headers` are in-memory headers (name, content) the source may include.
 NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_name,
                           const std::string& arch, const std::vector<std::string>& options,
-                          const std::vector<std::string>& name_expressions = {});
+                          const std::vector<std::string>& name_expressions = {},
+                          const std::vector<std::pair<std::string, std::string>>& headers = {});
 
 // "sm_90a" for compute capability 9.0 (Hopper's arch-specific features), else "sm_XY".
 std::string arch_for(int cc_major, int cc_minor);

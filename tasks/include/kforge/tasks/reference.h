@@ -73,3 +73,19 @@ std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Re
 std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref, const Dims& dims);
 
 }  // namespace kforge::tasks
+
+namespace kforge::tasks {
+
+struct OutputInfo {
+  std::string name;
+  Dtype dtype = Dtype::Float32;
+  size_t rank = 0;
+};
+
+// Names and dtypes of a task's outputs, without a GPU: from the meta device, else by running the
+// reference on the CPU at the smallest configuration. On a CPU, float16/bfloat16 tasks run upcast;
+// their float32 outputs are reported in the inputs' low-precision dtype (what the GPU returns).
+// A declared [[outputs]] dtype wins.
+std::vector<OutputInfo> describe_outputs(const Task& task, const Reference& ref);
+
+}  // namespace kforge::tasks

@@ -1,0 +1,20 @@
+// Small file helpers on POSIX calls (LibTorch 2.11's wheel interposes std::filesystem symbols of an
+// older libstdc++ on the GPU machine; see docs/decisions.md).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace kforge {
+
+// mkdir -p; throws kforge::Error naming the path on failure.
+void make_directories(const std::string& path);
+
+// Whole-file read; nullopt when the file does not exist or cannot be read.
+std::optional<std::string> read_file(const std::string& path);
+
+// Writes to a temporary file in the same folder, then renames it over `path`: readers see the old
+// file or the new one, never half of one, also with several writers at once.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace kforge

@@ -1,0 +1,51 @@
+// A candidate checked end to end without a GPU: answer → plan → compile → signatures → limits on
+// every dims configuration. Every failure stops at its stage with errors written for the LLM.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/compile/compiler.h"
+#include "kforge/compile/plan.h"
+#include "kforge/tasks/reference.h"
+
+namespace kforge::compile {
+
+enum class Stage { Answer, Plan, Compile, Signature, Limits, Passed };
+std::string_view stage_name(Stage s);
+
+struct KernelReport {
+  std::string name;        // as the plan names it
+  std::string lowered;     // mangled (or the plain extern "C" name)
+  std::string signature;   // demangled; empty for extern "C"
+  KernelResources resources;
+};
+
+struct CandidateReport {
+  Stage stage = Stage::Answer;  // the stage reached: Passed when everything holds
+  std::vector<std::string> errors;
+  Tunables tunables;
+  std::string identity;
+  Module module;
+  std::vector<KernelReport> kernels;
+  std::vector<std::pair<tasks::Dims, ConcretePlan>> configurations;
+  bool ok() const { return stage == Stage::Passed; }
+};
+
+// The task's tensors as plans name them: inputs, then outputs.
+std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref);
+
+// XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables.
+std::string candidate_identity(const std::string& source, const nlohmann::json& plan, const Tunables& tunables);
+
+// `tunables`: the values to compile with; default, each tunable's first value that satisfies the
+// constraints (the first point of tune_space).
+CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors, const std::string& source,
+                                const std::string& plan_text, const std::optional<Tunables>& tunables,
+                                const DeviceFacts& facts, Compiler& compiler);
+
+// Rewrites NVRTC's "candidate.cu(12): error: ..." to a reader's file and line offset.
+std::string relabel_log(const std::string& log, const std::string& file, int first_line);
+
+}  // namespace kforge::compile

@@ -1,0 +1,126 @@
+// Launch plans (docs/answer-format.md): parsing from JSON with errors that name the field, and
+// evaluation for one dims configuration, tunable choice and device, checked against the limits.
+#pragma once
+
+#include <array>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kforge/common/expr.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::compile {
+
+// "launch[0].grid[1]: unknown name 'M' ..." — written to be sent back to the LLM.
+class PlanError : public Error {
+ public:
+  using Error::Error;
+};
+
+// What the plan may assume about the GPU: measured from the device, or assumed for an arch.
+struct DeviceFacts {
+  std::string arch = "sm_90a";
+  int64_t num_sms = 132;
+  int64_t warp_size = 32;
+  int64_t max_shared_per_block = 232448;  // with the opt-in attribute
+  int64_t max_threads_per_block = 1024;
+  std::array<int64_t, 3> max_block = {1024, 1024, 64};
+  std::array<int64_t, 3> max_grid = {2147483647, 65535, 65535};
+  bool measured = false;
+
+  // Facts of the usual GPU of an architecture (sm_80: A100, sm_90a: H100/H200, ...).
+  static DeviceFacts for_arch(const std::string& arch);
+};
+
+enum class TensorRole { Input, Output, Workspace };
+
+struct TensorInfo {
+  std::string name;
+  tasks::Dtype dtype = tasks::Dtype::Float32;
+  TensorRole role = TensorRole::Input;
+};
+
+struct ArgSpec {
+  std::string text;
+  bool is_tensor = false;
+  Expr value = Expr::constant(0);  // when not a tensor
+};
+
+struct LaunchSpec {
+  std::string kernel;  // name expression, e.g. "softmax_rows<BLOCK>"
+  std::vector<Expr> grid, block;
+  Expr shared_bytes = Expr::constant(0);
+  std::vector<ArgSpec> args;
+  bool cooperative = false;
+  std::vector<Expr> cluster;
+};
+
+struct WorkspaceSpec {
+  std::string name;
+  tasks::Dtype dtype = tasks::Dtype::Float32;
+  Expr count = Expr::constant(0);
+  bool zero_init = false;
+};
+
+using Tunables = std::map<std::string, int64_t>;
+
+struct Plan {
+  std::vector<LaunchSpec> launches;
+  std::vector<WorkspaceSpec> workspaces;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tune;  // in the order written
+  std::vector<Expr> constraints;
+  nlohmann::json json;  // as given (canonical form: json.dump() sorts keys)
+
+  // Every tensor a launch may name: the task's inputs and outputs, then the workspaces.
+  std::vector<TensorInfo> tensors;
+  const TensorInfo* tensor(const std::string& name) const;
+};
+
+// Parses and validates a plan against the task's tensors and dims (throws PlanError).
+Plan parse_plan(const nlohmann::json& json, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors);
+Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors);
+
+struct ConcreteArg {
+  bool is_tensor = false;
+  std::string tensor;
+  int64_t value = 0;
+};
+
+struct ConcreteLaunch {
+  std::string kernel;
+  std::array<int64_t, 3> grid = {1, 1, 1}, block = {1, 1, 1}, cluster = {1, 1, 1};
+  int64_t shared_bytes = 0;
+  bool cooperative = false;
+  std::vector<ConcreteArg> args;
+};
+
+struct ConcreteWorkspace {
+  std::string name;
+  tasks::Dtype dtype = tasks::Dtype::Float32;
+  int64_t count = 0;
+  bool zero_init = false;
+};
+
+struct ConcretePlan {
+  std::vector<ConcreteLaunch> launches;
+  std::vector<ConcreteWorkspace> workspaces;
+};
+
+// The plan for one configuration; throws PlanError naming the field, the configuration and the
+// limit broken.
+ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts);
+
+// The first value of every tunable.
+Tunables default_tunables(const Plan& plan);
+// Every combination of tunable values whose constraints hold at `dims` (the timed dims).
+std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts);
+// Checks that `t` names exactly the plan's tunables, with listed values (throws PlanError).
+void validate_tunables(const Plan& plan, const Tunables& t);
+// Whether the plan's constraints hold (throws PlanError on an evaluation error).
+bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts);
+
+inline constexpr int64_t kMaxWorkspaceBytes = int64_t{4} << 30;
+inline constexpr size_t kMaxLaunches = 16;
+
+}  // namespace kforge::compile

@@ -1,0 +1,362 @@
+#include "kforge/compile/compiler.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "kforge/common/paths.h"
+#include "kforge/compile/nvrtc.h"
+
+namespace kforge::compile {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64_encode(const std::string& in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kB64[(v >> s) & 63];
+  }
+  if (i < in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string base64_decode(const std::string& in) {
+  int table[256];
+  std::fill(std::begin(table), std::end(table), -1);
+  for (int k = 0; k < 64; ++k) table[static_cast<unsigned char>(kB64[k])] = k;
+  std::string out;
+  uint32_t v = 0;
+  int bits = 0;
+  for (char c : in) {
+    int d = table[static_cast<unsigned char>(c)];
+    if (d < 0) continue;
+    v = (v << 6) | d;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((v >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string p(buf, n);
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string find_worker(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("KFORGE_NVRTC_WORKER"); env && *env) return env;
+  std::string next_to_me = self_dir() + "/kforge-nvrtc-worker";
+  if (::access(next_to_me.c_str(), X_OK) == 0) return next_to_me;
+  return KFORGE_WORKER_BUILD_PATH;
+}
+
+}  // namespace
+
+std::string module_to_json(const Module& m) {
+  json j;
+  j["ok"] = m.ok;
+  j["log"] = m.log;
+  j["ptx"] = m.ptx;
+  j["cubin"] = base64_encode(m.cubin);
+  j["lowered_names"] = m.lowered_names;
+  j["rejections"] = m.rejections;
+  j["compile_ms"] = m.compile_ms;
+  json res = json::object();
+  for (const auto& [name, r] : m.resources)
+    res[name] = {{"registers", r.registers}, {"barriers", r.barriers}, {"static_shared_bytes", r.static_shared_bytes},
+                 {"stack_bytes", r.stack_bytes}, {"spill_store_bytes", r.spill_store_bytes}, {"spill_load_bytes", r.spill_load_bytes}};
+  j["resources"] = res;
+  return j.dump();
+}
+
+Module module_from_json(const std::string& text) {
+  json j = json::parse(text);
+  Module m;
+  m.ok = j.at("ok").get<bool>();
+  m.log = j.at("log").get<std::string>();
+  m.ptx = j.at("ptx").get<std::string>();
+  m.cubin = base64_decode(j.at("cubin").get<std::string>());
+  m.lowered_names = j.at("lowered_names").get<std::vector<std::string>>();
+  m.rejections = j.at("rejections").get<std::vector<std::string>>();
+  m.compile_ms = j.at("compile_ms").get<double>();
+  for (auto it = j.at("resources").begin(); it != j.at("resources").end(); ++it) {
+    KernelResources r;
+    r.registers = it.value().at("registers");
+    r.barriers = it.value().at("barriers");
+    r.static_shared_bytes = it.value().at("static_shared_bytes");
+    r.stack_bytes = it.value().at("stack_bytes");
+    r.spill_store_bytes = it.value().at("spill_store_bytes");
+    r.spill_load_bytes = it.value().at("spill_load_bytes");
+    m.resources[it.key()] = r;
+  }
+  return m;
+}
+
+std::string module_cache_key(const ModuleRequest& r) {
+  NvrtcVersion v = nvrtc_version();
+  json j;
+  j["scheme"] = kCompileScheme;
+  j["nvrtc"] = std::to_string(v.major) + "." + std::to_string(v.minor);
+  j["arch"] = r.arch;
+  j["options"] = module_options(ModuleRequest{"", r.arch, r.defines, {}, false});
+  j["names"] = r.name_expressions;
+  j["source_hash"] = content_hash(r.source);
+  return content_hash(j.dump());
+}
+
+// A pool of kforge-nvrtc-worker processes speaking one JSON line each way.
+class Compiler::Workers {
+ public:
+  Workers(size_t count, std::string path, std::chrono::milliseconds limit) : path_(std::move(path)), limit_(limit) {
+    slots_.resize(std::max<size_t>(count, 1));
+  }
+  ~Workers() {
+    for (auto& s : slots_) stop(s);
+  }
+
+  // Returns the module, or a failed one saying why (timeout, crash). `restarted` counts replacements.
+  Module compile(const ModuleRequest& r, bool& timed_out, bool& restarted) {
+    size_t i = acquire();
+    Slot& s = slots_[i];
+    Module m;
+    try {
+      if (s.pid <= 0) start(s);
+      json req = {{"source", r.source}, {"arch", r.arch}, {"defines", r.defines}, {"names", r.name_expressions}};
+      std::string line = req.dump() + "\n";
+      if (!write_all(s.to_child, line)) throw Error("the NVRTC worker's pipe closed");
+      std::string reply;
+      ReadResult rr = read_line(s, reply);
+      if (rr == ReadResult::Timeout) {
+        timed_out = true;
+        restarted = true;
+        stop(s);
+        m.log = "NVRTC did not finish within " + std::to_string(limit_.count() / 1000.0).substr(0, 5) +
+                " s; the compile was killed (simplify the source: deep template recursion or huge unrolling?)";
+      } else if (rr == ReadResult::Closed) {
+        restarted = true;
+        int status = stop(s);
+        m.log = "the NVRTC worker died while compiling this source" +
+                (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")" : std::string());
+      } else {
+        m = module_from_json(reply);
+      }
+    } catch (...) {
+      stop(s);
+      release(i);
+      throw;
+    }
+    release(i);
+    return m;
+  }
+
+ private:
+  struct Slot {
+    pid_t pid = -1;
+    int to_child = -1, from_child = -1;
+    std::string buffer;
+    bool busy = false;
+  };
+  enum class ReadResult { Line, Timeout, Closed };
+
+  size_t acquire() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      for (size_t i = 0; i < slots_.size(); ++i)
+        if (!slots_[i].busy) {
+          slots_[i].busy = true;
+          return i;
+        }
+      cv_.wait(lock);
+    }
+  }
+  void release(size_t i) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slots_[i].busy = false;
+    }
+    cv_.notify_one();
+  }
+
+  void start(Slot& s) {
+    int in[2], out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+    pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[0]);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::close(out[1]);
+      ::execl(path_.c_str(), path_.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "kforge: cannot start the NVRTC worker %s: %s\n", path_.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    s.pid = pid;
+    s.to_child = in[1];
+    s.from_child = out[0];
+    s.buffer.clear();
+  }
+
+  int stop(Slot& s) {
+    int status = 0;
+    if (s.to_child >= 0) ::close(s.to_child);
+    if (s.from_child >= 0) ::close(s.from_child);
+    if (s.pid > 0) {
+      ::kill(s.pid, SIGKILL);
+      ::waitpid(s.pid, &status, 0);
+    }
+    s.pid = -1;
+    s.to_child = s.from_child = -1;
+    return status;
+  }
+
+  static bool write_all(int fd, const std::string& data) {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  ReadResult read_line(Slot& s, std::string& line) {
+    auto deadline = std::chrono::steady_clock::now() + limit_;
+    char buf[65536];
+    for (;;) {
+      size_t nl = s.buffer.find('\n');
+      if (nl != std::string::npos) {
+        line = s.buffer.substr(0, nl);
+        s.buffer.erase(0, nl + 1);
+        return ReadResult::Line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return ReadResult::Timeout;
+      pollfd p{s.from_child, POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0) return ReadResult::Timeout;
+      ssize_t n = ::read(s.from_child, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return ReadResult::Closed;
+      s.buffer.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  std::string path_;
+  std::chrono::milliseconds limit_;
+  std::vector<Slot> slots_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+Compiler::Compiler(CompilerOptions options) : options_(std::move(options)) {
+  if (options_.cache_dir.empty()) options_.cache_dir = (cache_dir() / "modules").string();
+  if (!options_.in_process)
+    workers_ = std::make_unique<Workers>(options_.workers, find_worker(options_.worker_path), options_.time_limit);
+}
+
+Compiler::~Compiler() = default;
+
+Module Compiler::compile(const ModuleRequest& request) {
+  std::string key, file;
+  if (options_.use_cache) {
+    key = module_cache_key(request);
+    file = options_.cache_dir + "/" + key.substr(0, 2) + "/" + key + ".json";
+    if (auto text = read_file(file)) {
+      try {
+        Module m = module_from_json(*text);
+        m.cache_hit = true;
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.hits;
+        return m;
+      } catch (const json::exception&) {
+        // A damaged cache entry is a miss; the compile below replaces it.
+      }
+    }
+  }
+  Module m;
+  bool timed_out = false, restarted = false;
+  if (workers_) {
+    ModuleRequest r = request;
+    r.use_pch = true;
+    m = workers_->compile(r, timed_out, restarted);
+  } else {
+    m = compile_module_here(request);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.misses;
+    stats_.timeouts += timed_out;
+    stats_.worker_restarts += restarted;
+  }
+  // Timeouts and crashes are not cached: they depend on the machine and the limit.
+  if (options_.use_cache && !timed_out && !restarted) {
+    make_directories(file.substr(0, file.rfind('/')));
+    write_file_atomic(file, module_to_json(m));
+  }
+  return m;
+}
+
+CompilerStats Compiler::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+int run_compile_worker() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    Module m;
+    try {
+      json req = json::parse(line);
+      ModuleRequest r;
+      r.source = req.at("source").get<std::string>();
+      r.arch = req.at("arch").get<std::string>();
+      r.defines = req.at("defines").get<std::map<std::string, int64_t>>();
+      r.name_expressions = req.at("names").get<std::vector<std::string>>();
+      r.use_pch = true;
+      m = compile_module_here(r);
+    } catch (const std::exception& e) {
+      m.ok = false;
+      m.log = std::string("kforge-nvrtc-worker: ") + e.what();
+    }
+    std::cout << module_to_json(m) << "\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace kforge::compile

@@ -1,0 +1,105 @@
+#include "kforge/compile/module.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "compile_shims.h"
+#include "kforge/compile/nvrtc.h"
+
+namespace kforge::compile {
+
+std::string cuda_include_dir() {
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = std::getenv(var); v && *v && std::filesystem::is_directory(std::string(v) + "/include"))
+      return std::string(v) + "/include";
+  return KFORGE_CUDA_INCLUDE_DIR;
+}
+
+std::vector<std::string> module_options(const ModuleRequest& r) {
+  std::string inc = cuda_include_dir();
+  std::vector<std::string> opts = {"-std=c++17", "-I" + inc, "-I" + inc + "/cccl", "--pre-include=kforge_shims.h",
+                                   "--ptxas-options=-v", "-lineinfo"};
+  if (r.use_pch) opts.push_back("-pch");
+  for (const auto& [name, value] : r.defines) opts.push_back("-D" + name + "=" + std::to_string(value));
+  return opts;
+}
+
+Module compile_module_here(const ModuleRequest& r) {
+  // In-memory headers: the shims, and C library names that forward to them.
+  std::vector<std::pair<std::string, std::string>> headers = {{"kforge_shims.h", std::string(embedded::compile_shims_kforge_shims)},
+                                                               {"cmath", std::string(embedded::compile_shims_cmath)},
+                                                               {"math.h", std::string(embedded::compile_shims_cmath)},
+                                                               {"algorithm", std::string(embedded::compile_shims_algorithm)}};
+  for (const char* name : {"cstdint", "stdint.h", "cstddef", "stddef.h", "cfloat", "float.h", "climits", "limits.h"})
+    headers.emplace_back(name, std::string(embedded::compile_shims_forwarding));
+
+  auto t0 = std::chrono::steady_clock::now();
+  NvrtcOutput out = nvrtc_compile(r.source, kCandidateFileName, r.arch, module_options(r), r.name_expressions, headers);
+  Module m;
+  m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.ok = out.ok;
+  m.log = out.log;
+  if (!out.ok) return m;
+  m.ptx = std::move(out.ptx);
+  m.cubin = std::move(out.cubin);
+  m.lowered_names = std::move(out.lowered_names);
+  m.resources = parse_resource_report(m.log);
+  m.rejections = find_rejected_features(m.ptx);
+  if (!m.rejections.empty()) m.ok = false;
+  return m;
+}
+
+std::map<std::string, KernelResources> parse_resource_report(const std::string& log) {
+  static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  static const std::regex barriers(R"(used (\d+) barriers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::map<std::string, KernelResources> out;
+  std::istringstream lines(log);
+  std::string line, current;
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_search(line, m, entry)) {
+      current = m[1];
+      out[current];
+      continue;
+    }
+    if (current.empty()) continue;
+    KernelResources& k = out[current];
+    if (std::regex_search(line, m, frame)) {
+      k.stack_bytes = std::stoi(m[1]);
+      k.spill_store_bytes = std::stoi(m[2]);
+      k.spill_load_bytes = std::stoi(m[3]);
+    }
+    if (std::regex_search(line, m, used)) {
+      k.registers = std::stoi(m[1]);
+      if (std::regex_search(line, m, barriers)) k.barriers = std::stoi(m[1]);
+      if (std::regex_search(line, m, smem)) k.static_shared_bytes = std::stoi(m[1]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> find_rejected_features(const std::string& ptx) {
+  std::vector<std::string> out;
+  auto has_extern = [&](const std::string& fn) {
+    std::regex re(R"(\.extern\s+\.func[^;]*\b)" + fn + R"(\b)");
+    return std::regex_search(ptx, re);
+  };
+  if (has_extern("malloc") || has_extern("free"))
+    out.push_back("device-side malloc/free (or new/delete) is not allowed: declare scratch memory as a plan workspace");
+  if (has_extern("vprintf")) out.push_back("printf in device code is not allowed: kforge runs kernels unattended");
+  if (has_extern("cudaLaunchDevice") || has_extern("cudaLaunchDeviceV2") || has_extern("cudaGetParameterBuffer") ||
+      has_extern("cudaGetParameterBufferV2"))
+    out.push_back("device-side kernel launches (dynamic parallelism) are not allowed: list every launch in the plan");
+  if (has_extern("__assertfail")) {
+    // assert() is allowed: it traps like any fault and is reported as a runtime error.
+  }
+  return out;
+}
+
+}  // namespace kforge::compile

@@ -1,0 +1,391 @@
+#include "kforge/compile/plan.h"
+
+#include <set>
+
+namespace kforge::compile {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kFactNames = {"num_sms", "warp_size", "max_shared_per_block"};
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(const tasks::Task& task, const std::vector<TensorInfo>& tensors) : task_(task) {
+    plan_.tensors = tensors;
+  }
+
+  Plan parse(const json& j) {
+    if (!j.is_object()) fail("plan", "must be a JSON object with a \"launch\" list");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "launch" && it.key() != "workspace" && it.key() != "tune" && it.key() != "constraints")
+        fail(it.key(), "unknown key (known: launch, workspace, tune, constraints)");
+    plan_.json = j;
+    parse_tune(j);
+    parse_workspaces(j);
+    if (!j.contains("launch")) fail("launch", "missing: list the kernel launches");
+    const json& launches = j["launch"];
+    if (!launches.is_array() || launches.empty()) fail("launch", "must be a non-empty list of launches");
+    if (launches.size() > kMaxLaunches)
+      fail("launch", "at most " + std::to_string(kMaxLaunches) + " launches, got " + std::to_string(launches.size()));
+    for (size_t i = 0; i < launches.size(); ++i) plan_.launches.push_back(parse_launch(launches[i], "launch[" + std::to_string(i) + "]"));
+    if (j.contains("constraints")) {
+      const json& c = j["constraints"];
+      if (!c.is_array()) fail("constraints", "must be a list of expression strings");
+      for (size_t i = 0; i < c.size(); ++i) plan_.constraints.push_back(expression(c[i], "constraints[" + std::to_string(i) + "]"));
+    }
+    return plan_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw PlanError(field + ": " + problem);
+  }
+
+  Expr expression(const json& v, const std::string& field) const {
+    Expr e = Expr::constant(0);
+    if (v.is_number_integer()) {
+      e = Expr::constant(v.get<int64_t>());
+    } else if (v.is_string()) {
+      try {
+        e = Expr::parse(v.get<std::string>());
+      } catch (const ExprError& err) {
+        fail(field, err.what());
+      }
+    } else {
+      fail(field, "must be an integer or an expression string, got " + v.dump());
+    }
+    for (const std::string& name : e.names()) {
+      if (task_.dims.count(name) || kFactNames.count(name) || is_tunable(name)) continue;
+      if (plan_.tensor(name)) fail(field, "'" + name + "' is a tensor; expressions take dims, tunables and device facts");
+      fail(field, "unknown name '" + name + "' (dims: " + names_of_dims() + "; tunables: " + names_of_tunables() +
+                      "; device facts: num_sms, warp_size, max_shared_per_block)");
+    }
+    return e;
+  }
+
+  bool is_tunable(const std::string& n) const {
+    for (const auto& [name, values] : plan_.tune)
+      if (name == n) return true;
+    return false;
+  }
+  std::string names_of_dims() const {
+    std::string s;
+    for (const auto& [k, v] : task_.dims) s += (s.empty() ? "" : ", ") + k;
+    return s;
+  }
+  std::string names_of_tunables() const {
+    std::string s;
+    for (const auto& [k, v] : plan_.tune) s += (s.empty() ? "" : ", ") + k;
+    return s.empty() ? "none" : s;
+  }
+  std::string names_of_tensors() const {
+    std::string s;
+    for (const auto& t : plan_.tensors) s += (s.empty() ? "" : ", ") + t.name;
+    return s;
+  }
+
+  void parse_tune(const json& j) {
+    if (!j.contains("tune")) return;
+    const json& t = j["tune"];
+    if (!t.is_object()) fail("tune", "must be an object like {\"BLOCK\": [128, 256]}");
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      std::string field = "tune." + it.key();
+      if (!is_identifier(it.key())) fail(field, "a tunable name must be an identifier");
+      if (task_.dims.count(it.key())) fail(field, "'" + it.key() + "' is a dim of the task; tunables need their own names");
+      if (kFactNames.count(it.key())) fail(field, "'" + it.key() + "' is a device fact");
+      if (plan_.tensor(it.key())) fail(field, "'" + it.key() + "' is a tensor of the task; tunables need their own names");
+      for (const auto& in : task_.inputs)
+        if (in.name == it.key()) fail(field, "'" + it.key() + "' is an input of the task");
+      const json& values = it.value();
+      if (!values.is_array() || values.empty()) fail(field, "must be a non-empty list of integers");
+      std::vector<int64_t> vs;
+      for (const auto& v : values) {
+        if (!v.is_number_integer()) fail(field, "values must be integers, got " + v.dump());
+        vs.push_back(v.get<int64_t>());
+      }
+      plan_.tune.emplace_back(it.key(), vs);
+    }
+  }
+
+  void parse_workspaces(const json& j) {
+    if (!j.contains("workspace")) return;
+    const json& w = j["workspace"];
+    if (!w.is_array()) fail("workspace", "must be a list of {name, dtype, count, zero_init}");
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::string field = "workspace[" + std::to_string(i) + "]";
+      const json& e = w[i];
+      if (!e.is_object()) fail(field, "must be an object {name, dtype, count, zero_init}");
+      for (auto it = e.begin(); it != e.end(); ++it)
+        if (it.key() != "name" && it.key() != "dtype" && it.key() != "count" && it.key() != "zero_init")
+          fail(field + "." + it.key(), "unknown key (known: name, dtype, count, zero_init)");
+      WorkspaceSpec ws;
+      if (!e.contains("name") || !e["name"].is_string()) fail(field + ".name", "missing: a string");
+      ws.name = e["name"].get<std::string>();
+      if (!is_identifier(ws.name)) fail(field + ".name", "must be an identifier");
+      if (plan_.tensor(ws.name)) fail(field + ".name", "'" + ws.name + "' is already a tensor (" + names_of_tensors() + ")");
+      if (task_.dims.count(ws.name) || is_tunable(ws.name)) fail(field + ".name", "'" + ws.name + "' is a dim or tunable");
+      if (!e.contains("dtype") || !e["dtype"].is_string()) fail(field + ".dtype", "missing: a dtype string");
+      auto dt = tasks::parse_dtype(e["dtype"].get<std::string>());
+      if (!dt) fail(field + ".dtype", "unknown dtype '" + e["dtype"].get<std::string>() + "' (float32, float16, bfloat16, float64, int32, int64, bool)");
+      ws.dtype = *dt;
+      if (!e.contains("count")) fail(field + ".count", "missing: the number of elements");
+      ws.count = expression(e["count"], field + ".count");
+      if (e.contains("zero_init")) {
+        if (!e["zero_init"].is_boolean()) fail(field + ".zero_init", "must be true or false");
+        ws.zero_init = e["zero_init"].get<bool>();
+      }
+      plan_.workspaces.push_back(ws);
+      plan_.tensors.push_back({ws.name, ws.dtype, TensorRole::Workspace});
+    }
+  }
+
+  std::vector<Expr> dims3(const json& j, const std::string& field) const {
+    if (j.is_number_integer() || j.is_string()) return {expression(j, field)};
+    if (!j.is_array() || j.empty() || j.size() > 3) fail(field, "must be a list of 1 to 3 expressions (x, y, z)");
+    std::vector<Expr> out;
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(expression(j[i], field + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+
+  LaunchSpec parse_launch(const json& j, const std::string& field) const {
+    if (!j.is_object()) fail(field, "must be an object {kernel, grid, block, shared_bytes, args}");
+    static const std::set<std::string> keys = {"kernel", "grid", "block", "shared_bytes", "args", "cooperative", "cluster"};
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!keys.count(it.key()))
+        fail(field + "." + it.key(), "unknown key (known: kernel, grid, block, shared_bytes, args, cooperative, cluster)");
+    LaunchSpec l;
+    if (!j.contains("kernel") || !j["kernel"].is_string() || j["kernel"].get<std::string>().empty())
+      fail(field + ".kernel", "missing: the kernel's name (or template instantiation, e.g. \"rows<BLOCK>\")");
+    l.kernel = j["kernel"].get<std::string>();
+    size_t lt = l.kernel.find('<');
+    if (!is_identifier(l.kernel.substr(0, lt)) || (lt != std::string::npos && l.kernel.back() != '>'))
+      fail(field + ".kernel", "'" + l.kernel + "' is not a kernel name or template instantiation");
+    if (!j.contains("grid")) fail(field + ".grid", "missing: 1 to 3 expressions");
+    if (!j.contains("block")) fail(field + ".block", "missing: 1 to 3 expressions");
+    l.grid = dims3(j["grid"], field + ".grid");
+    l.block = dims3(j["block"], field + ".block");
+    if (j.contains("shared_bytes")) l.shared_bytes = expression(j["shared_bytes"], field + ".shared_bytes");
+    if (j.contains("cooperative")) {
+      if (!j["cooperative"].is_boolean()) fail(field + ".cooperative", "must be true or false");
+      l.cooperative = j["cooperative"].get<bool>();
+    }
+    if (j.contains("cluster")) l.cluster = dims3(j["cluster"], field + ".cluster");
+    if (!j.contains("args") || !j["args"].is_array()) fail(field + ".args", "missing: a list with one entry per kernel parameter");
+    const json& args = j["args"];
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string af = field + ".args[" + std::to_string(i) + "]";
+      ArgSpec a;
+      if (args[i].is_string() && plan_.tensor(args[i].get<std::string>())) {
+        a.text = args[i].get<std::string>();
+        a.is_tensor = true;
+      } else if (args[i].is_string() || args[i].is_number_integer()) {
+        a.text = args[i].is_string() ? args[i].get<std::string>() : args[i].dump();
+        try {
+          a.value = expression(args[i], af);
+        } catch (const PlanError& e) {
+          std::string msg = e.what();
+          if (args[i].is_string() && is_identifier(a.text))
+            throw PlanError(af + ": '" + a.text + "' is neither a tensor (" + names_of_tensors() +
+                            ") nor a dim, tunable or device fact");
+          throw;
+        }
+      } else {
+        fail(af, "must be a tensor name or an integer expression, got " + args[i].dump());
+      }
+      l.args.push_back(a);
+    }
+    return l;
+  }
+
+  const tasks::Task& task_;
+  Plan plan_;
+};
+
+std::string where(const tasks::Dims& d, const Tunables& t) {
+  std::string s = "dims (" + tasks::format_dims(d) + ")";
+  if (!t.empty()) {
+    std::string tt;
+    for (const auto& [k, v] : t) tt += (tt.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+    s += " and tunables (" + tt + ")";
+  }
+  return s;
+}
+
+NameLookup lookup_for(const tasks::Dims& d, const Tunables& t, const DeviceFacts& f) {
+  return [&d, &t, &f](const std::string& n) -> std::optional<Value> {
+    if (auto it = d.find(n); it != d.end()) return it->second;
+    if (auto it = t.find(n); it != t.end()) return it->second;
+    if (n == "num_sms") return f.num_sms;
+    if (n == "warp_size") return f.warp_size;
+    if (n == "max_shared_per_block") return f.max_shared_per_block;
+    return std::nullopt;
+  };
+}
+
+}  // namespace
+
+DeviceFacts DeviceFacts::for_arch(const std::string& arch) {
+  DeviceFacts f;
+  f.arch = arch;
+  if (arch.rfind("sm_80", 0) == 0) {
+    f.num_sms = 108;
+    f.max_shared_per_block = 166912;
+  } else if (arch.rfind("sm_86", 0) == 0 || arch.rfind("sm_87", 0) == 0) {
+    f.num_sms = 84;
+    f.max_shared_per_block = 101376;
+  } else if (arch.rfind("sm_89", 0) == 0) {
+    f.num_sms = 128;
+    f.max_shared_per_block = 101376;
+  } else if (arch.rfind("sm_10", 0) == 0 || arch.rfind("sm_12", 0) == 0) {
+    f.num_sms = 148;
+    f.max_shared_per_block = 232448;
+  }
+  return f;
+}
+
+const TensorInfo* Plan::tensor(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Plan parse_plan(const nlohmann::json& json, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors) {
+  return Parser(task, task_tensors).parse(json);
+}
+
+Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw PlanError(std::string("plan: not valid JSON: ") + e.what());
+  }
+  return parse_plan(j, task, task_tensors);
+}
+
+ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts) {
+  NameLookup lookup = lookup_for(dims, tunables, facts);
+  std::string at = " for " + where(dims, tunables);
+  auto value = [&](const Expr& e, const std::string& field) -> int64_t {
+    Value v;
+    try {
+      v = e.eval(lookup);
+    } catch (const ExprError& err) {
+      throw PlanError(field + ": " + err.what() + at);
+    }
+    if (!std::holds_alternative<int64_t>(v)) throw PlanError(field + ": '" + e.text() + "' is not an integer" + at);
+    return std::get<int64_t>(v);
+  };
+  ConcretePlan out;
+  for (size_t i = 0; i < plan.workspaces.size(); ++i) {
+    const WorkspaceSpec& w = plan.workspaces[i];
+    std::string field = "workspace[" + std::to_string(i) + "].count";
+    int64_t count = value(w.count, field);
+    if (count < 1) throw PlanError(field + ": '" + w.count.text() + "' is " + std::to_string(count) + at + "; a workspace needs at least 1 element");
+    if (count > kMaxWorkspaceBytes / static_cast<int64_t>(tasks::dtype_size(w.dtype)))
+      throw PlanError(field + ": " + std::to_string(count) + " elements exceed the 4 GiB workspace cap" + at);
+    out.workspaces.push_back({w.name, w.dtype, count, w.zero_init});
+  }
+  for (size_t i = 0; i < plan.launches.size(); ++i) {
+    const LaunchSpec& l = plan.launches[i];
+    std::string field = "launch[" + std::to_string(i) + "]";
+    ConcreteLaunch c;
+    c.kernel = l.kernel;
+    c.cooperative = l.cooperative;
+    for (size_t k = 0; k < l.grid.size(); ++k) c.grid[k] = value(l.grid[k], field + ".grid[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < l.block.size(); ++k) c.block[k] = value(l.block[k], field + ".block[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < l.cluster.size(); ++k) c.cluster[k] = value(l.cluster[k], field + ".cluster[" + std::to_string(k) + "]");
+    c.shared_bytes = value(l.shared_bytes, field + ".shared_bytes");
+    const char* axis[] = {"x", "y", "z"};
+    for (int k = 0; k < 3; ++k) {
+      if (c.grid[k] < 1 || c.grid[k] > facts.max_grid[k])
+        throw PlanError(field + ".grid: " + axis[k] + " is " + std::to_string(c.grid[k]) + at + "; it must be between 1 and " +
+                        std::to_string(facts.max_grid[k]));
+      if (c.block[k] < 1 || c.block[k] > facts.max_block[k])
+        throw PlanError(field + ".block: " + axis[k] + " is " + std::to_string(c.block[k]) + at + "; it must be between 1 and " +
+                        std::to_string(facts.max_block[k]));
+      if (c.cluster[k] < 1 || c.cluster[k] > 16)
+        throw PlanError(field + ".cluster: " + axis[k] + " is " + std::to_string(c.cluster[k]) + at + "; it must be between 1 and 16");
+      if (c.grid[k] % c.cluster[k] != 0)
+        throw PlanError(field + ".cluster: grid " + axis[k] + " (" + std::to_string(c.grid[k]) + ") is not a multiple of cluster " +
+                        axis[k] + " (" + std::to_string(c.cluster[k]) + ")" + at);
+    }
+    int64_t threads = c.block[0] * c.block[1] * c.block[2];
+    if (threads > facts.max_threads_per_block)
+      throw PlanError(field + ".block: " + std::to_string(threads) + " threads per block" + at + "; the limit is " +
+                      std::to_string(facts.max_threads_per_block));
+    int64_t cluster_size = c.cluster[0] * c.cluster[1] * c.cluster[2];
+    if (cluster_size > 1 && facts.arch < std::string("sm_90"))
+      throw PlanError(field + ".cluster: thread-block clusters need sm_90 or newer; the target is " + facts.arch);
+    if (cluster_size > 8) throw PlanError(field + ".cluster: " + std::to_string(cluster_size) + " blocks per cluster" + at + "; the portable limit is 8");
+    if (c.shared_bytes < 0 || c.shared_bytes > facts.max_shared_per_block)
+      throw PlanError(field + ".shared_bytes: " + std::to_string(c.shared_bytes) + at + "; the limit is " +
+                      std::to_string(facts.max_shared_per_block) + " bytes per block");
+    for (size_t k = 0; k < l.args.size(); ++k) {
+      ConcreteArg a;
+      a.is_tensor = l.args[k].is_tensor;
+      if (a.is_tensor) a.tensor = l.args[k].text;
+      else a.value = value(l.args[k].value, field + ".args[" + std::to_string(k) + "]");
+      c.args.push_back(a);
+    }
+    out.launches.push_back(std::move(c));
+  }
+  return out;
+}
+
+Tunables default_tunables(const Plan& plan) {
+  Tunables t;
+  for (const auto& [name, values] : plan.tune) t[name] = values.front();
+  return t;
+}
+
+void validate_tunables(const Plan& plan, const Tunables& t) {
+  for (const auto& [name, value] : t) {
+    auto it = std::find_if(plan.tune.begin(), plan.tune.end(), [&](const auto& p) { return p.first == name; });
+    if (it == plan.tune.end()) throw PlanError("tune." + name + ": the plan has no tunable named '" + name + "'");
+    if (std::find(it->second.begin(), it->second.end(), value) == it->second.end())
+      throw PlanError("tune." + name + ": " + std::to_string(value) + " is not one of the listed values");
+  }
+  for (const auto& [name, values] : plan.tune)
+    if (!t.count(name)) throw PlanError("tune." + name + ": no value chosen");
+}
+
+bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts) {
+  NameLookup lookup = lookup_for(dims, t, facts);
+  for (size_t i = 0; i < plan.constraints.size(); ++i) {
+    try {
+      if (to_double(plan.constraints[i].eval(lookup)) == 0.0) return false;
+    } catch (const ExprError& e) {
+      throw PlanError("constraints[" + std::to_string(i) + "]: " + e.what() + " for " + where(dims, t));
+    }
+  }
+  return true;
+}
+
+std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts) {
+  std::vector<Tunables> out{Tunables{}};
+  for (const auto& [name, values] : plan.tune) {
+    std::vector<Tunables> next;
+    for (const Tunables& partial : out)
+      for (int64_t v : values) {
+        Tunables t = partial;
+        t[name] = v;
+        next.push_back(std::move(t));
+      }
+    out = std::move(next);
+  }
+  std::vector<Tunables> valid;
+  for (const Tunables& t : out)
+    if (constraints_hold(plan, dims, t, facts)) valid.push_back(t);
+  return valid;
+}
+
+}  // namespace kforge::compile
