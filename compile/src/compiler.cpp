@@ -159,8 +159,10 @@ class Compiler::Workers {
         timed_out = true;
         restarted = true;
         stop(s);
-        m.log = "NVRTC did not finish within " + std::to_string(limit_.count() / 1000.0).substr(0, 5) +
-                " s; the compile was killed (simplify the source: deep template recursion or huge unrolling?)";
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.1f", limit_.count() / 1000.0);
+        m.log = std::string("NVRTC did not finish within ") + secs +
+                " s; the compile was killed (simplify the source: macro or template blow-up, huge unrolling?)";
       } else if (rr == ReadResult::Closed) {
         restarted = true;
         int status = stop(s);

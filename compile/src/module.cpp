@@ -41,7 +41,11 @@ Module compile_module_here(const ModuleRequest& r) {
   Module m;
   m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.ok = out.ok;
-  m.log = out.log;
+  // NVRTC narrates its automatic precompiled headers; that is kforge's business, not the LLM's.
+  std::istringstream lines(out.log);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("precompiled header") == std::string::npos) m.log += line + "\n";
+  while (!m.log.empty() && m.log.back() == '\n') m.log.pop_back();
   if (!out.ok) return m;
   m.ptx = std::move(out.ptx);
   m.cubin = std::move(out.cubin);

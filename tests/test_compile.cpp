@@ -1,0 +1,208 @@
+// Real NVRTC on the CPU machine: the candidate corpus compiles and reports resources; the cache
+// hits after a miss and is safe under concurrent processes; a pathological source is killed at the
+// time limit and the next compile still works.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "compile_test_util.h"
+#include "kforge/common/files.h"
+#include "kforge/compile/answer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kforge::compile;
+using kforge::test::CompileFixture;
+using kforge::test::TempDir;
+
+std::vector<fs::path> valid_answers() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kforge::test::source_dir() / "tests/candidates/valid"))
+    if (e.path().extension() == ".md" && e.path().filename() != "README.md") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string task_of(const std::string& answer) {
+  std::smatch m;
+  static const std::regex re(R"(<!-- task: (\S+) -->)");
+  if (!std::regex_search(answer, m, re)) return "";
+  return m[1];
+}
+
+class ValidCandidate : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
+  std::string text = *kforge::read_file(GetParam().string());
+  std::string task = task_of(text);
+  ASSERT_FALSE(task.empty()) << "first line must be <!-- task: suite/name -->";
+  CompileFixture fx = CompileFixture::load(task);
+  Answer a = parse_answer(text);
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  CandidateReport r = check_candidate(fx.task, fx.tensors, a.source, a.plan, std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  std::string all;
+  for (const auto& e : r.errors) all += e + "\n";
+  ASSERT_TRUE(r.ok()) << stage_name(r.stage) << ":\n" << all;
+  ASSERT_FALSE(r.kernels.empty());
+  for (const auto& k : r.kernels) {
+    EXPECT_GT(k.resources.registers, 0) << k.name;
+    EXPECT_FALSE(k.signature.empty()) << k.name << " should have C++ linkage";
+    EXPECT_EQ(k.resources.spill_store_bytes, 0) << k.name << " spills";
+  }
+  EXPECT_FALSE(r.module.ptx.empty());
+  EXPECT_FALSE(r.module.cubin.empty());
+  EXPECT_EQ(r.configurations.size(), fx.task.all_dims().size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), [](const auto& info) {
+  std::string n = info.param.stem().string();
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
+
+TEST(Compile, CorpusCoversTheKindsOfKernel) { EXPECT_GE(valid_answers().size(), 10u); }
+
+const char* kKernel = "__global__ void k(const float* x, float* out, long long n) { if (threadIdx.x < n) out[threadIdx.x] = x[threadIdx.x] * 2.0f; }\n";
+
+TEST(Compile, CacheHitsAfterAMiss) {
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir, /*in_process=*/false));
+  ModuleRequest req;
+  req.source = kKernel;
+  req.name_expressions = {"k"};
+  Module first = compiler.compile(req);
+  ASSERT_TRUE(first.ok) << first.log;
+  EXPECT_FALSE(first.cache_hit);
+  Module second = compiler.compile(req);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.cubin, first.cubin);
+  EXPECT_EQ(second.lowered_names, first.lowered_names);
+  EXPECT_EQ(compiler.stats().hits, 1);
+  EXPECT_EQ(compiler.stats().misses, 1);
+  // A new process (here: a new Compiler) sees the same cache; another tunable value is a miss.
+  Compiler again(kforge::test::private_cache(dir));
+  EXPECT_TRUE(again.compile(req).cache_hit);
+  req.defines = {{"BLOCK", 128}};
+  EXPECT_FALSE(again.compile(req).cache_hit);
+}
+
+TEST(Compile, DamagedCacheEntryIsAMiss) {
+  TempDir dir;
+  ModuleRequest req;
+  req.source = kKernel;
+  req.name_expressions = {"k"};
+  {
+    Compiler c(kforge::test::private_cache(dir));
+    ASSERT_TRUE(c.compile(req).ok);
+  }
+  std::string key = module_cache_key(req);
+  std::string file = (dir.path() / "cache" / key.substr(0, 2) / (key + ".json")).string();
+  kforge::write_file_atomic(file, "{ half a file");
+  Compiler c(kforge::test::private_cache(dir));
+  Module m = c.compile(req);
+  EXPECT_TRUE(m.ok);
+  EXPECT_FALSE(m.cache_hit);
+  EXPECT_TRUE(c.compile(req).cache_hit);  // repaired
+}
+
+std::string pathological_source() {
+  std::string s = "#define A0 v\n";
+  for (int i = 1; i <= 20; ++i) s += "#define A" + std::to_string(i) + " (A" + std::to_string(i - 1) + " + A" + std::to_string(i - 1) + ")\n";
+  return s + "__global__ void k(const float* x, float* out, long long n) { float v = x[0]; out[0] = A20; }\n";
+}
+
+TEST(Compile, PathologicalSourceIsKilledAndTheWorkerReplaced) {
+  TempDir dir;
+  CompilerOptions o = kforge::test::private_cache(dir, /*in_process=*/false);
+  o.time_limit = std::chrono::milliseconds(1500);
+  Compiler compiler(o);
+  ModuleRequest bad;
+  bad.source = pathological_source();
+  bad.name_expressions = {"k"};
+  auto t0 = std::chrono::steady_clock::now();
+  Module m = compiler.compile(bad);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.log.find("did not finish within 1.5 s"), std::string::npos) << m.log;
+  EXPECT_LT(secs, 5.0);
+  EXPECT_EQ(compiler.stats().timeouts, 1);
+  ModuleRequest good;
+  good.source = kKernel;
+  good.name_expressions = {"k"};
+  EXPECT_TRUE(compiler.compile(good).ok);  // a fresh worker
+}
+
+TEST(Compile, WorkersCompileInParallel) {
+  TempDir dir;
+  CompilerOptions o = kforge::test::private_cache(dir, /*in_process=*/false);
+  o.workers = 2;
+  o.use_cache = false;
+  Compiler compiler(o);
+  std::vector<Module> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      ModuleRequest r;
+      r.source = kKernel;
+      r.name_expressions = {"k"};
+      r.defines = {{"VARIANT", i}};
+      results[i] = compiler.compile(r);
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& m : results) EXPECT_TRUE(m.ok) << m.log;
+}
+
+TEST(Compile, ConcurrentProcessesShareTheCache) {
+  TempDir dir;
+  auto cu = dir.write("k.cu", kKernel);
+  auto plan = dir.write("plan.json", R"({"launch": [{"kernel": "k", "grid": [1], "block": [32], "args": ["x", "out", "B * N"]}]})");
+  std::string cmd = std::string("KFORGE_CACHE_DIR=") + (dir.path() / "cache").string() + " " + KFORGE_BINARY + " compile " +
+                    cu.string() + " --plan " + plan.string() + " --task smoke/relu --tasks-dir " +
+                    (kforge::test::source_dir() / "tasks").string() + " --json";
+  // Two processes race on the same cache entry; both must succeed.
+  std::string both = "(" + cmd + " > " + (dir.path() / "a.json").string() + ") & (" + cmd + " > " + (dir.path() / "b.json").string() +
+                     ") & wait";
+  ASSERT_EQ(std::system(("bash -c '" + both + "'").c_str()), 0);
+  for (const char* f : {"a.json", "b.json"}) {
+    auto j = nlohmann::json::parse(*kforge::read_file((dir.path() / f).string()));
+    EXPECT_TRUE(j["ok"].get<bool>()) << j.dump();
+  }
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["cache"]["hit"].get<bool>()) << out;
+}
+
+TEST(Compile, ErrorsPointAtTheAnswersLines) {
+  std::string log = "candidate.cu(3): error: expected a \";\"\ncandidate.cu(10): warning: unused";
+  EXPECT_EQ(relabel_log(log, "answer.md", 5), "answer.md:7: error: expected a \";\"\nanswer.md:14: warning: unused");
+}
+
+TEST(Compile, ParsesThePtxasReport) {
+  std::string log =
+      "ptxas info    : Compiling entry function '_Z1kPKfPfx' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1kPKfPfx\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem\n";
+  auto r = parse_resource_report(log);
+  ASSERT_EQ(r.count("_Z1kPKfPfx"), 1u);
+  const auto& k = r.at("_Z1kPKfPfx");
+  EXPECT_EQ(k.registers, 40);
+  EXPECT_EQ(k.barriers, 1);
+  EXPECT_EQ(k.static_shared_bytes, 2048);
+  EXPECT_EQ(k.stack_bytes, 16);
+  EXPECT_EQ(k.spill_store_bytes, 8);
+  EXPECT_EQ(k.spill_load_bytes, 12);
+}
+
+}  // namespace
