@@ -14,4 +14,10 @@ set +e
 ctest -j"$(nproc)" --output-on-failure "$@" 2>&1 | tee ctest.log | grep -vE "^ *Start +[0-9]+:|Passed +[0-9.]+ sec" \
   | sed 's/  # GetParam() = .*//'
 rc=${PIPESTATUS[0]}
+# Why GPU tests skipped (GTEST_SKIP's reason), then CTest's summary line last.
+if grep -q "\*\*\*Skipped" ctest.log; then
+  reason=$(./tests/kforge_gpu_tests --gtest_filter='GpuTasks.*' 2>&1 | grep -m1 -oE "no GPU: .*" || true)
+  echo "skipped: $(grep -c '\*\*\*Skipped' ctest.log) GPU test(s): ${reason:-see ctest.log}"
+fi
+grep -E "tests passed" ctest.log
 exit $rc

@@ -206,3 +206,23 @@ TEST(Compile, ParsesThePtxasReport) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Compile, TunablesFollowTheIncludesAndKeepLineNumbers) {
+  std::string src = "// header comment\n#include <cuda_fp16.h>\n\n__global__ void k(const float* x, float* out, long long n) {\n  out[0] = x[0] * BLOCK\n}\n";
+  std::string shown = kforge::compile::source_with_tunables(src, {{"BLOCK", 256}});
+  EXPECT_LT(shown.find("#include <cuda_fp16.h>"), shown.find("#define BLOCK 256"));
+  EXPECT_NE(shown.find("#line 4 \"candidate.cu\""), std::string::npos) << shown;
+  kforge::compile::ModuleRequest r;
+  r.source = src;
+  r.defines = {{"BLOCK", 256}};
+  r.name_expressions = {"k"};
+  kforge::compile::Module m = kforge::compile::compile_module_here(r);
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.log.find("candidate.cu(6): error"), std::string::npos) << m.log;  // the missing ';' is reported on line 6
+  r.source.replace(r.source.find("BLOCK\n"), 6, "BLOCK;\n");
+  EXPECT_TRUE(kforge::compile::compile_module_here(r).ok);
+}
+
+}  // namespace

@@ -127,7 +127,8 @@ std::string module_cache_key(const ModuleRequest& r) {
   j["scheme"] = kCompileScheme;
   j["nvrtc"] = std::to_string(v.major) + "." + std::to_string(v.minor);
   j["arch"] = r.arch;
-  j["options"] = module_options(ModuleRequest{"", r.arch, r.defines, {}, false});
+  j["options"] = module_options(ModuleRequest{"", r.arch, {}, {}, false});
+  j["defines"] = r.defines;
   j["names"] = r.name_expressions;
   j["source_hash"] = content_hash(r.source);
   return content_hash(j.dump());

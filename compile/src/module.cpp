@@ -23,8 +23,40 @@ std::vector<std::string> module_options(const ModuleRequest& r) {
   std::vector<std::string> opts = {"-std=c++17", "-I" + inc, "-I" + inc + "/cccl", "--pre-include=kforge_shims.h",
                                    "--ptxas-options=-v", "-lineinfo"};
   if (r.use_pch) opts.push_back("-pch");
-  for (const auto& [name, value] : r.defines) opts.push_back("-D" + name + "=" + std::to_string(value));
   return opts;
+}
+
+std::string source_with_tunables(const std::string& source, const std::map<std::string, int64_t>& defines) {
+  if (defines.empty()) return source;
+  // The prologue: leading blank, comment, #include and #pragma lines. Tunables are defined after
+  // it, so the headers see the same macros for every tunable value and NVRTC's precompiled header
+  // stays valid (a -D option would invalidate it: 2.2-3.1 s instead of 0.3 s for CUB sources).
+  std::istringstream in(source);
+  std::string line, prologue, rest;
+  int line_no = 0, first_body_line = 1;
+  bool in_prologue = true, in_comment = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (in_prologue) {
+      std::string t = line.substr(std::min(line.size(), line.find_first_not_of(" \t")));
+      bool keep = in_comment || t.empty() || t.rfind("//", 0) == 0 || t.rfind("#include", 0) == 0 ||
+                  t.rfind("#pragma", 0) == 0 || t.rfind("/*", 0) == 0;
+      if (keep) {
+        if (t.rfind("/*", 0) == 0 && t.find("*/") == std::string::npos) in_comment = true;
+        else if (in_comment && t.find("*/") != std::string::npos) in_comment = false;
+        prologue += line + "\n";
+        continue;
+      }
+      in_prologue = false;
+      first_body_line = line_no;
+    }
+    rest += line + "\n";
+  }
+  if (in_prologue) first_body_line = line_no + 1;
+  // The declaration ends the "header stop point" of NVRTC's automatic PCH before the #defines.
+  std::string defs = "namespace kforge_tunables {}\n";
+  for (const auto& [name, value] : defines) defs += "#define " + name + " " + std::to_string(value) + "\n";
+  return prologue + defs + "#line " + std::to_string(first_body_line) + " \"" + kCandidateFileName + "\"\n" + rest;
 }
 
 Module compile_module_here(const ModuleRequest& r) {
@@ -37,7 +69,7 @@ Module compile_module_here(const ModuleRequest& r) {
     headers.emplace_back(name, std::string(embedded::compile_shims_forwarding));
 
   auto t0 = std::chrono::steady_clock::now();
-  NvrtcOutput out = nvrtc_compile(r.source, kCandidateFileName, r.arch, module_options(r), r.name_expressions, headers);
+  NvrtcOutput out = nvrtc_compile(source_with_tunables(r.source, r.defines), kCandidateFileName, r.arch, module_options(r), r.name_expressions, headers);
   Module m;
   m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.ok = out.ok;

@@ -43,10 +43,14 @@ struct Module {
 inline constexpr const char* kCandidateFileName = "candidate.cu";
 
 // Bumped by hand whenever shims or options change what a source compiles to (part of cache keys).
-inline constexpr int kCompileScheme = 1;
+inline constexpr int kCompileScheme = 2;
 
 // The NVRTC options kforge uses for `request` (besides the architecture).
 std::vector<std::string> module_options(const ModuleRequest& request);
+
+// The source NVRTC sees: tunables as #define lines after the leading #include lines, then a
+// #line directive so errors keep the candidate's own line numbers.
+std::string source_with_tunables(const std::string& source, const std::map<std::string, int64_t>& defines);
 
 // Compiles in this process. A source that does not compile is `ok == false` with the log.
 Module compile_module_here(const ModuleRequest& request);
