@@ -31,6 +31,7 @@ step gpu-tests 60 "$BUILD_DIR"/tests/kforge_gpu_tests
 step check-level1 220 "$BUILD_DIR"/kforge tasks check level1 --device cuda --dims all
 step check-level2 120 "$BUILD_DIR"/kforge tasks check level2 --device cuda --dims all
 step check-smoke 40 "$BUILD_DIR"/kforge tasks check smoke --device cuda --dims all
+step compile-on-gpu 60 "$BUILD_DIR"/kforge compile --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
 pushd "$BUILD_DIR" > /dev/null && step ctest-all 80 ctest -j"$JOBS" --output-on-failure; popd > /dev/null
 grep -E "FAIL|Failure" "$OUT"/check-*.log "$OUT"/gpu-tests.log | head -40
 echo
