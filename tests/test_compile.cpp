@@ -59,12 +59,7 @@ TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
   EXPECT_EQ(r.configurations.size(), fx.task.all_dims().size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), [](const auto& info) {
-  std::string n = info.param.stem().string();
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
 
 TEST(Compile, CorpusCoversTheKindsOfKernel) { EXPECT_GE(valid_answers().size(), 10u); }
 

@@ -108,12 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DistCase{"int32", "randint(-5, 5)", -5, 4, -0.5, 0.05},
                       DistCase{"bool", "rand", 0, 1, 0.5, 0.01},
                       DistCase{"bool", "bernoulli(0.9)", 0, 1, 0.9, 0.01}),
-    [](const auto& info) {
-      std::string n = info.param.dtype + "_" + info.param.init;
-      for (char& ch : n)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+    [](const auto& info) { return kforge::test::test_name(info.param.dtype + "_" + info.param.init); });
 
 TEST(Generator, SecondDistributionsDiffer) {
   auto mean_of = [](const std::string& dtype, const std::string& init, int variant) {

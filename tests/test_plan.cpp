@@ -116,12 +116,7 @@ TEST_P(BadCandidate, StopsAtItsStageWithAPreciseError) {
   EXPECT_NE(all.find(c.fragment), std::string::npos) << c.label << ": expected '" << c.fragment << "' in\n" << all;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BadCandidate, ::testing::Range<size_t>(0, cases().size()), [](const auto& info) {
-  std::string n = cases()[info.param].label;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Cases, BadCandidate, ::testing::Range<size_t>(0, cases().size()), [](const auto& info) { return kforge::test::test_name(cases()[info.param].label); });
 
 TEST(Plan, GoodCandidateEvaluatesOnEveryConfiguration) {
   CompileFixture fx = CompileFixture::load("smoke/relu");

@@ -42,11 +42,6 @@ TEST_P(ShippedTask, ChecksCleanOnTheCpu) {
     EXPECT_TRUE(torch::equal(generate_cpu(t, k, t.check_dims[0], 5, 0), generate_cpu(t, k, t.check_dims[0], 5, 0)));
 }
 
-INSTANTIATE_TEST_SUITE_P(All, ShippedTask, ::testing::ValuesIn(shipped_tasks()), [](const auto& info) {
-  std::string n = info.param.parent_path().filename().string() + "_" + info.param.stem().string();
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(All, ShippedTask, ::testing::ValuesIn(shipped_tasks()), [](const auto& info) { return kforge::test::test_name(info.param.parent_path().filename().string() + "_" + info.param.stem().string()); });
 
 }  // namespace

@@ -147,12 +147,7 @@ TEST_P(MalformedTask, GivesAPreciseError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MalformedTask, ::testing::Range<size_t>(0, malformed_cases().size()),
-                         [](const auto& info) {
-                           std::string n = malformed_cases()[info.param].label;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return kforge::test::test_name(malformed_cases()[info.param].label); });
 
 TEST(TaskLoader, ReferenceErrorPointsAtTheFileLine) {
   TempDir dir;

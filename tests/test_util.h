@@ -46,6 +46,13 @@ class TempDir {
 
 inline std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }
 
+// A GoogleTest parameter name from free text: every character that is not alphanumeric becomes '_'.
+inline std::string test_name(std::string text) {
+  for (char& ch : text)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return text;
+}
+
 // A minimal valid task, for tests that change one thing of it.
 inline std::string valid_task(const std::string& name = "t") {
   return "name = \"" + name + R"("

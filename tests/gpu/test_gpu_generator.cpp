@@ -57,12 +57,7 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuGenerator,
                                            Case{"int32", "randint(0, 3)", true}, Case{"bool", "rand", true},
                                            Case{"bool", "bernoulli(0.9)", true}, Case{"float32", "randn", false},
                                            Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false}),
-                         [](const auto& info) {
-                           std::string n = info.param.dtype + "_" + info.param.init;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return kforge::test::test_name(info.param.dtype + "_" + info.param.init); });
 
 TEST(GpuTasks, SmokeSuiteChecksOnTheGpuAtTimedDims) {
   KFORGE_REQUIRE_GPU();
