@@ -19,7 +19,7 @@ namespace {
 using nlohmann::ordered_json;
 
 struct CompileArgs {
-  std::string source_file, plan_file, answer_file, task, arch, tasks_dir;
+  std::string source_file, plan_file, answer_file, task, arch, tasks_dir, emit_dir;
   std::vector<std::string> tune;
   bool json = false, no_cache = false, in_process = false;
   double time_limit_s = 60;
@@ -104,6 +104,12 @@ int run_compile(const CompileArgs& a) {
   if (!a.tune.empty()) tunables = parse_tune(a.tune);
   compile::CandidateReport r = compile::check_candidate(task, tensors, source, plan, tunables, facts, compiler);
   compile::CompilerStats stats = compiler.stats();
+  if (!a.emit_dir.empty() && r.module.ok) {
+    make_directories(a.emit_dir);
+    write_file_atomic(a.emit_dir + "/candidate.ptx", r.module.ptx);
+    write_file_atomic(a.emit_dir + "/candidate.cubin", r.module.cubin);
+    write_file_atomic(a.emit_dir + "/candidate.cu", compile::source_with_tunables(source, r.tunables));
+  }
   compile::NvrtcVersion nv = compile::nvrtc_version();
   std::string log = compile::relabel_log(r.module.log, source_label, source_first_line);
   for (auto& e : r.errors) e = compile::relabel_log(e, source_label, source_first_line);
@@ -188,6 +194,7 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--time-limit", a->time_limit_s, "Seconds before a compile is killed")->capture_default_str();
+  cmd->add_option("--emit", a->emit_dir, "Write candidate.ptx, candidate.cubin and the compiled source to this folder");
   cmd->add_flag("--no-cache", a->no_cache, "Compile even when the cache has the result");
   cmd->add_flag("--in-process", a->in_process, "Compile in this process instead of a worker (debugging)");
   cmd->add_flag("--json", a->json, "Machine-readable output");

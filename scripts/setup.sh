@@ -17,3 +17,6 @@ else
   echo "        GPU work (verification, timing, evolution) needs an NVIDIA GPU and a CUDA LibTorch."
   "$BUILD_DIR"/kforge tasks check smoke --device cpu
 fi
+echo
+echo "kforge: a candidate from the corpus, checked and compiled with NVRTC (no GPU needed):"
+"$BUILD_DIR"/kforge compile --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax

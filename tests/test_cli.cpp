@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 
+#include "kforge/common/files.h"
 #include "kforge/verify/driver.h"
 #include "test_util.h"
 
@@ -92,6 +93,21 @@ TEST(Cli, DegenerateTaskExits1AndTheRunGoesOn) {
   EXPECT_NE(r.out.find("ok    s/good"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("summary: missing"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 of 3 task(s) ok, 2 failing"), std::string::npos) << r.out;
+}
+
+TEST(Cli, CompileEmitsPtxAndCubinAndRejectsWithExit1) {
+  TempDir dir;
+  std::string answer = (kforge::test::source_dir() / "tests/candidates/valid/vector_add.md").string();
+  Result ok = kforge_cli("compile --answer " + answer + " --task smoke/vector_add --emit " + (dir.path() / "out").string() +
+                         " --tasks-dir " + tasks_dir());
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("ok: plan, types and limits hold"), std::string::npos) << ok.out;
+  EXPECT_TRUE(std::filesystem::file_size(dir.path() / "out/candidate.cubin") > 0);
+  EXPECT_NE(kforge::read_file((dir.path() / "out/candidate.ptx").string())->find(".entry"), std::string::npos);
+  auto bad = dir.write("bad.md", "Use a bigger block.\n");
+  Result r = kforge_cli("compile --answer " + bad.string() + " --task smoke/vector_add --tasks-dir " + tasks_dir());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("no code blocks"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BadArgumentsExit2) {
