@@ -15,5 +15,6 @@ inline constexpr int kExitNoGpu = 3;     // the command needs a GPU and none can
 void add_doctor_command(CLI::App& app, int& exit_code);
 void add_tasks_command(CLI::App& app, int& exit_code);
 void add_compile_command(CLI::App& app, int& exit_code);
+void add_archive_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "kforge/common/error.h"
+#include "kforge/archive/sqlite.h"
 #include "kforge/verify/driver.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_doctor_command(app, exit_code);
   kforge::cli::add_tasks_command(app, exit_code);
   kforge::cli::add_compile_command(app, exit_code);
+  kforge::cli::add_archive_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -20,6 +22,9 @@ int main(int argc, char** argv) {
   } catch (const kforge::verify::CudaError& e) {
     std::cerr << "kforge: " << e.what() << "\n";
     return kforge::cli::kExitNoGpu;
+  } catch (const kforge::archive::ArchiveError& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return kforge::cli::kExitFindings;
   } catch (const kforge::InputError& e) {
     std::cerr << "kforge: " << e.what() << "\n";
     return kforge::cli::kExitUsage;

@@ -6,7 +6,7 @@ find_package(CUDAToolkit REQUIRED)      # NVRTC and headers; the driver (libcuda
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
-# SQLite3 (archive/) and CURL (evolve/) join with the code that uses them.
+# CURL (evolve/) joins with the code that uses it; SQLite3 is found in archive/.
 
 # toml++ in header-only mode: one translation unit uses it, and the GPU machine has Debian's
 # headers (.device) but not its shared library.

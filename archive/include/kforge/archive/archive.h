@@ -1,0 +1,144 @@
+// The kernel archive: one SQLite file (WAL) holding every candidate, failures included, with its
+// lineage, compile report and evaluations. The only module that talks to SQLite.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/archive/sqlite.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::archive {
+
+// Distinct id types: a candidate id cannot be passed where a task id is expected.
+struct TaskId { int64_t value = 0; };
+struct CandidateId { int64_t value = 0; };
+struct RunId { int64_t value = 0; };
+struct DeviceId { int64_t value = 0; };
+
+inline constexpr int kSchemaVersion = 1;
+
+struct CompileRecord {
+  bool ok = false;
+  std::string stage;
+  std::vector<std::string> errors;
+  std::string log;
+  nlohmann::json resources = nlohmann::json::object();
+  std::optional<double> compile_ms;
+  std::string arch, nvrtc;
+  std::optional<std::string> created_at;  // default: now (imports keep the original)
+};
+
+struct EvaluationRecord {
+  std::optional<DeviceId> device;
+  std::string outcome;  // DESIGN.md outcomes
+  std::vector<std::string> flags;
+  nlohmann::json evidence = nlohmann::json::object();
+  nlohmann::json dims = nlohmann::json::object();
+  std::optional<double> time_ms, time_iqr_ms, time_min_ms, eager_ms, scripted_ms, speedup_eager, speedup_scripted,
+      roofline_fraction;
+  bool admitted = false;
+  int harness_version = 0;
+  nlohmann::json toolchain = nlohmann::json::object();
+  std::optional<std::string> created_at;
+};
+
+struct NewCandidate {
+  TaskId task;
+  std::optional<RunId> run;
+  std::string identity, source;
+  nlohmann::json plan = nlohmann::json::object();
+  nlohmann::json tunables = nlohmann::json::object();
+  std::vector<CandidateId> parents;
+  int generation = 0, island = 0;
+  std::string prompt_kind, model;
+  bool imported = false;  // imported rows are unverified retrieval text
+  nlohmann::json imported_claims = nlohmann::json::object();
+  std::optional<std::string> created_at;
+};
+
+struct LlmCall {
+  std::optional<RunId> run;
+  std::optional<CandidateId> candidate;
+  std::string model, status;
+  int64_t tokens_in = 0, tokens_out = 0;
+  double cost_usd = 0;
+  std::optional<double> latency_ms;
+};
+
+struct KernelSummary {
+  CandidateId id;
+  std::string task;  // suite/name
+  std::string model, prompt_kind, outcome, created_at;
+  std::optional<double> time_ms, speedup_eager;
+  bool verified = true;
+  double score = 0;  // retrieval rank (lower BM25 is better) where it applies
+};
+
+struct Stats {
+  int64_t tasks = 0, candidates = 0, imported = 0, compiles = 0, evaluations = 0, correct = 0, winners = 0, runs = 0,
+          llm_calls = 0;
+  double llm_cost_usd = 0;
+};
+
+class Archive {
+ public:
+  // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged file
+  // or a locked one is an ArchiveError naming the file; nothing is changed.
+  static Archive open(const std::string& path, bool create = true, int busy_timeout_ms = 5000);
+  int schema_version();
+
+  TaskId upsert_task(const tasks::Task& task);
+  std::optional<TaskId> find_task(const std::string& spec);  // "suite/name" or "name": newest version
+  DeviceId upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
+                         std::optional<int64_t> sms, std::optional<int64_t> memory_bytes, const std::string& driver);
+  RunId start_run(const nlohmann::json& config);
+  void finish_run(RunId run, const std::string& status, const nlohmann::json& budgets_used);
+
+  // One transaction: the candidate, its parents, compile report and evaluations, and its text index.
+  // A candidate already stored for the task (same identity) gets the new reports added.
+  CandidateId add_candidate(const NewCandidate& c, const std::optional<CompileRecord>& compile,
+                            const std::vector<EvaluationRecord>& evaluations);
+  void add_evaluation(CandidateId candidate, const EvaluationRecord& e);
+  void record_llm_call(const LlmCall& call);
+
+  // Baselines per (task version, dims, device, math mode); re-timing replaces the row.
+  void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device, const std::string& math_mode,
+                      std::optional<double> eager_ms, std::optional<double> scripted_ms);
+  std::optional<std::pair<std::optional<double>, std::optional<double>>> baseline(TaskId task, const nlohmann::json& dims,
+                                                                                  DeviceId device, const std::string& math_mode);
+
+  // A winner: correct, admitted, unflagged, kforge-verified; the fastest for the task (and device).
+  std::optional<KernelSummary> best(TaskId task, std::optional<DeviceId> device = std::nullopt);
+  std::vector<KernelSummary> top(const std::string& task_or_suite, size_t limit);
+  // Retrieval for prompts: kernels of tasks like this one (BM25 over names, tags and summary), the
+  // best first per task; and failures of this task with their evidence.
+  std::vector<KernelSummary> similar(const tasks::Task& task, size_t k);
+  std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
+  std::vector<KernelSummary> search(const std::string& query, size_t limit);
+  nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent
+  std::vector<CandidateId> lineage(CandidateId id);  // the candidate and its ancestors, nearest first
+  nlohmann::json tasks_overview();
+  nlohmann::json runs();
+  Stats stats();
+
+  // JSONL, one candidate per line with its task, compile and evaluations; round-trips losslessly.
+  size_t export_jsonl(std::ostream& out);
+  // Lines in kforge's own form, or rows of the public AI CUDA Engineer archive (Op_Name, Level_ID,
+  // Task_ID, Kernel_Name, CUDA_Runtime, PyTorch_Native_Runtime, CUDA_Speedup_Native, CUDA_Code,
+  // Correct, Max_Diff, Error): those become unverified retrieval text, never winners.
+  size_t import_jsonl(std::istream& in, const std::string& source_name);
+
+  Database& db() { return *db_; }
+
+ private:
+  explicit Archive(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  void migrate();
+  KernelSummary summary_row(Statement& s);
+  std::unique_ptr<Database> db_;
+};
+
+}  // namespace kforge::archive

@@ -1,0 +1,432 @@
+#include "kforge/archive/archive.h"
+
+#include <istream>
+#include <ostream>
+
+#include "archive_schema.h"
+
+namespace kforge::archive {
+namespace {
+
+using nlohmann::json;
+
+// Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
+const std::vector<std::string_view>& migrations() {
+  static const std::vector<std::string_view> m = {embedded::archive_schema_v1};
+  return m;
+}
+
+// The winner rule, as SQL over an evaluation `e` joined to its candidate `c`.
+constexpr const char* kWinner =
+    "e.outcome = 'correct' AND e.admitted = 1 AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL";
+
+constexpr const char* kSummaryColumns =
+    "c.id, t.suite || '/' || t.name, c.model, c.prompt_kind, "
+    "(SELECT outcome FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1), c.created_at, "
+    "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct'), "
+    "(SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct'), c.verified";
+
+std::string fts_query(const std::string& text) {
+  // Words only, OR-ed: FTS5 syntax characters in a task name must not become operators.
+  std::string q, word;
+  auto flush = [&] {
+    if (word.size() > 1) q += (q.empty() ? "" : " OR ") + std::string("\"") + word + "\"";
+    word.clear();
+  };
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else flush();
+  }
+  flush();
+  return q;
+}
+
+}  // namespace
+
+Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms) {
+  Archive a(std::make_unique<Database>(path, create, busy_timeout_ms));
+  a.migrate();
+  return a;
+}
+
+int Archive::schema_version() {
+  Statement s = db_->prepare("PRAGMA user_version");
+  s.step();
+  return static_cast<int>(s.integer(0));
+}
+
+void Archive::migrate() {
+  int version = schema_version();
+  if (version > kSchemaVersion)
+    throw ArchiveError(db_->path() + ": the archive has schema version " + std::to_string(version) +
+                       ", newer than this kforge understands (" + std::to_string(kSchemaVersion) +
+                       "); upgrade kforge. Nothing was changed.");
+  if (version == 0) {
+    // A non-empty file without our version is someone else's database.
+    Statement s = db_->prepare("SELECT count(*) FROM sqlite_master");
+    s.step();
+    if (s.integer(0) > 0)
+      throw ArchiveError(db_->path() + ": this SQLite file is not a kforge archive (it has tables but no kforge schema version)");
+  }
+  for (int v = version; v < kSchemaVersion; ++v) {
+    Transaction t(*db_);
+    db_->exec(std::string(migrations()[v]));
+    db_->exec("PRAGMA user_version = " + std::to_string(v + 1));
+    t.commit();
+  }
+}
+
+TaskId Archive::upsert_task(const tasks::Task& task) {
+  Transaction t(*db_);
+  Statement find = db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? AND version = ?");
+  find.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
+  if (find.step()) {
+    TaskId id{find.integer(0)};
+    t.commit();
+    return id;
+  }
+  Statement ins = db_->prepare("INSERT INTO tasks (suite, name, version, summary, tags, definition) VALUES (?, ?, ?, ?, ?, ?)");
+  ins.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash).bind(4, task.summary).bind(5, json(task.tags).dump());
+  ins.bind(6, task.reference);
+  ins.run();
+  TaskId id{db_->last_insert_id()};
+  std::string tags;
+  for (const auto& tag : task.tags) tags += tag + " ";
+  Statement fts = db_->prepare("INSERT INTO task_text (name, tags, summary, task_id) VALUES (?, ?, ?, ?)");
+  fts.bind(1, task.suite + " " + task.name).bind(2, tags).bind(3, task.summary).bind(4, id.value);
+  fts.run();
+  t.commit();
+  return id;
+}
+
+std::optional<TaskId> Archive::find_task(const std::string& spec) {
+  size_t slash = spec.find('/');
+  Statement s = slash == std::string::npos
+                    ? db_->prepare("SELECT id FROM tasks WHERE name = ? ORDER BY id DESC LIMIT 1")
+                    : db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? ORDER BY id DESC LIMIT 1");
+  if (slash == std::string::npos) s.bind(1, spec);
+  else s.bind(1, spec.substr(0, slash)).bind(2, spec.substr(slash + 1));
+  if (!s.step()) return std::nullopt;
+  return TaskId{s.integer(0)};
+}
+
+DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
+                                std::optional<int64_t> sms, std::optional<int64_t> memory_bytes, const std::string& driver) {
+  Statement s = db_->prepare(
+      "INSERT INTO devices (uuid, name, arch, sms, memory_bytes, driver) VALUES (?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (uuid) DO UPDATE SET driver = excluded.driver RETURNING id");
+  s.bind(1, uuid).bind(2, name).bind(3, arch).bind(4, sms).bind(5, memory_bytes).bind(6, driver);
+  s.step();
+  return DeviceId{s.integer(0)};
+}
+
+RunId Archive::start_run(const json& config) {
+  Statement s = db_->prepare("INSERT INTO runs (config) VALUES (?)");
+  s.bind(1, config.dump()).run();
+  return RunId{db_->last_insert_id()};
+}
+
+void Archive::finish_run(RunId run, const std::string& status, const json& budgets_used) {
+  Statement s = db_->prepare(
+      "UPDATE runs SET status = ?, budgets_used = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?");
+  s.bind(1, status).bind(2, budgets_used.dump()).bind(3, run.value).run();
+}
+
+static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecord& e) {
+  Statement s = db.prepare(
+      "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, time_iqr_ms, time_min_ms, "
+      "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, harness_version, toolchain, "
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+  s.bind(1, c.value);
+  if (e.device) s.bind(2, e.device->value);
+  else s.bind_null(2);
+  s.bind(3, e.outcome).bind(4, json(e.flags).dump()).bind(5, e.evidence.dump()).bind(6, e.dims.dump());
+  s.bind(7, e.time_ms).bind(8, e.time_iqr_ms).bind(9, e.time_min_ms).bind(10, e.eager_ms).bind(11, e.scripted_ms);
+  s.bind(12, e.speedup_eager).bind(13, e.speedup_scripted).bind(14, e.roofline_fraction);
+  s.bind(15, int64_t{e.admitted}).bind(16, int64_t{e.harness_version}).bind(17, e.toolchain.dump()).bind(18, e.created_at);
+  s.run();
+}
+
+CandidateId Archive::add_candidate(const NewCandidate& c, const std::optional<CompileRecord>& compile,
+                                   const std::vector<EvaluationRecord>& evaluations) {
+  Transaction t(*db_);
+  CandidateId id;
+  Statement find = db_->prepare("SELECT id FROM candidates WHERE task_id = ? AND identity = ?");
+  find.bind(1, c.task.value).bind(2, c.identity);
+  if (find.step()) {
+    id = CandidateId{find.integer(0)};
+  } else {
+    Statement ins = db_->prepare(
+        "INSERT INTO candidates (task_id, run_id, identity, source, plan, tunables, generation, island, prompt_kind, model, "
+        "origin, verified, imported, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+    ins.bind(1, c.task.value);
+    if (c.run) ins.bind(2, c.run->value);
+    else ins.bind_null(2);
+    ins.bind(3, c.identity).bind(4, c.source).bind(5, c.plan.dump()).bind(6, c.tunables.dump());
+    ins.bind(7, int64_t{c.generation}).bind(8, int64_t{c.island}).bind(9, c.prompt_kind).bind(10, c.model);
+    ins.bind(11, c.imported ? "imported" : "kforge").bind(12, int64_t{!c.imported}).bind(13, c.imported_claims.dump());
+    ins.bind(14, c.created_at);
+    ins.run();
+    id = CandidateId{db_->last_insert_id()};
+    for (CandidateId p : c.parents) {
+      Statement par = db_->prepare("INSERT OR IGNORE INTO candidate_parents (candidate_id, parent_id) VALUES (?, ?)");
+      par.bind(1, id.value).bind(2, p.value).run();
+    }
+    Statement task = db_->prepare("SELECT suite || ' ' || name || ' ' || summary FROM tasks WHERE id = ?");
+    task.bind(1, c.task.value);
+    std::string task_text = task.step() ? task.text(0) : "";
+    Statement fts = db_->prepare("INSERT INTO kernel_text (source, task, candidate_id) VALUES (?, ?, ?)");
+    fts.bind(1, c.source).bind(2, task_text).bind(3, id.value).run();
+  }
+  if (compile) {
+    Statement s = db_->prepare(
+        "INSERT INTO compiles (candidate_id, ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+    s.bind(1, id.value).bind(2, int64_t{compile->ok}).bind(3, compile->stage).bind(4, json(compile->errors).dump());
+    s.bind(5, compile->log).bind(6, compile->resources.dump()).bind(7, compile->compile_ms).bind(8, compile->arch);
+    s.bind(9, compile->nvrtc).bind(10, compile->created_at).run();
+  }
+  for (const auto& e : evaluations) insert_evaluation(*db_, id, e);
+  t.commit();
+  return id;
+}
+
+void Archive::add_evaluation(CandidateId candidate, const EvaluationRecord& e) {
+  Transaction t(*db_);
+  insert_evaluation(*db_, candidate, e);
+  t.commit();
+}
+
+void Archive::record_llm_call(const LlmCall& call) {
+  Statement s = db_->prepare(
+      "INSERT INTO llm_calls (run_id, candidate_id, model, tokens_in, tokens_out, cost_usd, latency_ms, status) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  if (call.run) s.bind(1, call.run->value);
+  else s.bind_null(1);
+  if (call.candidate) s.bind(2, call.candidate->value);
+  else s.bind_null(2);
+  s.bind(3, call.model).bind(4, call.tokens_in).bind(5, call.tokens_out).bind(6, call.cost_usd).bind(7, call.latency_ms);
+  s.bind(8, call.status).run();
+}
+
+void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode,
+                             std::optional<double> eager_ms, std::optional<double> scripted_ms) {
+  Statement s = db_->prepare(
+      "INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms) VALUES (?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = excluded.eager_ms, "
+      "scripted_ms = excluded.scripted_ms, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
+  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode).bind(5, eager_ms).bind(6, scripted_ms);
+  s.run();
+}
+
+std::optional<std::pair<std::optional<double>, std::optional<double>>> Archive::baseline(TaskId task, const json& dims,
+                                                                                         DeviceId device,
+                                                                                         const std::string& math_mode) {
+  Statement s = db_->prepare(
+      "SELECT eager_ms, scripted_ms FROM baselines WHERE task_id = ? AND dims = ? AND device_id = ? AND math_mode = ?");
+  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
+  if (!s.step()) return std::nullopt;
+  return std::make_pair(s.maybe_real(0), s.maybe_real(1));
+}
+
+KernelSummary Archive::summary_row(Statement& s) {
+  KernelSummary k;
+  k.id = CandidateId{s.integer(0)};
+  k.task = s.text(1);
+  k.model = s.text(2);
+  k.prompt_kind = s.text(3);
+  k.outcome = s.is_null(4) ? "unevaluated" : s.text(4);
+  k.created_at = s.text(5);
+  k.time_ms = s.maybe_real(6);
+  k.speedup_eager = s.maybe_real(7);
+  k.verified = s.integer(8) != 0;
+  return k;
+}
+
+std::optional<KernelSummary> Archive::best(TaskId task, std::optional<DeviceId> device) {
+  std::string sql = std::string("SELECT ") + kSummaryColumns +
+                    " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
+                    "WHERE c.task_id = ? AND " + kWinner + (device ? " AND e.device_id = ?" : "") +
+                    " ORDER BY e.time_ms ASC LIMIT 1";
+  Statement s = db_->prepare(sql);
+  s.bind(1, task.value);
+  if (device) s.bind(2, device->value);
+  if (!s.step()) return std::nullopt;
+  return summary_row(s);
+}
+
+std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t limit) {
+  // One task: its winners, fastest first. A suite (or everything): each task's best winner, best
+  // speedup over eager first.
+  bool one_task = task_or_suite.find('/') != std::string::npos;
+  std::string winners = std::string("SELECT e.candidate_id, c.task_id, e.time_ms FROM evaluations e JOIN candidates c ON "
+                                    "c.id = e.candidate_id WHERE ") + kWinner;
+  std::string filter = task_or_suite.empty() ? "1" : one_task ? "t.suite || '/' || t.name = ?1" : "(t.suite = ?1 OR t.name = ?1)";
+  std::string pick = one_task ? "c.id IN (SELECT candidate_id FROM w)"
+                              : "c.id IN (SELECT (SELECT candidate_id FROM w WHERE w.task_id = t2.id ORDER BY time_ms LIMIT 1) "
+                                "FROM tasks t2)";
+  std::string sql = "WITH w AS (" + winners + ") SELECT " + kSummaryColumns + " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE " +
+                    filter + " AND " + pick + (one_task ? " ORDER BY 7 ASC" : " ORDER BY 8 DESC NULLS LAST, 7 ASC") + " LIMIT ?2";
+  Statement s = db_->prepare(sql);
+  if (!task_or_suite.empty()) s.bind(1, task_or_suite);
+  s.bind(2, static_cast<int64_t>(limit));
+  std::vector<KernelSummary> out;
+  while (s.step()) out.push_back(summary_row(s));
+  return out;
+}
+
+std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k) {
+  std::string tags;
+  for (const auto& t : task.tags) tags += t + " ";
+  std::string q = fts_query(task.name + " " + tags + " " + task.summary);
+  std::vector<KernelSummary> out;
+  if (q.empty()) return out;
+  // Similar tasks by BM25, then each task's best kernel (winners first, then the fastest correct).
+  Statement tasks = db_->prepare(
+      "SELECT task_id, bm25(task_text, 5.0, 3.0, 1.0) FROM task_text WHERE task_text MATCH ? ORDER BY 2 LIMIT ?");
+  tasks.bind(1, q).bind(2, static_cast<int64_t>(4 * k + 4));
+  while (tasks.step() && out.size() < k) {
+    Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
+                               " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? "
+                               "ORDER BY 7 IS NULL, 7 ASC, c.verified DESC, c.id DESC LIMIT 1");
+    s.bind(1, tasks.integer(0));
+    if (s.step()) {
+      KernelSummary ks = summary_row(s);
+      ks.score = tasks.real(1);
+      out.push_back(ks);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<KernelSummary, std::string>> Archive::notable_failures(TaskId task, size_t k) {
+  Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
+                             ", e.evidence FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+                             "JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? AND e.outcome != 'correct' "
+                             "ORDER BY e.id DESC LIMIT ?");
+  s.bind(1, task.value).bind(2, static_cast<int64_t>(k));
+  std::vector<std::pair<KernelSummary, std::string>> out;
+  while (s.step()) out.emplace_back(summary_row(s), s.text(9));
+  return out;
+}
+
+std::vector<KernelSummary> Archive::search(const std::string& query, size_t limit) {
+  std::string q = fts_query(query);
+  std::vector<KernelSummary> out;
+  if (q.empty()) return out;
+  Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
+                             ", k.rank FROM kernel_text k JOIN candidates c ON c.id = k.candidate_id "
+                             "JOIN tasks t ON t.id = c.task_id WHERE kernel_text MATCH ? ORDER BY k.rank LIMIT ?");
+  s.bind(1, q).bind(2, static_cast<int64_t>(limit));
+  while (s.step()) {
+    KernelSummary ks = summary_row(s);
+    ks.score = s.real(9);
+    out.push_back(ks);
+  }
+  return out;
+}
+
+json Archive::show(CandidateId id) {
+  Statement c = db_->prepare(
+      "SELECT c.id, t.suite || '/' || t.name, t.version, c.run_id, c.identity, c.source, c.plan, c.tunables, c.generation, "
+      "c.island, c.prompt_kind, c.model, c.origin, c.verified, c.imported, c.created_at "
+      "FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.id = ?");
+  c.bind(1, id.value);
+  if (!c.step()) return nullptr;
+  json j = {{"id", c.integer(0)}, {"task", c.text(1)}, {"task_version", c.text(2)},
+            {"run", c.is_null(3) ? json(nullptr) : json(c.integer(3))}, {"identity", c.text(4)}, {"source", c.text(5)},
+            {"plan", json::parse(c.text(6))}, {"tunables", json::parse(c.text(7))}, {"generation", c.integer(8)},
+            {"island", c.integer(9)}, {"prompt_kind", c.text(10)}, {"model", c.text(11)}, {"origin", c.text(12)},
+            {"verified", c.integer(13) != 0}, {"imported", json::parse(c.text(14))}, {"created_at", c.text(15)}};
+  j["parents"] = json::array();
+  Statement p = db_->prepare("SELECT parent_id FROM candidate_parents WHERE candidate_id = ? ORDER BY parent_id");
+  p.bind(1, id.value);
+  while (p.step()) j["parents"].push_back(p.integer(0));
+  j["compiles"] = json::array();
+  Statement cs = db_->prepare("SELECT ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at FROM compiles "
+                              "WHERE candidate_id = ? ORDER BY id");
+  cs.bind(1, id.value);
+  while (cs.step())
+    j["compiles"].push_back({{"ok", cs.integer(0) != 0}, {"stage", cs.text(1)}, {"errors", json::parse(cs.text(2))},
+                             {"log", cs.text(3)}, {"resources", json::parse(cs.text(4))},
+                             {"compile_ms", cs.is_null(5) ? json(nullptr) : json(cs.real(5))}, {"arch", cs.text(6)},
+                             {"nvrtc", cs.text(7)}, {"created_at", cs.text(8)}});
+  j["evaluations"] = json::array();
+  Statement es = db_->prepare(
+      "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, e.time_min_ms, e.eager_ms, "
+      "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, e.harness_version, e.toolchain, "
+      "e.created_at FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE e.candidate_id = ? ORDER BY e.id");
+  es.bind(1, id.value);
+  auto real = [&](int col) { return es.is_null(col) ? json(nullptr) : json(es.real(col)); };
+  while (es.step())
+    j["evaluations"].push_back({{"device", es.is_null(0) ? json(nullptr) : json(es.text(0))}, {"outcome", es.text(1)},
+                                {"flags", json::parse(es.text(2))}, {"evidence", json::parse(es.text(3))},
+                                {"dims", json::parse(es.text(4))}, {"time_ms", real(5)}, {"time_iqr_ms", real(6)},
+                                {"time_min_ms", real(7)}, {"eager_ms", real(8)}, {"scripted_ms", real(9)},
+                                {"speedup_eager", real(10)}, {"speedup_scripted", real(11)}, {"roofline_fraction", real(12)},
+                                {"admitted", es.integer(13) != 0}, {"harness_version", es.integer(14)},
+                                {"toolchain", json::parse(es.text(15))}, {"created_at", es.text(16)}});
+  return j;
+}
+
+std::vector<CandidateId> Archive::lineage(CandidateId id) {
+  Statement s = db_->prepare(
+      "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION SELECT p.parent_id, up.depth + 1 FROM candidate_parents p "
+      "JOIN up ON p.candidate_id = up.id WHERE up.depth < 1000) SELECT id FROM up GROUP BY id ORDER BY MIN(depth), id");
+  s.bind(1, id.value);
+  std::vector<CandidateId> out;
+  while (s.step()) out.push_back(CandidateId{s.integer(0)});
+  return out;
+}
+
+json Archive::tasks_overview() {
+  Statement s = db_->prepare(std::string(
+      "SELECT t.suite || '/' || t.name, t.version, t.summary, (SELECT count(*) FROM candidates c WHERE c.task_id = t.id), "
+      "(SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.task_id = t.id AND "
+      "e.outcome = 'correct'), (SELECT MIN(e.time_ms) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "WHERE c.task_id = t.id AND ") + kWinner + ") FROM tasks t ORDER BY t.suite, t.name, t.id");
+  json out = json::array();
+  while (s.step())
+    out.push_back({{"task", s.text(0)}, {"version", s.text(1)}, {"summary", s.text(2)}, {"candidates", s.integer(3)},
+                   {"correct_evaluations", s.integer(4)}, {"best_ms", s.is_null(5) ? json(nullptr) : json(s.real(5))}});
+  return out;
+}
+
+json Archive::runs() {
+  Statement s = db_->prepare(
+      "SELECT r.id, r.started_at, r.finished_at, r.status, r.config, r.budgets_used, "
+      "(SELECT count(*) FROM candidates c WHERE c.run_id = r.id), "
+      "(SELECT count(*) FROM llm_calls l WHERE l.run_id = r.id), "
+      "(SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls l WHERE l.run_id = r.id) FROM runs r ORDER BY r.id");
+  json out = json::array();
+  while (s.step())
+    out.push_back({{"id", s.integer(0)}, {"started_at", s.text(1)}, {"finished_at", s.is_null(2) ? json(nullptr) : json(s.text(2))},
+                   {"status", s.text(3)}, {"config", json::parse(s.text(4))}, {"budgets_used", json::parse(s.text(5))},
+                   {"candidates", s.integer(6)}, {"llm_calls", s.integer(7)}, {"llm_cost_usd", s.real(8)}});
+  return out;
+}
+
+Stats Archive::stats() {
+  Stats st;
+  Statement s = db_->prepare(std::string(
+      "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM candidates), "
+      "(SELECT count(*) FROM candidates WHERE origin = 'imported'), (SELECT count(*) FROM compiles), "
+      "(SELECT count(*) FROM evaluations), (SELECT count(*) FROM evaluations WHERE outcome = 'correct'), "
+      "(SELECT count(DISTINCT c.id) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE ") + kWinner +
+      "), (SELECT count(*) FROM runs), (SELECT count(*) FROM llm_calls), (SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls)");
+  s.step();
+  st.tasks = s.integer(0);
+  st.candidates = s.integer(1);
+  st.imported = s.integer(2);
+  st.compiles = s.integer(3);
+  st.evaluations = s.integer(4);
+  st.correct = s.integer(5);
+  st.winners = s.integer(6);
+  st.runs = s.integer(7);
+  st.llm_calls = s.integer(8);
+  st.llm_cost_usd = s.real(9);
+  return st;
+}
+
+}  // namespace kforge::archive

@@ -1,0 +1,264 @@
+// `kforge archive stats | tasks | top | show | source | lineage | diff | search | runs | export | import`.
+#include <unistd.h>
+
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "kforge/archive/archive.h"
+#include "kforge/archive/location.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ArchiveArgs {
+  std::string db, task, suite, query, file;
+  int64_t id = 0, other = 0;
+  size_t limit = 20;
+  bool json = false;
+};
+
+archive::Archive open_existing(const ArchiveArgs& a) {
+  std::string path = archive::database_path(a.db).string();
+  if (::access(path.c_str(), F_OK) != 0)
+    throw archive::ArchiveError(path + ": no archive here yet (nothing has been recorded; pass --db to use another file)");
+  return archive::Archive::open(path, /*create=*/false);
+}
+
+std::string ms(const std::optional<double>& v) {
+  if (!v) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3) << *v;
+  return os.str();
+}
+
+std::string speedup(const std::optional<double>& v) {
+  if (!v) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << *v << "x";
+  return os.str();
+}
+
+json summary_json(const archive::KernelSummary& k) {
+  return {{"id", k.id.value}, {"task", k.task}, {"model", k.model}, {"prompt_kind", k.prompt_kind}, {"outcome", k.outcome},
+          {"time_ms", k.time_ms ? json(*k.time_ms) : json(nullptr)},
+          {"speedup_eager", k.speedup_eager ? json(*k.speedup_eager) : json(nullptr)}, {"verified", k.verified},
+          {"created_at", k.created_at}, {"score", k.score}};
+}
+
+int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json, const std::string& empty) {
+  if (as_json) {
+    json j = json::array();
+    for (const auto& k : ks) j.push_back(summary_json(k));
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (ks.empty()) {
+    std::cout << empty << "\n";
+    return kExitOk;
+  }
+  Table t({"ID", "TASK", "OUTCOME", "BEST MS", "VS EAGER", "MODEL", "KIND", "VERIFIED"});
+  for (const auto& k : ks)
+    t.add({std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms), speedup(k.speedup_eager), k.model.empty() ? "-" : k.model,
+           k.prompt_kind.empty() ? "-" : k.prompt_kind, k.verified ? "yes" : "no (imported)"});
+  t.print();
+  return kExitOk;
+}
+
+json require_candidate(archive::Archive& ar, int64_t id) {
+  json c = ar.show(archive::CandidateId{id});
+  if (c.is_null()) throw archive::ArchiveError("no candidate " + std::to_string(id) + " in " + ar.db().path());
+  return c;
+}
+
+// A line diff (longest common subsequence), good enough for kernels of a few hundred lines.
+std::string diff_lines(const std::string& a, const std::string& b) {
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  };
+  std::vector<std::string> x = split(a), y = split(b);
+  std::vector<std::vector<int>> L(x.size() + 1, std::vector<int>(y.size() + 1, 0));
+  for (size_t i = x.size(); i-- > 0;)
+    for (size_t j = y.size(); j-- > 0;) L[i][j] = x[i] == y[j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
+  std::string out;
+  size_t i = 0, j = 0;
+  while (i < x.size() || j < y.size()) {
+    if (i < x.size() && j < y.size() && x[i] == y[j]) out += "  " + x[i++] + "\n", ++j;
+    else if (j < y.size() && (i == x.size() || L[i][j + 1] >= L[i + 1][j])) out += "+ " + y[j++] + "\n";
+    else out += "- " + x[i++] + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_archive_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ArchiveArgs>();
+  auto* cmd = app.add_subcommand("archive", "Browse, export and import the kernel archive");
+  cmd->require_subcommand(1);
+  cmd->add_option("--db", a->db, "Archive file (default: $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  auto sub = [&](const char* name, const char* help) {
+    auto* s = cmd->add_subcommand(name, help);
+    s->fallthrough();
+    return s;
+  };
+
+  sub("stats", "Counts: tasks, candidates, evaluations, winners, LLM calls and cost")->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    archive::Stats s = ar.stats();
+    nlohmann::ordered_json j = {{"database", ar.db().path()}, {"schema_version", ar.schema_version()}, {"tasks", s.tasks},
+              {"candidates", s.candidates}, {"imported", s.imported}, {"compiles", s.compiles}, {"evaluations", s.evaluations},
+              {"correct_evaluations", s.correct}, {"winners", s.winners}, {"runs", s.runs}, {"llm_calls", s.llm_calls},
+              {"llm_cost_usd", s.llm_cost_usd}};
+    if (a->json) std::cout << j.dump(2) << "\n";
+    else
+      for (auto it = j.begin(); it != j.end(); ++it) std::cout << std::left << std::setw(22) << it.key() << it.value().dump() << "\n";
+    exit_code = kExitOk;
+  });
+  sub("tasks", "Tasks in the archive with candidate counts and best times")->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json j = ar.tasks_overview();
+    if (a->json) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      Table t({"TASK", "VERSION", "CANDIDATES", "CORRECT", "BEST MS"});
+      for (const auto& r : j)
+        t.add({r["task"], r["version"].get<std::string>().substr(0, 12), std::to_string(r["candidates"].get<int64_t>()),
+               std::to_string(r["correct_evaluations"].get<int64_t>()), r["best_ms"].is_null() ? "-" : ms(r["best_ms"].get<double>())});
+      t.print();
+    }
+    exit_code = kExitOk;
+  });
+  auto* top = sub("top", "Winners (correct, admitted, unflagged), best speedup first");
+  top->add_option("--task", a->task, "suite/name or name");
+  top->add_option("--suite", a->suite, "suite");
+  top->add_option("--limit", a->limit, "rows")->capture_default_str();
+  top->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    exit_code = print_summaries(ar.top(!a->task.empty() ? a->task : a->suite, a->limit), a->json, "no winners yet");
+  });
+  auto* show = sub("show", "Everything about one candidate: lineage, compile report, evaluations");
+  show->add_option("id", a->id)->required();
+  show->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json c = require_candidate(ar, a->id);
+    if (a->json) {
+      std::cout << c.dump(2) << "\n";
+    } else {
+      std::cout << "candidate " << c["id"] << " of " << c["task"].get<std::string>() << " (" << c["origin"].get<std::string>()
+                << (c["verified"].get<bool>() ? "" : ", unverified") << ")\n  identity   " << c["identity"].get<std::string>()
+                << "\n  generation " << c["generation"] << ", island " << c["island"] << ", " << c["prompt_kind"].get<std::string>()
+                << " by " << (c["model"].get<std::string>().empty() ? "-" : c["model"].get<std::string>()) << "\n  parents    "
+                << c["parents"].dump() << "\n  tunables   " << c["tunables"].dump() << "\n  created    " << c["created_at"].get<std::string>() << "\n";
+      for (const auto& cr : c["compiles"])
+        std::cout << "  compile    " << (cr["ok"].get<bool>() ? "ok" : "failed at " + cr["stage"].get<std::string>()) << " "
+                  << cr["resources"].dump() << "\n";
+      for (const auto& e : c["evaluations"])
+        std::cout << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump() << " time "
+                  << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, vs eager "
+                  << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", harness v"
+                  << e["harness_version"] << "\n";
+      if (!c["imported"].empty()) std::cout << "  imported   " << c["imported"].dump() << "\n";
+    }
+    exit_code = kExitOk;
+  });
+  auto* source = sub("source", "Print a candidate's CUDA source (and plan with --json)");
+  source->add_option("id", a->id)->required();
+  source->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json c = require_candidate(ar, a->id);
+    if (a->json) std::cout << json({{"source", c["source"]}, {"plan", c["plan"]}, {"tunables", c["tunables"]}}).dump(2) << "\n";
+    else std::cout << c["source"].get<std::string>();
+    exit_code = kExitOk;
+  });
+  auto* lineage = sub("lineage", "A candidate and its ancestors, nearest first");
+  lineage->add_option("id", a->id)->required();
+  lineage->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    require_candidate(ar, a->id);
+    json j = json::array();
+    for (auto id : ar.lineage(archive::CandidateId{a->id})) {
+      json c = ar.show(id);
+      j.push_back({{"id", c["id"]}, {"generation", c["generation"]}, {"prompt_kind", c["prompt_kind"]}, {"parents", c["parents"]},
+                   {"outcome", c["evaluations"].empty() ? json("unevaluated") : c["evaluations"].back()["outcome"]}});
+    }
+    if (a->json) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      Table t({"ID", "GENERATION", "KIND", "OUTCOME", "PARENTS"});
+      for (const auto& r : j) t.add({r["id"].dump(), r["generation"].dump(), r["prompt_kind"], r["outcome"], r["parents"].dump()});
+      t.print();
+    }
+    exit_code = kExitOk;
+  });
+  auto* diff = sub("diff", "Line diff of two candidates' sources and plans");
+  diff->add_option("a", a->id)->required();
+  diff->add_option("b", a->other)->required();
+  diff->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json x = require_candidate(ar, a->id), y = require_candidate(ar, a->other);
+    std::string d = diff_lines(x["source"].get<std::string>() + "\n// plan\n" + x["plan"].dump(2) + "\n",
+                               y["source"].get<std::string>() + "\n// plan\n" + y["plan"].dump(2) + "\n");
+    if (a->json) std::cout << json({{"a", a->id}, {"b", a->other}, {"diff", d}}).dump(2) << "\n";
+    else std::cout << "--- candidate " << a->id << "\n+++ candidate " << a->other << "\n" << d;
+    exit_code = kExitOk;
+  });
+  auto* search = sub("search", "Full-text search over kernel sources and their tasks");
+  search->add_option("query", a->query)->required();
+  search->add_option("--limit", a->limit, "rows")->capture_default_str();
+  search->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    exit_code = print_summaries(ar.search(a->query, a->limit), a->json, "no kernel matches");
+  });
+  sub("runs", "Evolution runs with their status and budgets")->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json j = ar.runs();
+    if (a->json) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      Table t({"RUN", "STATUS", "STARTED", "FINISHED", "CANDIDATES", "BUDGETS USED"});
+      for (const auto& r : j)
+        t.add({r["id"].dump(), r["status"], r["started_at"], r["finished_at"].is_null() ? "-" : r["finished_at"].get<std::string>(),
+               r["candidates"].dump(), r["budgets_used"].dump()});
+      t.print();
+    }
+    exit_code = kExitOk;
+  });
+  auto* exp = sub("export", "Write every candidate as JSONL (to FILE, or standard output)");
+  exp->add_option("file", a->file);
+  exp->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    size_t n;
+    if (a->file.empty()) {
+      n = ar.export_jsonl(std::cout);
+    } else {
+      std::ofstream out(a->file);
+      if (!out) throw Error("cannot write " + a->file);
+      n = ar.export_jsonl(out);
+      std::cerr << "kforge: exported " << n << " candidate(s) to " << a->file << "\n";
+    }
+    exit_code = kExitOk;
+  });
+  auto* imp = sub("import", "Read JSONL: kforge's export, or AI CUDA Engineer rows (imported as unverified)");
+  imp->add_option("file", a->file)->required();
+  imp->callback([&exit_code, a] {
+    std::ifstream in(a->file);
+    if (!in) throw InputError(a->file, std::nullopt, "", "cannot read the file");
+    auto ar = archive::Archive::open(archive::database_path(a->db).string(), /*create=*/true);
+    size_t n = ar.import_jsonl(in, a->file);
+    std::cout << "imported " << n << " candidate(s) into " << ar.db().path() << "\n";
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace kforge::cli

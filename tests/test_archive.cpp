@@ -1,0 +1,406 @@
+// The archive on real SQLite files: schema and migrations, refusals, the winner rule, retrieval,
+// JSONL round trip, kill -9 mid-write, a reader beside a writer, and browsing from the CLI.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kforge/archive/archive.h"
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge::archive;
+using kforge::test::TempDir;
+using nlohmann::json;
+
+kforge::tasks::Task make_task(const std::string& suite, const std::string& name, const std::vector<std::string>& tags,
+                              const std::string& summary) {
+  kforge::tasks::Task t;
+  t.suite = suite;
+  t.name = name;
+  t.tags = tags;
+  t.summary = summary;
+  t.content_hash = kforge::content_hash(suite + name + summary);
+  t.reference = "def forward(x: Tensor) -> Tensor:\n    return x\n";
+  return t;
+}
+
+EvaluationRecord eval(const std::string& outcome, std::optional<double> ms, bool admitted = true,
+                      std::vector<std::string> flags = {}) {
+  EvaluationRecord e;
+  e.outcome = outcome;
+  e.time_ms = ms;
+  e.eager_ms = 2.0;
+  if (ms) e.speedup_eager = 2.0 / *ms;
+  e.admitted = admitted;
+  e.flags = std::move(flags);
+  e.harness_version = 1;
+  e.evidence = {{"max_abs_error", 1e-7}};
+  e.dims = {{"N", 1024}};
+  return e;
+}
+
+NewCandidate candidate(TaskId task, const std::string& source) {
+  NewCandidate c;
+  c.task = task;
+  c.source = source;
+  c.identity = kforge::content_hash(source);
+  c.plan = {{"launch", json::array()}};
+  c.model = "test-model";
+  c.prompt_kind = "seed";
+  return c;
+}
+
+int64_t count(Archive& a, const std::string& sql) {
+  Statement s = a.db().prepare(sql);
+  s.step();
+  return s.integer(0);
+}
+
+TEST(Archive, CreatesTheSchemaWithWalAndForeignKeys) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  EXPECT_EQ(a.schema_version(), kSchemaVersion);
+  Statement wal = a.db().prepare("PRAGMA journal_mode");
+  wal.step();
+  EXPECT_EQ(wal.text(0), "wal");
+  // A candidate for a task that does not exist violates a foreign key.
+  EXPECT_THROW(a.add_candidate(candidate(TaskId{42}, "x"), std::nullopt, {}), kforge::Error);
+}
+
+TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
+  // Version 0 is an empty file; each later version migrates from the one before it.
+  TempDir dir;
+  std::string path = (dir.path() / "old.db").string();
+  { Database raw(path, true); }
+  Archive a = Archive::open(path);
+  EXPECT_EQ(a.schema_version(), 1);
+  EXPECT_EQ(kSchemaVersion, 1) << "a new schema version needs a migration test from the previous one";
+}
+
+TEST(Archive, RefusesANewerSchemaAndChangesNothing) {
+  TempDir dir;
+  std::string path = (dir.path() / "new.db").string();
+  { Archive::open(path).db().exec("PRAGMA user_version = 7"); }
+  try {
+    Archive::open(path);
+    FAIL();
+  } catch (const ArchiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 7, newer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  Database raw(path, false);
+  Statement v = raw.prepare("PRAGMA user_version");
+  v.step();
+  EXPECT_EQ(v.integer(0), 7);
+}
+
+TEST(Archive, RefusesDamagedAndForeignFiles) {
+  TempDir dir;
+  std::string junk = dir.write("junk.db", std::string(8192, 'x')).string();
+  try {
+    Archive::open(junk);
+    FAIL();
+  } catch (const ArchiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged or not a kforge archive"), std::string::npos) << e.what();
+  }
+  std::string other = (dir.path() / "other.db").string();
+  { Database raw(other, true); raw.exec("CREATE TABLE notes (x)"); }
+  try {
+    Archive::open(other);
+    FAIL();
+  } catch (const ArchiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a kforge archive"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Archive, LockedFileIsAClearError) {
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  Archive writer = Archive::open(path);
+  TaskId t = writer.upsert_task(make_task("s", "relu", {"activation"}, "ReLU"));
+  Archive other = Archive::open(path, true, /*busy_timeout_ms=*/100);
+  other.db().exec("BEGIN IMMEDIATE");
+  try {
+    writer.db().exec("PRAGMA busy_timeout = 100");
+    writer.add_candidate(candidate(t, "k"), std::nullopt, {});
+    FAIL();
+  } catch (const ArchiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("locked by another process"), std::string::npos) << e.what();
+  }
+  other.db().exec("ROLLBACK");
+  EXPECT_NO_THROW(writer.add_candidate(candidate(t, "k"), std::nullopt, {}));
+}
+
+TEST(Archive, WinnerIsCorrectAdmittedUnflaggedAndVerified) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  TaskId t = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows"));
+  EXPECT_EQ(a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows")).value, t.value);  // same version
+  CandidateId slow = a.add_candidate(candidate(t, "slow"), std::nullopt, {eval("correct", 1.5)});
+  a.add_candidate(candidate(t, "suspicious"), std::nullopt, {eval("correct", 0.01, true, {"suspicious"})});
+  a.add_candidate(candidate(t, "not admitted"), std::nullopt, {eval("correct", 0.5, false)});
+  a.add_candidate(candidate(t, "wrong"), std::nullopt, {eval("wrong_result", 0.2)});
+  NewCandidate imported = candidate(t, "imported hack");
+  imported.imported = true;
+  a.add_candidate(imported, std::nullopt, {eval("correct", 0.001)});
+  auto best = a.best(t);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->id.value, slow.value);
+  CandidateId fast = a.add_candidate(candidate(t, "fast"), std::nullopt, {eval("correct", 0.9)});
+  EXPECT_EQ(a.best(t)->id.value, fast.value);
+  EXPECT_EQ(a.stats().winners, 2);
+  auto failures = a.notable_failures(t, 5);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].first.outcome, "wrong_result");
+  EXPECT_NE(failures[0].second.find("max_abs_error"), std::string::npos);
+}
+
+TEST(Archive, OneCandidateIsOneTransaction) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
+  // An invalid outcome fails the CHECK constraint: neither the candidate nor its compile remain.
+  CompileRecord cr;
+  cr.ok = true;
+  cr.stage = "passed";
+  EXPECT_THROW(a.add_candidate(candidate(t, "k"), cr, {eval("excellent", 1.0)}), kforge::Error);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM candidates"), 0);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM compiles"), 0);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM kernel_text"), 0);
+}
+
+TEST(Archive, RetrievalRanksSimilarTasksFirst) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  TaskId softmax = a.upsert_task(make_task("level1", "softmax", {"reduction", "softmax"}, "Softmax over the last dimension"));
+  TaskId logsm = a.upsert_task(make_task("level1", "log_softmax", {"reduction", "softmax"}, "Log-softmax over the last dimension"));
+  TaskId relu = a.upsert_task(make_task("level1", "relu", {"activation", "elementwise"}, "ReLU"));
+  TaskId mm = a.upsert_task(make_task("level1", "matmul_square", {"matmul"}, "Square matrix product"));
+  a.add_candidate(candidate(softmax, "__global__ void softmax_rows() {}"), std::nullopt, {eval("correct", 1.0)});
+  a.add_candidate(candidate(logsm, "__global__ void log_softmax_rows() {}"), std::nullopt, {eval("correct", 1.0)});
+  a.add_candidate(candidate(relu, "__global__ void relu() {}"), std::nullopt, {eval("correct", 1.0)});
+  a.add_candidate(candidate(mm, "__global__ void tiled_matmul() {}"), std::nullopt, {eval("correct", 1.0)});
+  auto query = make_task("level2", "scaled_masked_softmax", {"softmax", "fused"}, "Softmax of masked scaled scores");
+  auto got = a.similar(query, 3);
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_TRUE(got[0].task == "level1/softmax" || got[0].task == "level1/log_softmax") << got[0].task;
+  EXPECT_TRUE(got[1].task == "level1/softmax" || got[1].task == "level1/log_softmax") << got[1].task;
+  for (const auto& k : got) EXPECT_NE(k.task, "level1/matmul_square");
+  auto hits = a.search("tiled_matmul", 5);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].task, "level1/matmul_square");
+}
+
+void populate(Archive& a) {
+  TaskId t = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax"));
+  RunId run = a.start_run({{"suite", "level1"}, {"models", {"m1"}}});
+  DeviceId dev = a.upsert_device("GPU-1234", "NVIDIA H200", "sm_90a", 132, int64_t{150} << 30, "580.1");
+  CompileRecord cr;
+  cr.ok = true;
+  cr.stage = "passed";
+  cr.resources = {{"softmax_rows<BLOCK>", {{"registers", 30}}}};
+  cr.compile_ms = 120.5;
+  cr.arch = "sm_90a";
+  cr.nvrtc = "13.0";
+  NewCandidate parent = candidate(t, "__global__ void parent() {}");
+  parent.run = run;
+  EvaluationRecord e = eval("correct", 1.25);
+  e.device = dev;
+  CandidateId p = a.add_candidate(parent, cr, {e, eval("wrong_result", std::nullopt)});
+  NewCandidate child = candidate(t, "__global__ void child() {}");
+  child.parents = {p};
+  child.generation = 1;
+  child.run = run;
+  child.tunables = {{"BLOCK", 256}};
+  a.add_candidate(child, cr, {e});
+  a.finish_run(run, "finished", {{"calls", 2}});
+  a.record_llm_call({run, p, "m1", "ok", 1000, 400, 0.02, 812.0});
+}
+
+TEST(Archive, JsonlRoundTripsLosslessly) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  populate(a);
+  std::stringstream first;
+  EXPECT_EQ(a.export_jsonl(first), 2u);
+  Archive b = Archive::open((dir.path() / "b.db").string());
+  std::stringstream in(first.str());
+  EXPECT_EQ(b.import_jsonl(in, "first.jsonl"), 2u);
+  std::stringstream second;
+  b.export_jsonl(second);
+  EXPECT_EQ(first.str(), second.str());
+  // The lineage survived (by identity), and the AI CUDA Engineer columns are present.
+  auto line = json::parse(first.str().substr(first.str().find('\n') + 1));
+  EXPECT_EQ(line["candidate"]["parents"].size(), 1u);
+  EXPECT_EQ(line["Op_Name"], "softmax");
+  EXPECT_EQ(line["CUDA_Runtime"], 1.25);
+  EXPECT_EQ(line["Correct"], true);
+}
+
+TEST(Archive, ImportedRowsAreUnverifiedAndNeverWinners) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  std::stringstream in(
+      R"({"Op_Name": "19_ReLU", "Level_ID": 1, "Task_ID": 19, "Kernel_Name": "relu", "CUDA_Runtime": 0.001, "PyTorch_Native_Runtime": 0.02, "CUDA_Speedup_Native": 20.0, "CUDA_Code": "__global__ void relu() {}", "Correct": true, "Max_Diff": 0.0, "Error": null})"
+      "\n");
+  EXPECT_EQ(a.import_jsonl(in, "sakana.jsonl"), 1u);
+  EXPECT_EQ(a.stats().imported, 1);
+  EXPECT_EQ(a.stats().winners, 0);
+  json c = a.show(CandidateId{1});
+  EXPECT_FALSE(c["verified"].get<bool>());
+  EXPECT_EQ(c["imported"]["CUDA_Speedup_Native"], 20.0);
+  EXPECT_TRUE(c["evaluations"].empty());  // their claims are not kforge evaluations
+  std::stringstream bad("{\"task\": {}}\nnot json\n");
+  EXPECT_THROW(a.import_jsonl(bad, "bad.jsonl"), ArchiveError);
+}
+
+TEST(Archive, BaselinesAreKeyedByTaskDimsDeviceAndMathMode) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
+  DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
+  json dims = {{"B", 4096}, {"N", 196608}};
+  a.store_baseline(t, dims, d, "ieee", 1.57, 1.50);
+  a.store_baseline(t, dims, d, "tf32", 1.2, std::nullopt);
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.57);
+  EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->second.has_value());
+  EXPECT_FALSE(a.baseline(t, {{"B", 1}, {"N", 1}}, d, "ieee").has_value());
+  a.store_baseline(t, dims, d, "ieee", 1.55, 1.49);  // re-timed
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.55);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM baselines"), 2);
+}
+
+TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  Statement cols = a.db().prepare("SELECT name FROM pragma_table_info('llm_calls')");
+  while (cols.step()) {
+    std::string c = cols.text(0);
+    for (const char* bad : {"key", "auth", "header", "token_value", "secret"}) EXPECT_EQ(c.find(bad), std::string::npos) << c;
+  }
+}
+
+TEST(Archive, KillDuringWritesLosesNothingCommitted) {
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  { Archive::open(path).upsert_task(make_task("s", "relu", {}, "ReLU")); }
+  std::string progress = (dir.path() / "progress").string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    Archive a = Archive::open(path);
+    CompileRecord cr;
+    cr.ok = true;
+    cr.stage = "passed";
+    cr.log = std::string(200000, 'l');  // big rows: the kill lands mid-write
+    for (int i = 0; i < 100000; ++i) {
+      a.add_candidate(candidate(TaskId{1}, "kernel " + std::to_string(i)), cr, {eval("correct", 1.0), eval("correct", 1.1)});
+      kforge::write_file_atomic(progress, std::to_string(i + 1));
+    }
+    _exit(0);
+  }
+  while (!kforge::read_file(progress) || std::stoi(*kforge::read_file(progress)) < 20) usleep(10000);
+  usleep(37000);
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  int committed = std::stoi(*kforge::read_file(progress));
+  Archive a = Archive::open(path);
+  Statement ok = a.db().prepare("PRAGMA integrity_check");
+  ok.step();
+  EXPECT_EQ(ok.text(0), "ok");
+  int64_t n = count(a, "SELECT count(*) FROM candidates");
+  EXPECT_GE(n, committed);                 // nothing committed is lost
+  EXPECT_LE(n, committed + 1);             // at most the one whose progress note the kill beat
+  EXPECT_EQ(count(a, "SELECT count(*) FROM candidates c WHERE (SELECT count(*) FROM compiles WHERE candidate_id = c.id) != 1 "
+                     "OR (SELECT count(*) FROM evaluations WHERE candidate_id = c.id) != 2"),
+            0);                            // no half-written candidate
+}
+
+TEST(Archive, ReaderRunsBesideAWriter) {
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  TaskId t = Archive::open(path).upsert_task(make_task("s", "relu", {}, "ReLU"));
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    Archive w = Archive::open(path);
+    for (int i = 0; i < 300; ++i) w.add_candidate(candidate(t, "k" + std::to_string(i)), std::nullopt, {eval("correct", 1.0)});
+    done = true;
+  });
+  Archive r = Archive::open(path);
+  int64_t last = 0;
+  int reads = 0;
+  while (!done || reads == 0) {
+    int64_t now = r.stats().candidates;
+    EXPECT_GE(now, last);
+    last = now;
+    ++reads;
+  }
+  writer.join();
+  EXPECT_EQ(r.stats().candidates, 300);
+  EXPECT_GT(reads, 1);
+}
+
+TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  {
+    Archive a = Archive::open(path);
+    populate(a);
+  }
+  auto run = [&](const std::string& args) {
+    std::string out;
+    FILE* p = popen((std::string(KFORGE_BINARY) + " archive " + args + " --db " + path + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int rc = pclose(p);
+    return std::make_pair(WEXITSTATUS(rc), out);
+  };
+  auto parse = [](const std::string& text) {
+    try {
+      return json::parse(text);
+    } catch (const json::exception&) {
+      ADD_FAILURE() << "not JSON: " << text;
+      return json();
+    }
+  };
+  auto [rc1, stats] = run("stats");
+  EXPECT_EQ(rc1, 0);
+  EXPECT_NE(stats.find("winners"), std::string::npos) << stats;
+  auto [rc2, stats_json] = run("stats --json");
+  EXPECT_EQ(parse(stats_json)["candidates"], 2);
+  auto [rc3, top] = run("top --json");
+  EXPECT_EQ(parse(top).size(), 1u);
+  auto [rc4, show] = run("show 2");
+  EXPECT_NE(show.find("parents    [1]"), std::string::npos) << show;
+  auto [rc5, lineage] = run("lineage 2 --json");
+  EXPECT_EQ(parse(lineage).size(), 2u);
+  auto [rc6, source] = run("source 1");
+  EXPECT_EQ(source, "__global__ void parent() {}");
+  auto [rc7, diff] = run("diff 1 2");
+  EXPECT_NE(diff.find("- __global__ void parent() {}"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+ __global__ void child() {}"), std::string::npos) << diff;
+  auto [rc8, runs] = run("runs --json");
+  EXPECT_EQ(parse(runs)[0]["status"], "finished");
+  auto [rc9, missing] = run("show 99");
+  EXPECT_EQ(rc9, 1);
+  EXPECT_NE(missing.find("no candidate 99"), std::string::npos);
+  std::string none = (dir.path() / "none.db").string();
+  FILE* p = popen((std::string(KFORGE_BINARY) + " archive stats --db " + none + " 2>&1").c_str(), "r");
+  char buf[512] = {};
+  fread(buf, 1, sizeof buf - 1, p);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 1);
+  EXPECT_NE(std::string(buf).find("no archive here yet"), std::string::npos) << buf;
+}
+
+}  // namespace
