@@ -1,0 +1,237 @@
+#include "kforge/evolve/llm.h"
+
+#include <curl/curl.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+namespace kforge::evolve {
+namespace {
+
+using nlohmann::json;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+struct HttpReply {
+  long status = 0;
+  std::string body;
+  std::optional<double> retry_after_s;
+  CURLcode curl = CURLE_OK;
+  double ms = 0;
+};
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* r = static_cast<HttpReply*>(user);
+  r->body.append(data, size * n);
+  return size * n;
+}
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* r = static_cast<HttpReply*>(user);
+  std::string line(data, size * n);
+  std::string lower = line;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.rfind("retry-after:", 0) == 0) {
+    try {
+      r->retry_after_s = std::stod(line.substr(12));
+    } catch (const std::exception&) {
+      // An HTTP-date Retry-After: fall back to exponential backoff.
+    }
+  }
+  return size * n;
+}
+
+struct CurlGlobal {
+  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+};
+
+HttpReply post(const std::string& url, const std::vector<std::string>& headers, const std::string& body,
+               const RetryPolicy& policy) {
+  static CurlGlobal global;
+  HttpReply reply;
+  CURL* curl = curl_easy_init();
+  if (!curl) throw Error("libcurl: curl_easy_init failed");
+  curl_slist* list = nullptr;
+  for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(policy.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(policy.total_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  auto t0 = std::chrono::steady_clock::now();
+  reply.curl = curl_easy_perform(curl);
+  reply.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(curl);
+  return reply;
+}
+
+std::string excerpt(const std::string& body) {
+  std::string s = body.substr(0, 300);
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s + (body.size() > 300 ? "..." : "");
+}
+
+}  // namespace
+
+std::string redact(std::string text, const std::string& secret) {
+  if (secret.empty()) return text;
+  for (size_t at; (at = text.find(secret)) != std::string::npos;) text.replace(at, secret.size(), "[redacted]");
+  return text;
+}
+
+Endpoint endpoint_from_spec(const std::string& spec) {
+  size_t colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size())
+    throw InputError("--model", std::nullopt, "", "'" + spec + "' is not PROVIDER:MODEL (openai:gpt-4.1, anthropic:claude-sonnet-4-5)");
+  Endpoint e;
+  std::string provider = spec.substr(0, colon);
+  e.model = spec.substr(colon + 1);
+  if (provider == "openai") {
+    e.provider = Provider::OpenAI;
+    e.base_url = env("OPENAI_BASE_URL").empty() ? "https://api.openai.com/v1" : env("OPENAI_BASE_URL");
+    e.api_key = env("OPENAI_API_KEY");
+  } else if (provider == "anthropic") {
+    e.provider = Provider::Anthropic;
+    e.base_url = env("ANTHROPIC_BASE_URL").empty() ? "https://api.anthropic.com" : env("ANTHROPIC_BASE_URL");
+    e.api_key = env("ANTHROPIC_API_KEY");
+  } else {
+    throw InputError("--model", std::nullopt, "", "unknown provider '" + provider + "' (openai, anthropic)");
+  }
+  while (!e.base_url.empty() && e.base_url.back() == '/') e.base_url.pop_back();
+  return e;
+}
+
+ChatResponse parse_reply(Provider provider, const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error&) {
+    throw LlmError(LlmError::Kind::BadResponse, 200, "the endpoint's reply is not JSON: " + excerpt(body));
+  }
+  ChatResponse r;
+  try {
+    r.model = j.value("model", "");
+    if (provider == Provider::OpenAI) {
+      const json& choices = j.at("choices");
+      if (!choices.is_array() || choices.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no choices");
+      const json& msg = choices[0].at("message");
+      if (msg.contains("content") && msg["content"].is_string()) r.text = msg["content"].get<std::string>();
+      for (const char* k : {"reasoning_content", "reasoning"})
+        if (msg.contains(k) && msg[k].is_string()) r.reasoning = msg[k].get<std::string>();
+      if (j.contains("usage") && j["usage"].is_object()) {
+        r.tokens_in = j["usage"].value("prompt_tokens", int64_t{0});
+        r.tokens_out = j["usage"].value("completion_tokens", int64_t{0});
+      }
+    } else {
+      for (const auto& block : j.at("content")) {
+        std::string type = block.value("type", "");
+        if (type == "text") r.text += block.value("text", "");
+        else if (type == "thinking") r.reasoning += block.value("thinking", "");
+        // Other blocks (redacted_thinking, tool_use, ...) carry nothing kforge uses.
+      }
+      if (j.contains("usage") && j["usage"].is_object()) {
+        r.tokens_in = j["usage"].value("input_tokens", int64_t{0});
+        r.tokens_out = j["usage"].value("output_tokens", int64_t{0});
+      }
+    }
+  } catch (const json::exception& e) {
+    throw LlmError(LlmError::Kind::BadResponse, 200, std::string("the reply lacks an expected field (") + e.what() + "): " + excerpt(body));
+  }
+  if (r.text.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no answer text: " + excerpt(body));
+  return r;
+}
+
+LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(std::chrono::milliseconds)> sleep)
+    : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)) {
+  if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+}
+
+std::chrono::milliseconds LlmClient::backoff(int attempt, std::optional<double> retry_after_s) const {
+  if (retry_after_s && *retry_after_s >= 0)
+    return std::min(policy_.max_delay, std::chrono::milliseconds(static_cast<int64_t>(*retry_after_s * 1000)));
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  double full = static_cast<double>(policy_.base_delay.count()) * std::pow(2.0, attempt - 1);
+  full = std::min(full, static_cast<double>(policy_.max_delay.count()));
+  double jittered = full * (0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng));  // "equal jitter"
+  return std::chrono::milliseconds(static_cast<int64_t>(jittered));
+}
+
+ChatResponse LlmClient::chat(const ChatRequest& req) const {
+  std::string url;
+  json body;
+  std::vector<std::string> headers = {"Content-Type: application/json"};
+  if (endpoint_.provider == Provider::OpenAI) {
+    url = endpoint_.base_url + "/chat/completions";
+    json messages = json::array();
+    if (!req.system.empty()) messages.push_back({{"role", "system"}, {"content", req.system}});
+    messages.push_back({{"role", "user"}, {"content", req.user}});
+    body = {{"model", endpoint_.model}, {"messages", messages}, {"temperature", req.temperature}, {"max_tokens", req.max_tokens}};
+    if (!endpoint_.api_key.empty()) headers.push_back("Authorization: Bearer " + endpoint_.api_key);
+  } else {
+    url = endpoint_.base_url + "/v1/messages";
+    body = {{"model", endpoint_.model}, {"max_tokens", req.max_tokens}, {"temperature", req.temperature},
+            {"messages", json::array({{{"role", "user"}, {"content", req.user}}})}};
+    if (!req.system.empty()) body["system"] = req.system;
+    headers.push_back("x-api-key: " + endpoint_.api_key);
+    headers.push_back("anthropic-version: " + endpoint_.anthropic_version);
+  }
+  std::string payload = body.dump();
+  std::string last_problem;
+  LlmError::Kind last_kind = LlmError::Kind::Network;
+  int last_status = 0;
+  for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
+    HttpReply reply = post(url, headers, payload, policy_);
+    bool retry = false;
+    if (reply.curl != CURLE_OK) {
+      last_kind = reply.curl == CURLE_OPERATION_TIMEDOUT ? LlmError::Kind::Timeout : LlmError::Kind::Network;
+      last_problem = std::string(reply.curl == CURLE_OPERATION_TIMEDOUT ? "timed out" : "network error") + " (" +
+                     curl_easy_strerror(reply.curl) + ")";
+      retry = true;
+    } else if (reply.status == 429 || reply.status >= 500) {
+      last_kind = LlmError::Kind::Http;
+      last_problem = "HTTP " + std::to_string(reply.status) + ": " + excerpt(reply.body);
+      retry = true;
+    } else if (reply.status != 200) {
+      // 4xx other than 429: our request is wrong (bad model, bad key); retrying will not help.
+      throw LlmError(LlmError::Kind::Http, static_cast<int>(reply.status),
+                     redact(endpoint_.model + " at " + url + ": HTTP " + std::to_string(reply.status) + ": " + excerpt(reply.body),
+                            endpoint_.api_key));
+    } else {
+      try {
+        ChatResponse r = parse_reply(endpoint_.provider, reply.body);
+        r.latency_ms = reply.ms;
+        r.attempts = attempt;
+        return r;
+      } catch (const LlmError& e) {
+        // A truncated or garbled 200 is retried like a network error.
+        last_kind = LlmError::Kind::BadResponse;
+        last_problem = e.what();
+        retry = true;
+      }
+    }
+    last_status = static_cast<int>(reply.status);
+    if (retry && attempt < policy_.max_attempts) sleep_(backoff(attempt, reply.retry_after_s));
+  }
+  throw LlmError(last_kind, last_status,
+                 redact(endpoint_.model + " at " + url + ": gave up after " + std::to_string(policy_.max_attempts) +
+                            " attempt(s); last: " + last_problem,
+                        endpoint_.api_key));
+}
+
+}  // namespace kforge::evolve

@@ -1,0 +1,273 @@
+// The LLM client against a real HTTP server on loopback (cpp-httplib), scripted per test.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kforge/evolve/llm.h"
+
+namespace {
+
+using namespace kforge::evolve;
+using namespace std::chrono_literals;
+
+const char* kKey = "sk-test-SECRET-0123456789";
+
+// A loopback server whose handler the test scripts; records what it received.
+class FakeEndpoint {
+ public:
+  using Handler = std::function<void(int call, const httplib::Request&, httplib::Response&)>;
+  explicit FakeEndpoint(Handler h) : handler_(std::move(h)) {
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      int call = ++calls_;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        last_auth_ = req.get_header_value("Authorization") + req.get_header_value("x-api-key");
+        last_version_ = req.get_header_value("anthropic-version");
+        last_body_ = req.body;
+        last_path_ = req.path;
+      }
+      handler_(call, req, res);
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~FakeEndpoint() {
+    server_.stop();
+    thread_.join();
+  }
+  Endpoint endpoint(Provider p) const {
+    Endpoint e;
+    e.provider = p;
+    e.base_url = "http://127.0.0.1:" + std::to_string(port_) + (p == Provider::OpenAI ? "/v1" : "");
+    e.model = "test-model";
+    e.api_key = kKey;
+    return e;
+  }
+  int calls() const { return calls_; }
+  std::string last_auth() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_auth_;
+  }
+  std::string last_path() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_path_;
+  }
+  std::string last_version() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_version_;
+  }
+  std::string last_body() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_body_;
+  }
+
+ private:
+  httplib::Server server_;
+  Handler handler_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<int> calls_{0};
+  std::mutex mutex_;
+  std::string last_auth_, last_version_, last_body_, last_path_;
+};
+
+const std::string kOpenAiOk =
+    R"({"id": "x", "model": "test-model", "choices": [{"index": 0, "message": {"role": "assistant", "content": "```cuda\n__global__ void k() {}\n```", "reasoning_content": "thinking..."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 120, "completion_tokens": 45, "total_tokens": 165}})";
+const std::string kAnthropicOk =
+    R"({"id": "m", "type": "message", "model": "test-model", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "answer part 1"}, {"type": "redacted_thinking", "data": "zzz"}, {"type": "text", "text": " and 2"}], "usage": {"input_tokens": 10, "output_tokens": 20}})";
+
+struct Sleeps {
+  std::vector<std::chrono::milliseconds> waits;
+  std::function<void(std::chrono::milliseconds)> fn() {
+    return [this](std::chrono::milliseconds d) { waits.push_back(d); };
+  }
+};
+
+RetryPolicy fast_policy() {
+  RetryPolicy p;
+  p.max_attempts = 4;
+  p.base_delay = 100ms;
+  p.max_delay = 5000ms;
+  p.connect_timeout = 2000ms;
+  p.total_timeout = 2000ms;
+  return p;
+}
+
+TEST(Llm, OpenAiAnswerWithReasoningAndUsage) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy());
+  ChatResponse r = client.chat({"You write CUDA.", "Write relu.", 0.7, 1000});
+  EXPECT_NE(r.text.find("__global__"), std::string::npos);
+  EXPECT_EQ(r.reasoning, "thinking...");
+  EXPECT_EQ(r.tokens_in, 120);
+  EXPECT_EQ(r.tokens_out, 45);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(server.last_path(), "/v1/chat/completions");
+  EXPECT_EQ(server.last_auth(), std::string("Bearer ") + kKey);
+  auto body = nlohmann::json::parse(server.last_body());
+  EXPECT_EQ(body["model"], "test-model");
+  EXPECT_EQ(body["messages"][0]["role"], "system");
+  EXPECT_EQ(body["temperature"], 0.7);
+}
+
+TEST(Llm, AnthropicMessagesWithExtraBlocks) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kAnthropicOk, "application/json"); });
+  LlmClient client(server.endpoint(Provider::Anthropic), fast_policy());
+  ChatResponse r = client.chat({"sys", "user", 1.0, 100});
+  EXPECT_EQ(r.text, "answer part 1 and 2");
+  EXPECT_EQ(r.reasoning, "hmm");
+  EXPECT_EQ(r.tokens_in, 10);
+  EXPECT_EQ(r.tokens_out, 20);
+  EXPECT_EQ(server.last_path(), "/v1/messages");
+  EXPECT_EQ(server.last_auth(), kKey);
+  EXPECT_EQ(server.last_version(), "2023-06-01");
+  EXPECT_EQ(nlohmann::json::parse(server.last_body())["system"], "sys");
+}
+
+TEST(Llm, RetriesOn429HonouringRetryAfter) {
+  FakeEndpoint server([](int call, const httplib::Request&, httplib::Response& res) {
+    if (call < 3) {
+      res.status = 429;
+      res.set_header("Retry-After", "2");
+      res.set_content(R"({"error": {"message": "rate limited"}})", "application/json");
+      return;
+    }
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  Sleeps sleeps;
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), sleeps.fn());
+  ChatResponse r = client.chat({"", "hi", 1.0, 10});
+  EXPECT_EQ(r.attempts, 3);
+  ASSERT_EQ(sleeps.waits.size(), 2u);
+  EXPECT_EQ(sleeps.waits[0], 2000ms);
+  EXPECT_EQ(sleeps.waits[1], 2000ms);
+}
+
+TEST(Llm, RetriesOn500WithExponentialBackoffAndJitter) {
+  FakeEndpoint server([](int call, const httplib::Request&, httplib::Response& res) {
+    if (call < 4) {
+      res.status = 500;
+      res.set_content("<html><body>Internal Server Error</body></html>", "text/html");
+      return;
+    }
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  Sleeps sleeps;
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), sleeps.fn());
+  EXPECT_EQ(client.chat({"", "hi", 1.0, 10}).attempts, 4);
+  ASSERT_EQ(sleeps.waits.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    auto full = std::chrono::milliseconds(100 << i);
+    EXPECT_GE(sleeps.waits[i], full / 2) << i;  // equal jitter: between half and all of 2^i * base
+    EXPECT_LE(sleeps.waits[i], full) << i;
+  }
+}
+
+TEST(Llm, GivesUpWithAClearErrorAndNoKey) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(std::string("overloaded; you sent ") + kKey, "text/plain");  // an endpoint echoing the key
+  });
+  Sleeps sleeps;
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), sleeps.fn());
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    FAIL();
+  } catch (const LlmError& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(e.kind(), LlmError::Kind::Http);
+    EXPECT_EQ(e.http_status(), 503);
+    EXPECT_NE(msg.find("gave up after 4 attempt(s)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("HTTP 503"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(kKey), std::string::npos) << "the key leaked: " << msg;
+    EXPECT_NE(msg.find("[redacted]"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(server.calls(), 4);
+}
+
+TEST(Llm, ClientErrorsAreNotRetried) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(R"({"error": {"message": "invalid api key"}})", "application/json");
+  });
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), [](auto) {});
+  EXPECT_THROW(client.chat({"", "hi", 1.0, 10}), LlmError);
+  EXPECT_EQ(server.calls(), 1);
+}
+
+TEST(Llm, StalledResponseHitsTheTimeout) {
+  FakeEndpoint server([](int call, const httplib::Request&, httplib::Response& res) {
+    if (call == 1) std::this_thread::sleep_for(1500ms);  // longer than the client's total timeout
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  RetryPolicy p = fast_policy();
+  p.total_timeout = 400ms;
+  Sleeps sleeps;
+  LlmClient client(server.endpoint(Provider::OpenAI), p, sleeps.fn());
+  auto t0 = std::chrono::steady_clock::now();
+  ChatResponse r = client.chat({"", "hi", 1.0, 10});
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1400ms);  // the first attempt was cut at 400 ms
+}
+
+TEST(Llm, TruncatedAndGarbageRepliesAreRetriedThenReported) {
+  FakeEndpoint server([](int call, const httplib::Request&, httplib::Response& res) {
+    if (call == 1) res.set_content(kOpenAiOk.substr(0, 60), "application/json");  // truncated JSON
+    else if (call == 2) res.set_content(R"({"choices": []})", "application/json");
+    else res.set_content("<!DOCTYPE html><html>Bad gateway page</html>", "text/html");
+  });
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), [](auto) {});
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    FAIL();
+  } catch (const LlmError& e) {
+    EXPECT_EQ(e.kind(), LlmError::Kind::BadResponse);
+    EXPECT_NE(std::string(e.what()).find("not JSON"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.calls(), 4);
+}
+
+TEST(Llm, EnormousAnswerArrivesWhole) {
+  std::string big(5 << 20, 'x');
+  nlohmann::json reply = {{"choices", {{{"message", {{"content", big}}}}}}, {"usage", {{"prompt_tokens", 1}, {"completion_tokens", 2}}}};
+  std::string body = reply.dump();
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(body, "application/json"); });
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy());
+  EXPECT_EQ(client.chat({"", "hi", 1.0, 10}).text.size(), big.size());
+}
+
+TEST(Llm, NetworkErrorWhenNothingListens) {
+  Endpoint e;
+  e.base_url = "http://127.0.0.1:1/v1";  // port 1: refused
+  e.model = "m";
+  e.api_key = kKey;
+  RetryPolicy p = fast_policy();
+  p.max_attempts = 2;
+  LlmClient client(e, p, [](auto) {});
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    FAIL();
+  } catch (const LlmError& err) {
+    EXPECT_EQ(err.kind(), LlmError::Kind::Network);
+    EXPECT_EQ(std::string(err.what()).find(kKey), std::string::npos);
+  }
+}
+
+TEST(Llm, ModelSpecsAndEnvironment) {
+  setenv("OPENAI_BASE_URL", "http://localhost:8000/v1/", 1);
+  setenv("OPENAI_API_KEY", "k1", 1);
+  Endpoint e = endpoint_from_spec("openai:Qwen/Qwen3-Coder");
+  EXPECT_EQ(e.base_url, "http://localhost:8000/v1");
+  EXPECT_EQ(e.model, "Qwen/Qwen3-Coder");
+  EXPECT_EQ(e.api_key, "k1");
+  unsetenv("ANTHROPIC_BASE_URL");
+  EXPECT_EQ(endpoint_from_spec("anthropic:claude-x").base_url, "https://api.anthropic.com");
+  EXPECT_THROW(endpoint_from_spec("gpt-4.1"), kforge::InputError);
+  EXPECT_THROW(endpoint_from_spec("mistral:large"), kforge::InputError);
+}
+
+}  // namespace
