@@ -257,6 +257,52 @@ TEST(Llm, NetworkErrorWhenNothingListens) {
   }
 }
 
+TEST(Llm, ResponseCacheReplaysAndKeepsSamplesDistinct) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  char dir[] = "/tmp/kforge-llm-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto cache = std::make_shared<ResponseCache>(dir);
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), {}, nullptr, cache);
+  ChatRequest req{"sys", "write relu", 1.0, 100};
+  ChatResponse first = client.chat(req, 0);
+  EXPECT_FALSE(first.cached);
+  ChatResponse again = client.chat(req, 0);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.text, first.text);
+  EXPECT_EQ(again.tokens_out, first.tokens_out);
+  EXPECT_EQ(server.calls(), 1);
+  EXPECT_FALSE(client.chat(req, 1).cached);  // another sample of the same prompt is a new request
+  EXPECT_EQ(server.calls(), 2);
+  // Nothing written holds the key.
+  std::string grep = std::string("grep -rl '") + kKey + "' " + dir + " | wc -l";
+  FILE* p = popen(grep.c_str(), "r");
+  char buf[16] = {};
+  fread(buf, 1, sizeof buf - 1, p);
+  pclose(p);
+  EXPECT_EQ(std::string(buf), "0\n");
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(Llm, ConcurrencyLimitCapsRequestsInFlight) {
+  std::atomic<int> in_flight{0}, peak{0};
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
+    int now = ++in_flight;
+    int seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(150ms);
+    --in_flight;
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  auto limit = std::make_shared<ConcurrencyLimit>(2);
+  LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), {}, limit);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) threads.emplace_back([&] { client.chat({"", "hi", 1.0, 10}); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(server.calls(), 6);
+  EXPECT_EQ(peak.load(), 2);
+}
+
 TEST(Llm, ModelSpecsAndEnvironment) {
   setenv("OPENAI_BASE_URL", "http://localhost:8000/v1/", 1);
   setenv("OPENAI_API_KEY", "k1", 1);

@@ -9,6 +9,10 @@
 #include <random>
 #include <thread>
 
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "kforge/common/paths.h"
+
 namespace kforge::evolve {
 namespace {
 
@@ -157,8 +161,60 @@ ChatResponse parse_reply(Provider provider, const std::string& body) {
   return r;
 }
 
-LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(std::chrono::milliseconds)> sleep)
-    : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)) {
+void ConcurrencyLimit::acquire() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return free_ > 0; });
+  --free_;
+}
+
+void ConcurrencyLimit::release() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++free_;
+  }
+  cv_.notify_one();
+}
+
+ResponseCache::ResponseCache(std::string dir) : dir_(dir.empty() ? (cache_dir() / "llm").string() : std::move(dir)) {}
+
+std::string ResponseCache::key(const Endpoint& e, const ChatRequest& r, int sample) const {
+  json k = {{"provider", e.provider == Provider::OpenAI ? "openai" : "anthropic"}, {"base_url", e.base_url}, {"model", e.model},
+            {"system", r.system}, {"user", r.user}, {"temperature", r.temperature}, {"max_tokens", r.max_tokens},
+            {"sample", sample}};
+  return content_hash(k.dump());
+}
+
+std::optional<ChatResponse> ResponseCache::get(const std::string& key) const {
+  auto text = read_file(dir_ + "/" + key.substr(0, 2) + "/" + key + ".json");
+  if (!text) return std::nullopt;
+  try {
+    json j = json::parse(*text);
+    ChatResponse r;
+    r.text = j.at("text");
+    r.reasoning = j.at("reasoning");
+    r.model = j.at("model");
+    r.tokens_in = j.at("tokens_in");
+    r.tokens_out = j.at("tokens_out");
+    r.latency_ms = j.at("latency_ms");
+    r.attempts = j.at("attempts");
+    r.cached = true;
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;  // a damaged entry is a miss; the next put replaces it
+  }
+}
+
+void ResponseCache::put(const std::string& key, const ChatResponse& r) const {
+  std::string dir = dir_ + "/" + key.substr(0, 2);
+  make_directories(dir);
+  json j = {{"text", r.text}, {"reasoning", r.reasoning}, {"model", r.model}, {"tokens_in", r.tokens_in},
+            {"tokens_out", r.tokens_out}, {"latency_ms", r.latency_ms}, {"attempts", r.attempts}};
+  write_file_atomic(dir + "/" + key + ".json", j.dump());
+}
+
+LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(std::chrono::milliseconds)> sleep,
+                     std::shared_ptr<ConcurrencyLimit> limit, std::shared_ptr<ResponseCache> cache)
+    : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)), limit_(std::move(limit)), cache_(std::move(cache)) {
   if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
 }
 
@@ -172,7 +228,18 @@ std::chrono::milliseconds LlmClient::backoff(int attempt, std::optional<double> 
   return std::chrono::milliseconds(static_cast<int64_t>(jittered));
 }
 
-ChatResponse LlmClient::chat(const ChatRequest& req) const {
+ChatResponse LlmClient::chat(const ChatRequest& req, int sample) const {
+  std::string key;
+  if (cache_) {
+    key = cache_->key(endpoint_, req, sample);
+    if (auto hit = cache_->get(key)) return *hit;
+  }
+  ChatResponse r = chat_uncached(req);
+  if (cache_) cache_->put(key, r);
+  return r;
+}
+
+ChatResponse LlmClient::chat_uncached(const ChatRequest& req) const {
   std::string url;
   json body;
   std::vector<std::string> headers = {"Content-Type: application/json"};
@@ -196,7 +263,15 @@ ChatResponse LlmClient::chat(const ChatRequest& req) const {
   LlmError::Kind last_kind = LlmError::Kind::Network;
   int last_status = 0;
   for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
-    HttpReply reply = post(url, headers, payload, policy_);
+    if (limit_) limit_->acquire();
+    HttpReply reply;
+    try {
+      reply = post(url, headers, payload, policy_);
+    } catch (...) {
+      if (limit_) limit_->release();
+      throw;
+    }
+    if (limit_) limit_->release();
     bool retry = false;
     if (reply.curl != CURLE_OK) {
       last_kind = reply.curl == CURLE_OPERATION_TIMEDOUT ? LlmError::Kind::Timeout : LlmError::Kind::Network;

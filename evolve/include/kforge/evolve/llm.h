@@ -5,7 +5,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +45,7 @@ struct ChatResponse {
   int64_t tokens_in = 0, tokens_out = 0;
   double latency_ms = 0;  // the successful attempt
   int attempts = 0;
+  bool cached = false;    // replayed from the response cache
 };
 
 struct RetryPolicy {
@@ -64,21 +68,53 @@ class LlmError : public Error {
   int status_;
 };
 
+// At most N requests in flight across every client sharing it (an endpoint's concurrency limit).
+class ConcurrencyLimit {
+ public:
+  explicit ConcurrencyLimit(int n) : free_(n) {}
+  void acquire();
+  void release();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int free_;
+};
+
+// Replies stored on disk by the full request and a sample index, so a run replays exactly offline
+// and repeated samples of one prompt stay distinct. Keys and auth headers are not part of the key
+// or the file.
+class ResponseCache {
+ public:
+  explicit ResponseCache(std::string dir);  // default folder: kforge::cache_dir()/llm
+  std::string key(const Endpoint& e, const ChatRequest& r, int sample) const;
+  std::optional<ChatResponse> get(const std::string& key) const;
+  void put(const std::string& key, const ChatResponse& r) const;
+
+ private:
+  std::string dir_;
+};
+
 class LlmClient {
  public:
   // `sleep` is how the client waits between attempts (tests observe it); default: really sleep.
   explicit LlmClient(Endpoint endpoint, RetryPolicy policy = {},
-                     std::function<void(std::chrono::milliseconds)> sleep = {});
-  ChatResponse chat(const ChatRequest& request) const;  // throws LlmError after the last attempt
+                     std::function<void(std::chrono::milliseconds)> sleep = {},
+                     std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr);
+  // Thread-safe. `sample` distinguishes repeated samples of one request in the cache.
+  ChatResponse chat(const ChatRequest& request, int sample = 0) const;  // throws LlmError after the last attempt
   const Endpoint& endpoint() const { return endpoint_; }
 
   // The delay before retry `attempt` (1-based): Retry-After when given, else exponential with jitter.
   std::chrono::milliseconds backoff(int attempt, std::optional<double> retry_after_s) const;
 
  private:
+  ChatResponse chat_uncached(const ChatRequest& request) const;
   Endpoint endpoint_;
   RetryPolicy policy_;
   std::function<void(std::chrono::milliseconds)> sleep_;
+  std::shared_ptr<ConcurrencyLimit> limit_;
+  std::shared_ptr<ResponseCache> cache_;
 };
 
 // Parses one provider's JSON reply (exposed for tests); throws LlmError(BadResponse).
