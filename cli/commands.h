@@ -16,5 +16,6 @@ void add_doctor_command(CLI::App& app, int& exit_code);
 void add_tasks_command(CLI::App& app, int& exit_code);
 void add_compile_command(CLI::App& app, int& exit_code);
 void add_archive_command(CLI::App& app, int& exit_code);
+void add_llm_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

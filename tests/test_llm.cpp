@@ -1,6 +1,8 @@
 // The LLM client against a real HTTP server on loopback (cpp-httplib), scripted per test.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <atomic>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -301,6 +303,31 @@ TEST(Llm, ConcurrencyLimitCapsRequestsInFlight) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(server.calls(), 6);
   EXPECT_EQ(peak.load(), 2);
+}
+
+std::pair<int, std::string> run_cli(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  return {WEXITSTATUS(rc), out};
+}
+
+TEST(Llm, PingFromTheCommandLine) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  std::string env = "OPENAI_BASE_URL=" + server.endpoint(Provider::OpenAI).base_url + " OPENAI_API_KEY=" + kKey + " ";
+  auto [rc, out] = run_cli(env + KFORGE_BINARY + " llm ping --model openai:test-model");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("tokens    120 in, 45 out"), std::string::npos) << out;
+  EXPECT_EQ(out.find(kKey), std::string::npos) << "the key leaked: " << out;
+  auto [rc2, out2] = run_cli(std::string("env -u KFORGE_MODEL ") + KFORGE_BINARY + " llm ping");
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find("no model configured"), std::string::npos) << out2;
+  auto [rc3, out3] = run_cli(std::string("OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") + KFORGE_BINARY + " llm ping --model openai:m --timeout 1");
+  EXPECT_EQ(rc3, 1) << out3;
+  EXPECT_NE(out3.find("failed"), std::string::npos) << out3;
 }
 
 TEST(Llm, ModelSpecsAndEnvironment) {

@@ -1,0 +1,46 @@
+// `kforge llm ping [--model PROVIDER:MODEL]`: one tiny request, with latency and tokens.
+#include <iomanip>
+#include <iostream>
+
+#include "commands.h"
+#include "kforge/evolve/llm.h"
+
+namespace kforge::cli {
+
+void add_llm_command(CLI::App& app, int& exit_code) {
+  auto* llm = app.add_subcommand("llm", "Talk to the configured LLM endpoints");
+  llm->require_subcommand(1);
+  auto model = std::make_shared<std::string>();
+  auto timeout_s = std::make_shared<double>(60);
+  auto* ping = llm->add_subcommand("ping", "Send one tiny request; show the reply, latency and tokens");
+  ping->add_option("--model", *model, "PROVIDER:MODEL (default: $KFORGE_MODEL), e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5");
+  ping->add_option("--timeout", *timeout_s, "Seconds per attempt")->capture_default_str();
+  ping->callback([&exit_code, model, timeout_s] {
+    std::string spec = *model;
+    if (spec.empty())
+      if (const char* m = std::getenv("KFORGE_MODEL")) spec = m;
+    if (spec.empty())
+      throw InputError("--model", std::nullopt, "",
+                       "no model configured: pass --model openai:MODEL or anthropic:MODEL (or set KFORGE_MODEL); "
+                       "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_API_KEY give the endpoint");
+    evolve::Endpoint e = evolve::endpoint_from_spec(spec);
+    if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
+      throw InputError("ANTHROPIC_API_KEY", std::nullopt, "", "not set; the Anthropic API needs a key");
+    evolve::RetryPolicy p;
+    p.max_attempts = 2;
+    p.total_timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+    evolve::LlmClient client(e, p);
+    std::cout << "model     " << spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
+    try {
+      evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
+      std::cout << "reply     " << r.text.substr(0, 200) << "\nlatency   " << std::fixed << std::setprecision(0) << r.latency_ms
+                << " ms (" << r.attempts << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out << " out\n";
+      exit_code = kExitOk;
+    } catch (const evolve::LlmError& err) {
+      std::cout << "failed    " << err.what() << "\n";
+      exit_code = kExitFindings;
+    }
+  });
+}
+
+}  // namespace kforge::cli
