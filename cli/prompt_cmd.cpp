@@ -1,0 +1,70 @@
+// `kforge prompt render KIND --task T [--parent ID] [--second-parent ID]`: the prompt kforge would send.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "kforge/archive/location.h"
+#include "kforge/evolve/prompt.h"
+#include "kforge/verify/driver.h"
+
+namespace kforge::cli {
+namespace {
+
+struct PromptArgs {
+  std::string kind, task, db, prompts_dir, tasks_dir;
+  int64_t parent = 0, second_parent = 0;
+};
+
+std::string device_line() {
+  const verify::Driver& d = verify::Driver::get();
+  if (d.available()) {
+    verify::DeviceInfo g = verify::list_devices().at(0);
+    return g.name + " (sm_" + std::to_string(g.cc_major) + std::to_string(g.cc_minor) + ", " + std::to_string(g.sm_count) + " SMs, " +
+           std::to_string(g.l2_bytes >> 20) + " MiB L2, " + std::to_string(g.max_shared_per_block_optin) + " bytes of shared memory per block)";
+  }
+  return "An NVIDIA Hopper GPU, sm_90a (H100/H200 class: 132 SMs, 50-60 MiB L2, 232448 bytes of shared memory per block)";
+}
+
+}  // namespace
+
+void add_prompt_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<PromptArgs>();
+  auto* prompt = app.add_subcommand("prompt", "Prompt templates");
+  prompt->require_subcommand(1);
+  auto* render = prompt->add_subcommand("render", "Print the prompt kforge would send");
+  render->add_option("kind", a->kind, "translate, optimize, crossover, repair_compile or repair_wrong")->required();
+  render->add_option("--task", a->task, "Task file, suite/name or name")->required();
+  render->add_option("--parent", a->parent, "Archive id of the parent candidate (optimize, crossover, repairs)");
+  render->add_option("--second-parent", a->second_parent, "Archive id of the second parent (crossover)");
+  render->add_option("--db", a->db, "Archive file (for parents and retrieved kernels)");
+  render->add_option("--prompts", a->prompts_dir, "Templates folder (default: $KFORGE_PROMPTS, ./prompts, the source tree's)");
+  render->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
+  render->callback([&exit_code, a] {
+    auto kind = evolve::parse_prompt_kind(a->kind);
+    if (!kind) throw InputError("kind", std::nullopt, "", "'" + a->kind + "' is not translate, optimize, crossover, repair_compile or repair_wrong");
+    std::string dir = a->prompts_dir.empty() ? evolve::default_prompts_dir() : a->prompts_dir;
+    evolve::PromptTemplates templates = evolve::PromptTemplates::load(dir);  // every template checked at start
+    std::filesystem::path root = a->tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a->tasks_dir);
+    auto files = tasks::resolve_tasks(a->task, root);
+    if (files.size() != 1) throw Error("--task '" + a->task + "' names a suite; give one task");
+    tasks::Task task = tasks::load_task(files[0]);
+    tasks::Reference ref = tasks::Reference::compile(task);
+    std::optional<archive::Archive> ar;
+    std::string db = archive::database_path(a->db).string();
+    if (::access(db.c_str(), F_OK) == 0) ar.emplace(archive::Archive::open(db, false));
+    else if (a->parent || a->second_parent) throw archive::ArchiveError(db + ": no archive here, so no parent candidate can be read");
+    evolve::PromptInputs in;
+    in.task = &task;
+    in.reference = &ref;
+    in.archive = ar ? &*ar : nullptr;
+    if (a->parent) in.parent = archive::CandidateId{a->parent};
+    if (a->second_parent) in.second_parent = archive::CandidateId{a->second_parent};
+    in.device = device_line();
+    in.answer_format = evolve::load_answer_format(dir);
+    std::cout << templates.render(*kind, evolve::prompt_context(in));
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace kforge::cli

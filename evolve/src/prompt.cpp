@@ -1,0 +1,205 @@
+#include "kforge/evolve/prompt.h"
+
+#include <unistd.h>
+
+#include <regex>
+#include <sstream>
+
+#include "kforge/common/files.h"
+
+namespace kforge::evolve {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::pair<PromptKind, std::string_view> kKinds[] = {{PromptKind::Translate, "translate"},
+                                                               {PromptKind::Optimize, "optimize"},
+                                                               {PromptKind::Crossover, "crossover"},
+                                                               {PromptKind::RepairCompile, "repair_compile"},
+                                                               {PromptKind::RepairWrong, "repair_wrong"}};
+
+const std::regex& placeholder_re() {
+  static const std::regex re(R"(\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\})");
+  return re;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string trim_lines(const std::string& text, size_t max_lines) {
+  std::istringstream in(text);
+  std::string out, line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    if (++n > max_lines) return out + "// ... (" + std::to_string(max_lines) + " of more lines shown)\n";
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string numbers_of(const json& c) {
+  if (c["evaluations"].empty()) return "Not evaluated yet.";
+  const json& e = c["evaluations"].back();
+  std::string s = "Outcome: " + e["outcome"].get<std::string>();
+  if (!e["flags"].empty()) s += " (flags: " + e["flags"].dump() + ")";
+  if (!e["time_ms"].is_null()) s += "; time " + std::to_string(e["time_ms"].get<double>()) + " ms";
+  if (!e["speedup_eager"].is_null()) s += "; " + std::to_string(e["speedup_eager"].get<double>()) + "x eager";
+  if (!e["roofline_fraction"].is_null()) s += "; " + std::to_string(e["roofline_fraction"].get<double>()) + " of the roofline floor";
+  return s + ".";
+}
+
+std::string evidence_of(const json& c) {
+  std::string s;
+  for (const auto& cr : c["compiles"])
+    if (!cr["ok"].get<bool>())
+      for (const auto& err : cr["errors"]) s += "- " + err.get<std::string>() + "\n";
+  for (const auto& e : c["evaluations"])
+    if (e["outcome"] != "correct") s += "- " + e["outcome"].get<std::string>() + ": " + e["evidence"].dump() + "\n";
+  return s.empty() ? "No failure recorded for this candidate." : s;
+}
+
+}  // namespace
+
+std::string_view prompt_kind_name(PromptKind k) {
+  for (const auto& [kind, name] : kKinds)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<PromptKind> parse_prompt_kind(std::string_view name) {
+  for (const auto& [kind, n] : kKinds)
+    if (n == name) return kind;
+  return std::nullopt;
+}
+
+const std::set<std::string>& known_placeholders() {
+  static const std::set<std::string> names = {
+      "task_id", "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "device", "eager_time",
+      "roofline_floor", "retrieved_kernels", "answer_format", "parent_id", "parent_source", "parent_plan", "parent_numbers",
+      "parent_resources", "failure_evidence", "second_parent_id", "second_parent_source", "second_parent_plan",
+      "second_parent_numbers"};
+  return names;
+}
+
+PromptTemplates PromptTemplates::load(const std::string& dir) {
+  PromptTemplates t;
+  for (const auto& [kind, name] : kKinds) {
+    std::string file = dir + "/" + std::string(name) + ".md";
+    auto text = read_file(file);
+    if (!text) throw InputError(file, std::nullopt, "", "missing prompt template (every kind needs one: translate, optimize, crossover, repair_compile, repair_wrong)");
+    std::istringstream lines(*text);
+    std::string line;
+    int n = 0;
+    while (std::getline(lines, line)) {
+      ++n;
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), placeholder_re()); it != std::sregex_iterator(); ++it)
+        if (!known_placeholders().count((*it)[1]))
+          throw InputError(file, n, "{{" + std::string((*it)[1]) + "}}", "unknown placeholder (known: task_id, task_summary, task_reference, task_tensors, timed_dims, check_dims, device, eager_time, roofline_floor, retrieved_kernels, answer_format, parent_*, second_parent_*, failure_evidence)");
+    }
+    t.text_[kind] = *text;
+    t.file_[kind] = file;
+  }
+  return t;
+}
+
+std::set<std::string> PromptTemplates::placeholders(PromptKind kind) const {
+  std::set<std::string> out;
+  const std::string& text = text_.at(kind);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re()); it != std::sregex_iterator(); ++it) out.insert((*it)[1]);
+  return out;
+}
+
+std::string PromptTemplates::render(PromptKind kind, const std::map<std::string, std::string>& values) const {
+  for (const std::string& p : placeholders(kind))
+    if (!values.count(p))
+      throw Error(file_.at(kind) + ": {{" + p + "}} has no value for this prompt" +
+                  (p.rfind("parent", 0) == 0 ? " (this kind needs --parent)" : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)" : ""));
+  const std::string& text = text_.at(kind);
+  std::string out;
+  auto last = text.cbegin();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re()); it != std::sregex_iterator(); ++it) {
+    out.append(last, (*it)[0].first);
+    out += values.at((*it)[1]);
+    last = (*it)[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
+}
+
+std::string default_prompts_dir() {
+  if (const char* env = std::getenv("KFORGE_PROMPTS"); env && *env) return env;
+  if (::access("prompts/translate.md", R_OK) == 0) return "prompts";
+  return KFORGE_SOURCE_PROMPTS_DIR;
+}
+
+std::string load_answer_format(const std::string& prompts_dir) {
+  std::string file = prompts_dir + "/../docs/answer-format.md";
+  auto text = read_file(file);
+  if (!text) throw InputError(file, std::nullopt, "", "the answer format (docs/answer-format.md) is missing beside the prompts folder");
+  return *text;
+}
+
+std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
+  const tasks::Task& t = *in.task;
+  std::map<std::string, std::string> v;
+  v["task_id"] = t.id();
+  v["task_summary"] = t.summary;
+  v["task_reference"] = t.reference;
+  v["timed_dims"] = tasks::format_dims(t.dims);
+  std::string checks;
+  for (const auto& d : t.check_dims) checks += (checks.empty() ? "" : "; ") + tasks::format_dims(d);
+  v["check_dims"] = checks.empty() ? "none" : checks;
+  std::string tensors;
+  for (const auto& i : t.inputs)
+    tensors += "- input `" + i.name + "`: " + std::string(tasks::dtype_name(i.dtype)) + " " + shape_text(t.shape_of(i, t.dims)) +
+               " (shape " + [&] {
+                 std::string s = "[";
+                 for (size_t k = 0; k < i.shape.size(); ++k) s += (k ? ", " : "") + i.shape[k].text();
+                 return s + "]";
+               }() + ")\n";
+  auto shapes = tasks::output_shapes(t, *in.reference, t.dims);
+  auto outs = tasks::describe_outputs(t, *in.reference);
+  for (size_t k = 0; k < outs.size(); ++k)
+    tensors += "- output `" + outs[k].name + "`: " + std::string(tasks::dtype_name(outs[k].dtype)) + " " +
+               (shapes ? shape_text((*shapes)[k].sizes) : "(rank " + std::to_string(outs[k].rank) + ")") + "\n";
+  v["task_tensors"] = tensors;
+  v["device"] = in.device;
+  v["eager_time"] = "not measured yet";
+  v["roofline_floor"] = "not measured yet";
+  if (t.flops || t.min_bytes) {
+    std::string f;
+    if (t.flops) f += std::to_string(static_cast<int64_t>(t.flops->eval_real(t.dims))) + " FLOPs";
+    if (t.min_bytes) f += (f.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(t.min_bytes->eval_real(t.dims))) + " bytes that must move";
+    v["roofline_floor"] = "not measured yet (the work: " + f + ")";
+  }
+  v["answer_format"] = in.answer_format;
+  std::string retrieved;
+  if (in.archive)
+    for (const auto& k : in.archive->similar(t, in.retrieved)) {
+      json c = in.archive->show(k.id);
+      retrieved += "### " + k.task + " (candidate " + std::to_string(k.id.value) + ", " + numbers_of(c) +
+                   (k.verified ? "" : " Imported, unverified.") + ")\n```cuda\n" + trim_lines(c["source"].get<std::string>(), 80) + "```\n\n";
+    }
+  v["retrieved_kernels"] = retrieved.empty() ? "None in the archive yet." : retrieved;
+  auto fill_parent = [&](const std::string& prefix, std::optional<archive::CandidateId> id) {
+    if (!id || !in.archive) return;
+    json c = in.archive->show(*id);
+    if (c.is_null()) throw Error("no candidate " + std::to_string(id->value) + " in " + in.archive->db().path());
+    v[prefix + "id"] = std::to_string(id->value);
+    v[prefix + "source"] = c["source"].get<std::string>();
+    v[prefix + "plan"] = c["plan"].dump(2);
+    v[prefix + "numbers"] = numbers_of(c);
+    if (prefix == "parent_") {
+      v["parent_resources"] = c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
+      v["failure_evidence"] = evidence_of(c);
+    }
+  };
+  fill_parent("parent_", in.parent);
+  fill_parent("second_parent_", in.second_parent);
+  return v;
+}
+
+}  // namespace kforge::evolve

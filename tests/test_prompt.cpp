@@ -1,0 +1,126 @@
+// Prompt templates: loaded at run time, checked at start, filled from the task and the archive.
+#include <gtest/gtest.h>
+
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "kforge/evolve/prompt.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge::evolve;
+using kforge::test::TempDir;
+
+std::string prompts_dir() { return (kforge::test::source_dir() / "prompts").string(); }
+
+struct Fixture {
+  kforge::tasks::Task task;
+  kforge::tasks::Reference ref;
+  static Fixture load(const std::string& spec) {
+    auto t = kforge::tasks::load_task(kforge::tasks::resolve_tasks(spec, kforge::test::source_dir() / "tasks").at(0));
+    return {t, kforge::tasks::Reference::compile(t)};
+  }
+};
+
+PromptInputs inputs(const Fixture& f, kforge::archive::Archive* ar = nullptr) {
+  PromptInputs in;
+  in.task = &f.task;
+  in.reference = &f.ref;
+  in.archive = ar;
+  in.device = "NVIDIA H200 (sm_90a)";
+  in.answer_format = load_answer_format(prompts_dir());
+  return in;
+}
+
+TEST(Prompt, ShippedTemplatesLoadAndUseOnlyKnownPlaceholders) {
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  for (auto kind : {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover, PromptKind::RepairCompile, PromptKind::RepairWrong}) {
+    auto used = t.placeholders(kind);
+    EXPECT_TRUE(used.count("answer_format")) << prompt_kind_name(kind) << " must quote the answer format";
+    EXPECT_TRUE(used.count("task_reference")) << prompt_kind_name(kind);
+  }
+  EXPECT_TRUE(t.placeholders(PromptKind::Crossover).count("second_parent_source"));
+  EXPECT_TRUE(t.placeholders(PromptKind::RepairWrong).count("failure_evidence"));
+}
+
+TEST(Prompt, TranslateIsFilledFromTheTask) {
+  Fixture f = Fixture::load("smoke/softmax");
+  std::string p = PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(inputs(f)));
+  EXPECT_NE(p.find("torch.softmax(x, dim=-1)"), std::string::npos);
+  EXPECT_NE(p.find("input `x`: float32 [4096, 4096]"), std::string::npos) << p.substr(0, 800);
+  EXPECT_NE(p.find("B=37, N=1000"), std::string::npos);
+  EXPECT_NE(p.find("# Answer format"), std::string::npos);
+  EXPECT_EQ(p.find("{{"), std::string::npos) << "an unfilled placeholder";
+}
+
+TEST(Prompt, KindsThatNeedAParentSaySo) {
+  Fixture f = Fixture::load("smoke/softmax");
+  try {
+    PromptTemplates::load(prompts_dir()).render(PromptKind::Optimize, prompt_context(inputs(f)));
+    FAIL();
+  } catch (const kforge::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs --parent"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Prompt, UnknownPlaceholderAndMissingTemplateFailAtLoad) {
+  TempDir dir;
+  for (const char* k : {"translate", "optimize", "crossover", "repair_compile", "repair_wrong"})
+    dir.write(std::string("p/") + k + ".md", "Task {{task_id}}\n");
+  EXPECT_NO_THROW(PromptTemplates::load((dir.path() / "p").string()));
+  auto bad = dir.write("p/optimize.md", "line one\nTask {{task_id}} with {{parent_sauce}}\n");
+  try {
+    PromptTemplates::load((dir.path() / "p").string());
+    FAIL();
+  } catch (const kforge::InputError& e) {
+    EXPECT_EQ(e.file(), bad.string());
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.field(), "{{parent_sauce}}");
+  }
+  ::unlink(bad.c_str());
+  try {
+    PromptTemplates::load((dir.path() / "p").string());
+    FAIL();
+  } catch (const kforge::InputError& e) {
+    EXPECT_NE(e.file().find("optimize.md"), std::string::npos);
+    EXPECT_NE(e.problem().find("missing prompt template"), std::string::npos);
+  }
+}
+
+TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
+  TempDir dir;
+  Fixture softmax = Fixture::load("smoke/softmax");
+  Fixture logsm = Fixture::load("level1/log_softmax");
+  auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+  auto t1 = ar.upsert_task(softmax.task);
+  auto t2 = ar.upsert_task(logsm.task);
+  kforge::archive::NewCandidate parent;
+  parent.task = t1;
+  parent.source = "__global__ void softmax_rows_parent() {}\n";
+  parent.identity = kforge::content_hash(parent.source);
+  kforge::archive::EvaluationRecord wrong;
+  wrong.outcome = "wrong_result";
+  wrong.harness_version = 1;
+  wrong.evidence = {{"first_bad_index", 4095}, {"max_abs_error", 0.5}};
+  auto pid = ar.add_candidate(parent, std::nullopt, {wrong});
+  kforge::archive::NewCandidate other;
+  other.task = t2;
+  other.source = "__global__ void log_softmax_rows() {}\n";
+  other.identity = kforge::content_hash(other.source);
+  kforge::archive::EvaluationRecord ok;
+  ok.outcome = "correct";
+  ok.time_ms = 2.0;
+  ok.harness_version = 1;
+  ar.add_candidate(other, std::nullopt, {ok});
+  PromptInputs in = inputs(softmax, &ar);
+  in.parent = pid;
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  std::string opt = t.render(PromptKind::Optimize, prompt_context(in));
+  EXPECT_NE(opt.find("softmax_rows_parent"), std::string::npos);
+  EXPECT_NE(opt.find("log_softmax_rows"), std::string::npos) << "a similar task's kernel is retrieved";
+  std::string fix = t.render(PromptKind::RepairWrong, prompt_context(in));
+  EXPECT_NE(fix.find("first_bad_index"), std::string::npos);
+  EXPECT_NE(fix.find("wrong_result"), std::string::npos);
+}
+
+}  // namespace
