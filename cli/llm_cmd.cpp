@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
 
 namespace kforge::cli {
@@ -15,30 +16,46 @@ void add_llm_command(CLI::App& app, int& exit_code) {
   auto* ping = llm->add_subcommand("ping", "Send one tiny request; show the reply, latency and tokens");
   ping->add_option("--model", *model, "PROVIDER:MODEL (default: $KFORGE_MODEL), e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5");
   ping->add_option("--timeout", *timeout_s, "Seconds per attempt")->capture_default_str();
-  ping->callback([&exit_code, model, timeout_s] {
-    std::string spec = *model;
-    if (spec.empty())
-      if (const char* m = std::getenv("KFORGE_MODEL")) spec = m;
-    if (spec.empty())
-      throw InputError("--model", std::nullopt, "",
-                       "no model configured: pass --model openai:MODEL or anthropic:MODEL (or set KFORGE_MODEL); "
-                       "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_API_KEY give the endpoint");
-    evolve::Endpoint e = evolve::endpoint_from_spec(spec);
-    if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
-      throw InputError("ANTHROPIC_API_KEY", std::nullopt, "", "not set; the Anthropic API needs a key");
-    evolve::RetryPolicy p;
-    p.max_attempts = 2;
-    p.total_timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-    evolve::LlmClient client(e, p);
-    std::cout << "model     " << spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
-    try {
-      evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
-      std::cout << "reply     " << r.text.substr(0, 200) << "\nlatency   " << std::fixed << std::setprecision(0) << r.latency_ms
-                << " ms (" << r.attempts << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out << " out\n";
-      exit_code = kExitOk;
-    } catch (const evolve::LlmError& err) {
-      std::cout << "failed    " << err.what() << "\n";
-      exit_code = kExitFindings;
+  auto config = std::make_shared<std::string>();
+  ping->add_option("--config", *config, "LLM config file (TOML, docs/llm-config.md; default $KFORGE_LLM_CONFIG): ping every model");
+  ping->callback([&exit_code, model, timeout_s, config] {
+    std::string cfg_path = *config;
+    if (cfg_path.empty())
+      if (const char* c = std::getenv("KFORGE_LLM_CONFIG")) cfg_path = c;
+    std::vector<std::pair<evolve::Endpoint, evolve::ModelConfig>> targets;
+    if (!model->empty() || cfg_path.empty()) {
+      std::string spec = *model;
+      if (spec.empty())
+        if (const char* m = std::getenv("KFORGE_MODEL")) spec = m;
+      if (spec.empty())
+        throw InputError("--model", std::nullopt, "",
+                         "no model configured: pass --model openai:MODEL or anthropic:MODEL, set KFORGE_MODEL, or give --config; "
+                         "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_API_KEY give the endpoint");
+      evolve::ModelConfig m;
+      m.spec = spec;
+      targets.emplace_back(evolve::endpoint_from_spec(spec), m);
+    } else {
+      evolve::LlmConfig cfg = evolve::load_llm_config(cfg_path);
+      for (const auto& m : cfg.models) targets.emplace_back(cfg.endpoint(m), m);
+    }
+    exit_code = kExitOk;
+    for (const auto& [e, m] : targets) {
+      if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
+        throw InputError("ANTHROPIC_API_KEY", std::nullopt, "", "not set; the Anthropic API needs a key");
+      evolve::RetryPolicy p;
+      p.max_attempts = 2;
+      p.total_timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+      evolve::LlmClient client(e, p);
+      std::cout << "model     " << m.spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
+      try {
+        evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
+        std::cout << "reply     " << r.text.substr(0, 200) << "\nlatency   " << std::fixed << std::setprecision(0) << r.latency_ms
+                  << " ms (" << r.attempts << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out << " out\n"
+                  << "cost      $" << std::setprecision(6) << m.cost_usd(r.tokens_in, r.tokens_out) << "\n";
+      } catch (const evolve::LlmError& err) {
+        std::cout << "failed    " << err.what() << "\n";
+        exit_code = kExitFindings;
+      }
     }
   });
 }

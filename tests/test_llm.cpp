@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <fstream>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
 
 namespace {
@@ -341,6 +343,85 @@ TEST(Llm, ModelSpecsAndEnvironment) {
   EXPECT_EQ(endpoint_from_spec("anthropic:claude-x").base_url, "https://api.anthropic.com");
   EXPECT_THROW(endpoint_from_spec("gpt-4.1"), kforge::InputError);
   EXPECT_THROW(endpoint_from_spec("mistral:large"), kforge::InputError);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(LlmConfig, LoadsAnEnsembleWithPricesAndRoles) {
+  char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/llm.toml";
+  std::ofstream(path) << R"([providers.openai]
+base_url = "http://127.0.0.1:9/v1/"
+api_key_env = "KFORGE_TEST_KEY_VAR"
+concurrency = 8
+
+[[models]]
+model = "openai:big"
+weight = 3
+price = { input = 2.0, output = 8.0 }
+temperature = { translate = 0.7, repair = 0.2 }
+
+[[models]]
+model = "anthropic:small"
+)";
+  setenv("KFORGE_TEST_KEY_VAR", kKey, 1);
+  LlmConfig cfg = load_llm_config(path);
+  ASSERT_EQ(cfg.models.size(), 2u);
+  EXPECT_EQ(cfg.models[0].temperature_for("repair"), 0.2);
+  EXPECT_EQ(cfg.models[0].temperature_for("optimize"), 1.0);
+  EXPECT_DOUBLE_EQ(cfg.models[0].cost_usd(1000000, 500000), 2.0 + 4.0);
+  Endpoint e = cfg.endpoint(cfg.models[0]);
+  EXPECT_EQ(e.base_url, "http://127.0.0.1:9/v1");
+  EXPECT_EQ(e.api_key, kKey);
+  EXPECT_EQ(cfg.providers.at("openai").concurrency, 8);
+  std::mt19937_64 rng(1);
+  int big = 0;
+  for (int i = 0; i < 4000; ++i) big += cfg.pick(rng).spec == "openai:big";
+  EXPECT_NEAR(big / 4000.0, 0.75, 0.03);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(LlmConfig, ErrorsNameFileLineAndField) {
+  char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/llm.toml";
+  auto expect = [&](const std::string& text, const std::string& field, const std::string& fragment) {
+    std::ofstream(path) << text;
+    try {
+      load_llm_config(path);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const kforge::InputError& e) {
+      EXPECT_EQ(e.file(), path);
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(e.problem().find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect("[[models]]\nmodel = \"gpt-4\"\n", "models[0].model", "not PROVIDER:MODEL");
+  expect("[[models]]\nmodel = \"openai:x\"\nweight = -1\n", "models[0].weight", "positive");
+  expect("[[models]]\nmodel = \"openai:x\"\ntemperature = { judging = 0.1 }\n", "models[0].temperature.judging", "unknown role");
+  expect("[[models]]\nmodel = \"openai:x\"\nprice = { input = -2 }\n", "models[0].price.input", "non-negative");
+  expect("[providers.mistral]\nbase_url = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.mistral", "unknown provider");
+  expect("[providers.openai]\nkey = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.key", "unknown key");
+  expect("", "models", "missing");
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(LlmConfig, PingsEveryModelWithCostAndNoKeyInTheOutput) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/llm.toml";
+  std::ofstream(path) << "[providers.openai]\nbase_url = \"" << server.endpoint(Provider::OpenAI).base_url << "\"\napi_key = \"" << kKey
+                      << "\"\n[[models]]\nmodel = \"openai:a\"\nprice = { input = 1000.0, output = 2000.0 }\n[[models]]\nmodel = \"openai:b\"\n";
+  auto [rc, out] = run_cli(std::string(KFORGE_BINARY) + " llm ping --config " + path);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("cost      $0.210000"), std::string::npos) << out;  // 120 in x $1000/M + 45 out x $2000/M
+  EXPECT_EQ(server.calls(), 2);
+  EXPECT_EQ(out.find(kKey), std::string::npos) << "the key leaked: " << out;
+  std::system((std::string("rm -rf ") + dir).c_str());
 }
 
 }  // namespace
