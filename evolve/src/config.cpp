@@ -141,3 +141,41 @@ LlmConfig load_llm_config(const std::string& path) {
 }
 
 }  // namespace kforge::evolve
+
+namespace kforge::evolve {
+
+void Accounting::add(const ModelConfig& model, const ChatResponse& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Totals& t = by_model_[model.spec];
+  ++t.calls;
+  t.tokens_in += r.tokens_in;
+  t.tokens_out += r.tokens_out;
+  if (!r.cached) t.cost_usd += model.cost_usd(r.tokens_in, r.tokens_out);  // a replay costs nothing
+}
+
+void Accounting::add_failure(const ModelConfig& model) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Totals& t = by_model_[model.spec];
+  ++t.calls;
+  ++t.failures;
+}
+
+Accounting::Totals Accounting::total() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Totals all;
+  for (const auto& [name, t] : by_model_) {
+    all.calls += t.calls;
+    all.failures += t.failures;
+    all.tokens_in += t.tokens_in;
+    all.tokens_out += t.tokens_out;
+    all.cost_usd += t.cost_usd;
+  }
+  return all;
+}
+
+std::map<std::string, Accounting::Totals> Accounting::by_model() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_model_;
+}
+
+}  // namespace kforge::evolve
