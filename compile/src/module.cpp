@@ -132,9 +132,7 @@ std::vector<std::string> find_rejected_features(const std::string& ptx) {
   if (has_extern("cudaLaunchDevice") || has_extern("cudaLaunchDeviceV2") || has_extern("cudaGetParameterBuffer") ||
       has_extern("cudaGetParameterBufferV2"))
     out.push_back("device-side kernel launches (dynamic parallelism) are not allowed: list every launch in the plan");
-  if (has_extern("__assertfail")) {
-    // assert() is allowed: it traps like any fault and is reported as a runtime error.
-  }
+  // assert() (__assertfail) is allowed: it traps like any fault and becomes a runtime error.
   return out;
 }
 

@@ -118,7 +118,7 @@ class Checker {
         if (!task_.min_bytes)
           for (const auto& o : outputs) cr.bytes_moved += static_cast<double>(o.numel() * o.element_size());
         if (opt_.timing_runs > 0) cr.reference_ms = time_reference(inputs);
-        if (c == largest) check_degenerate(cr, inputs, outputs, names, where, result);
+        if (c == largest) check_degenerate(cr, outputs, names, where, result);
       } catch (const Error& e) {
         cr.error = e.what();
         result.problems.push_back("at " + where + ": " + e.what());
@@ -159,8 +159,7 @@ class Checker {
     return ms[ms.size() / 2];
   }
 
-  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& inputs,
-                        const std::vector<torch::Tensor>& outputs, const std::vector<std::string>& names,
+  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& outputs, const std::vector<std::string>& names,
                         const std::string& where, TaskCheck& result) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const OutputStats& s = cr.outputs[i];
@@ -179,7 +178,6 @@ class Checker {
           result.problems.push_back("degenerate: scalar output '" + names[i] + "' is the same for 3 seeds at " + where);
       }
     }
-    (void)inputs;
     for (size_t k = 0; k < task_.inputs.size(); ++k) {
       std::vector<torch::Tensor> changed = reference_.run(make_inputs(cr.dims, opt_.seed, static_cast<int>(k), opt_.seed + 7919));
       if (max_relative_change(outputs, changed) < kUnusedInputChange)
