@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "kforge/common/strings.h"
 #include "kforge/tasks/check.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
@@ -17,18 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-std::string shape_exprs(const tasks::InputSpec& in) {
-  std::string out = "[";
-  for (size_t i = 0; i < in.shape.size(); ++i) out += (i ? ", " : "") + in.shape[i].text();
-  return out + "]";
-}
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -118,7 +107,7 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json) {
   j["check_dims"] = t.check_dims;
   j["inputs"] = ordered_json::array();
   for (const auto& in : t.inputs)
-    j["inputs"].push_back({{"name", in.name}, {"dtype", tasks::dtype_name(in.dtype)}, {"shape", shape_exprs(in)},
+    j["inputs"].push_back({{"name", in.name}, {"dtype", tasks::dtype_name(in.dtype)}, {"shape", tasks::shape_expressions(in)},
                            {"timed_shape", t.shape_of(in, t.dims)}, {"init", in.init.text}});
   j["outputs"] = ordered_json::array();
   std::vector<std::string> names = tasks::output_names(t, ref.output_count());
@@ -156,11 +145,11 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json) {
   std::cout << "\n";
   Table table({"", "NAME", "DTYPE", "SHAPE", "TIMED SHAPE", "INIT"});
   for (const auto& in : t.inputs)
-    table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)), shape_exprs(in),
-               shape_text(t.shape_of(in, t.dims)), in.init.text});
+    table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)), tasks::shape_expressions(in),
+               format_shape(t.shape_of(in, t.dims)), in.init.text});
   for (size_t i = 0; i < names.size(); ++i)
     table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?", "",
-               outs ? shape_text((*outs)[i].sizes) : "(unknown: an op has no meta kernel)", ""});
+               outs ? format_shape((*outs)[i].sizes) : "(unknown: an op has no meta kernel)", ""});
   table.print();
   std::cout << "\n  bytes that must move  "
             << (bytes ? human_bytes(*bytes) + " (" + j["bytes_source"].get<std::string>() + ")" : "unknown") << "\n";
@@ -255,7 +244,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     for (const auto& cr : c.configs)
       if (!cr.outputs.empty() && (cr.timed || shapes.empty())) {
         shapes.clear();
-        for (const auto& o : cr.outputs) shapes += (shapes.empty() ? "" : " ") + o.name + shape_text(o.shape);
+        for (const auto& o : cr.outputs) shapes += (shapes.empty() ? "" : " ") + o.name + format_shape(o.shape);
       }
     std::cout << (c.ok() ? "ok    " : "FAIL  ") << std::left << std::setw(36) << c.task << " " << c.configs.size()
               << " config(s)  " << fixed(secs, 2) << " s" << ms << "  " << shapes << std::endl;
@@ -264,7 +253,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     if (a.verbose)
       for (const auto& cr : c.configs)
         for (const auto& o : cr.outputs)
-          std::cout << "      " << tasks::format_dims(cr.dims) << "  " << o.name << " " << o.dtype << shape_text(o.shape)
+          std::cout << "      " << tasks::format_dims(cr.dims) << "  " << o.name << " " << o.dtype << format_shape(o.shape)
                     << " min " << general(o.min) << " max " << general(o.max) << " mean " << general(o.mean) << " rms "
                     << general(o.rms) << "\n";
   }

@@ -4,6 +4,8 @@
 #include <sstream>
 #include <vector>
 
+#include "kforge/common/strings.h"
+
 namespace kforge::compile {
 namespace {
 
@@ -17,13 +19,6 @@ struct Block {
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
 }
 
 std::vector<Block> fenced_blocks(const std::string& md) {

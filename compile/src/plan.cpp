@@ -2,19 +2,14 @@
 
 #include <set>
 
+#include "kforge/common/strings.h"
+
 namespace kforge::compile {
 namespace {
 
 using nlohmann::json;
 
 const std::set<std::string> kFactNames = {"num_sms", "warp_size", "max_shared_per_block"};
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
 
 class Parser {
  public:

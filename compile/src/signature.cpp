@@ -6,14 +6,10 @@
 #include <map>
 #include <regex>
 
+#include "kforge/common/strings.h"
+
 namespace kforge::compile {
 namespace {
-
-std::string trim(std::string s) {
-  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
 
 std::string remove_word(std::string s, const std::string& word) {
   size_t at;

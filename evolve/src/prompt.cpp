@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kforge/common/files.h"
+#include "kforge/common/strings.h"
 
 namespace kforge::evolve {
 namespace {
@@ -21,12 +22,6 @@ constexpr std::pair<PromptKind, std::string_view> kKinds[] = {{PromptKind::Trans
 const std::regex& placeholder_re() {
   static const std::regex re(R"(\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\})");
   return re;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 std::string trim_lines(const std::string& text, size_t max_lines) {
@@ -154,17 +149,13 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   v["check_dims"] = checks.empty() ? "none" : checks;
   std::string tensors;
   for (const auto& i : t.inputs)
-    tensors += "- input `" + i.name + "`: " + std::string(tasks::dtype_name(i.dtype)) + " " + shape_text(t.shape_of(i, t.dims)) +
-               " (shape " + [&] {
-                 std::string s = "[";
-                 for (size_t k = 0; k < i.shape.size(); ++k) s += (k ? ", " : "") + i.shape[k].text();
-                 return s + "]";
-               }() + ")\n";
+    tensors += "- input `" + i.name + "`: " + std::string(tasks::dtype_name(i.dtype)) + " " + format_shape(t.shape_of(i, t.dims)) +
+             " (shape " + tasks::shape_expressions(i) + ")\n";
   auto shapes = tasks::output_shapes(t, *in.reference, t.dims);
   auto outs = tasks::describe_outputs(t, *in.reference);
   for (size_t k = 0; k < outs.size(); ++k)
     tensors += "- output `" + outs[k].name + "`: " + std::string(tasks::dtype_name(outs[k].dtype)) + " " +
-               (shapes ? shape_text((*shapes)[k].sizes) : "(rank " + std::to_string(outs[k].rank) + ")") + "\n";
+               (shapes ? format_shape((*shapes)[k].sizes) : "(rank " + std::to_string(outs[k].rank) + ")") + "\n";
   v["task_tensors"] = tensors;
   v["device"] = in.device;
   v["eager_time"] = "not measured yet";

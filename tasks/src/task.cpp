@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kforge/common/hash.h"
+#include "kforge/common/strings.h"
 #include "kforge/tasks/reference.h"
 
 namespace fs = std::filesystem;
@@ -23,12 +24,6 @@ constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
 const std::set<std::string> kTopLevelKeys = {
     "name",    "summary",   "tags",  "reference",     "dims",       "inputs",    "outputs",
     "check",   "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
 
 // Reads one task file, remembering where each node came from for error messages.
 class Loader {
@@ -484,6 +479,12 @@ std::string format_dims(const Dims& d) {
   std::string s;
   for (const auto& [k, v] : d) s += (s.empty() ? "" : ", ") + k + "=" + std::to_string(v);
   return s;
+}
+
+std::string shape_expressions(const InputSpec& in) {
+  std::string out = "[";
+  for (size_t i = 0; i < in.shape.size(); ++i) out += (i ? ", " : "") + in.shape[i].text();
+  return out + "]";
 }
 
 Task load_task(const fs::path& file) {

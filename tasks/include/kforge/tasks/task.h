@@ -86,5 +86,7 @@ std::vector<std::filesystem::path> resolve_tasks(const std::string& spec,
 std::filesystem::path default_tasks_root();
 
 std::string format_dims(const Dims& d);
+// An input's shape as written: "[B, 2 * N]".
+std::string shape_expressions(const InputSpec& in);
 
 }  // namespace kforge::tasks
