@@ -42,7 +42,33 @@ class CudaError : public Error {
   X(cuModuleLoadData, 2000)             \
   X(cuModuleUnload, 2000)               \
   X(cuModuleGetFunction, 2000)          \
-  X(cuLaunchKernel, 4000)
+  X(cuLaunchKernel, 4000)               \
+  X(cuLaunchCooperativeKernel, 9000)    \
+  X(cuLaunchKernelEx, 11060)            \
+  X(cuFuncSetAttribute, 9000)           \
+  X(cuModuleGetGlobal, 3020)            \
+  X(cuMemGetAllocationGranularity, 10020) \
+  X(cuMemCreate, 10020)                 \
+  X(cuMemRelease, 10020)                \
+  X(cuMemExportToShareableHandle, 10020) \
+  X(cuMemImportFromShareableHandle, 10020) \
+  X(cuMemAddressReserve, 10020)         \
+  X(cuMemAddressFree, 10020)            \
+  X(cuMemMap, 10020)                    \
+  X(cuMemUnmap, 10020)                  \
+  X(cuMemSetAccess, 10020)              \
+  X(cuMemcpyHtoD, 3020)                 \
+  X(cuMemcpyDtoH, 3020)                 \
+  X(cuMemcpyDtoDAsync, 3020)            \
+  X(cuMemsetD8Async, 3020)              \
+  X(cuStreamCreate, 2000)               \
+  X(cuStreamDestroy, 4000)              \
+  X(cuStreamSynchronize, 2000)          \
+  X(cuEventCreate, 2000)                \
+  X(cuEventDestroy, 4000)               \
+  X(cuEventRecord, 2000)                \
+  X(cuEventSynchronize, 2000)           \
+  X(cuEventElapsedTime, 2000)
 
 class Driver {
  public:

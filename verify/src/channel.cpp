@@ -1,0 +1,236 @@
+#include "kforge/verify/channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace kforge::verify {
+namespace {
+
+constexpr size_t kMaxFdsPerRead = 64;
+constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+void Channel::send(nlohmann::json body, const std::vector<int>& fds) {
+  if (!fds.empty()) body["fds"] = fds.size();
+  std::string line = body.dump() + "\n";
+  size_t sent = 0;
+  while (sent < line.size()) {
+    msghdr msg{};
+    iovec iov{line.data() + sent, line.size() - sent};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    std::vector<char> control;
+    if (sent == 0 && !fds.empty()) {
+      control.assign(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+      msg.msg_control = control.data();
+      msg.msg_controllen = control.size();
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw ChannelError("sending to the other process failed: " + errno_text());
+    }
+    sent += static_cast<size_t>(n);
+  }
+}
+
+bool Channel::take_line(Message& out) {
+  size_t nl = buffer_.find('\n');
+  if (nl == std::string::npos) return false;
+  std::string line = buffer_.substr(0, nl);
+  buffer_.erase(0, nl + 1);
+  try {
+    out.body = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw ChannelError("a message that is not JSON: " + std::string(e.what()) + ": " + line.substr(0, 200));
+  }
+  out.fds.clear();
+  if (out.body.is_object() && out.body.contains("fds")) {
+    size_t want = out.body["fds"].get<size_t>();
+    if (want > fds_.size())
+      throw ChannelError("a message announces " + std::to_string(want) + " descriptors but " +
+                         std::to_string(fds_.size()) + " arrived");
+    for (size_t i = 0; i < want; ++i) {
+      out.fds.push_back(std::move(fds_.front()));
+      fds_.pop_front();
+    }
+  }
+  return true;
+}
+
+Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (take_line(out)) return Received::Message;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) return Received::Timeout;
+    pollfd p{socket_.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw ChannelError("waiting for the other process failed: " + errno_text());
+    }
+    if (r == 0) return Received::Timeout;
+    char data[65536];
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * kMaxFdsPerRead));
+    msghdr msg{};
+    iovec iov{data, sizeof data};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    ssize_t n = ::recvmsg(socket_.get(), &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ECONNRESET) return Received::Closed;
+      throw ChannelError("reading from the other process failed: " + errno_text());
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds_.emplace_back(fd);
+      }
+    }
+    if (msg.msg_flags & MSG_CTRUNC) throw ChannelError("too many descriptors in one message");
+    if (n == 0) return Received::Closed;
+    buffer_.append(data, static_cast<size_t>(n));
+    if (buffer_.size() > kMaxLineBytes) throw ChannelError("a message longer than 64 MiB");
+  }
+}
+
+std::pair<UniqueFd, UniqueFd> socket_pair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw ChannelError("socketpair failed: " + errno_text());
+  return {UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+UniqueFd memfd_with(const std::string& name, const std::string& bytes) {
+  UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC));
+  if (!fd) throw ChannelError("memfd_create failed: " + errno_text());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw ChannelError("writing a memfd failed: " + errno_text());
+    }
+    done += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[65536];
+  off_t offset = 0;
+  while (true) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw ChannelError("reading a descriptor failed: " + errno_text());
+    }
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    offset += n;
+  }
+}
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_in_child) {
+  auto [mine, pair_end] = socket_pair();
+  // Above the child's target number, so dup2 never meets itself (which would keep close-on-exec).
+  UniqueFd theirs(::fcntl(pair_end.get(), F_DUPFD_CLOEXEC, channel_fd_in_child + 1));
+  if (!theirs) throw ChannelError("cannot duplicate a socket: " + errno_text());
+  char path[] = "/tmp/kforge-child-stderr-XXXXXX";
+  stderr_file_.reset(::mkstemp(path));
+  if (!stderr_file_) throw ChannelError("cannot create a file for a child's stderr: " + errno_text());
+  ::unlink(path);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), channel_fd_in_child);
+  posix_spawn_file_actions_adddup2(&actions, stderr_file_.get(), 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw ChannelError("cannot start " + argv[0] + ": " + std::strerror(rc));
+  channel_ = Channel(std::move(mine));
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !ended_) kill_now();
+}
+
+std::string ChildProcess::kill_now() {
+  if (ended_) return *ended_;
+  ::kill(pid_, SIGKILL);
+  while (true) {
+    if (auto e = wait_exit(std::chrono::milliseconds(1000))) return *e;
+  }
+}
+
+std::optional<std::string> ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (ended_) return ended_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      if (WIFEXITED(status))
+        ended_ = "exited with status " + std::to_string(WEXITSTATUS(status));
+      else if (WIFSIGNALED(status))
+        ended_ = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+      else
+        ended_ = "ended";
+      return ended_;
+    }
+    if (r < 0 && errno != EINTR) {
+      ended_ = "lost (waitpid: " + errno_text() + ")";
+      return ended_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+std::string ChildProcess::stderr_tail(size_t max_bytes) const {
+  std::string all = read_all(stderr_file_.get());
+  return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
+
+}  // namespace kforge::verify
