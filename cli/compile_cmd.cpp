@@ -4,9 +4,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "candidate_input.h"
 #include "commands.h"
 #include "kforge/common/files.h"
-#include "kforge/compile/answer.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/task.h"
@@ -25,72 +25,22 @@ struct CompileArgs {
   double time_limit_s = 60;
 };
 
-std::string read_or_fail(const std::string& path, const std::string& what) {
-  auto text = read_file(path);
-  if (!text) throw InputError(path, std::nullopt, "", "cannot read the " + what);
-  return *text;
-}
-
-compile::DeviceFacts facts_for(const std::string& arch_flag) {
-  const verify::Driver& driver = verify::Driver::get();
-  if (driver.available()) {
-    verify::DeviceInfo d = verify::list_devices().at(0);
-    compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
-    f.num_sms = d.sm_count;
-    f.max_shared_per_block = d.max_shared_per_block_optin;
-    f.measured = true;
-    if (!arch_flag.empty()) f.arch = arch_flag;
-    return f;
-  }
-  return compile::DeviceFacts::for_arch(arch_flag.empty() ? "sm_90a" : arch_flag);
-}
-
-compile::Tunables parse_tune(const std::vector<std::string>& items) {
-  compile::Tunables t;
-  for (const auto& item : items) {
-    size_t eq = item.find('=');
-    try {
-      if (eq == std::string::npos) throw std::invalid_argument(item);
-      t[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw InputError("--tune", std::nullopt, "", "'" + item + "' is not NAME=integer");
-    }
-  }
-  return t;
-}
-
 std::string dim3(const std::array<int64_t, 3>& v) {
   return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) + ")";
 }
 
 int run_compile(const CompileArgs& a) {
-  std::string source, plan, source_label = compile::kCandidateFileName;
-  int source_first_line = 1;
-  if (!a.answer_file.empty()) {
-    if (!a.source_file.empty() || !a.plan_file.empty())
-      throw InputError("--answer", std::nullopt, "", "give either --answer FILE.md or CANDIDATE.cu with --plan, not both");
-    try {
-      compile::Answer ans = compile::parse_answer(read_or_fail(a.answer_file, "answer"));
-      source = ans.source;
-      plan = ans.plan;
-      source_label = a.answer_file;
-      source_first_line = ans.source_first_line;
-    } catch (const compile::AnswerError& e) {
-      if (a.json) std::cout << ordered_json({{"ok", false}, {"stage", "answer"}, {"errors", {e.what()}}}).dump(2) << "\n";
-      else std::cout << "rejected at the answer stage:\n  " << e.what() << "\n";
-      return kExitFindings;
-    }
-  } else {
-    if (a.source_file.empty() || a.plan_file.empty())
-      throw InputError("kforge compile", std::nullopt, "", "needs CANDIDATE.cu and --plan PLAN.json, or --answer FILE.md");
-    source = read_or_fail(a.source_file, "candidate source");
-    plan = read_or_fail(a.plan_file, "plan");
-    source_label = a.source_file;
+  CandidateInput in = read_candidate({a.source_file, a.plan_file, a.answer_file}, "kforge compile");
+  if (in.answer_error) {
+    if (a.json) std::cout << ordered_json({{"ok", false}, {"stage", "answer"}, {"errors", {*in.answer_error}}}).dump(2) << "\n";
+    else std::cout << "rejected at the answer stage:\n  " << *in.answer_error << "\n";
+    return kExitFindings;
   }
-  std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
-  std::vector<std::filesystem::path> files = tasks::resolve_tasks(a.task, root);
-  if (files.size() != 1) throw Error("--task '" + a.task + "' names a suite; give one task");
-  tasks::Task task = tasks::load_task(files[0]);
+  const std::string& source = in.source;
+  const std::string& plan = in.plan;
+  const std::string& source_label = in.label;
+  int source_first_line = in.first_line;
+  tasks::Task task = load_one_task(a.task, a.tasks_dir);
   tasks::Reference ref = tasks::Reference::compile(task);
   std::vector<compile::TensorInfo> tensors = compile::task_tensors(task, ref);
   compile::DeviceFacts facts = facts_for(a.arch);

@@ -124,6 +124,7 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
       continue;
     }
     params[name] = *p;
+    r.kernels.back().params = *p;
     from_ptx[name] = kr.signature.empty();
   }
   if (!r.errors.empty()) return r;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "kforge/verify/driver.h"
 

@@ -13,5 +13,9 @@ bool is_identifier(const std::string& s);
 std::string format_shape(const std::vector<int64_t>& sizes);
 // Without leading and trailing spaces, tabs and line breaks.
 std::string trim(const std::string& s);
+// "a:b::c" split at ':' -> {"a", "b", "", "c"}
+std::vector<std::string> split(const std::string& s, char sep);
+// {"a", "b"} joined with ", " -> "a, b"
+std::string join(const std::vector<std::string>& parts, const std::string& sep);
 
 }  // namespace kforge

@@ -8,6 +8,7 @@
 
 #include "kforge/compile/compiler.h"
 #include "kforge/compile/plan.h"
+#include "kforge/compile/signature.h"
 #include "kforge/tasks/reference.h"
 
 namespace kforge::compile {
@@ -20,6 +21,7 @@ struct KernelReport {
   std::string lowered;     // mangled (or the plain extern "C" name)
   std::string signature;   // demangled; empty for extern "C"
   KernelResources resources;
+  std::vector<ParamType> params;  // from the signature, or sizes only from PTX (extern "C")
 };
 
 struct CandidateReport {

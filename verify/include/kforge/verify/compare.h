@@ -33,20 +33,20 @@ struct Comparison {
   std::string problem;  // non-empty for a shape or dtype mismatch; the numbers are then unset
   tasks::Dtype dtype = tasks::Dtype::Float32;  // the task's output dtype
   int64_t numel = 0;
-  int64_t mismatches = 0;  // elements with |c − r64| > threshold (integers: c != r)
-  double max_abs_error = 0;  // +inf when some error is non-finite (NaN where r64 is finite)
-  double max_rel_error = 0;  // max |c − r64| / max(|r64|, tiny) where both are finite
+  int64_t mismatches = 0;       // elements with |c − r64| > threshold (integers: c != r)
+  double max_abs_error = 0;     // +inf when some error is non-finite (NaN where r64 is finite)
+  double max_rel_error = 0;     // max |c − r64| / max(|r64|, tiny) where both are finite
   double normalized_error = 0;  // max_abs_error / rms_reference (max_abs_error when rms is 0)
   double threshold = 0;  // max(tolerance · rms_reference, eager_factor · eager_max_abs_error)
   double tolerance = 0;
   double eager_factor = 0;
-  double rms_reference = 0;  // over r64's finite elements
-  double eager_max_abs_error = 0;  // over positions where eager's error is finite
-  int64_t first_bad_index = -1;  // flat, row-major; -1 when no element is wrong
+  double rms_reference = 0;                 // over r64's finite elements
+  double eager_max_abs_error = 0;           // over positions where eager's error is finite
+  int64_t first_bad_index = -1;             // flat, row-major; -1 when no element is wrong
   std::vector<int64_t> first_bad_position;  // the same element as a multi-index
-  double first_bad_value = 0;  // the candidate's value there
-  double first_bad_expected = 0;  // r64's value there
-  int64_t nan_count = 0;  // NaN in the candidate where r64 is not NaN
+  double first_bad_value = 0;               // the candidate's value there
+  double first_bad_expected = 0;            // r64's value there
+  int64_t nan_count = 0;                    // NaN in the candidate where r64 is not NaN
 
   // Snake-case fields as above; non-finite numbers as the strings "inf", "-inf" and "nan".
   nlohmann::json to_json() const;
@@ -69,8 +69,9 @@ int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b);
 
 // What outputs and workspaces hold before a candidate launch.
 // NaN: a quiet NaN for floating dtypes, bytes 0xA5 for integer and bool dtypes.
-// RandomFinite: seed-dependent values per element: uniform in [-1e3, 1e3] for floating dtypes, any
-// bit pattern for integers, bytes 0x80-0xFF (never a valid bool, so never a right answer) for bool.
+// RandomFinite: seed-dependent values per element (splitmix64 of the flat index): ±10^(6u − 3) for
+// floating dtypes (magnitudes log-uniform in [1e-3, 1e3]), any bit pattern for integers, and bytes
+// 0x80-0xFF for bool (never a valid bool, so an unwritten element never matches the reference).
 enum class Poison { NaN, RandomFinite };
 void poison(torch::Tensor& t, Poison kind, uint64_t seed);
 // Elements bitwise equal to the copy taken after poisoning: how many the candidate never wrote.
@@ -80,7 +81,7 @@ int64_t untouched_count(const torch::Tensor& output, const torch::Tensor& poison
 // length) hold a seed-dependent, non-constant byte pattern; a changed byte is an out-of-bounds
 // write. Both throw kforge::Error unless `bytes` is uint8.
 struct CanaryCheck {
-  int64_t overwritten = 0;  // bytes that no longer hold the pattern
+  int64_t overwritten = 0;    // bytes that no longer hold the pattern
   int64_t first_offset = -1;  // the first of them (flat), -1 when none
   bool ok() const { return overwritten == 0; }
 };

@@ -58,6 +58,7 @@ class CudaError : public Error {
   X(cuMemUnmap, 10020)                  \
   X(cuMemSetAccess, 10020)              \
   X(cuMemcpyHtoD, 3020)                 \
+  X(cuMemcpyHtoDAsync, 3020)            \
   X(cuMemcpyDtoH, 3020)                 \
   X(cuMemcpyDtoDAsync, 3020)            \
   X(cuMemsetD8Async, 3020)              \

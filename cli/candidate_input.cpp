@@ -1,0 +1,79 @@
+#include "candidate_input.h"
+
+#include "kforge/common/files.h"
+#include "kforge/compile/answer.h"
+#include "kforge/compile/module.h"
+#include "kforge/compile/nvrtc.h"
+#include "kforge/verify/driver.h"
+
+namespace kforge::cli {
+namespace {
+
+std::string read_or_fail(const std::string& path, const std::string& what) {
+  auto text = read_file(path);
+  if (!text) throw InputError(path, std::nullopt, "", "cannot read the " + what);
+  return *text;
+}
+
+}  // namespace
+
+CandidateInput read_candidate(const CandidateFiles& f, const std::string& command) {
+  CandidateInput in;
+  if (!f.answer_file.empty()) {
+    if (!f.source_file.empty() || !f.plan_file.empty())
+      throw InputError("--answer", std::nullopt, "", "give either --answer FILE.md or CANDIDATE.cu with --plan, not both");
+    try {
+      compile::Answer ans = compile::parse_answer(read_or_fail(f.answer_file, "answer"));
+      in.source = ans.source;
+      in.plan = ans.plan;
+      in.label = f.answer_file;
+      in.first_line = ans.source_first_line;
+    } catch (const compile::AnswerError& e) {
+      in.answer_error = e.what();
+    }
+    return in;
+  }
+  if (f.source_file.empty() || f.plan_file.empty())
+    throw InputError(command, std::nullopt, "", "needs CANDIDATE.cu and --plan PLAN.json, or --answer FILE.md");
+  in.source = read_or_fail(f.source_file, "candidate source");
+  in.plan = read_or_fail(f.plan_file, "plan");
+  in.label = f.source_file;
+  return in;
+}
+
+tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir) {
+  std::filesystem::path root = tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(tasks_dir);
+  std::vector<std::filesystem::path> files = tasks::resolve_tasks(spec, root);
+  if (files.size() != 1) throw Error("--task '" + spec + "' names a suite; give one task");
+  return tasks::load_task(files[0]);
+}
+
+compile::DeviceFacts facts_for(const std::string& arch_flag) {
+  const verify::Driver& driver = verify::Driver::get();
+  if (driver.available()) {
+    verify::DeviceInfo d = verify::list_devices().at(0);
+    compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
+    f.num_sms = d.sm_count;
+    f.max_shared_per_block = d.max_shared_per_block_optin;
+    f.measured = true;
+    if (!arch_flag.empty()) f.arch = arch_flag;
+    return f;
+  }
+  return compile::DeviceFacts::for_arch(arch_flag.empty() ? "sm_90a" : arch_flag);
+}
+
+compile::Tunables parse_tune(const std::vector<std::string>& items) {
+  compile::Tunables t;
+  for (const auto& item : items) {
+    size_t eq = item.find('=');
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument(item);
+      t[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw InputError("--tune", std::nullopt, "", "'" + item + "' is not NAME=integer");
+    }
+  }
+  return t;
+}
+
+}  // namespace kforge::cli

@@ -1,0 +1,37 @@
+// What `kforge compile` and `kforge verify` share: reading a candidate (a whole LLM answer, or a
+// source with a plan), the one task it is for, the device facts and --tune values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/compile/plan.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::cli {
+
+struct CandidateFiles {
+  std::string source_file, plan_file, answer_file;
+};
+
+struct CandidateInput {
+  std::string source, plan;
+  std::string label = "candidate.cu";  // the file errors refer to
+  int first_line = 1;                  // of the source within that file
+  std::optional<std::string> answer_error;  // the answer has no usable code or plan
+};
+
+// Throws InputError naming `command`'s missing or conflicting arguments and unreadable files.
+CandidateInput read_candidate(const CandidateFiles& files, const std::string& command);
+
+// --task names exactly one task (a file, suite/name or name).
+tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir);
+
+// GPU 0's facts where a GPU is present, else the usual GPU of `arch` (default sm_90a).
+compile::DeviceFacts facts_for(const std::string& arch_flag);
+
+// NAME=V items of --tune.
+compile::Tunables parse_tune(const std::vector<std::string>& items);
+
+}  // namespace kforge::cli

@@ -1,0 +1,101 @@
+// `kforge verify`: a candidate compiled, then judged on the GPU by a judge and a runner process
+// (docs/protocol.md): correctness on every configuration, several seeds and two distributions,
+// with faults, hangs, out-of-bounds accesses and input mutation caught as outcomes.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "candidate_input.h"
+#include "commands.h"
+#include "kforge/compile/candidate.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/judge.h"
+
+namespace kforge::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct VerifyArgs {
+  CandidateFiles files;
+  std::string task, tasks_dir;
+  std::vector<std::string> tune;
+  std::optional<uint64_t> seed;
+  double watchdog_s = 0;
+  bool json = false, no_sanitizer = false;
+};
+
+void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json) {
+  if (json) {
+    ordered_json j;
+    j["task"] = task.id();
+    j["identity"] = r.identity;
+    j["tunables"] = r.tunables;
+    j["outcome"] = verify::to_string(v.outcome);
+    j["flags"] = v.flags;
+    j["summary"] = v.summary;
+    j["harness_version"] = verify::kHarnessVersion;
+    j["evidence"] = v.evidence;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::string tuned;
+  for (const auto& [k, val] : r.tunables) tuned += (tuned.empty() ? "" : ", ") + k + "=" + std::to_string(val);
+  std::cout << "task        " << task.id() << "\n";
+  if (!r.identity.empty()) std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
+  std::cout << "verdict     " << verify::to_string(v.outcome);
+  for (const auto& f : v.flags) std::cout << "  [" << f << "]";
+  std::cout << "\n            " << v.summary << "\n";
+  const auto& e = v.evidence;
+  if (e.contains("seed"))
+    std::cout << "harness     v" << verify::kHarnessVersion << ", seed " << e["seed"] << ", watchdog "
+              << e.value("watchdog_ms", 0) << " ms, eager " << e.value("eager_ms", 0.0) << " ms\n";
+  if (e.contains("detail") && e["detail"].contains("memcheck"))
+    std::cout << "\ncompute-sanitizer memcheck:\n" << e["detail"]["memcheck"].get<std::string>() << "\n";
+}
+
+int run_verify(const VerifyArgs& a) {
+  verify::Driver::get().require("kforge verify");  // exit 3 before any work when there is no GPU
+  tasks::Task task = load_one_task(a.task, a.tasks_dir);
+  CandidateInput in = read_candidate(a.files, "kforge verify");
+  compile::CandidateReport report;
+  if (in.answer_error) {
+    report.errors = {*in.answer_error};
+  } else {
+    tasks::Reference ref = tasks::Reference::compile(task);
+    compile::Compiler compiler;
+    std::optional<compile::Tunables> tunables;
+    if (!a.tune.empty()) tunables = parse_tune(a.tune);
+    report = compile::check_candidate(task, compile::task_tensors(task, ref), in.source, in.plan, tunables,
+                                      facts_for(""), compiler);
+    for (auto& e : report.errors) e = compile::relabel_log(e, in.label, in.first_line);
+  }
+  verify::VerifyOptions options;
+  options.seed = a.seed;
+  options.sanitizer = !a.no_sanitizer;
+  if (a.watchdog_s > 0) options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
+  verify::Judge judge(options);
+  verify::Verdict v = judge.verify(task, report);
+  print(task, report, v, a.json);
+  return v.correct() ? kExitOk : kExitFindings;
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<VerifyArgs>();
+  auto* cmd = app.add_subcommand("verify", "Judge a candidate on the GPU: correctness on every configuration (needs a GPU)");
+  cmd->add_option("candidate", a->files.source_file, "CUDA source of the candidate (device code only)");
+  cmd->add_option("--plan", a->files.plan_file, "JSON launch plan");
+  cmd->add_option("--answer", a->files.answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
+  cmd->add_option("--task", a->task, "Task file, suite/name or name")->required();
+  cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
+  cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: a fresh one, printed)");
+  cmd->add_option("--watchdog", a->watchdog_s, "Seconds before a run is a timeout (default: 50 x eager x launches, 2-60 s)");
+  cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
+  cmd->add_flag("--no-sanitizer", a->no_sanitizer, "Do not re-run faulting candidates under compute-sanitizer memcheck");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([&exit_code, a] { exit_code = run_verify(*a); });
+}
+
+}  // namespace kforge::cli

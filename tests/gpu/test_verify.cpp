@@ -1,0 +1,74 @@
+// The judge and runner on a real GPU: honest candidates are correct; candidates that skip work,
+// mutate inputs, write or read out of bounds, fault or hang get their outcome, and the judge goes
+// on with a fresh runner.
+#include <nlohmann/json.hpp>
+
+#include "../corpus_util.h"
+#include "gpu_test_util.h"
+#include "kforge/compile/nvrtc.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/judge.h"
+
+using namespace kforge;
+using namespace kforge::test;
+
+namespace {
+
+compile::DeviceFacts measured_facts() {
+  verify::DeviceInfo d = verify::list_devices().at(0);
+  compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
+  f.num_sms = d.sm_count;
+  f.max_shared_per_block = d.max_shared_per_block_optin;
+  f.measured = true;
+  return f;
+}
+
+verify::Verdict judge_file(verify::Judge& judge, const std::string& path, compile::Compiler& compiler) {
+  CheckedAnswer c = check_answer_file(path, measured_facts(), compiler);
+  EXPECT_TRUE(c.report.ok()) << path << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
+  auto t0 = std::chrono::steady_clock::now();
+  verify::Verdict v = judge.verify(c.fixture.task, c.report);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "  " << path.substr(path.rfind('/') + 1) << " (" << c.fixture.task.id() << "): " << verify::to_string(v.outcome)
+            << " in " << s << " s: " << v.summary << std::endl;
+  return v;
+}
+
+}  // namespace
+
+TEST(GpuVerify, HonestCandidatesAreCorrect) {
+  KFORGE_REQUIRE_GPU();
+  TempDir dir;
+  compile::Compiler compiler(private_cache(dir));
+  verify::Judge judge;
+  for (const std::string& path : answers_in((source_dir() / "tests/candidates/valid").string())) {
+    verify::Verdict v = judge_file(judge, path, compiler);
+    EXPECT_EQ(v.outcome, verify::Outcome::Correct) << path << ": " << v.summary << "\n" << v.evidence.dump(1);
+  }
+  EXPECT_EQ(judge.runner().runners_started(), 1);  // honest work never costs a runner
+}
+
+TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
+  KFORGE_REQUIRE_GPU();
+  TempDir dir;
+  compile::Compiler compiler(private_cache(dir));
+  verify::Judge judge;
+  std::string folder = (source_dir() / "tests/gpu/exploits").string();
+  nlohmann::json manifest = nlohmann::json::parse(read_file(folder + "/manifest.json").value());
+  bool sanitizer = !verify::find_compute_sanitizer().empty();
+  std::cout << "  compute-sanitizer: " << (sanitizer ? verify::find_compute_sanitizer() : "not found") << std::endl;
+  for (const auto& [file, expected] : manifest["kernels"].items()) {
+    verify::Verdict v = judge_file(judge, folder + "/" + file, compiler);
+    std::vector<std::string> ok = expected.get<std::vector<std::string>>();
+    if (!sanitizer && manifest["without_sanitizer"].contains(file))
+      ok = manifest["without_sanitizer"][file].get<std::vector<std::string>>();
+    EXPECT_NE(std::find(ok.begin(), ok.end(), std::string(verify::to_string(v.outcome))), ok.end())
+        << file << ": got " << verify::to_string(v.outcome) << ": " << v.summary << "\n" << v.evidence.dump(1);
+    EXPECT_FALSE(v.summary.empty()) << file;
+    EXPECT_TRUE(v.evidence.contains("detail")) << file << ": no evidence";
+  }
+  // The same judge, after faults and a hang, still judges honest work.
+  verify::Verdict after = judge_file(judge, (source_dir() / "tests/candidates/valid/relu_vec4.md").string(), compiler);
+  EXPECT_EQ(after.outcome, verify::Outcome::Correct) << after.summary;
+  EXPECT_GT(judge.runner().runners_started(), 1);
+}

@@ -1,0 +1,30 @@
+// The candidate corpora compile and plan-check on the CPU (their GPU verdicts are in tests/gpu).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "corpus_util.h"
+#include "kforge/verify/outcome.h"
+
+using namespace kforge;
+using namespace kforge::test;
+
+TEST(Corpus, ExploitsCompileAndTheirManifestNamesRealOutcomes) {
+  TempDir dir;
+  compile::Compiler compiler(private_cache(dir));
+  std::string folder = (source_dir() / "tests/gpu/exploits").string();
+  nlohmann::json manifest = nlohmann::json::parse(read_file(folder + "/manifest.json").value());
+  std::vector<std::string> files = answers_in(folder);
+  EXPECT_EQ(files.size(), manifest["kernels"].size()) << "every exploit is in the manifest, and only those";
+  for (const std::string& path : files) {
+    std::string name = path.substr(path.rfind('/') + 1);
+    ASSERT_TRUE(manifest["kernels"].contains(name)) << name << " is not in manifest.json";
+    for (const auto& section : {"kernels", "without_sanitizer"}) {
+      if (!manifest[section].contains(name)) continue;
+      for (const auto& o : manifest[section][name])
+        EXPECT_TRUE(verify::outcome_from_string(o.get<std::string>())) << name << ": unknown outcome " << o;
+    }
+    CheckedAnswer c = check_answer_file(path, compile::DeviceFacts::for_arch("sm_90a"), compiler);
+    EXPECT_TRUE(c.report.ok()) << name << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
+  }
+}

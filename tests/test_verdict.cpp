@@ -1,0 +1,71 @@
+// Verdict plumbing that needs no GPU: outcome names (the archive's), compile-stage verdicts, the
+// watchdog default and the reading of compute-sanitizer logs.
+#include <gtest/gtest.h>
+
+#include "kforge/common/files.h"
+#include "kforge/verify/judge.h"
+#include "test_util.h"
+
+using namespace kforge;
+using namespace kforge::verify;
+
+TEST(Verdict, OutcomeNamesAreTheArchiveSchemaList) {
+  std::string schema = read_file((test::source_dir() / "archive/schema/v1.sql").string()).value();
+  for (Outcome o : all_outcomes()) {
+    EXPECT_NE(schema.find("'" + std::string(to_string(o)) + "'"), std::string::npos) << to_string(o);
+    EXPECT_EQ(outcome_from_string(to_string(o)), o);
+  }
+  EXPECT_EQ(all_outcomes().size(), 13u);
+  EXPECT_FALSE(outcome_from_string("fast"));
+}
+
+TEST(Verdict, StagesBeforeTheGpuMapToCompileAndPlanErrors) {
+  compile::CandidateReport r;
+  r.stage = compile::Stage::Plan;
+  r.errors = {"launch[0].grid[0]: unknown name 'M'"};
+  EXPECT_EQ(verdict_from_report(r).outcome, Outcome::PlanError);
+  r.stage = compile::Stage::Limits;
+  EXPECT_EQ(verdict_from_report(r).outcome, Outcome::PlanError);
+  r.stage = compile::Stage::Compile;
+  Verdict v = verdict_from_report(r);
+  EXPECT_EQ(v.outcome, Outcome::CompileError);
+  EXPECT_NE(v.summary.find("unknown name 'M'"), std::string::npos);
+  EXPECT_EQ(v.evidence["stage"], "compile");
+  r.stage = compile::Stage::Answer;
+  EXPECT_EQ(verdict_from_report(r).outcome, Outcome::CompileError);
+}
+
+TEST(Verdict, WatchdogScalesWithEagerAndLaunchesUpToTheCeiling) {
+  EXPECT_EQ(default_watchdog(1.0, 1).count(), 2000);     // floor: 50 ms
+  EXPECT_EQ(default_watchdog(10.0, 1).count(), 2000);    // 500 ms
+  EXPECT_EQ(default_watchdog(50.0, 2).count(), 5000);
+  EXPECT_EQ(default_watchdog(5000.0, 1).count(), 60000);  // ceiling
+}
+
+// Logs as compute-sanitizer 2025 wrote them on the H200 (docs/gpu-runs/2026-12-02-verify.md).
+TEST(Verdict, MemcheckLogsAreReadIntoOutOfBoundsOutcomes) {
+  const std::string read_past = R"(========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at read_at+0x80 in candidate.cu:10
+=========     by thread (0,0,0) in block (0,0,0)
+=========     Access to 0x7ff72ec00000 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7ff72ea00000 of size 2,097,152 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: cuLaunchKernel [0x39fb94] in libcuda.so.1
+========= Program hit CUDA_ERROR_LAUNCH_FAILED (error 719) due to "unspecified launch failure" on CUDA API call to cuCtxSynchronize.
+)";
+  EXPECT_EQ(classify_memcheck_log(read_past), Outcome::OutOfBoundsRead);
+  std::string write_before = read_past;
+  write_before.replace(write_before.find("read of"), 4, "write");
+  write_before.replace(write_before.find("1 bytes after"), 13, "1,024 bytes before");
+  EXPECT_EQ(classify_memcheck_log(write_before), Outcome::OutOfBoundsWrite);
+  std::string wild = read_past;
+  wild.replace(wild.find("1 bytes after"), 13, "140,737,488,355,328 bytes before");
+  EXPECT_FALSE(classify_memcheck_log(wild)) << "a wild pointer is a runtime error, not an out-of-bounds read";
+  std::string misaligned = R"(========= Invalid __global__ read of size 16 bytes
+=========     at k+0x40 in candidate.cu:3
+=========     Address 0x7f0000000004 is misaligned
+)";
+  EXPECT_FALSE(classify_memcheck_log(misaligned));
+  EXPECT_FALSE(classify_memcheck_log("========= ERROR SUMMARY: 0 errors\n"));
+}

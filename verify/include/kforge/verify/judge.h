@@ -1,0 +1,58 @@
+// The judge (DESIGN.md, Verification): owns the buffers, draws inputs, computes references (fp64
+// and eager), compares, and drives one runner process that runs the candidate. It never runs
+// candidate code itself. This part: correctness (step 2) with the fault outcomes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kforge/compile/candidate.h"
+#include "kforge/tasks/task.h"
+#include "kforge/verify/outcome.h"
+#include "kforge/verify/runner_client.h"
+
+namespace kforge::verify {
+
+struct VerifyOptions {
+  int device = 0;
+  std::optional<uint64_t> seed;  // default: a fresh one per candidate, recorded in the evidence
+  int timed_seeds = 3;           // seeds on the timed dims (the last one with the second distribution)
+  int check_seeds = 2;           // per [check] configuration (one per distribution)
+  RunnerOptions runner;
+  std::optional<std::chrono::milliseconds> watchdog;  // default: clamp(50 x eager x launches, 2 s, 60 s)
+  bool sanitizer = true;         // refine runtime errors with compute-sanitizer memcheck where present
+  std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
+};
+
+// Watchdog default (DESIGN.md, Defaults).
+std::chrono::milliseconds default_watchdog(double eager_ms, size_t launches);
+// compute-sanitizer's path, or "" when it is not installed.
+std::string find_compute_sanitizer(const std::string& hint = "");
+// Reads a memcheck log: out_of_bounds_read / _write when the first invalid access is out of
+// bounds within kNearBufferBytes of a buffer; nullopt otherwise (wild pointers, misaligned
+// accesses and other faults stay runtime errors).
+inline constexpr int64_t kNearBufferBytes = int64_t{8} << 20;
+std::optional<Outcome> classify_memcheck_log(const std::string& log);
+
+// The verdict on a candidate stopped before the GPU (answer, plan, compile, signature, limits).
+Verdict verdict_from_report(const compile::CandidateReport& report);
+
+class Judge {
+ public:
+  // Needs a GPU and a LibTorch with CUDA (throws kforge::Error naming what is missing).
+  explicit Judge(VerifyOptions options = {});
+
+  // Correctness verdict. A report that is not ok() gives verdict_from_report(report).
+  Verdict verify(const tasks::Task& task, const compile::CandidateReport& report);
+
+  RunnerClient& runner() { return runner_; }
+  const VerifyOptions& options() const { return options_; }
+
+ private:
+  VerifyOptions options_;
+  RunnerClient runner_;
+};
+
+}  // namespace kforge::verify

@@ -1,0 +1,333 @@
+#include "kforge/verify/compare.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "kforge/common/error.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/generator.h"
+
+namespace kforge::verify {
+namespace {
+
+using tasks::Dtype;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kCanaryStream = 0xC3A5C85C97CB3127ull;  // canaries and poison draw apart
+
+template <typename... Args>
+std::string printf_string(const char* f, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+std::string type_name(torch::ScalarType t) {
+  if (auto d = tasks::from_scalar_type(t)) return std::string(tasks::dtype_name(*d));
+  return c10::toString(t);
+}
+
+// The integer dtype of the same element size: its values are the elements' bytes.
+torch::Tensor bits(const torch::Tensor& t) {
+  switch (t.element_size()) {
+    case 1:
+      return t.view(torch::kByte);
+    case 2:
+      return t.view(torch::kShort);
+    case 4:
+      return t.view(torch::kInt);
+    case 8:
+      return t.view(torch::kLong);
+  }
+  throw Error("bitwise comparison: unsupported element size " + std::to_string(t.element_size()) +
+              " (" + type_name(t.scalar_type()) + ")");
+}
+
+// C++20 conversions to signed types are modular; torch's int64 arithmetic wraps the same way.
+int64_t as_signed(uint64_t v) {
+  return static_cast<int64_t>(v);
+}
+
+torch::Tensor shift_right_logical(const torch::Tensor& x, int s) {
+  return torch::bitwise_and(torch::bitwise_right_shift(x, s), as_signed(~0ull >> s));
+}
+
+// splitmix64's output i for i in [0, n): mix(seed + (i + 1) · golden), as int64 on opts' device.
+torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& opts) {
+  torch::Tensor z = torch::arange(1, n + 1, opts.dtype(torch::kLong));
+  z = z.mul(as_signed(kGolden)).add(as_signed(seed));
+  z = torch::bitwise_xor(z, shift_right_logical(z, 30)).mul(as_signed(0xBF58476D1CE4E5B9ull));
+  z = torch::bitwise_xor(z, shift_right_logical(z, 27)).mul(as_signed(0x94D049BB133111EBull));
+  return torch::bitwise_xor(z, shift_right_logical(z, 31));
+}
+
+// Flat float64 copy on `device`; bool through its bytes, so a non-0/1 byte shows as itself.
+torch::Tensor flat64(const torch::Tensor& t, const torch::Device& device) {
+  torch::Tensor x = t.scalar_type() == torch::kBool ? t.view(torch::kByte) : t;
+  return x.to(device).reshape(-1).to(torch::kFloat64);
+}
+
+// |x − r| per element: 0 where both are NaN or x == r (equal infinities), +inf for other NaN.
+torch::Tensor abs_error(const torch::Tensor& x, const torch::Tensor& r) {
+  torch::Tensor err = (x - r).abs().masked_fill(x == r, 0.0);
+  err = err.masked_fill(torch::isnan(err), kInf);
+  return err.masked_fill(torch::isnan(x).logical_and(torch::isnan(r)), 0.0);
+}
+
+std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> pos(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    pos[d] = flat % sizes[d];
+    flat /= sizes[d];
+  }
+  return pos;
+}
+
+nlohmann::json number(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "inf" : "-inf";
+}
+
+void require_bytes(const torch::Tensor& bytes, const char* what) {
+  if (bytes.scalar_type() != torch::kByte)
+    throw Error(std::string(what) + ": canary bytes must be uint8, not " +
+                type_name(bytes.scalar_type()));
+}
+
+torch::Tensor canary_pattern(const torch::Tensor& bytes, uint64_t seed) {
+  torch::Tensor h = splitmix64(bytes.numel(), seed ^ kCanaryStream, bytes.options());
+  return torch::bitwise_and(h, 0xFF).to(torch::kByte).view(bytes.sizes());
+}
+
+}  // namespace
+
+double default_tolerance(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Float32:
+      return 1e-4;
+    case Dtype::Float16:
+      return 1e-2;
+    case Dtype::BFloat16:
+      return 2e-2;
+    case Dtype::Float64:
+      return 1e-10;
+    case Dtype::Int32:
+    case Dtype::Int64:
+    case Dtype::Bool:
+      return 0;
+  }
+  throw Error("default_tolerance: unknown dtype");
+}
+
+Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& reference64,
+                          const torch::Tensor& eager, Dtype dtype, double tol, double k) {
+  const bool floating = tasks::is_floating(dtype);
+  const torch::ScalarType want = tasks::to_scalar_type(dtype);
+  const torch::ScalarType want_reference = floating ? torch::kFloat64 : want;
+  if (reference64.scalar_type() != want_reference)
+    throw Error("compare_output: the reference has dtype " + type_name(reference64.scalar_type()) +
+                ", expected " + type_name(want_reference));
+  if (eager.scalar_type() != want)
+    throw Error("compare_output: the eager output has dtype " + type_name(eager.scalar_type()) +
+                ", expected " + type_name(want));
+  if (!eager.sizes().equals(reference64.sizes()))
+    throw Error("compare_output: the eager output has shape " + format_shape(eager.sizes().vec()) +
+                " but the reference has " + format_shape(reference64.sizes().vec()));
+
+  Comparison out;
+  out.dtype = dtype;
+  out.tolerance = floating ? tol : 0;
+  out.eager_factor = floating ? k : 0;
+  out.numel = candidate.numel();
+  if (candidate.scalar_type() != want)
+    out.problem = "dtype " + type_name(candidate.scalar_type()) + " but the task's output is " +
+                  type_name(want);
+  if (!candidate.sizes().equals(reference64.sizes()))
+    out.problem += (out.problem.empty() ? "" : "; ") + std::string("shape ") +
+                   format_shape(candidate.sizes().vec()) + " but the reference has " +
+                   format_shape(reference64.sizes().vec());
+  if (!out.problem.empty()) return out;
+  if (out.numel == 0) {
+    out.ok = true;
+    return out;
+  }
+
+  const torch::Device device = candidate.device();
+  const int64_t n = out.numel;
+  torch::Tensor c = flat64(candidate, device), r = flat64(reference64, device),
+                e = flat64(eager, device);
+  torch::Tensor err = abs_error(c, r), eager_err = abs_error(e, r);
+  torch::Tensor finite_r = torch::isfinite(r);
+  torch::Tensor rms = (r.masked_fill(finite_r.logical_not(), 0.0).square().sum() /
+                       finite_r.sum().clamp_min(1).to(torch::kFloat64))
+                          .sqrt();
+  // eager's overflow to ±inf must not make every answer acceptable.
+  torch::Tensor eager_max = eager_err.masked_fill(torch::isinf(eager_err), 0.0).max();
+  torch::Tensor threshold =
+      floating ? torch::maximum(rms * tol, eager_max * k) : torch::zeros({}, r.options());
+  torch::Tensor bad =
+      floating ? err > threshold
+               : bits(candidate).to(device).reshape(-1) != bits(reference64).to(device).reshape(-1);
+  torch::Tensor both_finite = torch::isfinite(c).logical_and(finite_r);
+  torch::Tensor rel = (c - r).abs() / r.abs().clamp_min(std::numeric_limits<double>::min());
+  torch::Tensor nans = torch::isnan(c).logical_and(torch::isnan(r).logical_not()).sum();
+  torch::Tensor first =
+      torch::arange(n, r.options().dtype(torch::kLong)).masked_fill(bad.logical_not(), n).min();
+  torch::Tensor at = first.clamp_max(n - 1).view({1});
+  // One device-to-host copy for every number.
+  torch::Tensor stats =
+      torch::cat({err.max().view({1}),
+                  rel.masked_fill(both_finite.logical_not(), 0.0).max().view({1}), rms.view({1}),
+                  eager_max.view({1}), threshold.view({1}), bad.sum().to(torch::kFloat64).view({1}),
+                  nans.to(torch::kFloat64).view({1}), first.to(torch::kFloat64).view({1}),
+                  c.index_select(0, at), r.index_select(0, at)})
+          .cpu();
+  const double* s = stats.data_ptr<double>();
+  out.max_abs_error = s[0];
+  out.max_rel_error = s[1];
+  out.rms_reference = s[2];
+  out.eager_max_abs_error = s[3];
+  out.threshold = s[4];
+  out.mismatches = static_cast<int64_t>(s[5]);
+  out.nan_count = static_cast<int64_t>(s[6]);
+  out.normalized_error =
+      out.rms_reference > 0 ? out.max_abs_error / out.rms_reference : out.max_abs_error;
+  out.ok = out.mismatches == 0;
+  if (!out.ok) {
+    out.first_bad_index = static_cast<int64_t>(s[7]);
+    out.first_bad_position = unravel(out.first_bad_index, candidate.sizes().vec());
+    out.first_bad_value = s[8];
+    out.first_bad_expected = s[9];
+  }
+  return out;
+}
+
+nlohmann::json Comparison::to_json() const {
+  return {{"ok", ok},
+          {"problem", problem},
+          {"dtype", std::string(tasks::dtype_name(dtype))},
+          {"numel", numel},
+          {"mismatches", mismatches},
+          {"max_abs_error", number(max_abs_error)},
+          {"max_rel_error", number(max_rel_error)},
+          {"normalized_error", number(normalized_error)},
+          {"threshold", number(threshold)},
+          {"tolerance", number(tolerance)},
+          {"eager_factor", number(eager_factor)},
+          {"rms_reference", number(rms_reference)},
+          {"eager_max_abs_error", number(eager_max_abs_error)},
+          {"first_bad_index", first_bad_index},
+          {"first_bad_position", first_bad_position},
+          {"first_bad_value", number(first_bad_value)},
+          {"first_bad_expected", number(first_bad_expected)},
+          {"nan_count", nan_count}};
+}
+
+std::string Comparison::summary() const {
+  if (!problem.empty()) return problem;
+  if (numel == 0) return "no elements to compare";
+  const bool exact = !tasks::is_floating(dtype);
+  std::string s;
+  if (exact) {
+    s = printf_string("exact match required; %lld of %lld elements differ", (long long)mismatches,
+                      (long long)numel);
+  } else {
+    s = printf_string(
+        "max abs error %.1e %s threshold %.1e (tol %.0e x rms %.2g; eager error %.1e x %g)",
+        max_abs_error, ok ? "<=" : ">", threshold, tolerance, rms_reference, eager_max_abs_error,
+        eager_factor);
+    s += printf_string("; %lld of %lld elements wrong", (long long)mismatches, (long long)numel);
+    if (nan_count > 0) s += printf_string(" (%lld NaN)", (long long)nan_count);
+  }
+  if (first_bad_index >= 0)
+    s += ", first at " + format_shape(first_bad_position) +
+         printf_string(exact ? ": %.17g vs %.17g" : ": %.6g vs %.6g", first_bad_value,
+                       first_bad_expected);
+  return s;
+}
+
+bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes())) return false;
+  return a.numel() == 0 || torch::equal(bits(a), bits(b).to(a.device()));
+}
+
+int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()))
+    throw Error("bitwise_differences: " + type_name(a.scalar_type()) + " " +
+                format_shape(a.sizes().vec()) + " against " + type_name(b.scalar_type()) + " " +
+                format_shape(b.sizes().vec()));
+  if (a.numel() == 0) return 0;
+  return (bits(a) != bits(b).to(a.device())).sum().item<int64_t>();
+}
+
+void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
+  const bool floating = c10::isFloatingType(t.scalar_type());
+  if (kind == Poison::NaN) {
+    if (floating) {
+      t.fill_(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    torch::Tensor b = bits(t);
+    switch (t.element_size()) {
+      case 1:
+        b.fill_(0xA5);
+        break;
+      case 2:
+        b.fill_(static_cast<int16_t>(0xA5A5u));
+        break;
+      case 4:
+        b.fill_(static_cast<int32_t>(0xA5A5A5A5u));
+        break;
+      default:
+        b.fill_(as_signed(0xA5A5A5A5A5A5A5A5ull));
+        break;
+    }
+    return;
+  }
+  if (t.numel() == 0) return;
+  torch::Tensor h = splitmix64(t.numel(), seed, t.options()).view(t.sizes());
+  if (floating) {
+    // The top 53 bits as a uniform draw u in [0, 1), the lowest bit as the sign: ±10^(6u − 3),
+    // magnitudes log-uniform in [1e-3, 1e3] (normal and finite in every float dtype, and many
+    // distinct values even in bfloat16).
+    torch::Tensor unit =
+        shift_right_logical(h, 11).to(torch::kFloat64) * (1.0 / 9007199254740992.0);
+    torch::Tensor magnitude = ((unit * 6 - 3) * std::log(10.0)).exp().clamp(1e-3, 1e3);
+    torch::Tensor sign = 1 - 2 * torch::bitwise_and(h, 1).to(torch::kFloat64);
+    t.copy_(sign * magnitude);
+  } else if (t.scalar_type() == torch::kBool) {
+    t.view(torch::kByte).copy_(torch::bitwise_or(torch::bitwise_and(h, 0x7F), 0x80));
+  } else {
+    bits(t).copy_(h);  // narrower integers keep the low bits
+  }
+}
+
+int64_t untouched_count(const torch::Tensor& output, const torch::Tensor& poison_copy) {
+  return output.numel() - bitwise_differences(output, poison_copy);
+}
+
+void fill_canary(torch::Tensor& bytes, uint64_t seed) {
+  require_bytes(bytes, "fill_canary");
+  if (bytes.numel() > 0) bytes.copy_(canary_pattern(bytes, seed));
+}
+
+CanaryCheck check_canary(const torch::Tensor& bytes, uint64_t seed) {
+  require_bytes(bytes, "check_canary");
+  const int64_t n = bytes.numel();
+  if (n == 0) return {};
+  torch::Tensor changed = (bytes != canary_pattern(bytes, seed)).reshape(-1);
+  torch::Tensor first = torch::arange(n, bytes.options().dtype(torch::kLong))
+                            .masked_fill(changed.logical_not(), n)
+                            .min();
+  torch::Tensor stats = torch::stack({changed.sum(), first}).cpu();
+  const int64_t* s = stats.data_ptr<int64_t>();
+  CanaryCheck check;
+  check.overwritten = s[0];
+  if (check.overwritten > 0) check.first_offset = s[1];
+  return check;
+}
+
+}  // namespace kforge::verify

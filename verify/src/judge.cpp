@@ -1,0 +1,499 @@
+#include "kforge/verify/judge.h"
+
+#include <torch/cuda.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "kforge/common/files.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/math_mode.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/verify/compare.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/gpu_generator.h"
+#include "kforge/verify/shared_buffer.h"
+
+namespace kforge::verify {
+
+using nlohmann::json;
+using tasks::Dtype;
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds default_watchdog(double eager_ms, size_t launches) {
+  double ms = 50.0 * eager_ms * static_cast<double>(std::max<size_t>(launches, 1));
+  return std::chrono::milliseconds(static_cast<int64_t>(std::clamp(ms, 2000.0, 60000.0)));
+}
+
+std::string find_compute_sanitizer(const std::string& hint) {
+  std::vector<std::string> places;
+  if (!hint.empty()) places.push_back(hint);
+  if (const char* path = std::getenv("PATH"))
+    for (const std::string& dir : split(path, ':')) places.push_back(dir + "/compute-sanitizer");
+  if (const char* home = std::getenv("CUDA_HOME")) places.push_back(std::string(home) + "/bin/compute-sanitizer");
+  places.push_back("/usr/local/cuda/bin/compute-sanitizer");
+  for (const std::string& p : places)
+    if (!p.empty() && ::access(p.c_str(), X_OK) == 0) return p;
+  return "";
+}
+
+std::optional<Outcome> classify_memcheck_log(const std::string& log) {
+  // "Invalid __global__ write of size 4 bytes ... Access to 0x... is out of bounds
+  //  ... and is 1 bytes after the nearest allocation at 0x... of size 2,097,152 bytes"
+  static const std::regex first(R"(Invalid __global__ (read|write) of size \d+ bytes?)");
+  static const std::regex distance(R"(and is ([\d,]+) bytes (after|before) the nearest allocation)");
+  std::smatch m;
+  if (!std::regex_search(log, m, first)) return std::nullopt;
+  std::string rest = log.substr(static_cast<size_t>(m.position(0)));
+  std::string block = rest.substr(0, rest.find("Saved host backtrace"));
+  std::smatch d;
+  if (block.find("out of bounds") == std::string::npos || !std::regex_search(block, d, distance)) return std::nullopt;
+  std::string digits;
+  for (char ch : d[1].str())
+    if (ch != ',') digits += ch;
+  // Beside a buffer (within the guard gaps): out of bounds. Far from every buffer: a wild pointer.
+  if (digits.size() > 12 || std::stoll(digits) > kNearBufferBytes) return std::nullopt;
+  return m[1] == "read" ? Outcome::OutOfBoundsRead : Outcome::OutOfBoundsWrite;
+}
+
+Verdict verdict_from_report(const compile::CandidateReport& report) {
+  Verdict v;
+  using compile::Stage;
+  v.outcome = (report.stage == Stage::Plan || report.stage == Stage::Limits) ? Outcome::PlanError : Outcome::CompileError;
+  v.summary = std::string(compile::stage_name(report.stage)) + ": " + (report.errors.empty() ? "?" : report.errors.front());
+  v.evidence = {{"stage", compile::stage_name(report.stage)}, {"errors", report.errors}};
+  return v;
+}
+
+namespace {
+
+std::optional<Dtype> dtype_of(torch::ScalarType t) {
+  for (Dtype d : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16, Dtype::Float64, Dtype::Int32, Dtype::Int64, Dtype::Bool})
+    if (tasks::to_scalar_type(d) == t) return d;
+  return std::nullopt;
+}
+
+void synchronize() {
+  const Driver& d = Driver::get();
+  KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Everything one configuration needs: its buffers (the plan's tensors, in plan order), the
+// request the runner gets, and the reference's output shapes.
+struct Config {
+  tasks::Dims dims;
+  bool timed = false;
+  std::vector<std::unique_ptr<SharedBuffer>> buffers;
+  size_t inputs = 0, outputs = 0;
+  RunRequest request;
+  std::vector<std::string> names;
+};
+
+// Where a verdict was reached: dims, seed, distribution and which of the two runs.
+struct Place {
+  const Config* config = nullptr;
+  uint64_t seed = 0;
+  int variant = 0;
+  int run = 0;
+  json to_json() const {
+    return {{"dims", config->dims}, {"timed", config->timed}, {"seed", seed}, {"variant", variant}, {"run", run}};
+  }
+  std::string words() const {
+    return "at dims " + tasks::format_dims(config->dims) + ", seed " + std::to_string(seed) +
+           (variant ? " (second distribution)" : "") + ", run " + std::to_string(run);
+  }
+};
+
+class Verification {
+ public:
+  Verification(const VerifyOptions& options, RunnerClient& runner, const tasks::Task& task,
+               const compile::CandidateReport& report)
+      : options_(options), runner_(runner), task_(task), report_(report), reference_(tasks::Reference::compile(task)) {
+    static std::random_device rd;
+    seed_ = options.seed ? *options.seed : 1 + rd() % 1000000000u;
+    image_.cubin = report.module.cubin;
+    for (const auto& k : report.kernels) image_.kernels.push_back(k.lowered);
+    image_.globals = ptx_global_variables(report.module.ptx);
+    evidence_ = {{"seed", seed_}, {"harness_version", kHarnessVersion}, {"globals_reset", image_.globals}};
+  }
+
+  Verdict run() {
+    RunResult loaded = runner_.set_module(image_);
+    if (!loaded.ok()) return runner_failure(loaded, nullptr);
+    eager_ms_ = time_eager();
+    size_t launches = report_.configurations.empty() ? 1 : report_.configurations.front().second.launches.size();
+    watchdog_ = options_.watchdog ? *options_.watchdog : default_watchdog(eager_ms_, launches);
+    evidence_["eager_ms"] = eager_ms_;
+    evidence_["watchdog_ms"] = watchdog_.count();
+    json configs = json::array();
+    for (size_t c = 0; c < report_.configurations.size(); ++c) {
+      const auto& [dims, plan] = report_.configurations[c];
+      Config config = prepare(dims, plan, c);
+      RunResult shared = runner_.set_buffers(specs(config, true), fds(config));
+      if (!shared.ok()) return runner_failure(shared, nullptr);
+      json seeds = json::array();
+      int count = config.timed ? options_.timed_seeds : options_.check_seeds;
+      for (int k = 0; k < count; ++k) {
+        Place at{&config, seed_ + 100 * c + static_cast<uint64_t>(k), 0, 0};
+        at.variant = config.timed ? (k == count - 1 ? 1 : 0) : k % 2;
+        if (std::optional<Verdict> v = check_seed(config, at)) return *v;
+        seeds.push_back({{"seed", at.seed}, {"variant", at.variant}});
+      }
+      configs.push_back({{"dims", dims}, {"timed", config.timed}, {"seeds", seeds}});
+    }
+    evidence_["configs"] = configs;
+    evidence_["worst"] = worst_;
+    Verdict v;
+    v.outcome = flags_.count(kFlagBitwiseUnstable) && task_.deterministic ? Outcome::Nondeterministic : Outcome::Correct;
+    v.flags.assign(flags_.begin(), flags_.end());
+    v.evidence = evidence_;
+    size_t runs = 0;
+    for (const auto& c : configs) runs += c["seeds"].size() * 2;
+    v.summary = "correct on " + std::to_string(report_.configurations.size()) + " configuration(s), " +
+                std::to_string(runs) + " runs; worst normalized error " +
+                (worst_.is_null() ? std::string("0") : worst_["normalized_error"].dump()) +
+                (v.flags.empty() ? "" : " (flags: " + join(v.flags, ", ") + ")");
+    return v;
+  }
+
+ private:
+  std::vector<torch::Tensor> draw_inputs(const tasks::Dims& dims, uint64_t seed, int variant) {
+    std::vector<torch::Tensor> out;
+    for (size_t i = 0; i < task_.inputs.size(); ++i)
+      out.push_back(generate_cuda(task_, i, dims, seed, variant, options_.device));
+    return out;
+  }
+
+  std::vector<torch::Tensor> eager(const std::vector<torch::Tensor>& inputs) {
+    tasks::MathModeGuard mode(task_.allow_tf32);
+    return reference_.run(inputs);
+  }
+
+  double time_eager() {
+    std::vector<torch::Tensor> in = draw_inputs(task_.dims, seed_ + 99, 0);
+    eager(in);
+    synchronize();
+    auto t0 = Clock::now();
+    eager(in);
+    synchronize();
+    return ms_since(t0);
+  }
+
+  Config prepare(const tasks::Dims& dims, const compile::ConcretePlan& plan, size_t index) {
+    Config c;
+    c.dims = dims;
+    c.timed = dims == task_.dims;
+    // The reference's outputs on inputs no candidate run sees give the output shapes.
+    std::vector<torch::Tensor> probe = eager(draw_inputs(dims, seed_ + 100 * index + 99, 0));
+    std::vector<std::string> out_names = tasks::output_names(task_, probe.size());
+    for (size_t i = 0; i < task_.inputs.size(); ++i) {
+      const tasks::InputSpec& in = task_.inputs[i];
+      c.buffers.push_back(std::make_unique<SharedBuffer>(in.name, task_.shape_of(in, dims),
+                                                         tasks::to_scalar_type(in.dtype), true, options_.device));
+      c.names.push_back(in.name);
+    }
+    c.inputs = c.buffers.size();
+    for (size_t i = 0; i < probe.size(); ++i) {
+      c.buffers.push_back(std::make_unique<SharedBuffer>(out_names[i], probe[i].sizes().vec(), probe[i].scalar_type(),
+                                                         false, options_.device));
+      c.names.push_back(out_names[i]);
+    }
+    c.outputs = probe.size();
+    for (const compile::ConcreteWorkspace& w : plan.workspaces) {
+      c.buffers.push_back(std::make_unique<SharedBuffer>(w.name, std::vector<int64_t>{w.count},
+                                                         tasks::to_scalar_type(w.dtype), false, options_.device));
+      c.names.push_back(w.name);
+      if (w.zero_init) c.request.zero_buffers.push_back(static_cast<int>(c.buffers.size() - 1));
+    }
+    for (const compile::ConcreteLaunch& l : plan.launches) {
+      LaunchSpecWire w;
+      for (size_t k = 0; k < report_.kernels.size(); ++k)
+        if (report_.kernels[k].name == l.kernel) w.kernel = static_cast<int>(k);
+      const std::vector<compile::ParamType>& params = report_.kernels.at(static_cast<size_t>(w.kernel)).params;
+      w.grid = l.grid, w.block = l.block, w.cluster = l.cluster;
+      w.shared_bytes = l.shared_bytes;
+      w.cooperative = l.cooperative;
+      for (size_t a = 0; a < l.args.size(); ++a) {
+        LaunchArg arg;
+        if (l.args[a].is_tensor) {
+          arg.buffer = static_cast<int>(std::find(c.names.begin(), c.names.end(), l.args[a].tensor) - c.names.begin());
+        } else {
+          arg.value = l.args[a].value;
+          arg.bytes = a < params.size() && params[a].bits == 32 ? 4 : 8;
+        }
+        w.args.push_back(arg);
+      }
+      c.request.launches.push_back(std::move(w));
+    }
+    return c;
+  }
+
+  std::vector<BufferSpec> specs(const Config& c, bool inputs_read_only) const {
+    std::vector<BufferSpec> out;
+    for (const auto& b : c.buffers) {
+      BufferSpec s = b->spec();
+      s.read_only = s.read_only && inputs_read_only;
+      out.push_back(s);
+    }
+    return out;
+  }
+  static std::vector<int> fds(const Config& c) {
+    std::vector<int> out;
+    for (const auto& b : c.buffers) out.push_back(b->fd());
+    return out;
+  }
+
+  // Outputs and workspaces poisoned, canaries laid, inputs restored from `inputs`.
+  std::vector<torch::Tensor> prepare_run(Config& c, const std::vector<torch::Tensor>& inputs, Poison kind, uint64_t seed) {
+    std::vector<torch::Tensor> poisoned;
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      torch::Tensor& t = c.buffers[i]->tensor();
+      if (i < c.inputs) {
+        t.copy_(inputs[i]);
+      } else {
+        poison(t, kind, seed * 131 + i);
+        if (i < c.inputs + c.outputs) poisoned.push_back(t.clone());
+      }
+      for (torch::Tensor s : c.buffers[i]->slack()) fill_canary(s, seed * 7 + i);
+    }
+    synchronize();
+    return poisoned;
+  }
+
+  std::optional<Verdict> after_run(Config& c, const std::vector<torch::Tensor>& inputs, uint64_t seed, const Place& at) {
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      std::vector<torch::Tensor> slack = c.buffers[i]->slack();
+      for (size_t side = 0; side < slack.size(); ++side) {
+        CanaryCheck k = check_canary(slack[side], seed * 7 + i);
+        if (k.ok()) continue;
+        int64_t distance = side == 0 ? static_cast<int64_t>(slack[0].numel()) - k.first_offset : k.first_offset + 1;
+        return fail(Outcome::OutOfBoundsWrite,
+                    std::to_string(k.overwritten) + " byte(s) " + (side == 0 ? "before" : "after") + " '" + c.names[i] +
+                        "' overwritten (the nearest " + std::to_string(distance) + " byte(s) " +
+                        (side == 0 ? "before its start" : "past its end") + ") " + at.words(),
+                    {{"buffer", c.names[i]}, {"side", side == 0 ? "before" : "after"}, {"bytes_overwritten", k.overwritten},
+                     {"nearest_distance_bytes", distance}},
+                    at);
+      }
+    }
+    for (size_t i = 0; i < c.inputs; ++i) {
+      if (bitwise_equal(c.buffers[i]->tensor(), inputs[i])) continue;
+      int64_t changed = bitwise_differences(c.buffers[i]->tensor(), inputs[i]);
+      return fail(Outcome::InputModified,
+                  "input '" + c.names[i] + "' changed in " + std::to_string(changed) + " element(s) " + at.words(),
+                  {{"input", c.names[i]}, {"elements_changed", changed}}, at);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Verdict> check_seed(Config& c, Place at) {
+    std::vector<torch::Tensor> inputs = draw_inputs(c.dims, at.seed, at.variant);
+    // Run 1: NaN poison, before the reference exists.
+    at.run = 1;
+    prepare_run(c, inputs, Poison::NaN, at.seed);
+    RunResult r1 = runner_.run(c.request, watchdog_);
+    if (!r1.ok()) return runner_failure(r1, &c, inputs, at);
+    if (auto v = after_run(c, inputs, at.seed, at)) return v;
+    std::vector<torch::Tensor> out1;
+    for (size_t i = 0; i < c.outputs; ++i) out1.push_back(c.buffers[c.inputs + i]->tensor().clone());
+
+    std::vector<torch::Tensor> ref_eager = eager(inputs);
+    std::vector<torch::Tensor> ref64;
+    try {
+      std::vector<torch::Tensor> wide;
+      for (const torch::Tensor& t : inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+      ref64 = eager(wide);
+    } catch (const std::exception& e) {
+      evidence_["reference64"] = std::string("unavailable, eager used instead: ") + e.what();
+      for (const torch::Tensor& t : ref_eager) ref64.push_back(t.to(torch::kFloat64));
+    }
+
+    // Run 2: random finite poison, after the reference.
+    at.run = 2;
+    std::vector<torch::Tensor> poison2 = prepare_run(c, inputs, Poison::RandomFinite, at.seed + 1);
+    RunResult r2 = runner_.run(c.request, watchdog_);
+    if (!r2.ok()) return runner_failure(r2, &c, inputs, at);
+    if (auto v = after_run(c, inputs, at.seed + 1, at)) return v;
+
+    for (size_t o = 0; o < c.outputs; ++o) {
+      const torch::Tensor& out2 = c.buffers[c.inputs + o]->tensor();
+      Dtype dt = dtype_of(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
+      const torch::Tensor& expected = tasks::is_floating(dt) ? ref64[o] : ref_eager[o];
+      double tol = default_tolerance(dt);
+      if (o < task_.outputs.size() && task_.outputs[o].tolerance) tol = *task_.outputs[o].tolerance;
+      for (int run : {2, 1}) {
+        const torch::Tensor& got = run == 2 ? out2 : out1[o];
+        Comparison cmp = compare_output(got, expected, ref_eager[o], dt, tol);
+        at.run = run;
+        if (!cmp.ok) {
+          int64_t untouched = run == 2 ? untouched_count(got, poison2[o]) : 0;
+          json e{{"output", c.names[c.inputs + o]}, {"comparison", cmp.to_json()}, {"unwritten_elements", untouched}};
+          if (untouched > 0)
+            return fail(Outcome::IncompleteOutput,
+                        "output '" + c.names[c.inputs + o] + "': " + std::to_string(untouched) + " of " +
+                            std::to_string(got.numel()) + " element(s) never written " + at.words(),
+                        e, at);
+          return fail(Outcome::WrongResult, "output '" + c.names[c.inputs + o] + "': " + cmp.summary() + " " + at.words(), e, at);
+        }
+        note_worst(cmp, c, o);
+      }
+      if (!bitwise_equal(out1[o], out2)) {
+        int64_t differ = bitwise_differences(out1[o], out2);
+        json e{{"output", c.names[c.inputs + o]}, {"elements_differing", differ}};
+        at.run = 2;
+        if (task_.deterministic)
+          return fail(Outcome::Nondeterministic,
+                      "output '" + c.names[c.inputs + o] + "' differs bitwise between two runs in " + std::to_string(differ) +
+                          " element(s) and the task is deterministic " + at.words(),
+                      e, at);
+        flags_.insert(kFlagBitwiseUnstable);
+        evidence_["bitwise_unstable"] = e;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void note_worst(const Comparison& cmp, const Config& c, size_t o) {
+    double ratio = cmp.threshold > 0 ? cmp.max_abs_error / cmp.threshold : 0;
+    if (!worst_.is_null() && worst_["ratio_to_threshold"].get<double>() >= ratio) return;
+    worst_ = {{"output", c.names[c.inputs + o]}, {"dims", c.dims},       {"max_abs_error", cmp.max_abs_error},
+              {"max_rel_error", cmp.max_rel_error}, {"normalized_error", cmp.normalized_error},
+              {"threshold", cmp.threshold}, {"ratio_to_threshold", ratio}};
+  }
+
+  Verdict fail(Outcome o, const std::string& summary, json detail, const Place& at) {
+    Verdict v;
+    v.outcome = o;
+    v.summary = summary;
+    v.evidence = evidence_;
+    v.evidence["where"] = at.to_json();
+    v.evidence["detail"] = std::move(detail);
+    return v;
+  }
+
+  // A run that did not finish: launch refused, fault, hang, crash. Faults are diagnosed by
+  // running again with inputs writable (does it change them?) under compute-sanitizer memcheck
+  // (does it touch memory outside its buffers?).
+  Verdict runner_failure(const RunResult& r, Config* c, const std::vector<torch::Tensor>& inputs = {}, const Place& at = {}) {
+    json detail{{"status", to_string(r.status)}, {"runner", r.evidence}};
+    if (!r.reply.error.empty()) detail["cuda_error"] = r.reply.error;
+    Verdict v;
+    v.evidence = evidence_;
+    if (c) v.evidence["where"] = at.to_json();
+    std::string where = c ? " " + at.words() : "";
+    switch (r.status) {
+      case RunStatus::LaunchError:
+        v.outcome = Outcome::LaunchError;
+        v.summary = r.evidence + where;
+        break;
+      case RunStatus::Timeout:
+        v.outcome = Outcome::Timeout;
+        v.summary = "no answer within the " + std::to_string(watchdog_.count()) + " ms watchdog" + where;
+        break;
+      default:
+        v.outcome = Outcome::RuntimeError;
+        v.summary = r.evidence + where;
+        if (c) diagnose(v, detail, *c, inputs, at);
+        break;
+    }
+    v.evidence["detail"] = detail;
+    return v;
+  }
+
+  void diagnose(Verdict& v, json& detail, Config& c, const std::vector<torch::Tensor>& inputs, const Place& at) {
+    RunnerOptions o = options_.runner;
+    std::string sanitizer = options_.sanitizer ? find_compute_sanitizer(options_.sanitizer_path) : "";
+    char log_path[] = "/tmp/kforge-memcheck-XXXXXX";
+    UniqueFd log_fd(::mkstemp(log_path));
+    if (!sanitizer.empty() && log_fd)
+      o.wrapper = {sanitizer, "--tool", "memcheck", "--log-file", log_path, "--print-limit", "8"};
+    auto t0 = Clock::now();
+    {
+      RunnerClient doctor(o);
+      doctor.set_buffers(specs(c, false), fds(c));
+      doctor.set_module(image_);
+      prepare_run(c, inputs, Poison::NaN, at.seed);
+      RunResult again = doctor.run(c.request, std::max(watchdog_ * 20, std::chrono::milliseconds(120000)));
+      detail["diagnosis_run"] = {{"status", to_string(again.status)}, {"sanitizer", sanitizer.empty() ? "not found" : sanitizer}};
+    }
+    detail["diagnosis_ms"] = ms_since(t0);
+    std::string log = log_fd ? read_file(log_path).value_or("") : "";  // by path: the tool rewrites it
+    ::unlink(log_path);
+    if (!log.empty()) detail["memcheck"] = log.substr(0, 3000);
+    for (size_t i = 0; i < c.inputs; ++i)
+      if (!bitwise_equal(c.buffers[i]->tensor(), inputs[i])) {
+        v.outcome = Outcome::InputModified;
+        v.summary = "writes input '" + c.names[i] + "' (mapped read-only, the write faulted: " + v.summary + ")";
+        return;
+      }
+    if (std::optional<Outcome> oob = classify_memcheck_log(log); !oob) {
+      for (size_t i = 0; i < c.buffers.size(); ++i)
+        for (torch::Tensor slack : c.buffers[i]->slack())
+          if (!check_canary(slack, at.seed * 7 + i).ok()) {
+            v.outcome = Outcome::OutOfBoundsWrite;
+            v.summary = "writes past the end of '" + c.names[i] + "' (canaries overwritten, then a fault: " + v.summary + ")";
+            return;
+          }
+    } else {
+      v.outcome = *oob;
+      std::smatch m;
+      static const std::regex line(R"(Invalid __global__ (read|write) of size \d+ bytes?[\s\S]*?is out of bounds[^\n]*\n[^\n]*)");
+      v.summary = (std::regex_search(log, m, line) ? std::regex_replace(m.str(), std::regex(R"(\s*=========\s*)"), " ")
+                                                     : std::string(to_string(*oob))) +
+                  " " + at.words();
+    }
+  }
+
+  const VerifyOptions& options_;
+  RunnerClient& runner_;
+  const tasks::Task& task_;
+  const compile::CandidateReport& report_;
+  tasks::Reference reference_;
+  uint64_t seed_ = 1;
+  ModuleImage image_;
+  double eager_ms_ = 0;
+  std::chrono::milliseconds watchdog_{2000};
+  json evidence_;
+  json worst_;
+  std::set<std::string> flags_;
+};
+
+}  // namespace
+
+Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] {
+  RunnerOptions r = options_.runner;
+  r.device = options_.device;
+  return r;
+}()) {
+  const Driver& d = Driver::get();
+  d.require("verifying a candidate");
+  CUdevice dev;
+  KFORGE_CU_CHECK(d, d.cuDeviceGet(&dev, options_.device));
+  CUcontext ctx;
+  KFORGE_CU_CHECK(d, d.cuDevicePrimaryCtxRetain(&ctx, dev));  // LibTorch's context too; kept for the process
+  KFORGE_CU_CHECK(d, d.cuCtxSetCurrent(ctx));
+  if (!torch::cuda::is_available()) throw CudaError("verifying a candidate needs a LibTorch built with CUDA; this one has none");
+}
+
+Verdict Judge::verify(const tasks::Task& task, const compile::CandidateReport& report) {
+  if (!report.ok()) return verdict_from_report(report);
+  try {
+    return Verification(options_, runner_, task, report).run();
+  } catch (const ChannelError& e) {
+    Verdict v;
+    v.outcome = Outcome::HarnessError;
+    v.summary = std::string("the judge lost its runner: ") + e.what();
+    runner_.restart();
+    return v;
+  }
+}
+
+}  // namespace kforge::verify

@@ -1,0 +1,97 @@
+#include "kforge/verify/protocol.h"
+
+#include <regex>
+
+namespace kforge::verify {
+
+using nlohmann::json;
+
+json to_json(const BufferSpec& b) {
+  return {{"name", b.name}, {"allocation_bytes", b.allocation_bytes}, {"offset", b.offset}, {"bytes", b.bytes},
+          {"read_only", b.read_only}};
+}
+
+BufferSpec buffer_from_json(const json& j) {
+  BufferSpec b;
+  b.name = j.at("name");
+  b.allocation_bytes = j.at("allocation_bytes");
+  b.offset = j.at("offset");
+  b.bytes = j.at("bytes");
+  b.read_only = j.at("read_only");
+  return b;
+}
+
+json to_json(const RunRequest& r) {
+  json launches = json::array();
+  for (const LaunchSpecWire& l : r.launches) {
+    json args = json::array();
+    for (const LaunchArg& a : l.args)
+      args.push_back(a.buffer >= 0 ? json{{"buffer", a.buffer}} : json{{"int", a.value}, {"bytes", a.bytes}});
+    launches.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"cluster", l.cluster},
+                        {"shared_bytes", l.shared_bytes}, {"cooperative", l.cooperative}, {"args", args}});
+  }
+  return {{"op", "run"}, {"launches", launches}, {"zero_buffers", r.zero_buffers}, {"repeat", r.repeat}};
+}
+
+RunRequest run_request_from_json(const json& j) {
+  RunRequest r;
+  for (const json& l : j.at("launches")) {
+    LaunchSpecWire w;
+    w.kernel = l.at("kernel");
+    w.grid = l.at("grid");
+    w.block = l.at("block");
+    w.cluster = l.at("cluster");
+    w.shared_bytes = l.at("shared_bytes");
+    w.cooperative = l.at("cooperative");
+    for (const json& a : l.at("args")) {
+      LaunchArg arg;
+      if (a.contains("buffer")) {
+        arg.buffer = a.at("buffer");
+      } else {
+        arg.value = a.at("int");
+        arg.bytes = a.at("bytes");
+      }
+      w.args.push_back(arg);
+    }
+    r.launches.push_back(std::move(w));
+  }
+  r.zero_buffers = j.at("zero_buffers").get<std::vector<int>>();
+  r.repeat = j.value("repeat", 1);
+  return r;
+}
+
+json to_json(const RunReply& r) {
+  json j{{"op", "run"}, {"ok", r.ok}, {"ms", r.ms}};
+  if (!r.ok) {
+    j["stage"] = r.stage;
+    j["launch"] = r.launch;
+    j["error"] = r.error;
+    j["message"] = r.message;
+  }
+  return j;
+}
+
+RunReply run_reply_from_json(const json& j) {
+  RunReply r;
+  r.ok = j.at("ok");
+  r.ms = j.value("ms", 0.0);
+  r.stage = j.value("stage", "");
+  r.launch = j.value("launch", -1);
+  r.error = j.value("error", "");
+  r.message = j.value("message", "");
+  return r;
+}
+
+std::vector<std::string> ptx_global_variables(const std::string& ptx) {
+  // ".visible .global .align 4 .u32 counter;"  ".global .align 8 .b8 _ZN2ns5cacheE[64];"
+  static const std::regex re(R"(^\s*(?:\.(?:visible|weak|extern)\s+)*\.global\s+[^;=\[]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;)",
+                             std::regex::multiline);
+  std::vector<std::string> out;
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), re); it != std::sregex_iterator(); ++it) {
+    if (std::regex_search(it->str(), std::regex(R"(^\s*\.extern)"))) continue;  // declared elsewhere
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+}  // namespace kforge::verify

@@ -1,0 +1,94 @@
+#include "kforge/verify/shared_buffer.h"
+
+#include "kforge/verify/driver.h"
+
+namespace kforge::verify {
+namespace {
+
+CUmemAllocationProp allocation_prop(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+uint64_t allocation_granularity(int device) {
+  const Driver& d = Driver::get();
+  d.require("sharing buffers with a runner");
+  CUmemAllocationProp prop = allocation_prop(device);
+  size_t g = 0;
+  KFORGE_CU_CHECK(d, d.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  return g;
+}
+
+SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
+                           bool read_only, int device)
+    : device_(device) {
+  const Driver& d = Driver::get();
+  uint64_t gran = allocation_granularity(device);
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(dtype);
+  uint64_t padded = round_up(std::max<uint64_t>(bytes, 1), 256);
+  spec_.name = std::move(name);
+  spec_.bytes = bytes;
+  spec_.read_only = read_only;
+  // At least 256 slack bytes before the tensor, so an underflow has canaries to hit.
+  spec_.allocation_bytes = round_up(padded + 256, gran);
+  spec_.offset = spec_.allocation_bytes - padded;
+
+  CUmemAllocationProp prop = allocation_prop(device);
+  CUmemGenericAllocationHandle h;
+  KFORGE_CU_CHECK(d, d.cuMemCreate(&h, spec_.allocation_bytes, &prop, 0));
+  handle_ = h;
+  try {
+    int fd = -1;
+    KFORGE_CU_CHECK(d, d.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    fd_.reset(fd);
+    CUdeviceptr va;
+    KFORGE_CU_CHECK(d, d.cuMemAddressReserve(&va, spec_.allocation_bytes, gran, 0, 0));
+    va_ = va;
+    KFORGE_CU_CHECK(d, d.cuMemMap(va, spec_.allocation_bytes, 0, h, 0));
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    KFORGE_CU_CHECK(d, d.cuMemSetAccess(va, spec_.allocation_bytes, &access, 1));
+  } catch (...) {
+    this->~SharedBuffer();
+    throw;
+  }
+  auto options = torch::TensorOptions().dtype(dtype).device(torch::Device(torch::kCUDA, device));
+  tensor_ = torch::from_blob(reinterpret_cast<void*>(va_ + spec_.offset), shape, options);
+}
+
+SharedBuffer::~SharedBuffer() {
+  const Driver& d = Driver::get();
+  tensor_ = torch::Tensor();
+  if (va_) {
+    d.cuCtxSynchronize();  // nothing of the judge's may still use it
+    d.cuMemUnmap(va_, spec_.allocation_bytes);
+    d.cuMemAddressFree(va_, spec_.allocation_bytes);
+    va_ = 0;
+  }
+  if (handle_) {
+    d.cuMemRelease(handle_);
+    handle_ = 0;
+  }
+}
+
+std::vector<torch::Tensor> SharedBuffer::slack() const {
+  auto options = torch::TensorOptions().dtype(torch::kUInt8).device(torch::Device(torch::kCUDA, device_));
+  int64_t before = static_cast<int64_t>(spec_.offset);
+  int64_t after = static_cast<int64_t>(spec_.allocation_bytes - spec_.offset - spec_.bytes);
+  return {torch::from_blob(reinterpret_cast<void*>(va_), {before}, options),
+          torch::from_blob(reinterpret_cast<void*>(va_ + spec_.offset + spec_.bytes), {after}, options)};
+}
+
+}  // namespace kforge::verify
