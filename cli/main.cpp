@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   } catch (const kforge::Error& e) {
     std::cerr << "kforge: " << e.what() << "\n";
     return kforge::cli::kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "kforge: internal error (a kforge bug; please report it): " << e.what() << "\n";
+    return kforge::cli::kExitInternal;
   }
   return exit_code;
 }

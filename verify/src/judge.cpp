@@ -326,7 +326,8 @@ class Verification {
     for (size_t o = 0; o < c.outputs; ++o) {
       const torch::Tensor& out2 = c.buffers[c.inputs + o]->tensor();
       Dtype dt = dtype_of(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
-      const torch::Tensor& expected = tasks::is_floating(dt) ? ref64[o] : ref_eager[o];
+      // A reference may cast its result itself; the fp64 one is compared as float64 all the same.
+      torch::Tensor expected = tasks::is_floating(dt) ? ref64[o].to(torch::kFloat64) : ref_eager[o];
       double tol = default_tolerance(dt);
       if (o < task_.outputs.size() && task_.outputs[o].tolerance) tol = *task_.outputs[o].tolerance;
       for (int run : {2, 1}) {
@@ -487,10 +488,16 @@ Verdict Judge::verify(const tasks::Task& task, const compile::CandidateReport& r
   if (!report.ok()) return verdict_from_report(report);
   try {
     return Verification(options_, runner_, task, report).run();
-  } catch (const ChannelError& e) {
+  } catch (const CudaError&) {
+    throw;  // the GPU itself is unusable: nothing more can be judged
+  } catch (const std::exception& e) {
+    // A kforge bug (LibTorch, the channel, the runner): this candidate gets no verdict on its
+    // merits, and the run goes on with a fresh runner.
+    std::string what = e.what();
     Verdict v;
     v.outcome = Outcome::HarnessError;
-    v.summary = std::string("the judge lost its runner: ") + e.what();
+    v.summary = "harness error: " + what.substr(0, what.find('\n'));
+    v.evidence = {{"error", what.substr(0, 4000)}, {"harness_version", kHarnessVersion}};
     runner_.restart();
     return v;
   }

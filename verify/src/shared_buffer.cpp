@@ -1,5 +1,7 @@
 #include "kforge/verify/shared_buffer.h"
 
+#include <ATen/ops/from_blob.h>
+
 #include "kforge/verify/driver.h"
 
 namespace kforge::verify {
@@ -15,6 +17,16 @@ CUmemAllocationProp allocation_prop(int device) {
 }
 
 uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+
+// A tensor over VMM memory. The device is given, not asked: LibTorch 2.11's from_blob asks
+// cudaPointerGetAttributes, which calls driver-mapped VMM memory "host memory" (seen on the H200).
+torch::Tensor view_of(unsigned long long address, std::vector<int64_t> shape, torch::ScalarType dtype, int device) {
+  torch::Device where(torch::kCUDA, static_cast<c10::DeviceIndex>(device));
+  return at::for_blob(reinterpret_cast<void*>(address), shape)
+      .options(torch::TensorOptions().dtype(dtype).device(where))
+      .target_device(where)
+      .make_tensor();
+}
 
 }  // namespace
 
@@ -64,8 +76,7 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
     this->~SharedBuffer();
     throw;
   }
-  auto options = torch::TensorOptions().dtype(dtype).device(torch::Device(torch::kCUDA, device));
-  tensor_ = torch::from_blob(reinterpret_cast<void*>(va_ + spec_.offset), shape, options);
+  tensor_ = view_of(va_ + spec_.offset, shape, dtype, device);
 }
 
 SharedBuffer::~SharedBuffer() {
@@ -84,11 +95,9 @@ SharedBuffer::~SharedBuffer() {
 }
 
 std::vector<torch::Tensor> SharedBuffer::slack() const {
-  auto options = torch::TensorOptions().dtype(torch::kUInt8).device(torch::Device(torch::kCUDA, device_));
   int64_t before = static_cast<int64_t>(spec_.offset);
   int64_t after = static_cast<int64_t>(spec_.allocation_bytes - spec_.offset - spec_.bytes);
-  return {torch::from_blob(reinterpret_cast<void*>(va_), {before}, options),
-          torch::from_blob(reinterpret_cast<void*>(va_ + spec_.offset + spec_.bytes), {after}, options)};
+  return {view_of(va_, {before}, torch::kUInt8, device_), view_of(va_ + spec_.offset + spec_.bytes, {after}, torch::kUInt8, device_)};
 }
 
 }  // namespace kforge::verify
