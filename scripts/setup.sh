@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a working kforge: installs the Debian packages
 # (idempotent), configures and builds, then runs the most complete job there is so far:
-# `kforge doctor` and a check of the smoke suite (on the GPU when there is one).
+# `kforge doctor`, a check of the smoke suite (on the GPU when there is one), a candidate compiled,
+# and, on a GPU, that candidate and a cheating one verified by the judge and runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -9,7 +10,9 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo}
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 "$BUILD_DIR"/kforge doctor
-if "$BUILD_DIR"/kforge doctor --json | grep -q '"libtorch_cuda_available": true'; then
+gpu=0
+"$BUILD_DIR"/kforge doctor --json | grep -q '"libtorch_cuda_available": true' && gpu=1
+if [ "$gpu" = 1 ]; then
   "$BUILD_DIR"/kforge tasks check smoke --device cuda
 else
   echo
@@ -20,3 +23,11 @@ fi
 echo
 echo "kforge: a candidate from the corpus, checked and compiled with NVRTC (no GPU needed):"
 "$BUILD_DIR"/kforge compile --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
+echo
+if [ "$gpu" = 1 ]; then
+  echo "kforge: the same candidate verified on the GPU, then one that writes past its output:"
+  "$BUILD_DIR"/kforge verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
+  "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu || true
+else
+  echo "kforge: 'kforge verify' (correctness on the GPU) needs an NVIDIA GPU; none can be used here."
+fi
