@@ -37,6 +37,8 @@ class Runner {
     KFORGE_CU_CHECK(d_, d_.cuDevicePrimaryCtxRetain(&context_, device_));
     KFORGE_CU_CHECK(d_, d_.cuCtxSetCurrent(context_));
     KFORGE_CU_CHECK(d_, d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    KFORGE_CU_CHECK(d_, d_.cuEventCreate(&start_, CU_EVENT_DEFAULT));
+    KFORGE_CU_CHECK(d_, d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT));
     CUmemAllocationProp prop = allocation_prop();
     KFORGE_CU_CHECK(d_, d_.cuMemGetAllocationGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   }
@@ -182,13 +184,17 @@ class Runner {
     }
   }
 
-  void reset_state(const RunRequest& q) {
+  void reset_globals() {
     if (reload_each_run_) {
       try_cu(d_.cuStreamSynchronize(stream_), "waiting for the kernels");
       load_image();
     }
     for (const Global& g : globals_)
       try_cu(d_.cuMemcpyHtoDAsync(g.ptr, g.initial.data(), g.initial.size(), stream_), "resetting globals");
+  }
+
+  // Part of the plan's work: inside the timed region.
+  void zero_workspaces(const RunRequest& q) {
     for (int b : q.zero_buffers)
       try_cu(d_.cuMemsetD8Async(mappings_.at(b).data, 0, mappings_.at(b).bytes, stream_), "zeroing a workspace");
   }
@@ -264,7 +270,9 @@ class Runner {
     auto t0 = std::chrono::steady_clock::now();
     for (int rep = 0; rep < q.repeat; ++rep) {
       try {
-        reset_state(q);
+        reset_globals();
+        if (q.timed && rep == 0) try_cu(d_.cuEventRecord(start_, stream_), "recording an event");
+        zero_workspaces(q);
       } catch (const DriverFailure& f) {
         return failure(is_fault(f.code) ? "sync" : "launch", -1, f);
       }
@@ -277,9 +285,18 @@ class Runner {
         }
       }
     }
+    if (q.timed) {
+      CUresult e = d_.cuEventRecord(stop_, stream_);
+      if (e != CUDA_SUCCESS) return failure(is_fault(e) ? "sync" : "launch", -1, DriverFailure{e, "recording an event"});
+    }
     CUresult s = d_.cuStreamSynchronize(stream_);
-    if (s == CUDA_SUCCESS) s = d_.cuCtxSynchronize();
+    if (s == CUDA_SUCCESS) s = d_.cuCtxSynchronize();  // device-wide: nothing of the plan still runs
     if (s != CUDA_SUCCESS) return failure("sync", -1, DriverFailure{s, "waiting for the kernels"});
+    if (q.timed) {
+      float ms = 0;
+      KFORGE_CU_CHECK(d_, d_.cuEventElapsedTime(&ms, start_, stop_));
+      r.gpu_ms = ms;
+    }
     r.ok = true;
     r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return r;
@@ -308,6 +325,7 @@ class Runner {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  CUevent start_ = nullptr, stop_ = nullptr;
   size_t granularity_ = 0;
   std::vector<Mapping> mappings_;
   CUmodule module_ = nullptr;

@@ -73,12 +73,6 @@ Verdict verdict_from_report(const compile::CandidateReport& report) {
 
 namespace {
 
-std::optional<Dtype> dtype_of(torch::ScalarType t) {
-  for (Dtype d : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16, Dtype::Float64, Dtype::Int32, Dtype::Int64, Dtype::Bool})
-    if (tasks::to_scalar_type(d) == t) return d;
-  return std::nullopt;
-}
-
 void synchronize() {
   const Driver& d = Driver::get();
   KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
@@ -325,7 +319,7 @@ class Verification {
 
     for (size_t o = 0; o < c.outputs; ++o) {
       const torch::Tensor& out2 = c.buffers[c.inputs + o]->tensor();
-      Dtype dt = dtype_of(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
+      Dtype dt = tasks::from_scalar_type(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
       // A reference may cast its result itself; the fp64 one is compared as float64 all the same.
       torch::Tensor expected = tasks::is_floating(dt) ? ref64[o].to(torch::kFloat64) : ref_eager[o];
       double tol = default_tolerance(dt);

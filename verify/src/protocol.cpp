@@ -30,7 +30,8 @@ json to_json(const RunRequest& r) {
     launches.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"cluster", l.cluster},
                         {"shared_bytes", l.shared_bytes}, {"cooperative", l.cooperative}, {"args", args}});
   }
-  return {{"op", "run"}, {"launches", launches}, {"zero_buffers", r.zero_buffers}, {"repeat", r.repeat}};
+  return {{"op", "run"}, {"launches", launches}, {"zero_buffers", r.zero_buffers}, {"repeat", r.repeat},
+          {"timed", r.timed}};
 }
 
 RunRequest run_request_from_json(const json& j) {
@@ -57,11 +58,12 @@ RunRequest run_request_from_json(const json& j) {
   }
   r.zero_buffers = j.at("zero_buffers").get<std::vector<int>>();
   r.repeat = j.value("repeat", 1);
+  r.timed = j.value("timed", false);
   return r;
 }
 
 json to_json(const RunReply& r) {
-  json j{{"op", "run"}, {"ok", r.ok}, {"ms", r.ms}};
+  json j{{"op", "run"}, {"ok", r.ok}, {"ms", r.ms}, {"gpu_ms", r.gpu_ms}};
   if (!r.ok) {
     j["stage"] = r.stage;
     j["launch"] = r.launch;
@@ -75,6 +77,7 @@ RunReply run_reply_from_json(const json& j) {
   RunReply r;
   r.ok = j.at("ok");
   r.ms = j.value("ms", 0.0);
+  r.gpu_ms = j.value("gpu_ms", 0.0);
   r.stage = j.value("stage", "");
   r.launch = j.value("launch", -1);
   r.error = j.value("error", "");

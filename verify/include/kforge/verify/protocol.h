@@ -11,7 +11,7 @@
 namespace kforge::verify {
 
 // Bumped by hand whenever the protocol's messages change meaning (pinned by a test).
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 // Bumped by hand whenever a verdict could change for the same candidate (stored with every
 // evaluation; pinned by a test).
 inline constexpr int kHarnessVersion = 1;
@@ -45,6 +45,7 @@ struct RunRequest {
   std::vector<LaunchSpecWire> launches;
   std::vector<int> zero_buffers;  // workspaces with zero_init, cleared before the first launch
   int repeat = 1;                 // the whole plan, back to back (globals reset before each)
+  bool timed = false;             // CUDA events around the work: workspace zeroing and launches
 };
 
 // The runner's answer to a run. On `ok == false`, `stage` is "launch" (the driver refused a
@@ -56,6 +57,7 @@ struct RunReply {
   std::string error;     // CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
   std::string message;   // the driver's words
   double ms = 0;         // wall time of the run, launches to synchronize
+  double gpu_ms = 0;     // timed runs: CUDA event time on the runner's stream
 };
 
 nlohmann::json to_json(const BufferSpec& b);

@@ -1,0 +1,33 @@
+// What a GPU can do, measured once per device (DESIGN.md, Verification 5): stream bandwidth for
+// reads, writes and copies, and the peak matmul rate per dtype through LibTorch (TF32 off). Kept
+// in $KFORGE_CACHE_DIR/devices/<uuid>-<driver>.json; the roofline floor is computed from them.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kforge/tasks/task.h"
+
+namespace kforge::verify {
+
+struct MeasuredFacts {
+  std::string uuid, name;
+  int driver = 0;
+  double read_gbps = 0, write_gbps = 0, copy_gbps = 0;  // bytes moved / time, GB/s (1e9)
+  std::map<std::string, double> peak_tflops;            // "float32", "float16", "bfloat16", "float64"
+  double best_gbps() const;
+  nlohmann::json to_json() const;
+  static MeasuredFacts from_json(const nlohmann::json& j);
+};
+
+// Measured now (about 2 s), or read back from the cache when this device and driver were measured.
+MeasuredFacts device_facts(int device, bool remeasure = false);
+
+// The roofline floor in ms: 0.9 x max(bytes / best bandwidth, flops / peak for the dtype); nullopt
+// when neither bytes nor flops are known.
+std::optional<double> roofline_floor_ms(const MeasuredFacts& facts, std::optional<double> bytes,
+                                        std::optional<double> flops, tasks::Dtype dtype);
+
+}  // namespace kforge::verify

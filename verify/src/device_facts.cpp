@@ -1,0 +1,99 @@
+#include "kforge/verify/device_facts.h"
+
+#include <algorithm>
+
+#include "kforge/common/files.h"
+#include "kforge/common/paths.h"
+#include "kforge/tasks/math_mode.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/timing.h"
+
+namespace kforge::verify {
+
+double MeasuredFacts::best_gbps() const { return std::max({read_gbps, write_gbps, copy_gbps}); }
+
+nlohmann::json MeasuredFacts::to_json() const {
+  return {{"uuid", uuid}, {"name", name}, {"driver", driver}, {"read_gbps", read_gbps}, {"write_gbps", write_gbps},
+          {"copy_gbps", copy_gbps}, {"peak_tflops", peak_tflops}};
+}
+
+MeasuredFacts MeasuredFacts::from_json(const nlohmann::json& j) {
+  MeasuredFacts f;
+  f.uuid = j.at("uuid");
+  f.name = j.at("name");
+  f.driver = j.at("driver");
+  f.read_gbps = j.at("read_gbps");
+  f.write_gbps = j.at("write_gbps");
+  f.copy_gbps = j.at("copy_gbps");
+  f.peak_tflops = j.at("peak_tflops").get<std::map<std::string, double>>();
+  return f;
+}
+
+namespace {
+
+// Median event time of `work`, after warm-ups (no L2 flush: the buffers are 4 GiB, far past L2).
+double median_ms(const std::function<void()>& work, int reps = 10) {
+  TimingOptions o;
+  o.warmups = 2;
+  o.min_reps = reps;
+  o.max_reps = reps;
+  EventTimer timer;
+  return time_repeatedly([](int) {}, [&](int) { timer.start(); work(); return timer.stop_ms(); }, [](int) {}, o).median_ms;
+}
+
+MeasuredFacts measure(int device, const DeviceInfo& info) {
+  MeasuredFacts f;
+  f.uuid = info.uuid;
+  f.name = info.name;
+  f.driver = driver_version();
+  auto on = [&](torch::ScalarType t) { return torch::TensorOptions().dtype(t).device(torch::Device(torch::kCUDA, device)); };
+  const int64_t n = int64_t{1} << 30;  // 4 GiB of float32
+  torch::Tensor a = torch::ones({n}, on(torch::kFloat32)), b = torch::empty({n}, on(torch::kFloat32));
+  double bytes = static_cast<double>(n) * 4;
+  f.read_gbps = bytes / median_ms([&] { (void)a.sum(); }) / 1e6;
+  f.write_gbps = bytes / median_ms([&] { b.fill_(1.5f); }) / 1e6;
+  f.copy_gbps = 2 * bytes / median_ms([&] { b.copy_(a); }) / 1e6;
+  a = torch::Tensor();
+  b = torch::Tensor();
+  tasks::MathModeGuard no_tf32(false);
+  for (auto [name, type, size] : {std::tuple{"float32", torch::kFloat32, 8192}, std::tuple{"float16", torch::kFloat16, 8192},
+                                  std::tuple{"bfloat16", torch::kBFloat16, 8192}, std::tuple{"float64", torch::kFloat64, 4096}}) {
+    torch::Tensor x = torch::randn({size, size}, on(type)), y = torch::randn({size, size}, on(type));
+    torch::Tensor z = torch::empty({size, size}, on(type));
+    double ms = median_ms([&] { torch::matmul_out(z, x, y); }, 5);
+    f.peak_tflops[name] = 2.0 * size * size * static_cast<double>(size) / ms / 1e9;
+  }
+  return f;
+}
+
+}  // namespace
+
+MeasuredFacts device_facts(int device, bool remeasure) {
+  DeviceInfo info = list_devices().at(static_cast<size_t>(device));
+  std::string file = (cache_dir() / "devices" / (info.uuid + "-" + std::to_string(driver_version()) + ".json")).string();
+  if (!remeasure)
+    if (auto text = read_file(file)) {
+      try {
+        return MeasuredFacts::from_json(nlohmann::json::parse(*text));
+      } catch (const std::exception&) {
+        // a damaged file: measure again
+      }
+    }
+  MeasuredFacts f = measure(device, info);
+  make_directories((cache_dir() / "devices").string());
+  write_file_atomic(file, f.to_json().dump(2));
+  return f;
+}
+
+std::optional<double> roofline_floor_ms(const MeasuredFacts& facts, std::optional<double> bytes,
+                                        std::optional<double> flops, tasks::Dtype dtype) {
+  std::optional<double> ms;
+  if (bytes && facts.best_gbps() > 0) ms = *bytes / facts.best_gbps() / 1e6;
+  std::string key(tasks::dtype_name(dtype));
+  if (flops && facts.peak_tflops.count(key) && facts.peak_tflops.at(key) > 0)
+    ms = std::max(ms.value_or(0.0), *flops / facts.peak_tflops.at(key) / 1e9);
+  if (ms) *ms *= 0.9;
+  return ms;
+}
+
+}  // namespace kforge::verify
