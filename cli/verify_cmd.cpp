@@ -1,6 +1,8 @@
 // `kforge verify`: a candidate compiled, then judged on the GPU by a judge and a runner process
 // (docs/protocol.md): correctness on every configuration, several seeds and two distributions,
 // with faults, hangs, out-of-bounds accesses and input mutation caught as outcomes.
+#include <iomanip>
+#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -22,10 +24,10 @@ struct VerifyArgs {
   std::vector<std::string> tune;
   std::optional<uint64_t> seed;
   double watchdog_s = 0;
-  bool json = false, no_sanitizer = false;
+  bool json = false, no_sanitizer = false, no_timing = false;
 };
 
-void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json) {
+void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json, double verify_ms) {
   if (json) {
     ordered_json j;
     j["task"] = task.id();
@@ -35,6 +37,8 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     j["flags"] = v.flags;
     j["summary"] = v.summary;
     j["harness_version"] = verify::kHarnessVersion;
+    j["verify_ms"] = verify_ms;  // the judge's work: compile excluded
+    j["timing"] = v.timing ? v.timing->to_json() : nlohmann::json(nullptr);
     j["evidence"] = v.evidence;
     std::cout << j.dump(2) << "\n";
     return;
@@ -46,10 +50,25 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
   std::cout << "verdict     " << verify::to_string(v.outcome);
   for (const auto& f : v.flags) std::cout << "  [" << f << "]";
   std::cout << "\n            " << v.summary << "\n";
+  std::cout << "judged in   " << std::fixed << std::setprecision(2) << verify_ms / 1000 << " s (compile excluded)\n";
   const auto& e = v.evidence;
   if (e.contains("seed"))
     std::cout << "harness     v" << verify::kHarnessVersion << ", seed " << e["seed"] << ", watchdog "
               << e.value("watchdog_ms", 0) << " ms, eager " << e.value("eager_ms", 0.0) << " ms\n";
+  if (v.timing) {
+    const verify::TimingResult& t = *v.timing;
+    std::cout << std::fixed << std::setprecision(4) << "time        " << t.time.median_ms << " ms (median of " << t.time.reps
+              << ", IQR " << t.time.iqr_ms << ", min " << t.time.min_ms << ")\n"
+              << "eager       " << t.eager.median_ms << " ms  -> speedup " << std::setprecision(2) << t.speedup_eager << "x\n"
+              << std::setprecision(4) << "scripted    " << t.scripted.median_ms << " ms  -> speedup " << std::setprecision(2)
+              << t.speedup_scripted << "x  (TorchScript's fuser, not torch.compile)\n";
+    if (t.floor_ms)
+      std::cout << std::setprecision(4) << "roofline    floor " << *t.floor_ms << " ms ("
+                << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB" : std::string("?")) << " at "
+                << std::setprecision(0) << t.device.value("copy_gbps", 0.0) << "-" << t.device.value("read_gbps", 0.0)
+                << " GB/s measured): " << std::setprecision(0) << 100 * t.roofline_fraction.value_or(0) << "% of the floor's speed\n";
+    std::cout << "math mode   " << t.math_mode << (t.suspicious ? "   SUSPICIOUS: faster than the floor or >10x eager" : "") << "\n";
+  }
   if (e.contains("detail") && e["detail"].contains("memcheck"))
     std::cout << "\ncompute-sanitizer memcheck:\n" << e["detail"]["memcheck"].get<std::string>() << "\n";
 }
@@ -73,10 +92,13 @@ int run_verify(const VerifyArgs& a) {
   verify::VerifyOptions options;
   options.seed = a.seed;
   options.sanitizer = !a.no_sanitizer;
+  options.time = !a.no_timing;
   if (a.watchdog_s > 0) options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
   verify::Judge judge(options);
+  auto t0 = std::chrono::steady_clock::now();
   verify::Verdict v = judge.verify(task, report);
-  print(task, report, v, a.json);
+  double verify_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  print(task, report, v, a.json, verify_ms);
   return v.correct() ? kExitOk : kExitFindings;
 }
 
@@ -84,7 +106,8 @@ int run_verify(const VerifyArgs& a) {
 
 void add_verify_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<VerifyArgs>();
-  auto* cmd = app.add_subcommand("verify", "Judge a candidate on the GPU: correctness on every configuration (needs a GPU)");
+  auto* cmd = app.add_subcommand("verify", "Judge a candidate on the GPU: correctness on every configuration, then time, "
+                                           "baselines and roofline (needs a GPU)");
   cmd->add_option("candidate", a->files.source_file, "CUDA source of the candidate (device code only)");
   cmd->add_option("--plan", a->files.plan_file, "JSON launch plan");
   cmd->add_option("--answer", a->files.answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
@@ -94,6 +117,7 @@ void add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--watchdog", a->watchdog_s, "Seconds before a run is a timeout (default: 50 x eager x launches, 2-60 s)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_flag("--no-sanitizer", a->no_sanitizer, "Do not re-run faulting candidates under compute-sanitizer memcheck");
+  cmd->add_flag("--no-timing", a->no_timing, "Correctness only: no timing, baselines or roofline");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([&exit_code, a] { exit_code = run_verify(*a); });
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kforge/common/files.h"
+#include "kforge/verify/device_facts.h"
 #include "kforge/verify/judge.h"
 #include "test_util.h"
 
@@ -68,4 +69,37 @@ TEST(Verdict, MemcheckLogsAreReadIntoOutOfBoundsOutcomes) {
 )";
   EXPECT_FALSE(classify_memcheck_log(misaligned));
   EXPECT_FALSE(classify_memcheck_log("========= ERROR SUMMARY: 0 errors\n"));
+}
+
+TEST(Timing, SummaryIsMedianIqrAndMin) {
+  TimeStats t = summarize({5, 1, 3, 2, 4});
+  EXPECT_EQ(t.reps, 5);
+  EXPECT_DOUBLE_EQ(t.median_ms, 3);
+  EXPECT_DOUBLE_EQ(t.min_ms, 1);
+  EXPECT_DOUBLE_EQ(t.iqr_ms, 2);  // quartiles 2 and 4
+  EXPECT_DOUBLE_EQ(summarize({1, 2, 3, 4}).median_ms, 2.5);
+  EXPECT_EQ(summarize({}).reps, 0);
+}
+
+TEST(Timing, RepetitionsReachTheMinimumTotalWithinBounds) {
+  TimingOptions o;  // 100 ms, 10..1000
+  EXPECT_EQ(repetitions_for(1.0, o), 100);
+  EXPECT_EQ(repetitions_for(0.001, o), 1000);
+  EXPECT_EQ(repetitions_for(50.0, o), 10);
+  EXPECT_EQ(repetitions_for(0.3, o), 334);
+  EXPECT_EQ(repetitions_for(0.0, o), 1000);
+}
+
+TEST(Timing, RooflineFloorIsTheSlowerOfBytesAndFlopsTimesNineTenths) {
+  MeasuredFacts f;
+  f.read_gbps = 4000, f.write_gbps = 3500, f.copy_gbps = 3800;
+  f.peak_tflops = {{"float32", 50.0}};
+  // 4 GB at the best 4000 GB/s: 1 ms; x 0.9
+  EXPECT_NEAR(*roofline_floor_ms(f, 4e9, std::nullopt, tasks::Dtype::Float32), 0.9, 1e-12);
+  // 1e12 flops at 50 TFLOP/s: 20 ms beats the bytes' 1 ms
+  EXPECT_NEAR(*roofline_floor_ms(f, 4e9, 1e12, tasks::Dtype::Float32), 18.0, 1e-9);
+  // no peak known for float16: bytes only
+  EXPECT_NEAR(*roofline_floor_ms(f, 4e9, 1e12, tasks::Dtype::Float16), 0.9, 1e-12);
+  EXPECT_FALSE(roofline_floor_ms(f, std::nullopt, std::nullopt, tasks::Dtype::Float32));
+  EXPECT_EQ(MeasuredFacts::from_json(f.to_json()).to_json(), f.to_json());
 }

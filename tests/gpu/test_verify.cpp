@@ -44,6 +44,15 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
   for (const std::string& path : answers_in((source_dir() / "tests/candidates/valid").string())) {
     verify::Verdict v = judge_file(judge, path, compiler);
     EXPECT_EQ(v.outcome, verify::Outcome::Correct) << path << ": " << v.summary << "\n" << v.evidence.dump(1);
+    if (!v.correct()) continue;
+    ASSERT_TRUE(v.timing) << path;
+    EXPECT_GE(v.timing->time.reps, 10);
+    EXPECT_GT(v.timing->time.median_ms, 0);
+    EXPECT_GT(v.timing->eager.median_ms, 0);
+    EXPECT_GT(v.timing->scripted.median_ms, 0);
+    std::cout << "    time " << v.timing->time.median_ms << " ms (" << v.timing->time.reps << " reps), eager "
+              << v.timing->eager.median_ms << " ms, scripted " << v.timing->scripted.median_ms << " ms, floor "
+              << v.timing->floor_ms.value_or(-1) << " ms" << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;
   }
   EXPECT_EQ(judge.runner().runners_started(), 1);  // honest work never costs a runner
 }
@@ -52,7 +61,9 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
   KFORGE_REQUIRE_GPU();
   TempDir dir;
   compile::Compiler compiler(private_cache(dir));
-  verify::Judge judge;
+  verify::VerifyOptions correctness_only;
+  correctness_only.time = false;
+  verify::Judge judge(correctness_only);
   std::string folder = (source_dir() / "tests/gpu/exploits").string();
   nlohmann::json manifest = nlohmann::json::parse(read_file(folder + "/manifest.json").value());
   bool sanitizer = !verify::find_compute_sanitizer().empty();

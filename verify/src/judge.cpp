@@ -1,5 +1,6 @@
 #include "kforge/verify/judge.h"
 
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <variant>
 
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -18,7 +20,9 @@
 #include "kforge/verify/compare.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
+#include "kforge/verify/device_facts.h"
 #include "kforge/verify/shared_buffer.h"
+#include "kforge/verify/timing.h"
 
 namespace kforge::verify {
 
@@ -128,6 +132,7 @@ class Verification {
     evidence_["eager_ms"] = eager_ms_;
     evidence_["watchdog_ms"] = watchdog_.count();
     json configs = json::array();
+    std::optional<Config> timed;
     for (size_t c = 0; c < report_.configurations.size(); ++c) {
       const auto& [dims, plan] = report_.configurations[c];
       Config config = prepare(dims, plan, c);
@@ -142,10 +147,20 @@ class Verification {
         seeds.push_back({{"seed", at.seed}, {"variant", at.variant}});
       }
       configs.push_back({{"dims", dims}, {"timed", config.timed}, {"seeds", seeds}});
+      if (config.timed) timed = std::move(config);
     }
     evidence_["configs"] = configs;
     evidence_["worst"] = worst_;
+    std::optional<TimingResult> timing;
+    if (options_.time && timed) {
+      std::variant<TimingResult, Verdict> t = time_candidate(*timed);
+      if (std::holds_alternative<Verdict>(t)) return std::get<Verdict>(t);
+      timing = std::get<TimingResult>(t);
+      if (timing->suspicious) flags_.insert(kFlagSuspicious);
+      evidence_["timing"] = timing->to_json();
+    }
     Verdict v;
+    v.timing = timing;
     v.outcome = flags_.count(kFlagBitwiseUnstable) && task_.deterministic ? Outcome::Nondeterministic : Outcome::Correct;
     v.flags.assign(flags_.begin(), flags_.end());
     v.evidence = evidence_;
@@ -166,8 +181,11 @@ class Verification {
     return out;
   }
 
-  std::vector<torch::Tensor> eager(const std::vector<torch::Tensor>& inputs) {
+  // Eager: TorchScript's graph optimizer off; scripted: on (its fuser, after profiling runs).
+  // TF32 off for cuBLAS and cuDNN unless the task allows it.
+  std::vector<torch::Tensor> eager(const std::vector<torch::Tensor>& inputs, bool scripted = false) {
     tasks::MathModeGuard mode(task_.allow_tf32);
+    torch::jit::GraphOptimizerEnabledGuard optimizer(scripted);
     return reference_.run(inputs);
   }
 
@@ -354,6 +372,131 @@ class Verification {
       }
     }
     return std::nullopt;
+  }
+
+  struct PoolSet {
+    std::vector<torch::Tensor> inputs, expected;
+    std::vector<double> thresholds;
+  };
+  struct TimedFailure {
+    RunResult result;
+  };
+  struct TimedWrong {
+    std::string summary;
+    json detail;
+  };
+
+  // DESIGN.md, Verification 3-5: the candidate on the timed dims over a pool of input sets, then
+  // eager and scripted the same way in this session, then the roofline floor.
+  std::variant<TimingResult, Verdict> time_candidate(Config& c) {
+    const TimingOptions& o = options_.timing;
+    RunResult shared = runner_.set_buffers(specs(c, true), fds(c));
+    if (!shared.ok()) return runner_failure(shared, nullptr);
+    std::vector<PoolSet> pool;
+    for (int k = 0; k < o.pool; ++k) {
+      PoolSet p;
+      p.inputs = draw_inputs(c.dims, seed_ + 50 + static_cast<uint64_t>(k), 0);
+      std::vector<torch::Tensor> e = eager(p.inputs), wide;
+      for (const torch::Tensor& t : p.inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+      std::vector<torch::Tensor> r64 = eager(wide);
+      for (size_t i = 0; i < e.size(); ++i) {
+        tasks::Dtype dt = tasks::from_scalar_type(e[i].scalar_type()).value_or(tasks::Dtype::Float32);
+        bool floating = tasks::is_floating(dt);
+        p.expected.push_back(floating ? r64[i].to(torch::kFloat64) : e[i]);
+        double tol = i < task_.outputs.size() && task_.outputs[i].tolerance ? *task_.outputs[i].tolerance : default_tolerance(dt);
+        p.thresholds.push_back(floating ? compare_output(e[i], p.expected.back(), e[i], dt, tol).threshold : 0.0);
+      }
+      pool.push_back(std::move(p));
+    }
+    DeviceInfo info = list_devices().at(static_cast<size_t>(options_.device));
+    L2Flush flush(options_.device, info.l2_bytes);
+    RunRequest request = c.request;
+    request.timed = true;
+    auto set_of = [&](int rep) -> PoolSet& { return pool[static_cast<size_t>(rep) % pool.size()]; };
+
+    TimingResult t;
+    try {
+      TimeStats candidate = time_repeatedly(
+          [&](int rep) {
+            for (size_t i = 0; i < c.inputs; ++i) c.buffers[i]->tensor().copy_(set_of(rep).inputs[i]);
+            for (size_t i = c.inputs; i < c.buffers.size(); ++i) poison(c.buffers[i]->tensor(), Poison::NaN, 0);
+            flush();
+            synchronize();
+          },
+          [&](int) {
+            RunResult r = runner_.run(request, watchdog_);
+            if (!r.ok()) throw TimedFailure{r};
+            return r.reply.gpu_ms;
+          },
+          [&](int rep) { check_timed_outputs(c, set_of(rep), rep); }, o);
+      t.time = candidate;
+    } catch (const TimedFailure& f) {
+      Place at{&c, seed_ + 50, 0, 3};
+      return runner_failure(f.result, &c, set_of(0).inputs, at);
+    } catch (const TimedWrong& w) {
+      Place at{&c, seed_ + 50, 0, 3};
+      return fail(Outcome::WrongResult, w.summary + " (while timing)", w.detail, at);
+    }
+
+    std::vector<torch::Tensor> fixed;
+    for (const torch::Tensor& in : pool[0].inputs) fixed.push_back(in.clone());
+    EventTimer timer;
+    for (bool scripted : {false, true}) {
+      TimingOptions bo = o;
+      if (scripted) bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
+      TimeStats s = time_repeatedly(
+          [&](int rep) {
+            for (size_t i = 0; i < fixed.size(); ++i) fixed[i].copy_(set_of(rep).inputs[i]);
+            flush();
+            synchronize();
+          },
+          [&](int) {
+            timer.start();
+            eager(fixed, scripted);
+            return timer.stop_ms();
+          },
+          [](int) {}, bo);
+      (scripted ? t.scripted : t.eager) = s;
+    }
+    t.speedup_eager = t.eager.median_ms / t.time.median_ms;
+    t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
+
+    MeasuredFacts facts = device_facts(options_.device);
+    std::optional<double> bytes = tasks::bytes_that_must_move(task_, reference_, c.dims);
+    std::optional<double> flops;
+    if (task_.flops) flops = task_.flops->eval_real(c.dims);
+    tasks::Dtype dt = task_.inputs.empty() ? tasks::Dtype::Float32 : task_.inputs.front().dtype;
+    t.bytes = bytes;
+    t.flops = flops;
+    t.floor_ms = roofline_floor_ms(facts, bytes, flops, dt);
+    if (t.floor_ms) t.roofline_fraction = *t.floor_ms / t.time.median_ms;
+    t.suspicious = (t.floor_ms && t.time.median_ms < *t.floor_ms) || t.speedup_eager > kSuspiciousSpeedup;
+    t.device = facts.to_json();
+    t.math_mode = task_.allow_tf32 ? "tf32" : "ieee";
+    return t;
+  }
+
+  void check_timed_outputs(Config& c, const PoolSet& set, int rep) {
+    for (size_t o = 0; o < c.outputs; ++o) {
+      const torch::Tensor& out = c.buffers[c.inputs + o]->tensor();
+      bool ok;
+      if (set.expected[o].scalar_type() == torch::kFloat64) {
+        torch::Tensor err = (out.to(torch::kFloat64) - set.expected[o]).abs();
+        // NaN where the reference is NaN is fine; any other NaN fails the max.
+        err = torch::where(torch::isnan(set.expected[o]) & torch::isnan(out.to(torch::kFloat64)), torch::zeros_like(err), err);
+        double worst = out.numel() ? err.max().item<double>() : 0.0;
+        ok = worst <= set.thresholds[o];
+      } else {
+        ok = torch::equal(out, set.expected[o]);
+      }
+      if (!ok) {
+        tasks::Dtype dt = tasks::from_scalar_type(out.scalar_type()).value_or(tasks::Dtype::Float32);
+        Comparison cmp = compare_output(out, set.expected[o], set.expected[o].to(out.scalar_type()), dt, 0);
+        throw TimedWrong{"output '" + c.names[c.inputs + o] + "' wrong at timed repetition " + std::to_string(rep) + ": " +
+                             cmp.summary(),
+                         {{"output", c.names[c.inputs + o]}, {"repetition", rep}, {"comparison", cmp.to_json()}}};
+      }
+    }
   }
 
   void note_worst(const Comparison& cmp, const Config& c, size_t o) {

@@ -36,4 +36,24 @@ std::optional<Outcome> outcome_from_string(std::string_view s) {
   return std::nullopt;
 }
 
+nlohmann::json TimeStats::to_json() const {
+  return {{"median_ms", median_ms}, {"iqr_ms", iqr_ms}, {"min_ms", min_ms}, {"reps", reps}};
+}
+
+nlohmann::json TimingResult::to_json() const {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"time", time.to_json()},
+          {"eager", eager.to_json()},
+          {"scripted", scripted.to_json()},
+          {"speedup_eager", speedup_eager},
+          {"speedup_scripted", speedup_scripted},
+          {"bytes", opt(bytes)},
+          {"flops", opt(flops)},
+          {"floor_ms", opt(floor_ms)},
+          {"roofline_fraction", opt(roofline_fraction)},
+          {"suspicious", suspicious},
+          {"math_mode", math_mode},
+          {"device", device}};
+}
+
 }  // namespace kforge::verify

@@ -7,10 +7,6 @@
 
 namespace kforge::verify {
 
-nlohmann::json TimeStats::to_json() const {
-  return {{"median_ms", median_ms}, {"iqr_ms", iqr_ms}, {"min_ms", min_ms}, {"reps", reps}};
-}
-
 namespace {
 
 double quantile(const std::vector<double>& sorted, double q) {

@@ -1,6 +1,7 @@
 // The judge (DESIGN.md, Verification): owns the buffers, draws inputs, computes references (fp64
 // and eager), compares, and drives one runner process that runs the candidate. It never runs
-// candidate code itself. This part: correctness (step 2) with the fault outcomes.
+// candidate code itself. Correctness (step 2) with the fault outcomes, then timing, baselines
+// and the roofline floor (steps 3-5) for correct candidates.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "kforge/tasks/task.h"
 #include "kforge/verify/outcome.h"
 #include "kforge/verify/runner_client.h"
+#include "kforge/verify/timing.h"
 
 namespace kforge::verify {
 
@@ -24,6 +26,8 @@ struct VerifyOptions {
   std::optional<std::chrono::milliseconds> watchdog;  // default: clamp(50 x eager x launches, 2 s, 60 s)
   bool sanitizer = true;         // refine runtime errors with compute-sanitizer memcheck where present
   std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
+  bool time = true;              // time a correct candidate, its baselines and roofline
+  TimingOptions timing;
 };
 
 // Watchdog default (DESIGN.md, Defaults).

@@ -34,11 +34,32 @@ const std::vector<Outcome>& all_outcomes();
 inline constexpr const char* kFlagBitwiseUnstable = "bitwise_unstable";
 inline constexpr const char* kFlagSuspicious = "suspicious";
 
+// Event times of repeated runs (verify/timing.h makes them).
+struct TimeStats {
+  double median_ms = 0, iqr_ms = 0, min_ms = 0;
+  int reps = 0;
+  nlohmann::json to_json() const;
+};
+
+// Timing of a correct candidate on the timed dims, with its baselines and roofline (issue 6).
+struct TimingResult {
+  TimeStats time, eager, scripted;
+  double speedup_eager = 0, speedup_scripted = 0;
+  std::optional<double> bytes, flops, floor_ms, roofline_fraction;  // fraction = floor / time
+  bool suspicious = false;  // faster than the floor, or more than kSuspiciousSpeedup x eager
+  std::string math_mode;    // "ieee" (TF32 off) or "tf32"
+  nlohmann::json device = nlohmann::json::object();  // measured facts the floor came from
+  nlohmann::json to_json() const;
+};
+
+inline constexpr double kSuspiciousSpeedup = 10;
+
 struct Verdict {
   Outcome outcome = Outcome::HarnessError;
   std::vector<std::string> flags;
   std::string summary;                                   // one line for humans
   nlohmann::json evidence = nlohmann::json::object();    // what the archive stores
+  std::optional<TimingResult> timing;                    // correct candidates, when timed
   bool correct() const { return outcome == Outcome::Correct; }
 };
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "kforge/verify/outcome.h"
+
 namespace kforge::verify {
 
 struct TimingOptions {
@@ -15,12 +17,6 @@ struct TimingOptions {
   double min_total_ms = 100;  // timed launches add up to at least this
   int min_reps = 10, max_reps = 1000;
   int pool = 4;               // input sets with distinct seeds, cycled under the same pointers
-};
-
-struct TimeStats {
-  double median_ms = 0, iqr_ms = 0, min_ms = 0;
-  int reps = 0;
-  nlohmann::json to_json() const;
 };
 
 // Median, interquartile range (linear interpolation) and minimum of samples (ms).
