@@ -20,5 +20,6 @@ void add_archive_command(CLI::App& app, int& exit_code);
 void add_llm_command(CLI::App& app, int& exit_code);
 void add_prompt_command(CLI::App& app, int& exit_code);
 void add_verify_command(CLI::App& app, int& exit_code);
+void add_baseline_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

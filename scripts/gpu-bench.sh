@@ -22,9 +22,9 @@ print('%-28s %-24s %-10s judged %6.2f s  time %s ms  eager %s ms  scripted %s ms
   done
   echo
   echo "== repeatability: two judge processes, same kernel (softmax_rows), seed 7 =="
-  for i in 1 2; do "$K" verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax --seed 7 --json > "$OUT/rep$i.json"; done
+  for i in 1 2; do "$K" verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax --seed 7 --json > "/tmp/kforge-rep$i.json"; done
   python3 -c "import json
-a=json.load(open('$OUT/rep1.json'))['timing']; b=json.load(open('$OUT/rep2.json'))['timing']
+a=json.load(open('/tmp/kforge-rep1.json'))['timing']; b=json.load(open('/tmp/kforge-rep2.json'))['timing']
 for k in ('time','eager','scripted'):
   x,y=a[k]['median_ms'],b[k]['median_ms']; print('%-9s %.4f ms vs %.4f ms: %.2f%% apart' % (k,x,y,100*abs(x-y)/min(x,y)))"
   echo

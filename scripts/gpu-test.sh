@@ -33,6 +33,7 @@ step gpu-tests 360 "$BUILD_DIR"/tests/kforge_gpu_tests
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/input_mutator.md --task smoke/relu --json
+step verify-cli 120 "$BUILD_DIR"/kforge baseline smoke --db /tmp/kforge-gpu-test.db
 if [ "${KFORGE_GPU_CHECK_TASKS:-0}" = 1 ]; then
   for suite in smoke level1 level2; do
     step check-tasks 240 "$BUILD_DIR"/kforge tasks check "$suite" --device cuda --dims all

@@ -110,6 +110,45 @@ struct Place {
   }
 };
 
+// Eager: TorchScript's graph optimizer off; scripted: on (its fuser, after profiling runs).
+// TF32 off for cuBLAS and cuDNN unless the task allows it.
+std::vector<torch::Tensor> run_reference(const tasks::Task& task, const tasks::Reference& ref,
+                                         const std::vector<torch::Tensor>& inputs, bool scripted) {
+  tasks::MathModeGuard mode(task.allow_tf32);
+  torch::jit::GraphOptimizerEnabledGuard optimizer(scripted);
+  return ref.run(inputs);
+}
+
+// Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, the L2
+// flushed, events around the call.
+Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
+                          const std::vector<std::vector<torch::Tensor>>& pool, L2Flush& flush, const TimingOptions& o) {
+  std::vector<torch::Tensor> fixed;
+  for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
+  EventTimer timer;
+  Baselines b;
+  b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
+  for (bool scripted : {false, true}) {
+    TimingOptions bo = o;
+    if (scripted) bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
+    TimeStats s = time_repeatedly(
+        [&](int rep) {
+          const auto& set = pool[static_cast<size_t>(rep) % pool.size()];
+          for (size_t i = 0; i < fixed.size(); ++i) fixed[i].copy_(set[i]);
+          flush();
+          synchronize();
+        },
+        [&](int) {
+          timer.start();
+          run_reference(task, ref, fixed, scripted);
+          return timer.stop_ms();
+        },
+        [](int) {}, bo);
+    (scripted ? b.scripted : b.eager) = s;
+  }
+  return b;
+}
+
 class Verification {
  public:
   Verification(const VerifyOptions& options, RunnerClient& runner, const tasks::Task& task,
@@ -184,9 +223,7 @@ class Verification {
   // Eager: TorchScript's graph optimizer off; scripted: on (its fuser, after profiling runs).
   // TF32 off for cuBLAS and cuDNN unless the task allows it.
   std::vector<torch::Tensor> eager(const std::vector<torch::Tensor>& inputs, bool scripted = false) {
-    tasks::MathModeGuard mode(task_.allow_tf32);
-    torch::jit::GraphOptimizerEnabledGuard optimizer(scripted);
-    return reference_.run(inputs);
+    return run_reference(task_, reference_, inputs, scripted);
   }
 
   double time_eager() {
@@ -438,26 +475,11 @@ class Verification {
       return fail(Outcome::WrongResult, w.summary + " (while timing)", w.detail, at);
     }
 
-    std::vector<torch::Tensor> fixed;
-    for (const torch::Tensor& in : pool[0].inputs) fixed.push_back(in.clone());
-    EventTimer timer;
-    for (bool scripted : {false, true}) {
-      TimingOptions bo = o;
-      if (scripted) bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
-      TimeStats s = time_repeatedly(
-          [&](int rep) {
-            for (size_t i = 0; i < fixed.size(); ++i) fixed[i].copy_(set_of(rep).inputs[i]);
-            flush();
-            synchronize();
-          },
-          [&](int) {
-            timer.start();
-            eager(fixed, scripted);
-            return timer.stop_ms();
-          },
-          [](int) {}, bo);
-      (scripted ? t.scripted : t.eager) = s;
-    }
+    std::vector<std::vector<torch::Tensor>> pool_inputs;
+    for (const PoolSet& p : pool) pool_inputs.push_back(p.inputs);
+    Baselines b = time_references(task_, reference_, pool_inputs, flush, o);
+    t.eager = b.eager;
+    t.scripted = b.scripted;
     t.speedup_eager = t.eager.median_ms / t.time.median_ms;
     t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
 
@@ -605,6 +627,21 @@ class Verification {
 };
 
 }  // namespace
+
+Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& options) {
+  Driver::get().require("timing baselines");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  std::vector<std::vector<torch::Tensor>> pool;
+  uint64_t seed = options.seed.value_or(1);
+  for (int k = 0; k < options.timing.pool; ++k) {
+    std::vector<torch::Tensor> set;
+    for (size_t i = 0; i < task.inputs.size(); ++i)
+      set.push_back(generate_cuda(task, i, task.dims, seed + 50 + static_cast<uint64_t>(k), 0, options.device));
+    pool.push_back(std::move(set));
+  }
+  L2Flush flush(options.device, list_devices().at(static_cast<size_t>(options.device)).l2_bytes);
+  return time_references(task, ref, pool, flush, options.timing);
+}
 
 Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] {
   RunnerOptions r = options_.runner;

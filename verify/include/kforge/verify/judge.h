@@ -40,6 +40,14 @@ std::string find_compute_sanitizer(const std::string& hint = "");
 inline constexpr int64_t kNearBufferBytes = int64_t{8} << 20;
 std::optional<Outcome> classify_memcheck_log(const std::string& log);
 
+struct Baselines {
+  TimeStats eager, scripted;
+  std::string math_mode;  // "ieee" (TF32 off) or "tf32"
+};
+// The task's reference at its timed dims, eager and scripted, timed the way candidates are (the
+// same pool of input sets, L2 flush and events). Needs a GPU.
+Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& options);
+
 // The verdict on a candidate stopped before the GPU (answer, plan, compile, signature, limits).
 Verdict verdict_from_report(const compile::CandidateReport& report);
 

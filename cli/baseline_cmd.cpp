@@ -1,0 +1,78 @@
+// `kforge baseline SUITE`: eager and scripted times of every task's reference at its timed dims,
+// timed the way candidates are, stored in the archive per task version, dims, device and math
+// mode (DESIGN.md, Verification 4).
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "kforge/archive/archive.h"
+#include "kforge/archive/location.h"
+#include "kforge/compile/nvrtc.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/judge.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+struct BaselineArgs {
+  std::string suite, tasks_dir, db;
+  bool no_store = false, json = false;
+};
+
+std::string ms(double v) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(4) << v;
+  return os.str();
+}
+
+int run_baseline(const BaselineArgs& a) {
+  verify::Driver::get().require("kforge baseline");
+  std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
+  std::vector<std::filesystem::path> files = tasks::resolve_tasks(a.suite, root);
+  verify::DeviceInfo gpu = verify::list_devices().at(0);
+  std::optional<archive::Archive> ar;
+  std::optional<archive::DeviceId> device;
+  if (!a.no_store) {
+    ar = archive::Archive::open(archive::database_path(a.db).string(), /*create=*/true);
+    device = ar->upsert_device(gpu.uuid, gpu.name, compile::arch_for(gpu.cc_major, gpu.cc_minor), gpu.sm_count,
+                               static_cast<int64_t>(gpu.memory_bytes), std::to_string(verify::driver_version()));
+  }
+  Table table({"TASK", "DIMS", "EAGER ms", "IQR", "SCRIPTED ms", "IQR", "MODE"});
+  nlohmann::json rows = nlohmann::json::array();
+  verify::VerifyOptions options;
+  for (const auto& file : files) {
+    tasks::Task task = tasks::load_task(file);
+    verify::Baselines b = verify::measure_baselines(task, options);
+    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, b.eager.median_ms, b.scripted.median_ms);
+    table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms), ms(b.scripted.median_ms),
+               ms(b.scripted.iqr_ms), b.math_mode});
+    rows.push_back({{"task", task.id()}, {"dims", task.dims}, {"eager", b.eager.to_json()}, {"scripted", b.scripted.to_json()},
+                    {"math_mode", b.math_mode}});
+    if (!a.json) std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted "
+                           << ms(b.scripted.median_ms) << " ms" << std::endl;
+  }
+  if (a.json) {
+    std::cout << nlohmann::json{{"device", {{"name", gpu.name}, {"uuid", gpu.uuid}}}, {"baselines", rows}}.dump(2) << "\n";
+  } else {
+    std::cout << "\n" << gpu.name << " (" << gpu.uuid << ")" << (ar ? ", stored in the archive" : "") << "\n";
+    table.print();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_baseline_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<BaselineArgs>();
+  auto* cmd = app.add_subcommand("baseline", "Time every task's reference, eager and scripted, and store the baselines (needs a GPU)");
+  cmd->add_option("suite", a->suite, "Suite, suite/name, or a task file")->required();
+  cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
+  cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_flag("--no-store", a->no_store, "Print only; do not write the archive");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([&exit_code, a] { exit_code = run_baseline(*a); });
+}
+
+}  // namespace kforge::cli
