@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/common/files.h"
 #include "kforge/compile/module.h"
 #include "kforge/verify/channel.h"
 #include "kforge/verify/driver.h"
@@ -344,13 +345,7 @@ struct Probe {
       ask(*c, {{"op", "bye"}}, 30000);
       line("memcheck child", c->wait_exit(std::chrono::milliseconds(30000)).value_or("still running"));
       line("memcheck total ms", ms_since(ts));
-      std::string text;
-      if (FILE* f = std::fopen(log.c_str(), "r")) {
-        char buf[4096];
-        size_t k = std::fread(buf, 1, sizeof buf, f);
-        text.assign(buf, k);
-        std::fclose(f);
-      }
+      std::string text = read_file(log).value_or("").substr(0, 4096);
       std::cout << "---- memcheck log ----\n" << text << "\n---- child stderr ----\n" << c->stderr_tail(1500) << std::endl;
     }
     {  // memcheck on an honest run: no false report on imported memory
@@ -359,13 +354,7 @@ struct Probe {
       line("memcheck honest scale", ask(*c, launch("scale", {in, out, {{"int", n}}}, (n + 255) / 256, 256), 120000));
       ask(*c, {{"op", "bye"}}, 30000);
       c->wait_exit(std::chrono::milliseconds(30000));
-      std::string text;
-      if (FILE* f = std::fopen(log.c_str(), "r")) {
-        char buf[4096];
-        size_t k = std::fread(buf, 1, sizeof buf, f);
-        text.assign(buf, k);
-        std::fclose(f);
-      }
+      std::string text = read_file(log).value_or("").substr(0, 4096);
       std::cout << "---- memcheck honest log ----\n" << text << std::endl;
     }
   }
