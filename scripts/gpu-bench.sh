@@ -13,12 +13,12 @@ log="$OUT/bench.log"
   echo "== verdict latency (judge only, compile excluded: correctness, then timing, eager and scripted baselines), seed 7 =="
   for f in tests/candidates/valid/*.md; do
     task=$(head -1 "$f" | sed -E 's/.*task: *([^ ]+).*/\1/')
-    out=$(timeout 120 "$K" verify --answer "$f" --task "$task" --seed 7 --json 2>&1)
+    out=$(timeout 120 "$K" verify --answer "$f" --task "$task" --seed 7 --json 2>/tmp/kforge-verify-err.log)
     echo "$out" | python3 -c "import json,sys
 d=json.load(sys.stdin); t=d.get('timing') or {}
 print('%-28s %-24s %-10s judged %6.2f s  time %s ms  eager %s ms  scripted %s ms  x%s  roofline %s' % ('$(basename $f)', d['task'], d['outcome'], d['verify_ms']/1000,
   round(t.get('time',{}).get('median_ms',0),4), round(t.get('eager',{}).get('median_ms',0),4), round(t.get('scripted',{}).get('median_ms',0),4),
-  round(t.get('speedup_eager',0),2), t.get('roofline_fraction')))" 2>&1 || echo "$f: $out" | tail -3
+  round(t.get('speedup_eager',0),2), t.get('roofline_fraction')))" 2>&1 || { echo "$f: $out" | tail -3; tail -3 /tmp/kforge-verify-err.log; }
   done
   echo
   echo "== repeatability: two judge processes, same kernel (softmax_rows), seed 7 =="
