@@ -1,9 +1,13 @@
 #include "kforge/verify/device_facts.h"
 
+#include <torch/version.h>
+
 #include <algorithm>
 
 #include "kforge/common/files.h"
 #include "kforge/common/paths.h"
+#include "kforge/compile/nvrtc.h"
+#include "kforge/verify/protocol.h"
 #include "kforge/tasks/math_mode.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/timing.h"
@@ -83,6 +87,19 @@ MeasuredFacts device_facts(int device, bool remeasure) {
   make_directories((cache_dir() / "devices").string());
   write_file_atomic(file, f.to_json().dump(2));
   return f;
+}
+
+nlohmann::json toolchain(int device) {
+  DeviceInfo info = list_devices().at(static_cast<size_t>(device));
+  compile::NvrtcVersion nv = compile::nvrtc_version();
+  return {{"gpu", info.name},
+          {"uuid", info.uuid},
+          {"sm_clock_mhz", info.clock_khz / 1000},
+          {"driver", driver_version()},
+          {"cuda_headers", CUDA_VERSION},
+          {"nvrtc", std::to_string(nv.major) + "." + std::to_string(nv.minor)},
+          {"libtorch", TORCH_VERSION},
+          {"harness_version", kHarnessVersion}};
 }
 
 std::optional<double> roofline_floor_ms(const MeasuredFacts& facts, std::optional<double> bytes,

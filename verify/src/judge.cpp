@@ -168,6 +168,7 @@ class Verification {
     eager_ms_ = time_eager();
     size_t launches = report_.configurations.empty() ? 1 : report_.configurations.front().second.launches.size();
     watchdog_ = options_.watchdog ? *options_.watchdog : default_watchdog(eager_ms_, launches);
+    evidence_["toolchain"] = toolchain(options_.device);
     evidence_["eager_ms"] = eager_ms_;
     evidence_["watchdog_ms"] = watchdog_.count();
     json configs = json::array();

@@ -25,6 +25,10 @@ struct MeasuredFacts {
 // Measured now (about 2 s), or read back from the cache when this device and driver were measured.
 MeasuredFacts device_facts(int device, bool remeasure = false);
 
+// What every measurement records: GPU name, UUID and SM clock, driver, CUDA headers, NVRTC and
+// LibTorch versions, harness version.
+nlohmann::json toolchain(int device);
+
 // The roofline floor in ms: 0.9 x max(bytes / best bandwidth, flops / peak for the dtype); nullopt
 // when neither bytes nor flops are known.
 std::optional<double> roofline_floor_ms(const MeasuredFacts& facts, std::optional<double> bytes,
