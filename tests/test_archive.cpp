@@ -404,3 +404,11 @@ TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
 }
 
 }  // namespace
+
+TEST(Archive, CreatesItsFolderOnAFreshMachine) {
+  kforge::test::TempDir dir;
+  std::string path = (dir.path() / "not" / "yet" / "archive.db").string();
+  auto ar = kforge::archive::Archive::open(path, /*create=*/true);
+  EXPECT_EQ(ar.schema_version(), kforge::archive::kSchemaVersion);
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+}

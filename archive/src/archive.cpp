@@ -1,5 +1,7 @@
 #include "kforge/archive/archive.h"
 
+#include "kforge/common/files.h"
+
 #include <istream>
 #include <ostream>
 
@@ -44,6 +46,8 @@ std::string fts_query(const std::string& text) {
 }  // namespace
 
 Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms) {
+  // A fresh machine has no $XDG_DATA_HOME/kforge yet.
+  if (create && path.find('/') != std::string::npos) make_directories(path.substr(0, path.rfind('/')));
   Archive a(std::make_unique<Database>(path, create, busy_timeout_ms));
   a.migrate();
   return a;

@@ -186,7 +186,13 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, nullptr, args.data(), environ);
+  // Its own process group, so a kill reaches a runner started under a wrapper (compute-sanitizer).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw ChannelError("cannot start " + argv[0] + ": " + std::strerror(rc));
   channel_ = Channel(std::move(mine));
@@ -198,6 +204,7 @@ ChildProcess::~ChildProcess() {
 
 std::string ChildProcess::kill_now() {
   if (ended_) return *ended_;
+  ::kill(-pid_, SIGKILL);  // the whole group: a wrapper and the runner under it
   ::kill(pid_, SIGKILL);
   while (true) {
     if (auto e = wait_exit(std::chrono::milliseconds(1000))) return *e;

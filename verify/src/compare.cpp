@@ -1,5 +1,6 @@
 #include "kforge/verify/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -14,6 +15,8 @@ namespace {
 using tasks::Dtype;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Elements per pass of a comparison: 2^26 (512 MB per float64 temporary).
+constexpr int64_t kCompareChunk = int64_t{1} << 26;
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kCanaryStream = 0xC3A5C85C97CB3127ull;  // canaries and poison draw apart
 
@@ -55,8 +58,8 @@ torch::Tensor shift_right_logical(const torch::Tensor& x, int s) {
 }
 
 // splitmix64's output i for i in [0, n): mix(seed + (i + 1) · golden), as int64 on opts' device.
-torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& opts) {
-  torch::Tensor z = torch::arange(1, n + 1, opts.dtype(torch::kLong));
+torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& opts, int64_t start = 0) {
+  torch::Tensor z = torch::arange(start + 1, start + n + 1, opts.dtype(torch::kLong));
   z = z.mul(as_signed(kGolden)).add(as_signed(seed));
   z = torch::bitwise_xor(z, shift_right_logical(z, 30)).mul(as_signed(0xBF58476D1CE4E5B9ull));
   z = torch::bitwise_xor(z, shift_right_logical(z, 27)).mul(as_signed(0x94D049BB133111EBull));
@@ -155,53 +158,64 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
     return out;
   }
 
+  // In chunks of the flat tensors, so temporaries stay bounded (outputs can hold 2^31 elements).
   const torch::Device device = candidate.device();
   const int64_t n = out.numel;
-  torch::Tensor c = flat64(candidate, device), r = flat64(reference64, device),
-                e = flat64(eager, device);
-  torch::Tensor err = abs_error(c, r), eager_err = abs_error(e, r);
-  torch::Tensor finite_r = torch::isfinite(r);
-  torch::Tensor rms = (r.masked_fill(finite_r.logical_not(), 0.0).square().sum() /
-                       finite_r.sum().clamp_min(1).to(torch::kFloat64))
-                          .sqrt();
-  // eager's overflow to ±inf must not make every answer acceptable.
-  torch::Tensor eager_max = eager_err.masked_fill(torch::isinf(eager_err), 0.0).max();
-  torch::Tensor threshold =
-      floating ? torch::maximum(rms * tol, eager_max * k) : torch::zeros({}, r.options());
-  torch::Tensor bad =
-      floating ? err > threshold
-               : bits(candidate).to(device).reshape(-1) != bits(reference64).to(device).reshape(-1);
-  torch::Tensor both_finite = torch::isfinite(c).logical_and(finite_r);
-  torch::Tensor rel = (c - r).abs() / r.abs().clamp_min(std::numeric_limits<double>::min());
-  torch::Tensor nans = torch::isnan(c).logical_and(torch::isnan(r).logical_not()).sum();
-  torch::Tensor first =
-      torch::arange(n, r.options().dtype(torch::kLong)).masked_fill(bad.logical_not(), n).min();
-  torch::Tensor at = first.clamp_max(n - 1).view({1});
-  // One device-to-host copy for every number.
-  torch::Tensor stats =
-      torch::cat({err.max().view({1}),
-                  rel.masked_fill(both_finite.logical_not(), 0.0).max().view({1}), rms.view({1}),
-                  eager_max.view({1}), threshold.view({1}), bad.sum().to(torch::kFloat64).view({1}),
-                  nans.to(torch::kFloat64).view({1}), first.to(torch::kFloat64).view({1}),
-                  c.index_select(0, at), r.index_select(0, at)})
-          .cpu();
-  const double* s = stats.data_ptr<double>();
-  out.max_abs_error = s[0];
-  out.max_rel_error = s[1];
-  out.rms_reference = s[2];
-  out.eager_max_abs_error = s[3];
-  out.threshold = s[4];
-  out.mismatches = static_cast<int64_t>(s[5]);
-  out.nan_count = static_cast<int64_t>(s[6]);
-  out.normalized_error =
-      out.rms_reference > 0 ? out.max_abs_error / out.rms_reference : out.max_abs_error;
-  out.ok = out.mismatches == 0;
-  if (!out.ok) {
-    out.first_bad_index = static_cast<int64_t>(s[7]);
-    out.first_bad_position = unravel(out.first_bad_index, candidate.sizes().vec());
-    out.first_bad_value = s[8];
-    out.first_bad_expected = s[9];
+  torch::Tensor cand = candidate.reshape(-1), ref = reference64.reshape(-1), eag = eager.reshape(-1);
+  auto slice = [&](const torch::Tensor& t, int64_t off) { return t.slice(0, off, std::min(off + kCompareChunk, n)); };
+
+  // Pass 1 (floating): rms of r64 over its finite elements and eager's error, hence the threshold.
+  double sumsq = 0, finite_count = 0, eager_max = 0;
+  if (floating) {
+    for (int64_t off = 0; off < n; off += kCompareChunk) {
+      torch::Tensor r = flat64(slice(ref, off), device), e = flat64(slice(eag, off), device);
+      torch::Tensor finite_r = torch::isfinite(r);
+      torch::Tensor eager_err = abs_error(e, r);
+      // eager's overflow to ±inf must not make every answer acceptable.
+      torch::Tensor part = torch::stack({r.masked_fill(finite_r.logical_not(), 0.0).square().sum(),
+                                         finite_r.sum().to(torch::kFloat64),
+                                         eager_err.masked_fill(torch::isinf(eager_err), 0.0).max()})
+                               .cpu();
+      sumsq += part[0].item<double>();
+      finite_count += part[1].item<double>();
+      eager_max = std::max(eager_max, part[2].item<double>());
+    }
   }
+  out.rms_reference = std::sqrt(sumsq / std::max(finite_count, 1.0));
+  out.eager_max_abs_error = eager_max;
+  out.threshold = floating ? std::max(out.rms_reference * tol, eager_max * k) : 0.0;
+
+  // Pass 2: the candidate's errors against the threshold; one device-to-host copy per chunk.
+  for (int64_t off = 0; off < n; off += kCompareChunk) {
+    torch::Tensor cc = slice(cand, off), rc = slice(ref, off);
+    int64_t len = cc.numel();
+    torch::Tensor c = flat64(cc, device), r = flat64(rc, device);
+    torch::Tensor err = abs_error(c, r);
+    torch::Tensor bad = floating ? err > out.threshold : bits(cc).to(device) != bits(rc).to(device);
+    torch::Tensor both_finite = torch::isfinite(c).logical_and(torch::isfinite(r));
+    torch::Tensor rel = (c - r).abs() / r.abs().clamp_min(std::numeric_limits<double>::min());
+    torch::Tensor nans = torch::isnan(c).logical_and(torch::isnan(r).logical_not()).sum();
+    torch::Tensor first = torch::arange(len, r.options().dtype(torch::kLong)).masked_fill(bad.logical_not(), len).min();
+    torch::Tensor at = first.clamp_max(len - 1).view({1});
+    torch::Tensor stats = torch::cat({err.max().view({1}), rel.masked_fill(both_finite.logical_not(), 0.0).max().view({1}),
+                                      bad.sum().to(torch::kFloat64).view({1}), nans.to(torch::kFloat64).view({1}),
+                                      first.to(torch::kFloat64).view({1}), c.index_select(0, at), r.index_select(0, at)})
+                              .cpu();
+    const double* st = stats.data_ptr<double>();
+    out.max_abs_error = std::max(out.max_abs_error, st[0]);
+    out.max_rel_error = std::max(out.max_rel_error, st[1]);
+    if (st[2] > 0 && out.mismatches == 0) {
+      out.first_bad_index = off + static_cast<int64_t>(st[4]);
+      out.first_bad_value = st[5];
+      out.first_bad_expected = st[6];
+    }
+    out.mismatches += static_cast<int64_t>(st[2]);
+    out.nan_count += static_cast<int64_t>(st[3]);
+  }
+  out.normalized_error = out.rms_reference > 0 ? out.max_abs_error / out.rms_reference : out.max_abs_error;
+  out.ok = out.mismatches == 0;
+  if (out.ok) out.first_bad_index = -1;
+  else out.first_bad_position = unravel(out.first_bad_index, candidate.sizes().vec());
   return out;
 }
 
@@ -288,20 +302,31 @@ void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
     return;
   }
   if (t.numel() == 0) return;
-  torch::Tensor h = splitmix64(t.numel(), seed, t.options()).view(t.sizes());
-  if (floating) {
-    // The top 53 bits as a uniform draw u in [0, 1), the lowest bit as the sign: ±10^(6u − 3),
-    // magnitudes log-uniform in [1e-3, 1e3] (normal and finite in every float dtype, and many
-    // distinct values even in bfloat16).
-    torch::Tensor unit =
-        shift_right_logical(h, 11).to(torch::kFloat64) * (1.0 / 9007199254740992.0);
-    torch::Tensor magnitude = ((unit * 6 - 3) * std::log(10.0)).exp().clamp(1e-3, 1e3);
-    torch::Tensor sign = 1 - 2 * torch::bitwise_and(h, 1).to(torch::kFloat64);
-    t.copy_(sign * magnitude);
-  } else if (t.scalar_type() == torch::kBool) {
-    t.view(torch::kByte).copy_(torch::bitwise_or(torch::bitwise_and(h, 0x7F), 0x80));
-  } else {
-    bits(t).copy_(h);  // narrower integers keep the low bits
+  if (!t.is_contiguous()) {  // rare: poison a contiguous copy, then write it back
+    torch::Tensor c = t.contiguous();
+    poison(c, kind, seed);
+    t.copy_(c);
+    return;
+  }
+  // In chunks of the flat view (element i gets splitmix64's output i wherever the chunk starts).
+  torch::Tensor flat = t.view(-1);
+  const int64_t n = flat.numel();
+  for (int64_t off = 0; off < n; off += kCompareChunk) {
+    torch::Tensor part = flat.slice(0, off, std::min(off + kCompareChunk, n));
+    torch::Tensor h = splitmix64(part.numel(), seed, t.options(), off);
+    if (floating) {
+      // The top 53 bits as a uniform draw u in [0, 1), the lowest bit as the sign: ±10^(6u − 3),
+      // magnitudes log-uniform in [1e-3, 1e3] (normal and finite in every float dtype, and many
+      // distinct values even in bfloat16).
+      torch::Tensor unit = shift_right_logical(h, 11).to(torch::kFloat64) * (1.0 / 9007199254740992.0);
+      torch::Tensor magnitude = ((unit * 6 - 3) * std::log(10.0)).exp().clamp(1e-3, 1e3);
+      torch::Tensor sign = 1 - 2 * torch::bitwise_and(h, 1).to(torch::kFloat64);
+      part.copy_(sign * magnitude);
+    } else if (t.scalar_type() == torch::kBool) {
+      part.view(torch::kByte).copy_(torch::bitwise_or(torch::bitwise_and(h, 0x7F), 0x80));
+    } else {
+      bits(part).copy_(h);  // narrower integers keep the low bits
+    }
   }
 }
 

@@ -73,13 +73,15 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     KFORGE_CU_CHECK(d, d.cuMemSetAccess(va, spec_.allocation_bytes, &access, 1));
   } catch (...) {
-    this->~SharedBuffer();
+    release();
     throw;
   }
   tensor_ = view_of(va_ + spec_.offset, shape, dtype, device);
 }
 
-SharedBuffer::~SharedBuffer() {
+SharedBuffer::~SharedBuffer() { release(); }
+
+void SharedBuffer::release() {
   const Driver& d = Driver::get();
   tensor_ = torch::Tensor();
   if (va_) {

@@ -32,6 +32,7 @@ class SharedBuffer {
   int fd() const { return fd_.get(); }
 
  private:
+  void release();  // unmap and free; safe to call twice
   BufferSpec spec_;
   UniqueFd fd_;
   unsigned long long handle_ = 0;
