@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 extern char** environ;
@@ -95,7 +97,7 @@ Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) return Received::Timeout;
     pollfd p{socket_.get(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), std::numeric_limits<int>::max())));
     if (r < 0) {
       if (errno == EINTR) continue;
       throw ChannelError("waiting for the other process failed: " + errno_text());
