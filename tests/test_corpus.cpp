@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "corpus_util.h"
+#include "kforge/verify/judge.h"
 #include "kforge/verify/outcome.h"
 
 using namespace kforge;
@@ -25,6 +26,15 @@ TEST(Corpus, ExploitsCompileAndTheirManifestNamesRealOutcomes) {
         EXPECT_TRUE(verify::outcome_from_string(o.get<std::string>())) << name << ": unknown outcome " << o;
     }
     CheckedAnswer c = check_answer_file(path, compile::DeviceFacts::for_arch("sm_90a"), compiler);
-    EXPECT_TRUE(c.report.ok()) << name << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
+    // Exploits meant to stop before the GPU must stop here, with that outcome; the rest must pass.
+    auto expected = manifest["kernels"][name].get<std::vector<std::string>>();
+    std::string before_gpu = std::string(verify::to_string(verify::verdict_from_report(c.report).outcome));
+    bool stops_here = expected == std::vector<std::string>{"compile_error"} || expected == std::vector<std::string>{"plan_error"};
+    if (stops_here) {
+      EXPECT_FALSE(c.report.ok()) << name << " should be stopped before the GPU";
+      EXPECT_EQ(before_gpu, expected.front()) << name;
+    } else {
+      EXPECT_TRUE(c.report.ok()) << name << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
+    }
   }
 }

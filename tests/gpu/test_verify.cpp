@@ -23,9 +23,9 @@ compile::DeviceFacts measured_facts() {
   return f;
 }
 
+// Judged as `kforge verify` does: a report that stops before the GPU gives its compile or plan error.
 verify::Verdict judge_file(verify::Judge& judge, const std::string& path, compile::Compiler& compiler) {
   CheckedAnswer c = check_answer_file(path, measured_facts(), compiler);
-  EXPECT_TRUE(c.report.ok()) << path << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
   auto t0 = std::chrono::steady_clock::now();
   verify::Verdict v = judge.verify(c.fixture.task, c.report);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -43,6 +43,8 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
   verify::Judge judge;
   for (const std::string& path : answers_in((source_dir() / "tests/candidates/valid").string())) {
     verify::Verdict v = judge_file(judge, path, compiler);
+    EXPECT_NE(v.outcome, verify::Outcome::CompileError) << path;
+    EXPECT_NE(v.outcome, verify::Outcome::PlanError) << path;
     EXPECT_EQ(v.outcome, verify::Outcome::Correct) << path << ": " << v.summary << "\n" << v.evidence.dump(1);
     if (!v.correct()) continue;
     ASSERT_TRUE(v.timing) << path;
@@ -76,7 +78,7 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
     EXPECT_NE(std::find(ok.begin(), ok.end(), std::string(verify::to_string(v.outcome))), ok.end())
         << file << ": got " << verify::to_string(v.outcome) << ": " << v.summary << "\n" << v.evidence.dump(1);
     EXPECT_FALSE(v.summary.empty()) << file;
-    EXPECT_TRUE(v.evidence.contains("detail")) << file << ": no evidence";
+    EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors")) << file << ": no evidence";
   }
   // The same judge, after faults and a hang, still judges honest work.
   verify::Verdict after = judge_file(judge, (source_dir() / "tests/candidates/valid/relu_vec4.md").string(), compiler);
