@@ -5,6 +5,7 @@
 #include "kforge/common/files.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/judge.h"
+#include "kforge/verify/shared_buffer.h"
 #include "test_util.h"
 
 using namespace kforge;
@@ -102,4 +103,22 @@ TEST(Timing, RooflineFloorIsTheSlowerOfBytesAndFlopsTimesNineTenths) {
   EXPECT_NEAR(*roofline_floor_ms(f, 4e9, 1e12, tasks::Dtype::Float16), 0.9, 1e-12);
   EXPECT_FALSE(roofline_floor_ms(f, std::nullopt, std::nullopt, tasks::Dtype::Float32));
   EXPECT_EQ(MeasuredFacts::from_json(f.to_json()).to_json(), f.to_json());
+}
+
+// The contract between the judge's canaries and the runner's guard gaps (docs/protocol.md, Buffers).
+TEST(Buffers, TheTensorEndsAtItsAllocationAlignedWithSlackBefore) {
+  const uint64_t gran = 2 << 20;
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{12}, uint64_t{256}, uint64_t{4000}, (uint64_t{2} << 20) - 256,
+                         uint64_t{2} << 20, uint64_t{67108864}, uint64_t{67108864} + 4}) {
+    BufferSpec b = buffer_layout(bytes, gran);
+    EXPECT_EQ(b.allocation_bytes % gran, 0u) << bytes;
+    EXPECT_EQ(b.offset % 256, 0u) << bytes;
+    EXPECT_GE(b.offset, 256u) << bytes;                           // canaries before the start
+    uint64_t after = b.allocation_bytes - b.offset - b.bytes;      // canaries before the gap
+    EXPECT_LT(after, 256u + (bytes == 0 ? 1 : 0)) << bytes;
+    EXPECT_EQ((b.bytes + after) % 256, 0u) << bytes;               // the tensor's padded end is the gap
+    EXPECT_EQ(b.bytes, bytes);
+  }
+  EXPECT_EQ(buffer_layout(67108864, gran).allocation_bytes, 67108864u + gran);  // 64 MiB + room for slack
+  EXPECT_EQ(buffer_layout(12, gran).offset, gran - 256);
 }

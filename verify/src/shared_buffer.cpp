@@ -39,6 +39,16 @@ uint64_t allocation_granularity(int device) {
   return g;
 }
 
+BufferSpec buffer_layout(uint64_t bytes, uint64_t granularity) {
+  BufferSpec b;
+  uint64_t padded = round_up(std::max<uint64_t>(bytes, 1), 256);
+  b.bytes = bytes;
+  // At least 256 slack bytes before the tensor, so an underflow has canaries to hit.
+  b.allocation_bytes = round_up(padded + 256, granularity);
+  b.offset = b.allocation_bytes - padded;
+  return b;
+}
+
 SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
                            bool read_only, int device)
     : device_(device) {
@@ -47,13 +57,9 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
   int64_t numel = 1;
   for (int64_t s : shape) numel *= s;
   uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(dtype);
-  uint64_t padded = round_up(std::max<uint64_t>(bytes, 1), 256);
+  spec_ = buffer_layout(bytes, gran);
   spec_.name = std::move(name);
-  spec_.bytes = bytes;
   spec_.read_only = read_only;
-  // At least 256 slack bytes before the tensor, so an underflow has canaries to hit.
-  spec_.allocation_bytes = round_up(padded + 256, gran);
-  spec_.offset = spec_.allocation_bytes - padded;
 
   CUmemAllocationProp prop = allocation_prop(device);
   CUmemGenericAllocationHandle h;

@@ -44,4 +44,8 @@ class SharedBuffer {
 // VMM allocation granularity of `device` (2 MiB on the H200).
 uint64_t allocation_granularity(int device);
 
+// Where a tensor of `bytes` goes in its allocation: at the end, 256-byte aligned, after at least
+// 256 slack bytes; the allocation a multiple of `granularity`. (Pure: tested without a GPU.)
+BufferSpec buffer_layout(uint64_t bytes, uint64_t granularity);
+
 }  // namespace kforge::verify
