@@ -326,13 +326,15 @@ class Verification {
       for (size_t side = 0; side < slack.size(); ++side) {
         CanaryCheck k = check_canary(slack[side], seed * 7 + i);
         if (k.ok()) continue;
+        // The first changed byte: before the tensor, the farthest from its start; after it, the nearest
+        // to its end.
         int64_t distance = side == 0 ? static_cast<int64_t>(slack[0].numel()) - k.first_offset : k.first_offset + 1;
         return fail(Outcome::OutOfBoundsWrite,
                     std::to_string(k.overwritten) + " byte(s) " + (side == 0 ? "before" : "after") + " '" + c.names[i] +
-                        "' overwritten (the nearest " + std::to_string(distance) + " byte(s) " +
+                        "' overwritten (" + (side == 0 ? "reaching " : "from ") + std::to_string(distance) + " byte(s) " +
                         (side == 0 ? "before its start" : "past its end") + ") " + at.words(),
                     {{"buffer", c.names[i]}, {"side", side == 0 ? "before" : "after"}, {"bytes_overwritten", k.overwritten},
-                     {"nearest_distance_bytes", distance}},
+                     {side == 0 ? "farthest_distance_bytes" : "nearest_distance_bytes", distance}},
                     at);
       }
     }
