@@ -73,15 +73,6 @@ CUcontext primary_context(const Driver& d) {
   return ctx;
 }
 
-CUmemAllocationProp allocation_prop() {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  return prop;
-}
-
 // ---- child (runner role) ----
 
 int child_main() {
@@ -195,7 +186,7 @@ struct Probe {
   void line(const std::string& key, const json& value) { std::cout << key << ": " << value.dump() << std::endl; }
 
   Shared make_buffer(size_t size) {
-    CUmemAllocationProp prop = allocation_prop();
+    CUmemAllocationProp prop = shareable_allocation(0);
     Shared s;
     s.size = size;
     KFORGE_CU_CHECK(d, d.cuMemCreate(&s.handle, size, &prop, 0));
@@ -257,7 +248,7 @@ struct Probe {
   void run() {
     d.require("the probe");
     primary_context(d);
-    CUmemAllocationProp prop = allocation_prop();
+    CUmemAllocationProp prop = shareable_allocation(0);
     KFORGE_CU_CHECK(d, d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     line("granularity", gran);
     auto t = Clock::now();

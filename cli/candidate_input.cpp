@@ -4,6 +4,7 @@
 #include "kforge/compile/answer.h"
 #include "kforge/compile/module.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 
 namespace kforge::cli {
@@ -51,11 +52,7 @@ tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir)
 compile::DeviceFacts facts_for(const std::string& arch_flag) {
   const verify::Driver& driver = verify::Driver::get();
   if (driver.available()) {
-    verify::DeviceInfo d = verify::list_devices().at(0);
-    compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
-    f.num_sms = d.sm_count;
-    f.max_shared_per_block = d.max_shared_per_block_optin;
-    f.measured = true;
+    compile::DeviceFacts f = verify::plan_facts(0);
     if (!arch_flag.empty()) f.arch = arch_flag;
     return f;
   }

@@ -5,7 +5,7 @@
 
 #include "../corpus_util.h"
 #include "gpu_test_util.h"
-#include "kforge/compile/nvrtc.h"
+#include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
 
@@ -14,18 +14,9 @@ using namespace kforge::test;
 
 namespace {
 
-compile::DeviceFacts measured_facts() {
-  verify::DeviceInfo d = verify::list_devices().at(0);
-  compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
-  f.num_sms = d.sm_count;
-  f.max_shared_per_block = d.max_shared_per_block_optin;
-  f.measured = true;
-  return f;
-}
-
 // Judged as `kforge verify` does: a report that stops before the GPU gives its compile or plan error.
 verify::Verdict judge_file(verify::Judge& judge, const std::string& path, compile::Compiler& compiler) {
-  CheckedAnswer c = check_answer_file(path, measured_facts(), compiler);
+  CheckedAnswer c = check_answer_file(path, verify::plan_facts(0), compiler);
   auto t0 = std::chrono::steady_clock::now();
   verify::Verdict v = judge.verify(c.fixture.task, c.report);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -39,7 +39,7 @@ class Runner {
     KFORGE_CU_CHECK(d_, d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
     KFORGE_CU_CHECK(d_, d_.cuEventCreate(&start_, CU_EVENT_DEFAULT));
     KFORGE_CU_CHECK(d_, d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT));
-    CUmemAllocationProp prop = allocation_prop();
+    CUmemAllocationProp prop = shareable_allocation(device);
     KFORGE_CU_CHECK(d_, d_.cuMemGetAllocationGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   }
 
@@ -79,14 +79,6 @@ class Runner {
     CUdeviceptr ptr = 0;
     std::string initial;
   };
-
-  static CUmemAllocationProp allocation_prop() {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    return prop;
-  }
 
   std::string name_of(CUresult r) const {
     const char* n = nullptr;

@@ -263,6 +263,19 @@ std::string Comparison::summary() const {
   return s;
 }
 
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  torch::Tensor x = a.reshape(-1), y = b.reshape(-1);
+  const int64_t n = x.numel();
+  double worst = 0;
+  for (int64_t off = 0; off < n; off += kCompareChunk) {
+    int64_t end = std::min(off + kCompareChunk, n);
+    worst = std::max(worst, abs_error(flat64(x.slice(0, off, end), x.device()), flat64(y.slice(0, off, end), x.device()))
+                                .max()
+                                .item<double>());
+  }
+  return worst;
+}
+
 bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes())) return false;
   return a.numel() == 0 || torch::equal(bits(a), bits(b).to(a.device()));

@@ -16,22 +16,11 @@ namespace kforge::verify {
 
 double MeasuredFacts::best_gbps() const { return std::max({read_gbps, write_gbps, copy_gbps}); }
 
-nlohmann::json MeasuredFacts::to_json() const {
-  return {{"uuid", uuid}, {"name", name}, {"driver", driver}, {"read_gbps", read_gbps}, {"write_gbps", write_gbps},
-          {"copy_gbps", copy_gbps}, {"peak_tflops", peak_tflops}};
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MeasuredFacts, uuid, name, driver, read_gbps, write_gbps, copy_gbps, peak_tflops)
 
-MeasuredFacts MeasuredFacts::from_json(const nlohmann::json& j) {
-  MeasuredFacts f;
-  f.uuid = j.at("uuid");
-  f.name = j.at("name");
-  f.driver = j.at("driver");
-  f.read_gbps = j.at("read_gbps");
-  f.write_gbps = j.at("write_gbps");
-  f.copy_gbps = j.at("copy_gbps");
-  f.peak_tflops = j.at("peak_tflops").get<std::map<std::string, double>>();
-  return f;
-}
+nlohmann::json MeasuredFacts::to_json() const { return nlohmann::json(*this); }
+
+MeasuredFacts MeasuredFacts::from_json(const nlohmann::json& j) { return j.get<MeasuredFacts>(); }
 
 namespace {
 
@@ -86,6 +75,15 @@ MeasuredFacts device_facts(int device, bool remeasure) {
   MeasuredFacts f = measure(device, info);
   make_directories((cache_dir() / "devices").string());
   write_file_atomic(file, f.to_json().dump(2));
+  return f;
+}
+
+compile::DeviceFacts plan_facts(int device) {
+  DeviceInfo d = list_devices().at(static_cast<size_t>(device));
+  compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
+  f.num_sms = d.sm_count;
+  f.max_shared_per_block = d.max_shared_per_block_optin;
+  f.measured = true;
   return f;
 }
 

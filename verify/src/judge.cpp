@@ -229,6 +229,19 @@ class Verification {
     return run_reference(task_, reference_, inputs, scripted);
   }
 
+  // The reference in float64: floating inputs widened (exactly), integer inputs as they are.
+  std::vector<torch::Tensor> reference64(const std::vector<torch::Tensor>& inputs) {
+    std::vector<torch::Tensor> wide;
+    for (const torch::Tensor& t : inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+    return eager(wide);
+  }
+
+  // tol of the acceptance formula for output `o`: the task's own, else the dtype's default.
+  double tolerance_for(size_t o, tasks::Dtype dt) const {
+    if (o < task_.outputs.size() && task_.outputs[o].tolerance) return *task_.outputs[o].tolerance;
+    return default_tolerance(dt);
+  }
+
   double time_eager() {
     std::vector<torch::Tensor> in = draw_inputs(task_.dims, seed_ + 99, 0);
     eager(in);
@@ -362,9 +375,7 @@ class Verification {
     std::vector<torch::Tensor> ref_eager = eager(inputs);
     std::vector<torch::Tensor> ref64;
     try {
-      std::vector<torch::Tensor> wide;
-      for (const torch::Tensor& t : inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
-      ref64 = eager(wide);
+      ref64 = reference64(inputs);
     } catch (const std::exception& e) {
       evidence_["reference64"] = std::string("unavailable, eager used instead: ") + e.what();
       for (const torch::Tensor& t : ref_eager) ref64.push_back(t.to(torch::kFloat64));
@@ -382,8 +393,7 @@ class Verification {
       Dtype dt = tasks::from_scalar_type(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
       // A reference may cast its result itself; the fp64 one is compared as float64 all the same.
       torch::Tensor expected = tasks::is_floating(dt) ? ref64[o].to(torch::kFloat64) : ref_eager[o];
-      double tol = default_tolerance(dt);
-      if (o < task_.outputs.size() && task_.outputs[o].tolerance) tol = *task_.outputs[o].tolerance;
+      double tol = tolerance_for(o, dt);
       for (int run : {2, 1}) {
         const torch::Tensor& got = run == 2 ? out2 : out1[o];
         Comparison cmp = compare_output(got, expected, ref_eager[o], dt, tol);
@@ -441,18 +451,12 @@ class Verification {
     for (int k = 0; k < o.pool; ++k) {
       PoolSet p;
       p.inputs = draw_inputs(c.dims, seed_ + 50 + static_cast<uint64_t>(k), 0);
-      std::vector<torch::Tensor> e = eager(p.inputs), r64;
-      {
-        std::vector<torch::Tensor> wide;
-        for (const torch::Tensor& t : p.inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
-        r64 = eager(wide);
-      }
+      std::vector<torch::Tensor> e = eager(p.inputs), r64 = reference64(p.inputs);
       for (size_t i = 0; i < e.size(); ++i) {
         tasks::Dtype dt = tasks::from_scalar_type(e[i].scalar_type()).value_or(tasks::Dtype::Float32);
-        double tol = i < task_.outputs.size() && task_.outputs[i].tolerance ? *task_.outputs[i].tolerance : default_tolerance(dt);
         double allowed = 0;
         if (tasks::is_floating(dt)) {
-          Comparison self = compare_output(e[i], r64[i].to(torch::kFloat64), e[i], dt, tol);
+          Comparison self = compare_output(e[i], r64[i].to(torch::kFloat64), e[i], dt, tolerance_for(i, dt));
           allowed = self.threshold + self.max_abs_error;
         }
         p.eager.push_back(e[i]);
@@ -515,24 +519,10 @@ class Verification {
 
   void check_timed_outputs(Config& c, const PoolSet& set, int rep) {
     for (size_t o = 0; o < c.outputs; ++o) {
-      const torch::Tensor out = c.buffers[c.inputs + o]->tensor().reshape(-1);
-      const torch::Tensor want = set.eager[o].reshape(-1);
+      const torch::Tensor& out = c.buffers[c.inputs + o]->tensor();
       double worst = 0;
-      bool ok = true;
-      const int64_t n = out.numel(), chunk = int64_t{1} << 26;
-      for (int64_t off = 0; off < n && ok; off += chunk) {
-        torch::Tensor a = out.slice(0, off, std::min(off + chunk, n)), b = want.slice(0, off, std::min(off + chunk, n));
-        if (set.allowed[o] == 0) {
-          ok = torch::equal(a, b);
-          continue;
-        }
-        torch::Tensor x = a.to(torch::kFloat64), y = b.to(torch::kFloat64);
-        torch::Tensor err = (x - y).abs().masked_fill(x == y, 0.0);  // equal infinities: no error
-        err = err.masked_fill(torch::isnan(err), std::numeric_limits<double>::infinity());
-        err = err.masked_fill(torch::isnan(x).logical_and(torch::isnan(y)), 0.0);
-        worst = std::max(worst, err.max().item<double>());
-        ok = worst <= set.allowed[o];
-      }
+      bool ok = set.allowed[o] == 0 ? torch::equal(out, set.eager[o])
+                                    : (worst = max_abs_difference(out, set.eager[o])) <= set.allowed[o];
       if (!ok)
         throw TimedWrong{"output '" + c.names[c.inputs + o] + "' differs from eager's by " + std::to_string(worst) +
                              " (allowed " + std::to_string(set.allowed[o]) + ") at timed repetition " + std::to_string(rep),

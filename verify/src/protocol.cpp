@@ -6,20 +6,11 @@ namespace kforge::verify {
 
 using nlohmann::json;
 
-json to_json(const BufferSpec& b) {
-  return {{"name", b.name}, {"allocation_bytes", b.allocation_bytes}, {"offset", b.offset}, {"bytes", b.bytes},
-          {"read_only", b.read_only}};
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BufferSpec, name, allocation_bytes, offset, bytes, read_only)
 
-BufferSpec buffer_from_json(const json& j) {
-  BufferSpec b;
-  b.name = j.at("name");
-  b.allocation_bytes = j.at("allocation_bytes");
-  b.offset = j.at("offset");
-  b.bytes = j.at("bytes");
-  b.read_only = j.at("read_only");
-  return b;
-}
+json to_json(const BufferSpec& b) { return json(b); }
+
+BufferSpec buffer_from_json(const json& j) { return j.get<BufferSpec>(); }
 
 json to_json(const RunRequest& r) {
   json launches = json::array();

@@ -7,15 +7,6 @@
 namespace kforge::verify {
 namespace {
 
-CUmemAllocationProp allocation_prop(int device) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  return prop;
-}
-
 uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
 
 // A tensor over VMM memory. The device is given, not asked: LibTorch 2.11's from_blob asks
@@ -33,7 +24,7 @@ torch::Tensor view_of(unsigned long long address, std::vector<int64_t> shape, to
 uint64_t allocation_granularity(int device) {
   const Driver& d = Driver::get();
   d.require("sharing buffers with a runner");
-  CUmemAllocationProp prop = allocation_prop(device);
+  CUmemAllocationProp prop = shareable_allocation(device);
   size_t g = 0;
   KFORGE_CU_CHECK(d, d.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   return g;
@@ -61,7 +52,7 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
   spec_.name = std::move(name);
   spec_.read_only = read_only;
 
-  CUmemAllocationProp prop = allocation_prop(device);
+  CUmemAllocationProp prop = shareable_allocation(device);
   CUmemGenericAllocationHandle h;
   KFORGE_CU_CHECK(d, d.cuMemCreate(&h, spec_.allocation_bytes, &prop, 0));
   handle_ = h;

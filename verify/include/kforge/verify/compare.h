@@ -62,6 +62,10 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
                           const torch::Tensor& eager, tasks::Dtype dtype, double tol,
                           double k = kEagerErrorFactor);
 
+// max |a − b| over same-shaped tensors in float64, with compare_output's rules (equal infinities
+// and NaN against NaN are no error, NaN against a number is +inf); in chunks, so large outputs fit.
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b);
+
 // Same shape, dtype and bytes (NaN payloads and the sign of zero included).
 bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b);
 // Elements whose bytes differ. Throws kforge::Error when shapes or dtypes differ.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "kforge/compile/plan.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::verify {
@@ -24,6 +25,9 @@ struct MeasuredFacts {
 
 // Measured now (about 2 s), or read back from the cache when this device and driver were measured.
 MeasuredFacts device_facts(int device, bool remeasure = false);
+
+// What plans may assume about GPU `device`, read from the driver (its arch, SMs, opt-in shared memory).
+compile::DeviceFacts plan_facts(int device);
 
 // What every measurement records: GPU name, UUID and SM clock, driver, CUDA headers, NVRTC and
 // LibTorch versions, harness version.

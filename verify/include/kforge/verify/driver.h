@@ -111,6 +111,17 @@ struct DeviceInfo {
   int memory_bus_bits = 0;
 };
 
+// Device memory the judge shares with runners: pinned on `device`, exportable as a POSIX file
+// descriptor (VMM, docs/protocol.md).
+inline CUmemAllocationProp shareable_allocation(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
 int driver_version();                // e.g. 13000
 std::vector<DeviceInfo> list_devices();  // requires a driver
 
