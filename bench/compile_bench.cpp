@@ -1,4 +1,4 @@
-// bench/compile: compile latency over the candidate corpus (tests/candidates/valid).
+// bench/compile: compile latency over the candidate corpus (tests/gpu/honest).
 //   cold    first compile of a source in a running worker, nothing cached
 //   warm    a CUB / cooperative-groups source compiled again in the same worker with another
 //           tunable value (NVRTC's automatic precompiled header is warm; the cache is not used)
@@ -31,7 +31,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   fs::path root = argc > 1 ? argv[1] : KFORGE_SOURCE_DIR;
-  fs::path corpus = root / "tests/candidates/valid";
+  fs::path corpus = root / "tests/gpu/honest";
   std::string cache = (fs::temp_directory_path() / ("kforge-bench-" + std::to_string(::getpid()))).string();
   std::vector<double> plain_cold, heavy_cold, heavy_warm, cached;
   std::printf("%-24s %-6s %10s %10s %10s\n", "kernel", "kind", "cold ms", "warm ms", "cached ms");

@@ -11,7 +11,7 @@ K="$BUILD_DIR/kforge"
 log="$OUT/bench.log"
 {
   echo "== verdict latency (judge only, compile excluded: correctness, then timing, eager and scripted baselines), seed 7 =="
-  for f in tests/candidates/valid/*.md; do
+  for f in tests/gpu/honest/*.md; do
     task=$(head -1 "$f" | sed -E 's/.*task: *([^ ]+).*/\1/')
     out=$(timeout 120 "$K" verify --answer "$f" --task "$task" --seed 7 --json 2>/tmp/kforge-verify-err.log)
     echo "$out" | python3 -c "import json,sys
@@ -22,7 +22,7 @@ print('%-28s %-24s %-10s judged %6.2f s  time %s ms  eager %s ms  scripted %s ms
   done
   echo
   echo "== repeatability: two judge processes, same kernel (softmax_rows), seed 7 =="
-  for i in 1 2; do "$K" verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax --seed 7 --json > "/tmp/kforge-rep$i.json"; done
+  for i in 1 2; do "$K" verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax --seed 7 --json > "/tmp/kforge-rep$i.json"; done
   python3 -c "import json
 a=json.load(open('/tmp/kforge-rep1.json'))['timing']; b=json.load(open('/tmp/kforge-rep2.json'))['timing']
 for k in ('time','eager','scripted'):
@@ -31,8 +31,8 @@ for k in ('time','eager','scripted'):
   echo "== fidelity: PyTorch's own event timing (Python) vs kforge's eager =="
   python3 bench/fidelity.py
   for f in relu_vec4 softmax_rows sum_rows_cub; do
-    task=$(head -1 "tests/candidates/valid/$f.md" | sed -E 's/.*task: *([^ ]+).*/\1/')
-    "$K" verify --answer "tests/candidates/valid/$f.md" --task "$task" --seed 7 --json | python3 -c "import json,sys
+    task=$(head -1 "tests/gpu/honest/$f.md" | sed -E 's/.*task: *([^ ]+).*/\1/')
+    "$K" verify --answer "tests/gpu/honest/$f.md" --task "$task" --seed 7 --json | python3 -c "import json,sys
 d=json.load(sys.stdin); print(json.dumps({'task': d['task'], 'kforge_eager_ms': d['timing']['eager']['median_ms'], 'reps': d['timing']['eager']['reps']}))"
   done
 } > "$log" 2>&1

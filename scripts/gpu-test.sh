@@ -30,7 +30,7 @@ step build 900 cmake --build "$BUILD_DIR" -j"$JOBS" || { grep -E "error|Error" "
 "$BUILD_DIR"/kforge doctor > "$OUT/doctor.log" 2>&1
 cat "$OUT/doctor.log"
 step gpu-tests 360 "$BUILD_DIR"/tests/kforge_gpu_tests
-step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
+step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/input_mutator.md --task smoke/relu --json
 step verify-cli 120 "$BUILD_DIR"/kforge baseline smoke --db /tmp/kforge-gpu-test.db

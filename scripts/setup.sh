@@ -22,11 +22,11 @@ else
 fi
 echo
 echo "kforge: a candidate from the corpus, checked and compiled with NVRTC (no GPU needed):"
-"$BUILD_DIR"/kforge compile --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
+"$BUILD_DIR"/kforge compile --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 echo
 if [ "$gpu" = 1 ]; then
   echo "kforge: the same candidate verified on the GPU, then one that writes past its output:"
-  "$BUILD_DIR"/kforge verify --answer tests/candidates/valid/softmax_rows.md --task smoke/softmax
+  "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
   "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu || true
 else
   echo "kforge: 'kforge verify' (correctness on the GPU) needs an NVIDIA GPU; none can be used here."

@@ -97,7 +97,7 @@ TEST(Cli, DegenerateTaskExits1AndTheRunGoesOn) {
 
 TEST(Cli, CompileEmitsPtxAndCubinAndRejectsWithExit1) {
   TempDir dir;
-  std::string answer = (kforge::test::source_dir() / "tests/candidates/valid/vector_add.md").string();
+  std::string answer = (kforge::test::source_dir() / "tests/gpu/honest/vector_add.md").string();
   Result ok = kforge_cli("compile --answer " + answer + " --task smoke/vector_add --emit " + (dir.path() / "out").string() +
                          " --tasks-dir " + tasks_dir());
   EXPECT_EQ(ok.code, 0) << ok.out;

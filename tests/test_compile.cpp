@@ -21,7 +21,7 @@ using kforge::test::TempDir;
 
 std::vector<fs::path> valid_answers() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(kforge::test::source_dir() / "tests/candidates/valid"))
+  for (const auto& e : fs::directory_iterator(kforge::test::source_dir() / "tests/gpu/honest"))
     if (e.path().extension() == ".md" && e.path().filename() != "README.md") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;

@@ -32,7 +32,7 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
   TempDir dir;
   compile::Compiler compiler(private_cache(dir));
   verify::Judge judge;
-  for (const std::string& path : answers_in((source_dir() / "tests/candidates/valid").string())) {
+  for (const std::string& path : answers_in((source_dir() / "tests/gpu/honest").string())) {
     verify::Verdict v = judge_file(judge, path, compiler);
     EXPECT_NE(v.outcome, verify::Outcome::CompileError) << path;
     EXPECT_NE(v.outcome, verify::Outcome::PlanError) << path;
@@ -72,7 +72,7 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
     EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors")) << file << ": no evidence";
   }
   // The same judge, after faults and a hang, still judges honest work.
-  verify::Verdict after = judge_file(judge, (source_dir() / "tests/candidates/valid/relu_vec4.md").string(), compiler);
+  verify::Verdict after = judge_file(judge, (source_dir() / "tests/gpu/honest/relu_vec4.md").string(), compiler);
   EXPECT_EQ(after.outcome, verify::Outcome::Correct) << after.summary;
   EXPECT_GT(judge.runner().runners_started(), 1);
 }
