@@ -21,5 +21,6 @@ void add_llm_command(CLI::App& app, int& exit_code);
 void add_prompt_command(CLI::App& app, int& exit_code);
 void add_verify_command(CLI::App& app, int& exit_code);
 void add_baseline_command(CLI::App& app, int& exit_code);
+void add_corpus_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

@@ -8,9 +8,7 @@
 
 #include "candidate_input.h"
 #include "commands.h"
-#include "kforge/archive/archive.h"
-#include "kforge/archive/location.h"
-#include "kforge/common/hash.h"
+#include "store_verdict.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/reference.h"
@@ -29,10 +27,11 @@ struct VerifyArgs {
   std::optional<uint64_t> seed;
   double watchdog_s = 0;
   std::string db;
-  bool json = false, no_sanitizer = false, no_timing = false, no_store = false;
+  bool json = false, no_sanitizer = false, no_timing = false, no_store = false, admit = false;
 };
 
-void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json, double verify_ms) {
+void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json, double verify_ms,
+           const std::optional<verify::Verdict>& admission) {
   if (json) {
     ordered_json j;
     j["task"] = task.id();
@@ -45,6 +44,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     j["verify_ms"] = verify_ms;  // the judge's work: compile excluded
     j["timing"] = v.timing ? v.timing->to_json() : nlohmann::json(nullptr);
     j["evidence"] = v.evidence;
+    if (admission) j["admission"] = admission_json(*admission);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -76,55 +76,13 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
   }
   if (e.contains("detail") && e["detail"].contains("memcheck"))
     std::cout << "\ncompute-sanitizer memcheck:\n" << e["detail"]["memcheck"].get<std::string>() << "\n";
-}
-
-// The candidate, its compile report and its evaluation, in one archive transaction.
-// (The evolution loop will own this conversion; `kforge verify` is its first user.)
-void store(const VerifyArgs& a, const tasks::Task& task, const CandidateInput& in, const compile::CandidateReport& r,
-           const verify::Verdict& v) {
-  archive::Archive ar = archive::Archive::open(archive::database_path(a.db).string(), /*create=*/true);
-  verify::DeviceInfo gpu = verify::list_devices().at(0);
-  archive::NewCandidate c;
-  c.task = ar.upsert_task(task);
-  c.identity = r.identity.empty() ? content_hash(in.source + "\n" + in.plan) : r.identity;
-  c.source = in.source;
-  try {
-    c.plan = nlohmann::json::parse(in.plan);
-  } catch (const std::exception&) {
-    c.plan = {{"unparsed", in.plan}};
+  if (admission) {
+    std::cout << "admission   " << (admission->correct() ? "admitted" : "NOT admitted: " + std::string(verify::to_string(admission->outcome)))
+              << "\n            " << admission->summary << "\n";
+    for (const auto& s : admission->evidence.value("sanitizers", nlohmann::json::array()))
+      std::cout << "            " << s.value("tool", "?") << ": " << s.value("errors", -1) << " error(s), " << s.value("status", "?")
+                << ", " << std::setprecision(1) << s.value("ms", 0.0) / 1000 << " s\n";
   }
-  c.tunables = r.tunables;
-  c.prompt_kind = "manual";
-  c.model = "human";
-  archive::CompileRecord comp;
-  comp.ok = r.module.ok;
-  comp.stage = compile::stage_name(r.stage);
-  comp.errors = r.errors;
-  comp.log = r.module.log;
-  for (const auto& k : r.kernels)
-    comp.resources[k.name] = {{"registers", k.resources.registers}, {"static_shared_bytes", k.resources.static_shared_bytes},
-                              {"spill_store_bytes", k.resources.spill_store_bytes}};
-  comp.compile_ms = r.module.compile_ms;
-  comp.arch = compile::arch_for(gpu.cc_major, gpu.cc_minor);
-  archive::EvaluationRecord e;
-  e.device = ar.upsert_device(gpu.uuid, gpu.name, comp.arch, gpu.sm_count, static_cast<int64_t>(gpu.memory_bytes),
-                              std::to_string(verify::driver_version()));
-  e.outcome = verify::to_string(v.outcome);
-  e.flags = v.flags;
-  e.evidence = v.evidence;
-  e.dims = task.dims;
-  e.harness_version = verify::kHarnessVersion;
-  e.toolchain = v.evidence.value("toolchain", nlohmann::json::object());
-  if (v.timing) {
-    const verify::TimingResult& t = *v.timing;
-    e.time_ms = t.time.median_ms, e.time_iqr_ms = t.time.iqr_ms, e.time_min_ms = t.time.min_ms;
-    e.eager_ms = t.eager.median_ms, e.scripted_ms = t.scripted.median_ms;
-    e.speedup_eager = t.speedup_eager, e.speedup_scripted = t.speedup_scripted;
-    e.roofline_fraction = t.roofline_fraction;
-    ar.store_baseline(c.task, task.dims, *e.device, t.math_mode, t.eager.median_ms, t.scripted.median_ms);
-  }
-  // Not admitted: admission (a fresh runner, unseen dims, sanitizers) is its own step.
-  ar.add_candidate(c, comp, {e});
 }
 
 int run_verify(const VerifyArgs& a) {
@@ -132,15 +90,15 @@ int run_verify(const VerifyArgs& a) {
   tasks::Task task = load_one_task(a.task, a.tasks_dir);
   CandidateInput in = read_candidate(a.files, "kforge verify");
   compile::CandidateReport report;
+  compile::Compiler compiler;
+  compile::DeviceFacts facts = facts_for("");
   if (in.answer_error) {
     report.errors = {*in.answer_error};
   } else {
     tasks::Reference ref = tasks::Reference::compile(task);
-    compile::Compiler compiler;
     std::optional<compile::Tunables> tunables;
     if (!a.tune.empty()) tunables = parse_tune(a.tune);
-    report = compile::check_candidate(task, compile::task_tensors(task, ref), in.source, in.plan, tunables,
-                                      facts_for(""), compiler);
+    report = compile::check_candidate(task, compile::task_tensors(task, ref), in.source, in.plan, tunables, facts, compiler);
     for (auto& e : report.errors) e = compile::relabel_log(e, in.label, in.first_line);
   }
   verify::VerifyOptions options;
@@ -152,9 +110,13 @@ int run_verify(const VerifyArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
   verify::Verdict v = judge.verify(task, report);
   double verify_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  print(task, report, v, a.json, verify_ms);
-  if (!a.no_store) store(a, task, in, report, v);
-  return v.correct() ? kExitOk : kExitFindings;
+  std::optional<verify::Verdict> admission;
+  if (a.admit && v.correct())
+    admission = verify::admit_candidate(judge, task, in.source, in.plan, report.tunables, facts, compiler,
+                                        v.evidence.value("seed", uint64_t{1}));
+  print(task, report, v, a.json, verify_ms, admission);
+  if (!a.no_store) store_verdict(a.db, task, in.source, in.plan, report, v, admission);
+  return v.correct() && (!a.admit || (admission && admission->correct())) ? kExitOk : kExitFindings;
 }
 
 }  // namespace
@@ -173,6 +135,9 @@ void add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_flag("--no-sanitizer", a->no_sanitizer, "Do not re-run faulting candidates under compute-sanitizer memcheck");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only: no timing, baselines or roofline");
+  cmd->add_flag("--admit", a->admit,
+                "After a correct verdict, admission: a fresh runner, 3 dims configurations never shown, and "
+                "compute-sanitizer memcheck, initcheck and racecheck where present");
   cmd->add_option("--db", a->db, "Archive file for the verdict (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdict to the archive");
   cmd->add_flag("--json", a->json, "Machine-readable output");

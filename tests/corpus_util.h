@@ -15,12 +15,7 @@
 
 namespace kforge::test {
 
-// The task an answer file names in its first line.
-inline std::string task_named_in(const std::string& text) {
-  size_t a = text.find("task:"), b = text.find("-->");
-  if (a == std::string::npos || b == std::string::npos || b < a) return "";
-  return trim(text.substr(a + 5, b - a - 5));
-}
+using compile::task_named_in;
 
 // *.md files of a folder, sorted (README.md left out).
 inline std::vector<std::string> answers_in(const std::string& folder) {

@@ -107,4 +107,10 @@ Answer parse_answer(const std::string& markdown) {
   return a;
 }
 
+std::string task_named_in(const std::string& text) {
+  size_t a = text.find("<!--"), t = text.find("task:", a == std::string::npos ? 0 : a), b = text.find("-->", t);
+  if (a == std::string::npos || t == std::string::npos || b == std::string::npos) return "";
+  return trim(text.substr(t + 5, b - t - 5));
+}
+
 }  // namespace kforge::compile

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -472,6 +473,44 @@ int64_t Task::input_bytes(const Dims& d) const {
 std::vector<Dims> Task::all_dims() const {
   std::vector<Dims> out{dims};
   out.insert(out.end(), check_dims.begin(), check_dims.end());
+  return out;
+}
+
+std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, int64_t max_input_bytes) {
+  std::map<std::string, int64_t> high;
+  for (const auto& [name, timed] : task.dims) {
+    int64_t checked = 1;
+    for (const Dims& d : task.check_dims) checked = std::max(checked, d.at(name));
+    high[name] = std::max<int64_t>(1, std::min(timed, 2 * checked));
+  }
+  std::vector<Dims> seen = task.all_dims(), out;
+  std::mt19937_64 rng(seed);
+  auto valid = [&](const Dims& d) {
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) return false;
+    try {
+      for (const Expr& c : task.constraints)
+        if (!c.eval_bool(d)) return false;
+      for (const InputSpec& in : task.inputs)
+        for (int64_t v : task.shape_of(in, d))
+          if (v < 1) return false;
+      return task.input_bytes(d) <= max_input_bytes;
+    } catch (const ExprError&) {
+      return false;
+    }
+  };
+  for (int attempt = 0; attempt < 20000 && static_cast<int>(out.size()) < count; ++attempt) {
+    Dims d;
+    for (const auto& [name, hi] : high) {
+      int64_t v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi));
+      if (rng() % 3 == 0 && v % 2 == 0 && v > 1) v -= 1;  // odd sizes catch vector-width assumptions
+      if (attempt > 10000) v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(hi, 64)));
+      d[name] = v;
+    }
+    if (valid(d)) {
+      out.push_back(d);
+      seen.push_back(d);
+    }
+  }
   return out;
 }
 

@@ -10,12 +10,14 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kforge/verify/channel.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
+#include "kforge/verify/timing_gate.h"
 
 using namespace kforge;
 using namespace kforge::verify;
@@ -31,7 +33,7 @@ struct DriverFailure {
 
 class Runner {
  public:
-  Runner(int device, Channel& channel) : d_(Driver::get()), channel_(channel) {
+  Runner(int device, Channel& channel) : d_(Driver::get()), channel_(channel), ordinal_(device) {
     d_.require("kforge-runner");
     KFORGE_CU_CHECK(d_, d_.cuDeviceGet(&device_, device));
     KFORGE_CU_CHECK(d_, d_.cuDevicePrimaryCtxRetain(&context_, device_));
@@ -257,13 +259,27 @@ class Runner {
     }
   }
 
+  // Timed runs: hold → flush → start event → work → stop event → release (timing_gate.h). The
+  // hold is released on every way out, so the stream never waits on this process for long.
   RunReply run(const RunRequest& q) {
     RunReply r;
     auto t0 = std::chrono::steady_clock::now();
+    if (q.timed && !gate_) gate_ = std::make_unique<TimingGate>(ordinal_);
+    struct Release {
+      TimingGate* gate;
+      ~Release() {
+        if (gate) gate->release();
+      }
+    } release{nullptr};
     for (int rep = 0; rep < q.repeat; ++rep) {
       try {
         reset_globals();
-        if (q.timed && rep == 0) try_cu(d_.cuEventRecord(start_, stream_), "recording an event");
+        if (q.timed && rep == 0) {
+          gate_->hold(stream_);
+          release.gate = gate_.get();
+          gate_->flush(stream_);
+          try_cu(d_.cuEventRecord(start_, stream_), "recording an event");
+        }
         zero_workspaces(q);
       } catch (const DriverFailure& f) {
         return failure(is_fault(f.code) ? "sync" : "launch", -1, f);
@@ -280,6 +296,7 @@ class Runner {
     if (q.timed) {
       CUresult e = d_.cuEventRecord(stop_, stream_);
       if (e != CUDA_SUCCESS) return failure(is_fault(e) ? "sync" : "launch", -1, DriverFailure{e, "recording an event"});
+      gate_->release();
     }
     CUresult s = d_.cuStreamSynchronize(stream_);
     if (s == CUDA_SUCCESS) s = d_.cuCtxSynchronize();  // device-wide: nothing of the plan still runs
@@ -288,6 +305,7 @@ class Runner {
       float ms = 0;
       KFORGE_CU_CHECK(d_, d_.cuEventElapsedTime(&ms, start_, stop_));
       r.gpu_ms = ms;
+      r.hold_timed_out = gate_->timed_out();
     }
     r.ok = true;
     r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -295,6 +313,7 @@ class Runner {
   }
 
   RunReply failure(const std::string& stage, int launch_index, const DriverFailure& f) {
+    if (gate_) gate_->release();
     RunReply r;
     r.ok = false;
     r.stage = stage;
@@ -314,6 +333,8 @@ class Runner {
 
   const Driver& d_;
   Channel& channel_;
+  int ordinal_ = 0;
+  std::unique_ptr<TimingGate> gate_;  // made by the first timed run
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;

@@ -120,23 +120,22 @@ std::vector<torch::Tensor> run_reference(const tasks::Task& task, const tasks::R
   return ref.run(inputs);
 }
 
-// Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, the L2
-// flushed, events around the call.
+// Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, then
+// hold, flush, events around the call, release.
 Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
-                          const std::vector<std::vector<torch::Tensor>>& pool, L2Flush& flush, const TimingOptions& o) {
+                          const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate, const TimingOptions& o) {
   std::vector<torch::Tensor> fixed;
   for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
-  EventTimer timer;
   Baselines b;
   b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
   for (bool scripted : {false, true}) {
+    EventTimer timer(&gate);
     TimingOptions bo = o;
     if (scripted) bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
     TimeStats s = time_repeatedly(
         [&](int rep) {
           const auto& set = pool[static_cast<size_t>(rep) % pool.size()];
           for (size_t i = 0; i < fixed.size(); ++i) fixed[i].copy_(set[i]);
-          flush();
           synchronize();
         },
         [&](int) {
@@ -145,16 +144,36 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
           return timer.stop_ms();
         },
         [](int) {}, bo);
+    s.held = timer.held();
     (scripted ? b.scripted : b.eager) = s;
   }
   return b;
 }
 
+}  // namespace
+
+struct Judge::Session {
+  std::unique_ptr<TimingGate> gate_;
+  struct Timed {
+    Baselines baselines;
+    Clock::time_point at;
+  };
+  std::map<std::string, Timed> baselines;  // by task version, dims and math mode
+
+  TimingGate& gate(int device) {
+    if (!gate_) gate_ = std::make_unique<TimingGate>(device);
+    return *gate_;
+  }
+};
+
+namespace {
+
 class Verification {
  public:
-  Verification(const VerifyOptions& options, RunnerClient& runner, const tasks::Task& task,
+  Verification(const VerifyOptions& options, RunnerClient& runner, Judge::Session& session, const tasks::Task& task,
                const compile::CandidateReport& report)
-      : options_(options), runner_(runner), task_(task), report_(report), reference_(tasks::Reference::compile(task)) {
+      : options_(options), runner_(runner), session_(session), task_(task), report_(report),
+        reference_(tasks::Reference::compile(task)) {
     static std::random_device rd;
     seed_ = options.seed ? *options.seed : 1 + rd() % 1000000000u;
     image_.cubin = report.module.cubin;
@@ -167,7 +186,9 @@ class Verification {
     RunResult loaded = runner_.set_module(image_);
     if (loaded.status == RunStatus::LaunchError) return runner_failure(loaded, nullptr);  // the driver refused the module
     if (!loaded.ok()) throw Error("the runner failed while loading the module, before any candidate code ran: " + loaded.evidence);
+    Clock::time_point phase = Clock::now();
     eager_ms_ = time_eager();
+    note_phase("eager_probe", phase);
     size_t launches = report_.configurations.empty() ? 1 : report_.configurations.front().second.launches.size();
     watchdog_ = options_.watchdog ? *options_.watchdog : default_watchdog(eager_ms_, launches);
     evidence_["toolchain"] = toolchain(options_.device);
@@ -191,6 +212,7 @@ class Verification {
       configs.push_back({{"dims", dims}, {"timed", config.timed}, {"seeds", seeds}});
       if (config.timed) timed = std::move(config);
     }
+    note_phase("correctness", phase);
     evidence_["configs"] = configs;
     evidence_["worst"] = worst_;
     std::optional<TimingResult> timing;
@@ -240,6 +262,86 @@ class Verification {
   double tolerance_for(size_t o, tasks::Dtype dt) const {
     if (o < task_.outputs.size() && task_.outputs[o].tolerance) return *task_.outputs[o].tolerance;
     return default_tolerance(dt);
+  }
+
+ public:
+  // Admission's sanitizer passes (DESIGN.md, Verification 6): memcheck, initcheck and racecheck
+  // each run the plan once, in a runner of their own, on the configuration with the fewest input
+  // bytes. nullopt: every tool clean (or compute-sanitizer absent, said in `record`).
+  std::optional<Verdict> sanitize(json& record) {
+    std::string tool_path = find_compute_sanitizer(options_.sanitizer_path);
+    record["sanitizers"] = json::array();
+    if (tool_path.empty()) {
+      record["sanitizer_path"] = "compute-sanitizer not found: no sanitizer passes";
+      return std::nullopt;
+    }
+    size_t smallest = 0;
+    for (size_t i = 1; i < report_.configurations.size(); ++i)
+      if (task_.input_bytes(report_.configurations[i].first) < task_.input_bytes(report_.configurations[smallest].first))
+        smallest = i;
+    const auto& [dims, plan] = report_.configurations[smallest];
+    Config c = prepare(dims, plan, smallest);
+    Place at{&c, seed_ + 7, 0, 1};
+    std::vector<torch::Tensor> inputs = draw_inputs(dims, at.seed, 0);
+    for (const char* tool : {"memcheck", "initcheck", "racecheck"}) {
+      char log_path[] = "/tmp/kforge-sanitizer-XXXXXX";
+      UniqueFd log_fd(::mkstemp(log_path));
+      RunnerOptions o = options_.runner;
+      o.device = options_.device;
+      o.wrapper = {tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "8"};
+      auto t0 = Clock::now();
+      RunResult r;
+      {
+        RunnerClient client(o);
+        RunResult shared = client.set_buffers(specs(c, true), fds(c));
+        RunResult loaded = shared.ok() ? client.set_module(image_) : shared;
+        prepare_run(c, inputs, Poison::NaN, at.seed);
+        r = loaded.ok() ? client.run(c.request, std::chrono::seconds(120)) : loaded;
+        client.stop(std::chrono::seconds(60));  // the tool writes its summary as the runner exits
+      }
+      std::string log = read_file(log_path).value_or("");
+      ::unlink(log_path);
+      json entry{{"tool", tool}, {"dims", dims}, {"status", to_string(r.status)}, {"ms", ms_since(t0)}};
+      static const std::regex summary(R"(ERROR SUMMARY: ([\d,]+) error)");
+      std::smatch m;
+      int64_t errors = -1;
+      if (std::regex_search(log, m, summary)) {
+        std::string digits;
+        for (char ch : m[1].str())
+          if (ch != ',') digits += ch;
+        errors = std::stoll(digits);
+      }
+      entry["errors"] = errors;
+      if (errors != 0 || !r.ok()) entry["log"] = log.substr(0, 3000);
+      record["sanitizers"].push_back(entry);
+      if (errors > 0 || !r.ok()) {
+        Verdict v;
+        std::string what = std::string(tool) + " found " + (errors > 0 ? std::to_string(errors) + " error(s)" : "a failed run (" + r.evidence + ")");
+        if (std::string(tool) == "memcheck") {
+          v.outcome = classify_memcheck_log(log).value_or(Outcome::RuntimeError);
+        } else if (std::string(tool) == "initcheck") {
+          v.outcome = Outcome::WrongResult;
+          what += ": the kernel reads memory nothing wrote";
+        } else {
+          v.outcome = Outcome::Nondeterministic;
+          what += ": a shared-memory race";
+        }
+        v.summary = what + " " + at.words();
+        v.evidence = evidence_;
+        v.evidence["where"] = at.to_json();
+        v.evidence["detail"] = entry;
+        return v;
+      }
+      if (errors < 0) entry["note"] = "the tool gave no summary";
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Where the judge's time goes, in the evidence (issue 6's latency budget).
+  void note_phase(const char* name, Clock::time_point& since) {
+    evidence_["phase_ms"][name] = ms_since(since);
+    since = Clock::now();
   }
 
   double time_eager() {
@@ -445,6 +547,7 @@ class Verification {
   // eager and scripted the same way in this session, then the roofline floor.
   std::variant<TimingResult, Verdict> time_candidate(Config& c) {
     const TimingOptions& o = options_.timing;
+    Clock::time_point phase = Clock::now();
     RunResult shared = runner_.set_buffers(specs(c, true), fds(c));
     if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
     std::vector<PoolSet> pool;
@@ -464,28 +567,30 @@ class Verification {
       }
       pool.push_back(std::move(p));
     }
-    DeviceInfo info = list_devices().at(static_cast<size_t>(options_.device));
-    L2Flush flush(options_.device, info.l2_bytes);
+    note_phase("timing_pool", phase);
     RunRequest request = c.request;
     request.timed = true;
     auto set_of = [&](int rep) -> PoolSet& { return pool[static_cast<size_t>(rep) % pool.size()]; };
 
     TimingResult t;
+    bool held = true;
     try {
       TimeStats candidate = time_repeatedly(
           [&](int rep) {
             for (size_t i = 0; i < c.inputs; ++i) c.buffers[i]->tensor().copy_(set_of(rep).inputs[i]);
             for (size_t i = c.inputs; i < c.buffers.size(); ++i) poison(c.buffers[i]->tensor(), Poison::NaN, 0);
-            flush();
-            synchronize();
+            synchronize();  // the runner holds its stream, flushes the L2 and times (timing_gate.h)
           },
           [&](int) {
             RunResult r = runner_.run(request, watchdog_);
             if (!r.ok()) throw TimedFailure{r};
+            if (r.reply.hold_timed_out) held = false;
             return r.reply.gpu_ms;
           },
           [&](int rep) { check_timed_outputs(c, set_of(rep), rep); }, o);
       t.time = candidate;
+      t.time.held = held;
+      note_phase("timing_candidate", phase);
     } catch (const TimedFailure& f) {
       Place at{&c, seed_ + 50, 0, 3};
       return runner_failure(f.result, &c, set_of(0).inputs, at);
@@ -494,9 +599,8 @@ class Verification {
       return fail(Outcome::WrongResult, w.summary + " (while timing)", w.detail, at);
     }
 
-    std::vector<std::vector<torch::Tensor>> pool_inputs;
-    for (const PoolSet& p : pool) pool_inputs.push_back(p.inputs);
-    Baselines b = time_references(task_, reference_, pool_inputs, flush, o);
+    Baselines b = baselines(c, pool);
+    note_phase("baselines", phase);
     t.eager = b.eager;
     t.scripted = b.scripted;
     t.speedup_eager = t.eager.median_ms / t.time.median_ms;
@@ -515,6 +619,22 @@ class Verification {
     t.device = facts.to_json();
     t.math_mode = task_.allow_tf32 ? "tf32" : "ieee";
     return t;
+  }
+
+  // Eager and scripted on the timed dims: timed now, or reused from this judge's last timing of
+  // the same task version, dims and math mode within options.baseline_reuse.
+  Baselines baselines(const Config& c, const std::vector<PoolSet>& pool) {
+    std::string key = task_.content_hash + " " + tasks::format_dims(c.dims) + (task_.allow_tf32 ? " tf32" : " ieee");
+    auto it = session_.baselines.find(key);
+    if (it != session_.baselines.end() && Clock::now() - it->second.at < options_.baseline_reuse) {
+      evidence_["baselines_reused_from_s_ago"] = std::chrono::duration<double>(Clock::now() - it->second.at).count();
+      return it->second.baselines;
+    }
+    std::vector<std::vector<torch::Tensor>> inputs;
+    for (const PoolSet& p : pool) inputs.push_back(p.inputs);
+    Baselines b = time_references(task_, reference_, inputs, session_.gate(options_.device), options_.timing);
+    session_.baselines[key] = {b, Clock::now()};
+    return b;
   }
 
   void check_timed_outputs(Config& c, const PoolSet& set, int rep) {
@@ -628,6 +748,7 @@ class Verification {
 
   const VerifyOptions& options_;
   RunnerClient& runner_;
+  Judge::Session& session_;
   const tasks::Task& task_;
   const compile::CandidateReport& report_;
   tasks::Reference reference_;
@@ -653,15 +774,17 @@ Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& option
       set.push_back(generate_cuda(task, i, task.dims, seed + 50 + static_cast<uint64_t>(k), 0, options.device));
     pool.push_back(std::move(set));
   }
-  L2Flush flush(options.device, list_devices().at(static_cast<size_t>(options.device)).l2_bytes);
-  return time_references(task, ref, pool, flush, options.timing);
+  TimingGate gate(options.device);
+  return time_references(task, ref, pool, gate, options.timing);
 }
+
+Judge::~Judge() = default;
 
 Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] {
   RunnerOptions r = options_.runner;
   r.device = options_.device;
   return r;
-}()) {
+}()), session_(std::make_unique<Session>()) {
   const Driver& d = Driver::get();
   d.require("verifying a candidate");
   CUdevice dev;
@@ -674,8 +797,60 @@ Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] 
 
 Verdict Judge::verify(const tasks::Task& task, const compile::CandidateReport& report) {
   if (!report.ok()) return verdict_from_report(report);
+  return guarded([&] { return Verification(options_, runner_, *session_, task, report).run(); });
+}
+
+Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& report) {
+  auto t0 = Clock::now();
+  Verdict v;
+  if (!report.ok()) {
+    v = verdict_from_report(report);
+  } else {
+    runner_.restart();  // a fresh runner: nothing a earlier run left behind can help
+    VerifyOptions o = options_;
+    o.time = false;
+    v = guarded([&] {
+      Verification admission(o, runner_, *session_, unseen, report);
+      Verdict w = admission.run();
+      json record;
+      if (w.correct())
+        if (std::optional<Verdict> bad = admission.sanitize(record)) w = *bad;
+      w.evidence["sanitizers"] = record["sanitizers"];
+      if (record.contains("sanitizer_path")) w.evidence["sanitizer_note"] = record["sanitizer_path"];
+      return w;
+    });
+  }
+  json dims = json::array();
+  for (const tasks::Dims& d : unseen.all_dims()) dims.push_back(d);
+  v.evidence["admission"] = {{"dims", dims}, {"admitted", v.correct()}, {"ms", ms_since(t0)}};
+  v.summary = "admission on " + std::to_string(dims.size()) + " unseen configuration(s): " + v.summary;
+  return v;
+}
+
+Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string& source, const std::string& plan,
+                        const compile::Tunables& tunables, const compile::DeviceFacts& facts, compile::Compiler& compiler,
+                        uint64_t seed, int configurations) {
+  std::vector<tasks::Dims> dims = tasks::draw_unseen_dims(task, seed, configurations);
+  if (dims.empty()) {
+    Verdict v;
+    v.outcome = Outcome::HarnessError;
+    v.summary = "admission: the task's constraints leave no dims configuration that was not shown";
+    return v;
+  }
+  tasks::Task unseen = task;
+  unseen.dims = dims.front();
+  unseen.check_dims.assign(dims.begin() + 1, dims.end());
+  tasks::Reference ref = tasks::Reference::compile(unseen);
+  compile::CandidateReport report =
+      compile::check_candidate(unseen, compile::task_tensors(unseen, ref), source, plan, tunables, facts, compiler);
+  Verdict v = judge.admit(unseen, report);
+  if (!report.ok()) v.summary = "admission on unseen dims: " + v.summary;
+  return v;
+}
+
+Verdict Judge::guarded(const std::function<Verdict()>& judge) {
   try {
-    return Verification(options_, runner_, task, report).run();
+    return judge();
   } catch (const CudaError& e) {
     // Out of memory (LibTorch's cache and the shared buffers compete): this candidate only.
     // Anything else means the GPU itself is unusable: nothing more can be judged.

@@ -37,7 +37,7 @@ std::optional<Outcome> outcome_from_string(std::string_view s) {
 }
 
 nlohmann::json TimeStats::to_json() const {
-  return {{"median_ms", median_ms}, {"iqr_ms", iqr_ms}, {"min_ms", min_ms}, {"reps", reps}};
+  return {{"median_ms", median_ms}, {"iqr_ms", iqr_ms}, {"min_ms", min_ms}, {"reps", reps}, {"held", held}};
 }
 
 nlohmann::json TimingResult::to_json() const {

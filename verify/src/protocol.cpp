@@ -55,6 +55,7 @@ RunRequest run_request_from_json(const json& j) {
 
 json to_json(const RunReply& r) {
   json j{{"op", "run"}, {"ok", r.ok}, {"ms", r.ms}, {"gpu_ms", r.gpu_ms}};
+  if (r.hold_timed_out) j["hold_timed_out"] = true;
   if (!r.ok) {
     j["stage"] = r.stage;
     j["launch"] = r.launch;
@@ -69,6 +70,7 @@ RunReply run_reply_from_json(const json& j) {
   r.ok = j.at("ok");
   r.ms = j.value("ms", 0.0);
   r.gpu_ms = j.value("gpu_ms", 0.0);
+  r.hold_timed_out = j.value("hold_timed_out", false);
   r.stage = j.value("stage", "");
   r.launch = j.value("launch", -1);
   r.error = j.value("error", "");

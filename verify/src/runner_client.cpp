@@ -47,14 +47,16 @@ RunnerClient::RunnerClient(RunnerOptions options) : options_(std::move(options))
   if (options_.command.empty()) options_.command = {default_runner_path(), "--device", std::to_string(options_.device)};
 }
 
-RunnerClient::~RunnerClient() {
-  if (child_) {
-    try {
-      child_->channel().send({{"op", "exit"}});
-    } catch (const std::exception&) {
-    }
-    if (!child_->wait_exit(std::chrono::milliseconds(2000))) child_->kill_now();
+RunnerClient::~RunnerClient() { stop(); }
+
+void RunnerClient::stop(std::chrono::milliseconds grace) {
+  if (!child_) return;
+  try {
+    child_->channel().send({{"op", "exit"}});
+  } catch (const std::exception&) {
   }
+  if (!child_->wait_exit(grace)) child_->kill_now();
+  child_.reset();
 }
 
 pid_t RunnerClient::pid() const { return child_ ? child_->pid() : -1; }

@@ -36,14 +36,7 @@ int repetitions_for(double estimate_ms, const TimingOptions& o) {
   return static_cast<int>(std::clamp(reps, static_cast<double>(o.min_reps), static_cast<double>(o.max_reps)));
 }
 
-L2Flush::L2Flush(int device, int64_t l2_bytes) {
-  int64_t floats = std::max<int64_t>(2 * l2_bytes / 4, 1 << 20);
-  buffer_ = torch::ones({floats}, torch::TensorOptions().dtype(torch::kFloat32).device(torch::Device(torch::kCUDA, device)));
-}
-
-void L2Flush::operator()() { (void)buffer_.sum(); }
-
-EventTimer::EventTimer() {
+EventTimer::EventTimer(TimingGate* gate) : gate_(gate), hold_(gate != nullptr), held_(gate != nullptr) {
   const Driver& d = Driver::get();
   CUevent a, b;
   KFORGE_CU_CHECK(d, d.cuEventCreate(&a, CU_EVENT_DEFAULT));
@@ -60,13 +53,20 @@ EventTimer::~EventTimer() {
 
 void EventTimer::start() {
   const Driver& d = Driver::get();
+  if (gate_) {
+    if (hold_) gate_->hold(nullptr);
+    gate_->flush(nullptr);
+  }
   KFORGE_CU_CHECK(d, d.cuEventRecord(static_cast<CUevent>(start_), nullptr));
 }
 
 double EventTimer::stop_ms() {
   const Driver& d = Driver::get();
-  KFORGE_CU_CHECK(d, d.cuEventRecord(static_cast<CUevent>(stop_), nullptr));
+  CUresult recorded = d.cuEventRecord(static_cast<CUevent>(stop_), nullptr);
+  if (gate_) gate_->release();
+  KFORGE_CU_CHECK(d, recorded);
   KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
+  if (gate_ && gate_->timed_out()) hold_ = held_ = false;
   float ms = 0;
   KFORGE_CU_CHECK(d, d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)));
   return ms;

@@ -22,4 +22,8 @@ struct Answer {
 
 Answer parse_answer(const std::string& markdown);
 
+// The task a corpus answer names in an HTML comment, `<!-- task: suite/name -->` (its first
+// line by convention); "" when there is none.
+std::string task_named_in(const std::string& markdown);
+
 }  // namespace kforge::compile

@@ -57,6 +57,11 @@ class CudaError : public Error {
   X(cuMemMap, 10020)                    \
   X(cuMemUnmap, 10020)                  \
   X(cuMemSetAccess, 10020)              \
+  X(cuMemAlloc, 3020)                   \
+  X(cuMemFree, 3020)                    \
+  X(cuMemHostAlloc, 2020)               \
+  X(cuMemFreeHost, 2000)                \
+  X(cuMemHostGetDevicePointer, 3020)    \
   X(cuMemcpyHtoD, 3020)                 \
   X(cuMemcpyHtoDAsync, 3020)            \
   X(cuMemcpyDtoH, 3020)                 \

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -28,6 +30,9 @@ struct VerifyOptions {
   std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
   bool time = true;              // time a correct candidate, its baselines and roofline
   TimingOptions timing;
+  // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
+  // reused (DESIGN.md: "re-timed periodically"); 0 times them for every candidate.
+  std::chrono::seconds baseline_reuse{600};
 };
 
 // Watchdog default (DESIGN.md, Defaults).
@@ -55,16 +60,40 @@ class Judge {
  public:
   // Needs a GPU and a LibTorch with CUDA (throws kforge::Error naming what is missing).
   explicit Judge(VerifyOptions options = {});
+  ~Judge();
 
   // Correctness verdict. A report that is not ok() gives verdict_from_report(report).
   Verdict verify(const tasks::Task& task, const compile::CandidateReport& report);
 
+  // Admission of a winner (DESIGN.md, Verification 6), after verify() found it correct: `unseen`
+  // is the task with its dims replaced by configurations no candidate saw (draw_unseen_dims) and
+  // `report` the candidate checked against it with the same tunables. A fresh runner checks
+  // correctness there (no timing); then compute-sanitizer memcheck, initcheck and racecheck,
+  // where present, each run the plan once on the smallest of them. `correct` means admitted;
+  // evidence "admission" and "sanitizers" say what ran.
+  Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report);
+
   RunnerClient& runner() { return runner_; }
   const VerifyOptions& options() const { return options_; }
 
+  struct Session;  // internal: the timing gate and the baselines timed so far (judge.cpp)
+
  private:
+  // Runs `judge`; a CUDA out-of-memory or any other exception becomes harness_error for this
+  // candidate (the runner restarts); another CUDA error means the GPU is unusable and throws.
+  Verdict guarded(const std::function<Verdict()>& judge);
+
   VerifyOptions options_;
   RunnerClient runner_;
+  std::unique_ptr<Session> session_;
 };
+
+// Admission end to end: draws `configurations` unseen dims from the task (seeded), checks the
+// candidate there with the tunables it was judged with (the compile cache answers), and asks the
+// judge to admit it. No unseen dims possible: plan_error-free `correct` is not claimed; the
+// verdict is harness_error saying so.
+Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string& source, const std::string& plan,
+                        const compile::Tunables& tunables, const compile::DeviceFacts& facts, compile::Compiler& compiler,
+                        uint64_t seed, int configurations = 3);
 
 }  // namespace kforge::verify

@@ -38,6 +38,7 @@ inline constexpr const char* kFlagSuspicious = "suspicious";
 struct TimeStats {
   double median_ms = 0, iqr_ms = 0, min_ms = 0;
   int reps = 0;
+  bool held = true;  // every sample's work was enqueued under the host hold (timing_gate.h)
   nlohmann::json to_json() const;
 };
 

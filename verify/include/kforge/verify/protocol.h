@@ -11,10 +11,10 @@
 namespace kforge::verify {
 
 // Bumped by hand whenever the protocol's messages change meaning (pinned by a test).
-inline constexpr int kProtocolVersion = 2;
+inline constexpr int kProtocolVersion = 3;
 // Bumped by hand whenever a verdict could change for the same candidate (stored with every
 // evaluation; pinned by a test).
-inline constexpr int kHarnessVersion = 1;
+inline constexpr int kHarnessVersion = 2;
 
 // One buffer the judge shares: an allocation of `allocation_bytes` (a multiple of the VMM
 // granularity) whose last `bytes` (rounded up to 256) hold the tensor, starting at `offset`.
@@ -45,7 +45,7 @@ struct RunRequest {
   std::vector<LaunchSpecWire> launches;
   std::vector<int> zero_buffers;  // workspaces with zero_init, cleared before the first launch
   int repeat = 1;                 // the whole plan, back to back (globals reset before each)
-  bool timed = false;             // CUDA events around the work: workspace zeroing and launches
+  bool timed = false;             // hold, L2 flush, then CUDA events around the work: workspace zeroing and launches
 };
 
 // The runner's answer to a run. On `ok == false`, `stage` is "launch" (the driver refused a
@@ -58,6 +58,7 @@ struct RunReply {
   std::string message;   // the driver's words
   double ms = 0;         // wall time of the run, launches to synchronize
   double gpu_ms = 0;     // timed runs: CUDA event time on the runner's stream
+  bool hold_timed_out = false;  // timed runs: the hold gave up before the work was enqueued
 };
 
 nlohmann::json to_json(const BufferSpec& b);

@@ -59,6 +59,9 @@ class RunnerClient {
   int runners_started() const { return started_; }
   // Stops the current runner (a fresh one starts at the next request): admission uses this.
   void restart();
+  // Asks the runner to exit and waits up to `grace` (a runner under compute-sanitizer writes its
+  // report as it exits), then kills it.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   pid_t pid() const;
 
  private:

@@ -1,5 +1,6 @@
 // Timing that can be trusted (DESIGN.md, Verification 3): repetitions that adapt to a minimum
-// total time, median / IQR / min, an L2 flush by reading, CUDA events with a device-wide sync.
+// total time, median / IQR / min, CUDA events with a device-wide sync, the L2 flush and the host
+// hold of timing_gate.h.
 #pragma once
 
 #include <torch/types.h>
@@ -9,13 +10,14 @@
 #include <vector>
 
 #include "kforge/verify/outcome.h"
+#include "kforge/verify/timing_gate.h"
 
 namespace kforge::verify {
 
 struct TimingOptions {
   int warmups = 3;
   double min_total_ms = 100;  // timed launches add up to at least this
-  int min_reps = 10, max_reps = 1000;
+  int min_reps = 10, max_reps = 400;
   int pool = 4;               // input sets with distinct seeds, cycled under the same pointers
 };
 
@@ -24,29 +26,24 @@ TimeStats summarize(std::vector<double> samples_ms);
 // How many timed repetitions reach `min_total_ms` at `estimate_ms` each, within [min, max].
 int repetitions_for(double estimate_ms, const TimingOptions& options);
 
-// Evicts the L2 cache by reading a buffer of twice its size (a memset would leave dirty lines to
-// be written back during the timed work).
-class L2Flush {
- public:
-  L2Flush(int device, int64_t l2_bytes);
-  void operator()();
-
- private:
-  torch::Tensor buffer_;
-};
-
 // CUDA events (driver API) on the legacy default stream, where LibTorch runs eager ops; the stop
-// is followed by a device-wide synchronisation.
+// is followed by a device-wide synchronisation. With a gate, start() first holds the stream and
+// flushes the L2 (timing_gate.h), and stop_ms() releases the hold once the work is enqueued. A
+// hold that times out (the work synchronised inside, or the host took over 200 ms to enqueue it)
+// turns the hold off for this timer's later samples: held() says whether every sample was held.
 class EventTimer {
  public:
-  EventTimer();
+  explicit EventTimer(TimingGate* gate = nullptr);
   ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
   void start();
   double stop_ms();  // synchronises the device
+  bool held() const { return held_; }
 
  private:
+  TimingGate* gate_ = nullptr;
+  bool hold_ = false, held_ = false;
   void* start_ = nullptr;
   void* stop_ = nullptr;
 };
