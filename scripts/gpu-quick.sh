@@ -19,8 +19,6 @@ echo "built in ${SECONDS}s"
 export KFORGE_DB=/tmp/kforge-quick.db
 log="$OUT/quick.log"
 {
-  echo "\$ kforge corpus tests/gpu/exploits --no-timing --no-store"
-  timeout 150 "$K" corpus tests/gpu/exploits --no-timing --no-store --jsonl "$OUT/exploits.jsonl"
   for i in 1 2; do
     echo "\$ kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax --seed 7 --json --no-store  (session $i)"
     timeout 60 "$K" verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax --seed 7 --json --no-store > "$OUT/rep$i.json"
@@ -28,6 +26,8 @@ log="$OUT/quick.log"
   done
   echo "\$ kforge verify --answer tests/gpu/honest/layer_norm.md --task level1/layer_norm --admit --no-timing --no-store"
   timeout 90 "$K" verify --answer tests/gpu/honest/layer_norm.md --task level1/layer_norm --admit --no-timing --no-store
+  echo "\$ kforge corpus tests/gpu/exploits --no-timing --no-store"
+  timeout 150 "$K" corpus tests/gpu/exploits --no-timing --no-store --jsonl "$OUT/exploits.jsonl"
   echo "\$ kforge corpus tests/gpu/honest --expect correct --no-store"
   timeout 240 "$K" corpus tests/gpu/honest --expect correct --no-store --jsonl "$OUT/honest.jsonl"
 } > "$log" 2>&1

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "kforge/verify/channel.h"
 #include "kforge/verify/protocol.h"
+#include "kforge/verify/timing_gate.h"
 #include "kforge/verify/runner_client.h"
+#include "test_util.h"
 
 using namespace kforge::verify;
 using nlohmann::json;
@@ -59,8 +62,26 @@ TEST(Protocol, RunRequestAndReplyRoundTrip) {
   RunReply r{false, "sync", 2, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", 1.5};
   RunReply rb = run_reply_from_json(to_json(r));
   EXPECT_EQ(to_json(rb), to_json(r));
+  RunReply timed{true, "", -1, "", "", 0.4, 0.05, true};
+  EXPECT_TRUE(run_reply_from_json(to_json(timed)).hold_timed_out);
+  EXPECT_DOUBLE_EQ(run_reply_from_json(to_json(timed)).gpu_ms, 0.05);
   BufferSpec b{"x", 4 << 20, (4 << 20) - 1024, 1000, true};
   EXPECT_EQ(to_json(buffer_from_json(to_json(b))), to_json(b));
+}
+
+TEST(TimingGate, HarnessKernelsAssembleForSm90) {
+  // The hold and flush kernels are PTX the driver JIT-compiles on the GPU machine; here ptxas
+  // checks them (it needs no GPU).
+  EXPECT_NE(harness_kernels_ptx().find(".entry kforge_hold"), std::string::npos);
+  EXPECT_NE(harness_kernels_ptx().find(".entry kforge_flush"), std::string::npos);
+  std::string ptxas;
+  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (::access(p, X_OK) == 0) ptxas = p;
+  if (ptxas.empty()) GTEST_SKIP() << "ptxas not installed: the harness kernels' PTX is not assembled here";
+  kforge::test::TempDir dir;
+  auto file = dir.write("harness.ptx", harness_kernels_ptx());
+  std::string cmd = ptxas + " -arch=sm_90 " + file.string() + " -o " + (dir.path() / "harness.cubin").string() + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 TEST(Protocol, FindsModuleGlobalsInPtx) {

@@ -2,6 +2,8 @@
 // an error naming the file, the line where known, the field and the problem.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kforge/tasks/task.h"
 #include "test_util.h"
 
@@ -176,6 +178,38 @@ TEST(TaskLoader, ResolvesSpecs) {
   EXPECT_EQ(resolve_tasks((dir.path() / "b/y.toml").string(), dir.path()).size(), 1u);
   EXPECT_THROW(resolve_tasks("y", dir.path()), kforge::Error);  // ambiguous
   EXPECT_THROW(resolve_tasks("zzz", dir.path()), kforge::Error);
+}
+
+TEST(UnseenDims, SatisfyConstraintsDifferFromShownDimsAndRepeatPerSeed) {
+  // Admission's dims: never the timed or a check configuration, within the constraints and bounds.
+  for (const char* spec : {"smoke/relu", "smoke/softmax", "level1/matmul_square", "level1/conv2d"}) {
+    auto files = kforge::tasks::resolve_tasks(spec, kforge::tasks::default_tasks_root());
+    ASSERT_EQ(files.size(), 1u) << spec;
+    kforge::tasks::Task t = load_task(files[0]);
+    std::vector<kforge::tasks::Dims> drawn = kforge::tasks::draw_unseen_dims(t, 42, 3);
+    ASSERT_EQ(drawn.size(), 3u) << spec;
+    EXPECT_EQ(drawn, kforge::tasks::draw_unseen_dims(t, 42, 3)) << spec << ": not deterministic in the seed";
+    EXPECT_NE(drawn, kforge::tasks::draw_unseen_dims(t, 43, 3)) << spec;
+    std::vector<kforge::tasks::Dims> shown = t.all_dims();
+    for (const auto& d : drawn) {
+      EXPECT_EQ(std::find(shown.begin(), shown.end(), d), shown.end()) << spec << ": " << kforge::tasks::format_dims(d);
+      for (const auto& c : t.constraints) EXPECT_TRUE(c.eval_bool(d)) << spec << ": " << c.text();
+      EXPECT_LE(t.input_bytes(d), int64_t{256} << 20) << spec;
+      for (const auto& [name, v] : d) {
+        EXPECT_GE(v, 1);
+        EXPECT_LE(v, t.dims.at(name)) << spec << " " << name;
+      }
+    }
+  }
+}
+
+TEST(UnseenDims, NoneWhenTheConstraintsAllowOnlyWhatWasShown) {
+  TempDir dir;
+  auto path = dir.write("t.toml", replace(valid_task(), "[dims]", "constraints = [\"N == 64 || N == 1 || N == 37\"]\n\n[dims]"));
+  kforge::tasks::Task t = load_task(path);
+  EXPECT_TRUE(kforge::tasks::draw_unseen_dims(t, 1, 3).empty());
+  auto odd = dir.write("t.toml", replace(valid_task(), "[dims]", "constraints = [\"N % 2 == 1 || N == 64\"]\n\n[dims]"));
+  for (const auto& d : kforge::tasks::draw_unseen_dims(load_task(odd), 1, 3)) EXPECT_EQ(d.at("N") % 2, 1);
 }
 
 }  // namespace
