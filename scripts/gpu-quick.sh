@@ -26,6 +26,8 @@ log="$OUT/quick.log"
   done
   echo "\$ kforge verify --answer tests/gpu/honest/layer_norm.md --task level1/layer_norm --admit --no-timing --no-store"
   timeout 90 "$K" verify --answer tests/gpu/honest/layer_norm.md --task level1/layer_norm --admit --no-timing --no-store
+  echo "\$ kforge verify --answer tests/gpu/admission/overfit_shown_dims.md --task smoke/relu --admit --no-timing --no-store"
+  timeout 60 "$K" verify --answer tests/gpu/admission/overfit_shown_dims.md --task smoke/relu --admit --no-timing --no-store
   echo "\$ kforge corpus tests/gpu/exploits --no-timing --no-store"
   timeout 150 "$K" corpus tests/gpu/exploits --no-timing --no-store --jsonl "$OUT/exploits.jsonl"
   echo "\$ kforge corpus tests/gpu/honest --expect correct --no-store"
