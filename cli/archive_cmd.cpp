@@ -4,10 +4,12 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
+#include "kforge/common/strings.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
 #include "table.h"
@@ -18,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 struct ArchiveArgs {
-  std::string db, task, suite, query, file;
+  std::string db, task, suite, query, file, kind;
   int64_t id = 0, other = 0;
   size_t limit = 20;
   bool json = false;
@@ -146,6 +148,42 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   top->callback([&exit_code, a] {
     auto ar = open_existing(*a);
     exit_code = print_summaries(ar.top(!a->task.empty() ? a->task : a->suite, a->limit), a->json, "no winners yet");
+  });
+  auto* results = sub("results", "Per task of a suite: the fastest correct kernel (of one kind, e.g. seed) with eager, "
+                                 "scripted, speedups and roofline fraction, as a markdown table (docs/results.md)");
+  results->add_option("suite", a->suite, "suite")->required();
+  results->add_option("--kind", a->kind, "only candidates made as this kind (seed, optimize, manual, ...)");
+  results->callback([&exit_code, a] {
+    auto ar = open_existing(*a);
+    json rows = ar.results(a->suite, a->kind);
+    if (a->json) {
+      std::cout << rows.dump(2) << "\n";
+      exit_code = kExitOk;
+      return;
+    }
+    auto num = [](const json& v, int digits, double scale = 1, const char* unit = "") {
+      if (v.is_null()) return std::string("-");
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(digits) << v.get<double>() * scale << unit;
+      return os.str();
+    };
+    std::set<std::string> devices, harness;
+    std::cout << "| task | eager ms | scripted ms | " << (a->kind.empty() ? "best" : a->kind) << " ms | x eager | x scripted | roofline | tunables |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& r : rows) {
+      std::string tuned;
+      if (r["tunables"].is_object())
+        for (const auto& [k, v] : r["tunables"].items()) tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
+      std::cout << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | " << num(r["scripted_ms"], 4) << " | "
+                << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2) << " | " << num(r["speedup_scripted"], 2) << " | "
+                << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
+      if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
+      if (!r["harness_version"].is_null()) harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
+    }
+    std::cout << "\nDevice: " << (devices.empty() ? "-" : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
+              << "; harness version " << (harness.empty() ? "-" : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
+              << "; roofline = floor / time.\n";
+    exit_code = kExitOk;
   });
   auto* show = sub("show", "Everything about one candidate: lineage, compile report, evaluations");
   show->add_option("id", a->id)->required();

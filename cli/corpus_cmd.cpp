@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 
 struct CorpusArgs {
   std::vector<std::string> paths;
-  std::string tasks_dir, db, jsonl, expect;
+  std::string tasks_dir, db, jsonl, expect, kind = "manual";
   std::optional<uint64_t> seed;
   int jobs = 0;
   bool no_timing = false, admit = false, no_store = false;
@@ -214,7 +214,7 @@ int run_corpus(const CorpusArgs& a) {
       *jsonl << j.dump() << "\n" << std::flush;
     }
     if (!a.no_store && c.report.stage != compile::Stage::Answer)
-      store_verdict(a.db, *c.task, c.answer.source, c.answer.plan, c.report, v, admission);
+      store_verdict(a.db, *c.task, c.answer.source, c.answer.plan, c.report, v, admission, a.kind);
   }
   double wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   std::cout << "\n";
@@ -246,6 +246,7 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdicts to the archive");
+  cmd->add_option("--kind", a->kind, "How these candidates were made, as stored (manual, seed, ...)")->capture_default_str();
   cmd->callback([&exit_code, a] { exit_code = run_corpus(*a); });
 }
 

@@ -17,7 +17,8 @@ nlohmann::json admission_json(const verify::Verdict& a) {
 // The candidate, its compile report and its evaluation, in one archive transaction.
 // (The evolution loop will own this conversion; `kforge verify` is its first user.)
 void store_verdict(const std::string& db, const tasks::Task& task, const std::string& source, const std::string& plan,
-                   const compile::CandidateReport& r, const verify::Verdict& v, const std::optional<verify::Verdict>& admission) {
+                   const compile::CandidateReport& r, const verify::Verdict& v, const std::optional<verify::Verdict>& admission,
+                   const std::string& prompt_kind) {
   archive::Archive ar = archive::Archive::open(archive::database_path(db).string(), /*create=*/true);
   verify::DeviceInfo gpu = verify::list_devices().at(0);
   archive::NewCandidate c;
@@ -30,7 +31,7 @@ void store_verdict(const std::string& db, const tasks::Task& task, const std::st
     c.plan = {{"unparsed", plan}};
   }
   c.tunables = r.tunables;
-  c.prompt_kind = "manual";
+  c.prompt_kind = prompt_kind;
   c.model = "human";
   archive::CompileRecord comp;
   comp.ok = r.module.ok;

@@ -350,6 +350,41 @@ TEST(Archive, ReaderRunsBesideAWriter) {
   EXPECT_GT(reads, 1);
 }
 
+TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
+  // docs/results.md (issue 8) comes from this query: one row per task, missing ones included.
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  {
+    Archive a = Archive::open(path);
+    TaskId softmax = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows"));
+    a.upsert_task(make_task("level1", "relu", {"elementwise"}, "ReLU"));
+    a.upsert_task(make_task("level2", "other", {}, "not in the suite"));
+    a.add_candidate(candidate(softmax, "seed slow"), std::nullopt, {eval("correct", 1.5)});
+    a.add_candidate(candidate(softmax, "seed fast"), std::nullopt, {eval("correct", 0.9, false)});
+    a.add_candidate(candidate(softmax, "seed wrong"), std::nullopt, {eval("wrong_result", 0.1)});
+    NewCandidate evolved = candidate(softmax, "evolved");
+    evolved.prompt_kind = "optimize";
+    a.add_candidate(evolved, std::nullopt, {eval("correct", 0.3)});
+    json seeds = a.results("level1", "seed");
+    ASSERT_EQ(seeds.size(), 2u) << seeds.dump(1);
+    EXPECT_EQ(seeds[0]["task"], "level1/relu");
+    EXPECT_TRUE(seeds[0]["time_ms"].is_null());
+    EXPECT_EQ(seeds[1]["task"], "level1/softmax");
+    EXPECT_DOUBLE_EQ(seeds[1]["time_ms"].get<double>(), 0.9);
+    EXPECT_DOUBLE_EQ(seeds[1]["eager_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(a.results("level1", "")[1]["time_ms"].get<double>(), 0.3);
+  }
+  FILE* p = popen((std::string(KFORGE_BINARY) + " archive results level1 --kind seed --db " + path + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  EXPECT_NE(out.find("| task | eager ms | scripted ms | seed ms |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | 0.9000 | 2.22 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| level1/relu | - | - | - |"), std::string::npos) << out;
+}
+
 TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
   TempDir dir;
   std::string path = (dir.path() / "a.db").string();

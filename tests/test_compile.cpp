@@ -19,11 +19,24 @@ using namespace kforge::compile;
 using kforge::test::CompileFixture;
 using kforge::test::TempDir;
 
-std::vector<fs::path> valid_answers() {
+std::vector<fs::path> answers_under(const fs::path& folder) {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(kforge::test::source_dir() / "tests/gpu/honest"))
+  if (!fs::is_directory(folder)) return out;
+  for (const auto& e : fs::directory_iterator(folder))
     if (e.path().extension() == ".md" && e.path().filename() != "README.md") out.push_back(e.path());
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> valid_answers() { return answers_under(kforge::test::source_dir() / "tests/gpu/honest"); }
+
+const char* kSuites[] = {"smoke", "level1", "level2"};
+
+// Issue 8: the seed kernels shipped with the suites (tasks/<suite>/seeds/<task>.md).
+std::vector<fs::path> seed_answers() {
+  std::vector<fs::path> out;
+  for (const char* suite : kSuites)
+    for (const fs::path& p : answers_under(kforge::test::source_dir() / "tasks" / suite / "seeds")) out.push_back(p);
   return out;
 }
 
@@ -61,7 +74,25 @@ TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
 
 INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
 
-TEST(Compile, CorpusCoversTheKindsOfKernel) { EXPECT_GE(valid_answers().size(), 10u); }
+INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers()), [](const auto& info) {
+  return kforge::test::test_name(info.param.parent_path().parent_path().filename().string() + "_" + info.param.stem().string());
+});
+
+TEST(Compile, CorpusCoversTheKindsOfKernel) { EXPECT_GE(valid_answers().size(), 20u); }
+
+TEST(Seeds, EveryShippedTaskHasOneNamingItsTask) {
+  for (const char* suite : kSuites)
+    for (const auto& e : fs::directory_iterator(kforge::test::source_dir() / "tasks" / suite)) {
+      if (e.path().extension() != ".toml") continue;
+      fs::path seed = e.path().parent_path() / "seeds" / (e.path().stem().string() + ".md");
+      std::optional<std::string> text = kforge::read_file(seed.string());
+      if (!text) {
+        ADD_FAILURE() << suite << "/" << e.path().stem().string() << " has no seed (" << seed.string() << ")";
+        continue;
+      }
+      EXPECT_EQ(task_of(*text), std::string(suite) + "/" + e.path().stem().string()) << seed;
+    }
+}
 
 const char* kKernel = "__global__ void k(const float* x, float* out, long long n) { if (threadIdx.x < n) out[threadIdx.x] = x[threadIdx.x] * 2.0f; }\n";
 

@@ -280,6 +280,32 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
   return out;
 }
 
+nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind) {
+  Statement s = db_->prepare(
+      "WITH newest AS (SELECT t.* FROM tasks t WHERE t.suite = ?1 AND t.id = (SELECT t2.id FROM tasks t2 WHERE t2.suite = t.suite "
+      "  AND t2.name = t.name ORDER BY t2.created_at DESC, t2.id DESC LIMIT 1)), "
+      "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY c.task_id ORDER BY e.time_ms) AS k "
+      "  FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND (?2 = '' OR c.prompt_kind = ?2)) "
+      "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, b.speedup_eager, b.speedup_scripted, "
+      "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at "
+      "FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id ORDER BY n.name");
+  s.bind(1, suite).bind(2, prompt_kind);
+  nlohmann::json out = nlohmann::json::array();
+  auto real = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i)); };
+  auto text_json = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json::parse(s.text(i)); };
+  while (s.step())
+    out.push_back({{"task", suite + "/" + s.text(0)}, {"version", s.text(1)}, {"time_ms", real(2)}, {"time_iqr_ms", real(3)},
+                   {"eager_ms", real(4)}, {"scripted_ms", real(5)}, {"speedup_eager", real(6)}, {"speedup_scripted", real(7)},
+                   {"roofline_fraction", real(8)}, {"tunables", text_json(9)},
+                   {"identity", s.is_null(10) ? nlohmann::json(nullptr) : nlohmann::json(s.text(10))}, {"flags", text_json(11)},
+                   {"admitted", s.is_null(12) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(12) != 0)},
+                   {"harness_version", s.is_null(13) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(13))},
+                   {"device", s.is_null(14) ? nlohmann::json(nullptr) : nlohmann::json(s.text(14))}, {"dims", text_json(15)},
+                   {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))}});
+  return out;
+}
+
 std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k) {
   std::string tags;
   for (const auto& t : task.tags) tags += t + " ";

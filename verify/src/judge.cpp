@@ -67,6 +67,19 @@ std::optional<Outcome> classify_memcheck_log(const std::string& log) {
   return m[1] == "read" ? Outcome::OutOfBoundsRead : Outcome::OutOfBoundsWrite;
 }
 
+std::optional<int64_t> sanitizer_errors(const std::string& log) {
+  // memcheck, initcheck: "========= ERROR SUMMARY: 2 errors"
+  // racecheck:           "========= RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)"
+  static const std::regex summary(R"(ERROR SUMMARY: ([\d,]+) errors?)");
+  static const std::regex race(R"(RACECHECK SUMMARY: [\d,]+ hazards? displayed \(([\d,]+) errors?)");
+  std::smatch m;
+  if (!std::regex_search(log, m, summary) && !std::regex_search(log, m, race)) return std::nullopt;
+  std::string digits;
+  for (char ch : m[1].str())
+    if (ch != ',') digits += ch;
+  return std::stoll(digits);
+}
+
 Verdict verdict_from_report(const compile::CandidateReport& report) {
   Verdict v;
   using compile::Stage;
@@ -302,15 +315,7 @@ class Verification {
       std::string log = read_file(log_path).value_or("");
       ::unlink(log_path);
       json entry{{"tool", tool}, {"dims", dims}, {"status", to_string(r.status)}, {"ms", ms_since(t0)}};
-      static const std::regex summary(R"(ERROR SUMMARY: ([\d,]+) error)");
-      std::smatch m;
-      int64_t errors = -1;
-      if (std::regex_search(log, m, summary)) {
-        std::string digits;
-        for (char ch : m[1].str())
-          if (ch != ',') digits += ch;
-        errors = std::stoll(digits);
-      }
+      int64_t errors = sanitizer_errors(log).value_or(-1);
       entry["errors"] = errors;
       if (errors != 0 || !r.ok()) entry["log"] = log.substr(0, 3000);
       record["sanitizers"].push_back(entry);
@@ -607,7 +612,11 @@ class Verification {
     t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
 
     MeasuredFacts facts = device_facts(options_.device);
-    std::optional<double> bytes = tasks::bytes_that_must_move(task_, reference_, c.dims);
+    // Inputs and outputs once (their real sizes: meta shapes are unknown for some ops), or the
+    // task's min_bytes.
+    double moved = static_cast<double>(task_.input_bytes(c.dims));
+    for (size_t o = 0; o < c.outputs; ++o) moved += static_cast<double>(c.buffers[c.inputs + o]->tensor().nbytes());
+    std::optional<double> bytes = task_.min_bytes ? task_.min_bytes->eval_real(c.dims) : moved;
     std::optional<double> flops;
     if (task_.flops) flops = task_.flops->eval_real(c.dims);
     tasks::Dtype dt = task_.inputs.empty() ? tasks::Dtype::Float32 : task_.inputs.front().dtype;

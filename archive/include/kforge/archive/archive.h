@@ -122,6 +122,11 @@ class Archive {
   nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent
   std::vector<CandidateId> lineage(CandidateId id);  // the candidate and its ancestors, nearest first
   nlohmann::json tasks_overview();
+  // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest
+  // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines,
+  // speedups, roofline fraction, tunables, device and harness version; tasks without one too
+  // (nulls), so a table shows what is missing.
+  nlohmann::json results(const std::string& suite, const std::string& prompt_kind);
   nlohmann::json runs();
   Stats stats();
 

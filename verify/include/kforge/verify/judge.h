@@ -44,6 +44,10 @@ std::string find_compute_sanitizer(const std::string& hint = "");
 // accesses and other faults stay runtime errors).
 inline constexpr int64_t kNearBufferBytes = int64_t{8} << 20;
 std::optional<Outcome> classify_memcheck_log(const std::string& log);
+// The errors a compute-sanitizer log counts (memcheck and initcheck: "ERROR SUMMARY: N errors";
+// racecheck: "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)", warnings not
+// counted); nullopt when the log has no summary.
+std::optional<int64_t> sanitizer_errors(const std::string& log);
 
 struct Baselines {
   TimeStats eager, scripted;
