@@ -51,6 +51,9 @@ TEST(Cli, GpuCommandWithoutGpuSaysSoAndExits3) {
   Result r = kforge_cli("tasks check smoke/relu --device cuda --tasks-dir " + tasks_dir());
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("needs an NVIDIA GPU"), std::string::npos) << r.out;
+  Result corpus = kforge_cli("corpus " + (kforge::test::source_dir() / "tests/gpu/exploits").string() + " --no-store");
+  EXPECT_EQ(corpus.code, 3) << corpus.out;
+  EXPECT_NE(corpus.out.find("kforge corpus needs an NVIDIA GPU"), std::string::npos) << corpus.out;
 }
 
 TEST(Cli, TasksListAndShow) {

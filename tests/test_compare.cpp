@@ -398,6 +398,25 @@ TEST(Compare, BitwiseEqualitySeesNaNPayloadsAndTheSignOfZero) {
   EXPECT_TRUE(bitwise_equal(torch::zeros({0}), torch::zeros({0})));
 }
 
+// The check on every timed output: a float32 fast path, exact rules where NaN or inf appear.
+TEST(Compare, MaxAbsDifferenceFastPathAndItsExactFallback) {
+  auto f32 = [](std::vector<double> v) { return f64(std::move(v)).to(torch::kFloat32); };
+  EXPECT_NEAR(max_abs_difference(f32({1.0, 2.0, 3.0}), f32({1.0, 2.5, 2.0})), 1.0, 1e-7);
+  EXPECT_EQ(max_abs_difference(f32({1.0, -2.0}), f32({1.0, -2.0})), 0.0);
+  // Exact rules: NaN against NaN and equal infinities are no error; NaN or inf against a number is.
+  EXPECT_EQ(max_abs_difference(f32({kNaN, 1.0}), f32({kNaN, 1.0})), 0.0);
+  EXPECT_EQ(max_abs_difference(f32({kInf, -kInf, 1.0}), f32({kInf, -kInf, 1.5})), 0.5);
+  EXPECT_EQ(max_abs_difference(f32({kNaN, 1.0}), f32({0.0, 1.0})), kInf);
+  EXPECT_EQ(max_abs_difference(f32({1.0, 1.0}), f32({1.0, kNaN})), kInf);
+  EXPECT_EQ(max_abs_difference(f32({kInf}), f32({1.0})), kInf);
+  // Half-precision inputs are widened, float64 stays float64 (a float32 difference would round 1e-12 away).
+  EXPECT_NEAR(max_abs_difference(f32({1.0, 2.0}).to(torch::kHalf), f32({1.0, 2.5}).to(torch::kHalf)), 0.5, 1e-6);
+  EXPECT_EQ(max_abs_difference(f64({1.0}), f64({1.0 + 1e-12})), std::abs(1.0 - (1.0 + 1e-12)));
+  // Shapes are flattened; the empty tensor has no difference.
+  EXPECT_EQ(max_abs_difference(f32({1, 2, 3, 4}).reshape({2, 2}), f32({1, 2, 3, 5}).reshape({2, 2})), 1.0);
+  EXPECT_EQ(max_abs_difference(f32({}), f32({})), 0.0);
+}
+
 TEST(Compare, PoisonNaN) {
   for (auto type : {torch::kFloat32, torch::kFloat16, torch::kBFloat16, torch::kFloat64}) {
     torch::Tensor t = torch::zeros({7, 5}, type).t();  // non-contiguous: every element still
