@@ -93,12 +93,13 @@ TEST(Timing, SummaryIsMedianIqrAndMin) {
 }
 
 TEST(Timing, RepetitionsReachTheMinimumTotalWithinBounds) {
-  TimingOptions o;  // 100 ms, 10..400
+  TimingOptions o;  // 100 ms, 10..200
   EXPECT_EQ(repetitions_for(1.0, o), 100);
-  EXPECT_EQ(repetitions_for(0.001, o), 400);
+  EXPECT_EQ(repetitions_for(0.001, o), 200);
   EXPECT_EQ(repetitions_for(50.0, o), 10);
-  EXPECT_EQ(repetitions_for(0.3, o), 334);
-  EXPECT_EQ(repetitions_for(0.0, o), 400);
+  EXPECT_EQ(repetitions_for(0.3, o), 200);
+  EXPECT_EQ(repetitions_for(0.7, o), 143);
+  EXPECT_EQ(repetitions_for(0.0, o), 200);
 }
 
 TEST(Timing, RooflineFloorIsTheSlowerOfBytesAndFlopsTimesNineTenths) {

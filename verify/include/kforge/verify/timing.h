@@ -17,7 +17,7 @@ namespace kforge::verify {
 struct TimingOptions {
   int warmups = 3;
   double min_total_ms = 100;  // timed launches add up to at least this
-  int min_reps = 10, max_reps = 400;
+  int min_reps = 10, max_reps = 200;
   int pool = 4;               // input sets with distinct seeds, cycled under the same pointers
 };
 
