@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Issue 8 on the GPU machine: verify and time one suite's seed kernels with kforge itself, store
-# them in an archive, and write that suite's results table from the archive. One suite per call,
-# so each fits the device's 10-minute command limit:
+# Issue 8 on the GPU machine: verify and time the seed kernels of one or more suites with kforge
+# itself, store them in one archive, and write each suite's results table from that archive.
+# Each suite runs under its own time limit so that the whole call fits the device's 10-minute
+# command limit (the archive keeps whatever finished):
 #
-#   device run:  source .device/env.sh && scripts/gpu-seeds.sh level1
+#   device run:  source .device/env.sh && scripts/gpu-seeds.sh smoke level1 level2
 #
-# Writes $OUT/seeds-SUITE.log (the corpus table), $OUT/seeds-SUITE.jsonl, $OUT/results-SUITE.md
-# (paste into docs/results.md) and $OUT/archive-SUITE.db.
+# Writes $OUT/seeds-SUITE.log (the corpus table, then the results table for docs/results.md),
+# $OUT/seeds.jsonl (every verdict) and $OUT/archive-seeds.db.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SUITE=${1:?usage: scripts/gpu-seeds.sh SUITE}
+[ $# -gt 0 ] || { echo "usage: scripts/gpu-seeds.sh SUITE..." >&2; exit 2; }
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -19,12 +20,20 @@ if [ ! -x "$K" ]; then
   { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF &&
     cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-runner kforge-nvrtc-worker; } > "$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+  echo "built in ${SECONDS}s"
 fi
-DB="$OUT/archive-$SUITE.db"
-"$K" corpus "tasks/$SUITE/seeds" --expect correct --kind seed --db "$DB" --jsonl "$OUT/seeds-$SUITE.jsonl" \
-  > "$OUT/seeds-$SUITE.log" 2>&1
-rc=$?
-"$K" archive results "$SUITE" --kind seed --db "$DB" > "$OUT/results-$SUITE.md" 2>&1
-tail -5 "$OUT/seeds-$SUITE.log"
-cat "$OUT/results-$SUITE.md"
+DB="$OUT/archive-seeds.db"
+rc=0
+for suite in "$@"; do
+  case $suite in smoke) limit=60 ;; level2) limit=200 ;; *) limit=${KFORGE_SEEDS_LIMIT:-330} ;; esac
+  log="$OUT/seeds-$suite.log"
+  t0=$SECONDS
+  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --db "$DB" \
+    --jsonl "$OUT/seeds-$suite.jsonl.part" > "$log" 2>&1 || rc=1
+  cat "$OUT/seeds-$suite.jsonl.part" >> "$OUT/seeds.jsonl" && rm -f "$OUT/seeds-$suite.jsonl.part"
+  echo "== $suite: $((SECONDS - t0)) s (limit $limit s) ==" | tee -a "$log"
+  tail -4 "$log" | head -3
+  { echo; echo "\$ kforge archive results $suite --kind seed"; "$K" archive results "$suite" --kind seed --db "$DB"; } >> "$log" 2>&1
+done
+grep -hE "^\| " "$OUT"/seeds-*.log | head -100
 exit $rc
