@@ -2,7 +2,9 @@
 """PyTorch's own CUDA-event timing of a smoke task's op, the way kforge times eager (issue 6,
 "fidelity"): a pool of 4 input sets copied into the same tensor before each timed run, an L2 flush
 by reading a buffer of twice the L2 size, events around the op, a device-wide sync, TF32 off,
-median of as many runs as 100 ms needs (10..1000). Prints one JSON line per op.
+median of as many runs as 100 ms needs (10..200). "Held" as kforge does (a spin kernel keeps
+the stream busy while the host queues flush, events and op); unheld, the usual way, for contrast
+(its events also catch the host's launch gap). Prints one JSON line per op.
 
     python3 bench/fidelity.py            (on the GPU machine; compare with `kforge verify --json`)
 """
@@ -29,22 +31,29 @@ def time_op(fn, shape):
     x = torch.empty(shape, device=dev)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def once(rep):
+    def once(rep, held):
         x.copy_(pool[rep % 4])
-        flush_buf.sum()
         torch.cuda.synchronize()
+        if held:
+            # kforge's timing gate in Python: a spin on the stream while the host queues the
+            # flush, the events and the op, so no host launch gap falls between the events.
+            torch.cuda._sleep(1_000_000)
+        flush_buf.sum()
         start.record()
         fn(x)
         stop.record()
         torch.cuda.synchronize()
         return start.elapsed_time(stop)
 
-    warm = [once(r) for r in range(3)]
-    reps = int(min(1000, max(10, -(-100 // statistics.median(warm)))))
-    samples = sorted(once(r) for r in range(reps))
-    return statistics.median(samples), reps
+    out = {}
+    for held in (True, False):
+        warm = [once(r, held) for r in range(3)]
+        reps = int(min(200, max(10, -(-100 // statistics.median(warm)))))
+        out[held] = (statistics.median(once(r, held) for r in range(reps)), reps)
+    return out
 
 
 for name, (fn, shape) in OPS.items():
-    median, reps = time_op(fn, shape)
-    print(json.dumps({"task": name, "pytorch_eager_ms": median, "reps": reps}))
+    t = time_op(fn, shape)
+    print(json.dumps({"task": name, "pytorch_eager_ms": t[True][0], "reps": t[True][1],
+                      "pytorch_eager_unheld_ms": t[False][0]}))

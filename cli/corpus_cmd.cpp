@@ -5,6 +5,7 @@
 // speedup, roofline) and the throughput: issue 6's benchmark and issue 7's corpus table.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <iomanip>
@@ -38,7 +39,7 @@ struct CorpusArgs {
   std::vector<std::string> paths;
   std::string tasks_dir, db, jsonl, expect, kind = "manual";
   std::optional<uint64_t> seed;
-  int jobs = 0;
+  int jobs = 0, tune = 1;
   bool no_timing = false, admit = false, no_store = false;
 };
 
@@ -94,6 +95,7 @@ struct Checked {
   std::vector<compile::TensorInfo> tensors;
   compile::Answer answer;
   compile::CandidateReport report;
+  std::vector<compile::CandidateReport> points;  // --tune: the tune-space points to screen (report first)
   std::string error;  // the file could not be judged at all (no task line, unknown task)
 };
 
@@ -114,10 +116,17 @@ Checked load(const Entry& e, const CorpusArgs& a) {
 }
 
 // Plan, compile, signatures, limits (thread-safe: the compiler serves several threads).
-void check(Checked& c, const compile::DeviceFacts& facts, compile::Compiler& compiler) {
+void check(Checked& c, int tune, const compile::DeviceFacts& facts, compile::Compiler& compiler) {
   if (!c.error.empty() || !c.report.errors.empty()) return;
   try {
     c.report = compile::check_candidate(*c.task, c.tensors, c.answer.source, c.answer.plan, std::nullopt, facts, compiler);
+    if (tune > 1 && c.report.ok()) {
+      compile::Plan plan = compile::parse_plan_text(c.answer.plan, *c.task, c.tensors);
+      for (const compile::Tunables& t : compile::sample_tune_space(compile::tune_space(plan, c.task->dims, facts), tune))
+        c.points.push_back(t == c.report.tunables ? c.report
+                                                  : compile::check_candidate(*c.task, c.tensors, c.answer.source,
+                                                                             c.answer.plan, t, facts, compiler));
+    }
   } catch (const std::exception& err) {
     c.error = err.what();
   }
@@ -127,6 +136,41 @@ std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;
   return s.str();
+}
+
+std::string tunables_text(const compile::Tunables& t) {
+  std::string out;
+  for (const auto& [k, v] : t) out += (out.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return out;
+}
+
+// --tune: screens every point (Judge::screen) and makes the fastest correct one c.report, the one
+// verify() then judges in full. A point that screens wrong is printed: an honest kernel should
+// be correct at every point of its tune space. Returns one record per point.
+json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name) {
+  json out = json::array();
+  if (c.points.size() < 2) return out;
+  std::optional<size_t> best;
+  double best_ms = 0;
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    verify::Verdict s = judge.screen(*c.task, c.points[i]);
+    json point{{"tunables", c.points[i].tunables}, {"outcome", verify::to_string(s.outcome)}};
+    if (s.correct() && s.timing) {
+      double ms = s.timing->time.median_ms;
+      point["median_ms"] = ms;
+      if (!best || ms < best_ms) best = i, best_ms = ms;
+    } else {
+      point["summary"] = s.summary.substr(0, 300);
+      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables) << ": " << verify::to_string(s.outcome)
+                << ": " << s.summary.substr(0, 200) << std::endl;
+    }
+    out.push_back(point);
+  }
+  if (best) c.report = c.points[*best];
+  std::cout << "  " << name << ": screened " << c.points.size() << " tune point(s), chose "
+            << tunables_text(c.report.tunables) << (best ? " at " + fixed(best_ms, 4) + " ms" : "") << std::endl;
+  c.points.clear();  // their modules are no longer needed
+  return out;
 }
 
 int run_corpus(const CorpusArgs& a) {
@@ -158,7 +202,7 @@ int run_corpus(const CorpusArgs& a) {
   for (int w = 0; w < jobs; ++w)
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < entries.size();) {
-        check(loaded[i], facts, compiler);
+        check(loaded[i], a.no_timing ? 1 : a.tune, facts, compiler);
         done[i].set_value();
       }
     });
@@ -185,6 +229,9 @@ int run_corpus(const CorpusArgs& a) {
       ++unmet;
       continue;
     }
+    auto t_tune = Clock::now();
+    json tuning = tune_by_screening(judge, c, e.name);
+    double tuning_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_tune).count();
     auto t0 = Clock::now();
     verify::Verdict v = judge.verify(*c.task, c.report);
     std::optional<verify::Verdict> admission;
@@ -192,7 +239,7 @@ int run_corpus(const CorpusArgs& a) {
       admission = verify::admit_candidate(judge, *c.task, c.answer.source, c.answer.plan, c.report.tunables, facts, compiler,
                                           v.evidence.value("seed", uint64_t{1}));
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    judge_ms_total += ms;
+    judge_ms_total += ms + tuning_ms;
     ++judged;
     std::string outcome(verify::to_string(v.outcome));
     if (admission && !admission->correct()) outcome = "admission:" + std::string(verify::to_string(admission->outcome));
@@ -211,6 +258,7 @@ int run_corpus(const CorpusArgs& a) {
              {"tunables", c.report.tunables}, {"timing", t ? t->to_json() : json(nullptr)},
              {"phase_ms", v.evidence.value("phase_ms", json::object())}};
       if (admission) j["admission"] = admission_json(*admission);
+      if (!tuning.empty()) j["tuning"] = tuning, j["tuning_ms"] = tuning_ms;
       *jsonl << j.dump() << "\n" << std::flush;
     }
     if (!a.no_store && c.report.stage != compile::Stage::Answer)
@@ -240,6 +288,10 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--expect", a->expect, "Outcome every answer without a manifest entry must get (e.g. correct)");
   cmd->add_flag("--admit", a->admit, "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only");
+  cmd->add_option("--tune", a->tune,
+                  "Screen up to N points of each answer's tune space (correctness on the timed dims, a short timing) "
+                  "and judge the fastest in full")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: fresh per candidate)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
   cmd->add_option("--jsonl", a->jsonl, "Write one JSON record per answer to this file");

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 6's harness benchmark, after scripts/gpu-test.sh built everything in build-gpu:
-# verdict latency per candidate (compile excluded: the cache is warm from the first pass),
-# repeatability (the same kernel timed by two separate judge processes), and fidelity (kforge's
-# eager time against PyTorch's own CUDA-event timing from Python). Output: $OUT/bench.log.
+# Issues 6 and 7 on the GPU machine, after scripts/gpu-test.sh built everything in build-gpu:
+# the exploit and honest corpora judged by `kforge corpus` (their tables, each verdict's judge
+# time and where it went), repeatability (the same kernel timed by two separate judge processes)
+# and fidelity (kforge's eager time against PyTorch's own CUDA-event timing from Python).
+# Output: $OUT/bench.log, $OUT/corpora.jsonl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -10,19 +11,21 @@ BUILD_DIR=${BUILD_DIR:-build-gpu}
 K="$BUILD_DIR/kforge"
 log="$OUT/bench.log"
 {
-  echo "== verdict latency (judge only, compile excluded: correctness, then timing, eager and scripted baselines), seed 7 =="
-  for f in tests/gpu/honest/*.md; do
-    task=$(head -1 "$f" | sed -E 's/.*task: *([^ ]+).*/\1/')
-    out=$(timeout 120 "$K" verify --answer "$f" --task "$task" --seed 7 --json 2>/tmp/kforge-verify-err.log)
-    echo "$out" | python3 -c "import json,sys
-d=json.load(sys.stdin); t=d.get('timing') or {}
-print('%-28s %-24s %-10s judged %6.2f s  time %s ms  eager %s ms  scripted %s ms  x%s  roofline %s' % ('$(basename $f)', d['task'], d['outcome'], d['verify_ms']/1000,
-  round(t.get('time',{}).get('median_ms',0),4), round(t.get('eager',{}).get('median_ms',0),4), round(t.get('scripted',{}).get('median_ms',0),4),
-  round(t.get('speedup_eager',0),2), t.get('roofline_fraction')))" 2>&1 || { echo "$f: $out" | tail -3; tail -3 /tmp/kforge-verify-err.log; }
-  done
+  echo "== exploit corpus (correctness only) =="
+  timeout 150 "$K" corpus tests/gpu/exploits --no-timing --no-store --jsonl /tmp/exploits.jsonl | sed -n '/^FILE/,$p'
+  echo
+  echo "== honest corpus, timed =="
+  timeout 200 "$K" corpus tests/gpu/honest --expect correct --no-store --jsonl /tmp/honest.jsonl | sed -n '/^FILE/,$p'
+  cat /tmp/exploits.jsonl /tmp/honest.jsonl > "$OUT/corpora.jsonl"
+  python3 - <<'PY'
+import json, statistics as st
+rows = [json.loads(l) for l in open('/tmp/honest.jsonl')]
+j = sorted(r['judge_ms'] / 1000 for r in rows)
+print('honest verdict latency (judge only, compile excluded): median %.2f s, min %.2f, max %.2f over %d' % (st.median(j), j[0], j[-1], len(j)))
+PY
   echo
   echo "== repeatability: two judge processes, same kernel (softmax_rows), seed 7 =="
-  for i in 1 2; do "$K" verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax --seed 7 --json > "/tmp/kforge-rep$i.json"; done
+  for i in 1 2; do "$K" verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax --seed 7 --json --no-store > "/tmp/kforge-rep$i.json"; done
   python3 -c "import json
 a=json.load(open('/tmp/kforge-rep1.json'))['timing']; b=json.load(open('/tmp/kforge-rep2.json'))['timing']
 for k in ('time','eager','scripted'):
@@ -32,7 +35,7 @@ for k in ('time','eager','scripted'):
   python3 bench/fidelity.py
   for f in relu_vec4 softmax_rows sum_rows_cub; do
     task=$(head -1 "tests/gpu/honest/$f.md" | sed -E 's/.*task: *([^ ]+).*/\1/')
-    "$K" verify --answer "tests/gpu/honest/$f.md" --task "$task" --seed 7 --json | python3 -c "import json,sys
+    "$K" verify --answer "tests/gpu/honest/$f.md" --task "$task" --seed 7 --json --no-store | python3 -c "import json,sys
 d=json.load(sys.stdin); print(json.dumps({'task': d['task'], 'kforge_eager_ms': d['timing']['eager']['median_ms'], 'reps': d['timing']['eager']['reps']}))"
   done
 } > "$log" 2>&1

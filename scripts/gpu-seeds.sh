@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 8 on the GPU machine: verify and time the seed kernels of one or more suites with kforge
+# Issue 8 on the GPU machine: tune (KFORGE_TUNE points screened per seed, default 6), verify and
+# time the seed kernels of one or more suites with kforge
 # itself, store them in one archive, and write each suite's results table from that archive.
 # Each suite runs under its own time limit so that the whole call fits the device's 10-minute
 # command limit (the archive keeps whatever finished):
@@ -28,7 +29,7 @@ for suite in "$@"; do
   case $suite in smoke) limit=60 ;; level2) limit=200 ;; *) limit=${KFORGE_SEEDS_LIMIT:-330} ;; esac
   log="$OUT/seeds-$suite.log"
   t0=$SECONDS
-  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --db "$DB" \
+  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --tune "${KFORGE_TUNE:-6}" --db "$DB" \
     --jsonl "$OUT/seeds-$suite.jsonl.part" > "$log" 2>&1 || rc=1
   cat "$OUT/seeds-$suite.jsonl.part" >> "$OUT/seeds.jsonl" && rm -f "$OUT/seeds-$suite.jsonl.part"
   echo "== $suite: $((SECONDS - t0)) s (limit $limit s) ==" | tee -a "$log"

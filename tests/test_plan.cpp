@@ -145,6 +145,18 @@ TEST(Plan, TuneSpaceHonoursConstraints) {
   for (const auto& t : space) EXPECT_LE(t.at("BLOCK") * t.at("VEC"), 1024);
 }
 
+TEST(Plan, TuneSpaceSampleKeepsTheDefaultFirstAndSpreadsEvenly) {
+  std::vector<Tunables> space;
+  for (int64_t b : {64, 128, 256, 512}) space.push_back({{"BLOCK", b}});
+  EXPECT_EQ(sample_tune_space(space, 10), space);  // small spaces whole
+  EXPECT_EQ(sample_tune_space(space, 1), std::vector<Tunables>{space.front()});
+  EXPECT_TRUE(sample_tune_space(space, 0).empty());
+  EXPECT_TRUE(sample_tune_space({}, 3).empty());
+  for (int64_t b = 1024; b <= 4096; b *= 2) space.push_back({{"BLOCK", b}});  // 7 points
+  EXPECT_EQ(sample_tune_space(space, 4), (std::vector<Tunables>{space[0], space[2], space[4], space[6]}));
+  EXPECT_EQ(sample_tune_space(space, 3), (std::vector<Tunables>{space[0], space[3], space[6]}));
+}
+
 TEST(Plan, IdentityIsStableAndSensitive) {
   nlohmann::json a = nlohmann::json::parse(R"({"launch": [], "tune": {"B": [1]}})");
   nlohmann::json b = nlohmann::json::parse(R"({"tune": {"B": [1]}, "launch": []})");  // same plan, other key order

@@ -1,5 +1,6 @@
 #include "kforge/compile/plan.h"
 
+#include <cmath>
 #include <set>
 
 #include "kforge/common/strings.h"
@@ -381,6 +382,18 @@ std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, cons
   for (const Tunables& t : out)
     if (constraints_hold(plan, dims, t, facts)) valid.push_back(t);
   return valid;
+}
+
+std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int count) {
+  if (count <= 0 || space.empty()) return {};
+  if (space.size() <= static_cast<size_t>(count)) return space;
+  if (count == 1) return {space.front()};
+  std::vector<Tunables> out;
+  for (int i = 0; i < count; ++i) {
+    size_t at = static_cast<size_t>(std::lround(i * static_cast<double>(space.size() - 1) / (count - 1)));
+    if (out.empty() || out.back() != space[at]) out.push_back(space[at]);
+  }
+  return out;
 }
 
 }  // namespace kforge::compile

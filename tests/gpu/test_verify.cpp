@@ -69,10 +69,67 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
     EXPECT_NE(std::find(ok.begin(), ok.end(), std::string(verify::to_string(v.outcome))), ok.end())
         << file << ": got " << verify::to_string(v.outcome) << ": " << v.summary << "\n" << v.evidence.dump(1);
     EXPECT_FALSE(v.summary.empty()) << file;
+    if (manifest["defeated_by_reset"].contains(file)) {
+      // Correct because the reset of module globals before every run defeated it: each global the
+      // exploit keeps its state in must be among those reset.
+      for (const auto& name : manifest["defeated_by_reset"][file])
+        EXPECT_NE(std::find(v.evidence["globals_reset"].begin(), v.evidence["globals_reset"].end(), name),
+                  v.evidence["globals_reset"].end())
+            << file << ": global " << name << " not reset; evidence " << v.evidence.dump(1);
+      continue;
+    }
     EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors")) << file << ": no evidence";
   }
   // The same judge, after faults and a hang, still judges honest work.
   verify::Verdict after = judge_file(judge, (source_dir() / "tests/gpu/honest/relu_vec4.md").string(), compiler);
   EXPECT_EQ(after.outcome, verify::Outcome::Correct) << after.summary;
   EXPECT_GT(judge.runner().runners_started(), 1);
+}
+
+TEST(GpuVerify, AdmissionAdmitsHonestWorkAndRejectsATailSkipper) {
+  KFORGE_REQUIRE_GPU();
+  TempDir dir;
+  compile::Compiler compiler(private_cache(dir));
+  verify::VerifyOptions correctness_only;
+  correctness_only.time = false;
+  verify::Judge judge(correctness_only);
+  compile::DeviceFacts facts = verify::plan_facts(0);
+  struct Case {
+    std::string path;
+    bool admitted;
+  };
+  for (const Case& k : {Case{"tests/gpu/honest/layer_norm.md", true}, Case{"tests/gpu/admission/overfit_shown_dims.md", false}}) {
+    std::string path = (source_dir() / k.path).string();
+    CheckedAnswer c = check_answer_file(path, facts, compiler);
+    verify::Verdict v = judge.verify(c.fixture.task, c.report);
+    ASSERT_TRUE(v.correct()) << path << ": the shown dims must pass: " << v.summary;
+    compile::Answer a = compile::parse_answer(read_file(path).value());
+    verify::Verdict adm = verify::admit_candidate(judge, c.fixture.task, a.source, a.plan, c.report.tunables, facts, compiler, 7);
+    std::cout << "  " << k.path << ": admission " << verify::to_string(adm.outcome) << ": " << adm.summary << std::endl;
+    EXPECT_EQ(adm.correct(), k.admitted) << path << ": " << adm.summary << "\n" << adm.evidence.dump(1);
+    if (k.admitted && !verify::find_compute_sanitizer().empty()) {
+      ASSERT_EQ(adm.evidence["sanitizers"].size(), 3u) << adm.evidence.dump(1);
+      for (const auto& s : adm.evidence["sanitizers"]) EXPECT_EQ(s["errors"], 0) << s.dump();
+    }
+  }
+}
+
+TEST(GpuVerify, ScreenChecksTheTimedDimsOnceAndTimesWithoutBaselines) {
+  KFORGE_REQUIRE_GPU();
+  TempDir dir;
+  compile::Compiler compiler(private_cache(dir));
+  verify::Judge judge;
+  CheckedAnswer c = check_answer_file((source_dir() / "tests/gpu/honest/relu_vec4.md").string(), verify::plan_facts(0), compiler);
+  verify::Verdict s = judge.screen(c.fixture.task, c.report);
+  ASSERT_TRUE(s.correct()) << s.summary;
+  ASSERT_TRUE(s.timing);
+  EXPECT_GT(s.timing->time.median_ms, 0);
+  EXPECT_LE(s.timing->time.reps, verify::Judge::screen_timing().max_reps);
+  EXPECT_EQ(s.timing->eager.reps, 0);  // no baselines
+  ASSERT_EQ(s.evidence["configs"].size(), 1u);
+  EXPECT_TRUE(s.evidence["configs"][0]["timed"].get<bool>());
+  EXPECT_EQ(s.evidence["configs"][0]["seeds"].size(), 1u);
+  // A kernel that leaves outputs unwritten fails the screen too.
+  CheckedAnswer noop = check_answer_file((source_dir() / "tests/gpu/exploits/noop.md").string(), verify::plan_facts(0), compiler);
+  EXPECT_EQ(judge.screen(noop.fixture.task, noop.report).outcome, verify::Outcome::IncompleteOutput);
 }

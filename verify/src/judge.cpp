@@ -211,11 +211,14 @@ class Verification {
     std::optional<Config> timed;
     for (size_t c = 0; c < report_.configurations.size(); ++c) {
       const auto& [dims, plan] = report_.configurations[c];
+      int count = dims == task_.dims ? options_.timed_seeds : options_.check_seeds;
+      if (count == 0) continue;
+      Clock::time_point step = Clock::now();
       Config config = prepare(dims, plan, c);
       RunResult shared = runner_.set_buffers(specs(config, true), fds(config));
       if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
+      note_step("buffers", step);
       json seeds = json::array();
-      int count = config.timed ? options_.timed_seeds : options_.check_seeds;
       for (int k = 0; k < count; ++k) {
         Place at{&config, seed_ + 100 * c + static_cast<uint64_t>(k), 0, 0};
         at.variant = config.timed ? (k == count - 1 ? 1 : 0) : k % 2;
@@ -243,7 +246,7 @@ class Verification {
     v.evidence = evidence_;
     size_t runs = 0;
     for (const auto& c : configs) runs += c["seeds"].size() * 2;
-    v.summary = "correct on " + std::to_string(report_.configurations.size()) + " configuration(s), " +
+    v.summary = "correct on " + std::to_string(configs.size()) + " configuration(s), " +
                 std::to_string(runs) + " runs; worst normalized error " +
                 (worst_.is_null() ? std::string("0") : worst_["normalized_error"].dump()) +
                 (v.flags.empty() ? "" : " (flags: " + join(v.flags, ", ") + ")");
@@ -346,6 +349,14 @@ class Verification {
   // Where the judge's time goes, in the evidence (issue 6's latency budget).
   void note_phase(const char* name, Clock::time_point& since) {
     evidence_["phase_ms"][name] = ms_since(since);
+    since = Clock::now();
+  }
+  // The correctness phase's time by step (draw, runs, references, compare), summed over seeds; a
+  // step's time includes waiting for the GPU work queued before it.
+  void note_step(const char* name, Clock::time_point& since) {
+    synchronize();
+    json& slot = evidence_["correctness_split_ms"][name];
+    slot = (slot.is_null() ? 0.0 : slot.get<double>()) + ms_since(since);
     since = Clock::now();
   }
 
@@ -469,7 +480,9 @@ class Verification {
   }
 
   std::optional<Verdict> check_seed(Config& c, Place at) {
+    Clock::time_point step = Clock::now();
     std::vector<torch::Tensor> inputs = draw_inputs(c.dims, at.seed, at.variant);
+    note_step("draw", step);
     // Run 1: NaN poison, before the reference exists.
     at.run = 1;
     prepare_run(c, inputs, Poison::NaN, at.seed);
@@ -478,6 +491,7 @@ class Verification {
     if (auto v = after_run(c, inputs, at.seed, at)) return v;
     std::vector<torch::Tensor> out1;
     for (size_t i = 0; i < c.outputs; ++i) out1.push_back(c.buffers[c.inputs + i]->tensor().clone());
+    note_step("runs", step);
 
     std::vector<torch::Tensor> ref_eager = eager(inputs);
     std::vector<torch::Tensor> ref64;
@@ -487,6 +501,7 @@ class Verification {
       evidence_["reference64"] = std::string("unavailable, eager used instead: ") + e.what();
       for (const torch::Tensor& t : ref_eager) ref64.push_back(t.to(torch::kFloat64));
     }
+    note_step("references", step);
 
     // Run 2: random finite poison, after the reference.
     at.run = 2;
@@ -494,14 +509,18 @@ class Verification {
     RunResult r2 = runner_.run(c.request, watchdog_);
     if (!r2.ok()) return runner_failure(r2, &c, inputs, at);
     if (auto v = after_run(c, inputs, at.seed + 1, at)) return v;
+    note_step("runs", step);
 
+    PoolSet kept{inputs, ref_eager, {}};
     for (size_t o = 0; o < c.outputs; ++o) {
       const torch::Tensor& out2 = c.buffers[c.inputs + o]->tensor();
       Dtype dt = tasks::from_scalar_type(ref_eager[o].scalar_type()).value_or(Dtype::Float32);
       // A reference may cast its result itself; the fp64 one is compared as float64 all the same.
       torch::Tensor expected = tasks::is_floating(dt) ? ref64[o].to(torch::kFloat64) : ref_eager[o];
       double tol = tolerance_for(o, dt);
-      for (int run : {2, 1}) {
+      // Run 1 needs its own comparison only where it differs from run 2.
+      const bool same = bitwise_equal(out1[o], out2);
+      for (int run : same ? std::vector<int>{2} : std::vector<int>{2, 1}) {
         const torch::Tensor& got = run == 2 ? out2 : out1[o];
         Comparison cmp = compare_output(got, expected, ref_eager[o], dt, tol);
         at.run = run;
@@ -516,8 +535,11 @@ class Verification {
           return fail(Outcome::WrongResult, "output '" + c.names[c.inputs + o] + "': " + cmp.summary() + " " + at.words(), e, at);
         }
         note_worst(cmp, c, o);
+        // What a timed repetition on these inputs may differ from eager by (check_timed_outputs):
+        // the correctness threshold plus eager's own error.
+        if (run == 2) kept.allowed.push_back(tasks::is_floating(dt) ? cmp.threshold + cmp.eager_max_abs_error : 0.0);
       }
-      if (!bitwise_equal(out1[o], out2)) {
+      if (!same) {
         int64_t differ = bitwise_differences(out1[o], out2);
         json e{{"output", c.names[c.inputs + o]}, {"elements_differing", differ}};
         at.run = 2;
@@ -530,6 +552,10 @@ class Verification {
         evidence_["bitwise_unstable"] = e;
       }
     }
+    // The timed dims' sets become the timing pool: fresh to the timed runs' caches, their eager
+    // outputs and thresholds already known.
+    if (c.timed && options_.time) timed_sets_.push_back(std::move(kept));
+    note_step("compare", step);
     return std::nullopt;
   }
 
@@ -555,8 +581,9 @@ class Verification {
     Clock::time_point phase = Clock::now();
     RunResult shared = runner_.set_buffers(specs(c, true), fds(c));
     if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
-    std::vector<PoolSet> pool;
-    for (int k = 0; k < o.pool; ++k) {
+    std::vector<PoolSet> pool = std::move(timed_sets_);
+    timed_sets_.clear();
+    for (int k = 0; static_cast<int>(pool.size()) < o.pool; ++k) {
       PoolSet p;
       p.inputs = draw_inputs(c.dims, seed_ + 50 + static_cast<uint64_t>(k), 0);
       std::vector<torch::Tensor> e = eager(p.inputs), r64 = reference64(p.inputs);
@@ -604,12 +631,14 @@ class Verification {
       return fail(Outcome::WrongResult, w.summary + " (while timing)", w.detail, at);
     }
 
-    Baselines b = baselines(c, pool);
-    note_phase("baselines", phase);
-    t.eager = b.eager;
-    t.scripted = b.scripted;
-    t.speedup_eager = t.eager.median_ms / t.time.median_ms;
-    t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
+    if (options_.baselines) {
+      Baselines b = baselines(c, pool);
+      note_phase("baselines", phase);
+      t.eager = b.eager;
+      t.scripted = b.scripted;
+      t.speedup_eager = t.eager.median_ms / t.time.median_ms;
+      t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
+    }
 
     MeasuredFacts facts = device_facts(options_.device);
     // Inputs and outputs once (their real sizes: meta shapes are unknown for some ops), or the
@@ -768,6 +797,7 @@ class Verification {
   json evidence_;
   json worst_;
   std::set<std::string> flags_;
+  std::vector<PoolSet> timed_sets_;  // check_seed's sets on the timed dims, for time_candidate
 };
 
 }  // namespace
@@ -807,6 +837,25 @@ Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] 
 Verdict Judge::verify(const tasks::Task& task, const compile::CandidateReport& report) {
   if (!report.ok()) return verdict_from_report(report);
   return guarded([&] { return Verification(options_, runner_, *session_, task, report).run(); });
+}
+
+TimingOptions Judge::screen_timing() {
+  TimingOptions t;
+  t.min_total_ms = 30;
+  t.min_reps = 10;
+  t.max_reps = 60;
+  t.pool = 2;
+  return t;
+}
+
+Verdict Judge::screen(const tasks::Task& task, const compile::CandidateReport& report) {
+  if (!report.ok()) return verdict_from_report(report);
+  VerifyOptions o = options_;
+  o.timed_seeds = 1;
+  o.check_seeds = 0;
+  o.baselines = false;
+  o.timing = screen_timing();
+  return guarded([&] { return Verification(o, runner_, *session_, task, report).run(); });
 }
 
 Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& report) {

@@ -115,6 +115,9 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
 Tunables default_tunables(const Plan& plan);
 // Every combination of tunable values whose constraints hold at `dims` (the timed dims).
 std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts);
+// At most `count` points of a tune space spread evenly over it (its first and last among them), in
+// its order, so the default (the first point) comes first.
+std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int count);
 // Checks that `t` names exactly the plan's tunables, with listed values (throws PlanError).
 void validate_tunables(const Plan& plan, const Tunables& t);
 // Whether the plan's constraints hold (throws PlanError on an evaluation error).

@@ -29,6 +29,7 @@ struct VerifyOptions {
   bool sanitizer = true;         // refine runtime errors with compute-sanitizer memcheck where present
   std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
   bool time = true;              // time a correct candidate, its baselines and roofline
+  bool baselines = true;         // with time: eager and scripted too (speedups need them)
   TimingOptions timing;
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
   // reused (DESIGN.md: "re-timed periodically"); 0 times them for every candidate.
@@ -68,6 +69,12 @@ class Judge {
 
   // Correctness verdict. A report that is not ok() gives verdict_from_report(report).
   Verdict verify(const tasks::Task& task, const compile::CandidateReport& report);
+
+  // A quick look at one point of a tune space (kforge corpus --tune): correctness on the timed dims
+  // with one seed, then timing over a pool of two sets with a shorter minimum (screen_timing), no
+  // baselines. `correct` here is not a verdict to store: the chosen point gets verify().
+  Verdict screen(const tasks::Task& task, const compile::CandidateReport& report);
+  static TimingOptions screen_timing();
 
   // Admission of a winner (DESIGN.md, Verification 6), after verify() found it correct: `unseen`
   // is the task with its dims replaced by configurations no candidate saw (draw_unseen_dims) and

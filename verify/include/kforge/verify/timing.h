@@ -18,7 +18,9 @@ struct TimingOptions {
   int warmups = 3;
   double min_total_ms = 100;  // timed launches add up to at least this
   int min_reps = 10, max_reps = 200;
-  int pool = 4;               // input sets with distinct seeds, cycled under the same pointers
+  // Input sets with distinct seeds, cycled under the same pointers. A candidate's pool is made of
+  // its correctness sets on the timed dims (VerifyOptions::timed_seeds), topped up to this many.
+  int pool = 4;  // DESIGN.md: at least 4
 };
 
 // Median, interquartile range (linear interpolation) and minimum of samples (ms).
