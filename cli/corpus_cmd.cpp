@@ -256,7 +256,8 @@ int run_corpus(const CorpusArgs& a) {
       json j{{"file", e.path},     {"task", c.task->id()}, {"expected", e.expected}, {"outcome", outcome},
              {"flags", v.flags},   {"summary", v.summary}, {"judge_ms", ms},         {"identity", c.report.identity},
              {"tunables", c.report.tunables}, {"timing", t ? t->to_json() : json(nullptr)},
-             {"phase_ms", v.evidence.value("phase_ms", json::object())}};
+             {"phase_ms", v.evidence.value("phase_ms", json::object())},
+             {"correctness_split_ms", v.evidence.value("correctness_split_ms", json::object())}};
       if (admission) j["admission"] = admission_json(*admission);
       if (!tuning.empty()) j["tuning"] = tuning, j["tuning_ms"] = tuning_ms;
       *jsonl << j.dump() << "\n" << std::flush;

@@ -24,12 +24,16 @@ if [ ! -x "$K" ]; then
   echo "built in ${SECONDS}s"
 fi
 DB="$OUT/archive-seeds.db"
+# An archive from an earlier call to build on (the results table takes each task's fastest).
+[ -n "${KFORGE_SEEDS_DB_IN:-}" ] && cp "$KFORGE_SEEDS_DB_IN" "$DB"
 rc=0
 for suite in "$@"; do
-  case $suite in smoke) limit=60 ;; level2) limit=200 ;; *) limit=${KFORGE_SEEDS_LIMIT:-330} ;; esac
+  case $suite in smoke) limit=40 ;; level2) limit=150 ;; *) limit=${KFORGE_SEEDS_LIMIT:-330} ;; esac
+  tune=${KFORGE_TUNE:-6}
+  [ "$suite" = level1 ] && tune=${KFORGE_TUNE_LEVEL1:-$tune}
   log="$OUT/seeds-$suite.log"
   t0=$SECONDS
-  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --tune "${KFORGE_TUNE:-6}" --db "$DB" \
+  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --tune "$tune" --db "$DB" \
     --jsonl "$OUT/seeds-$suite.jsonl.part" > "$log" 2>&1 || rc=1
   cat "$OUT/seeds-$suite.jsonl.part" >> "$OUT/seeds.jsonl" && rm -f "$OUT/seeds-$suite.jsonl.part"
   echo "== $suite: $((SECONDS - t0)) s (limit $limit s) ==" | tee -a "$log"

@@ -78,6 +78,7 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
             << file << ": global " << name << " not reset; evidence " << v.evidence.dump(1);
       continue;
     }
+    if (v.correct()) continue;  // e.g. a cache in a workspace, defeated by zeroing it before every run
     EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors")) << file << ": no evidence";
   }
   // The same judge, after faults and a hang, still judges honest work.
