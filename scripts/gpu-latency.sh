@@ -21,7 +21,7 @@ fi
 DB="$OUT/archive-seeds.db"
 [ -n "${KFORGE_SEEDS_DB_IN:-}" ] && cp "$KFORGE_SEEDS_DB_IN" "$DB"
 log="$OUT/latency.log"
-timeout 170 "$K" corpus tasks/level1/seeds --expect correct --kind seed --db "$DB" --jsonl "$OUT/latency-level1.jsonl" > "$log" 2>&1
+timeout 110 "$K" corpus tasks/level1/seeds --expect correct --kind seed --db "$DB" --jsonl "$OUT/latency-level1.jsonl" > "$log" 2>&1
 tail -3 "$log"
 python3 - "$OUT/latency-level1.jsonl" <<'PY' | tee -a "$log"
 import json, statistics as st, sys
@@ -36,6 +36,6 @@ for key in ('phase_ms', 'correctness_split_ms'):
     print(key, 'median', {k: round(st.median(v)) for k, v in parts.items()})
 PY
 files=$(grep -l '"BLOCKS_PER_SM": \[4096' tasks/level1/seeds/*.md tasks/smoke/seeds/*.md)
-timeout 150 "$K" corpus $files --expect correct --kind seed --tune 6 --db "$DB" --jsonl "$OUT/elementwise.jsonl" > "$OUT/elementwise.log" 2>&1
+timeout 80 "$K" corpus $files --expect correct --kind seed --tune 6 --db "$DB" --jsonl "$OUT/elementwise.jsonl" > "$OUT/elementwise.log" 2>&1
 grep -E "screened|answer\(s\) in|expectation" "$OUT/elementwise.log"
 for s in smoke level1; do "$K" archive results "$s" --kind seed --db "$DB" > "$OUT/results-$s.md" 2>&1; done
