@@ -2,7 +2,8 @@
 # One command from a fresh Debian 12 machine to a working kforge: installs the Debian packages
 # (idempotent), configures and builds, then runs the most complete job there is so far:
 # `kforge doctor`, a check of the smoke suite (on the GPU when there is one), a candidate compiled,
-# and, on a GPU, that candidate and a cheating one verified by the judge and runner.
+# and, on a GPU, the smoke suite's seed kernels tuned, verified, timed and stored (kforge corpus),
+# their results table, and a cheating candidate caught.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -25,9 +26,12 @@ echo "kforge: a candidate from the corpus, checked and compiled with NVRTC (no G
 "$BUILD_DIR"/kforge compile --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 echo
 if [ "$gpu" = 1 ]; then
-  echo "kforge: the same candidate verified on the GPU, then one that writes past its output:"
-  "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
-  "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu || true
+  echo "kforge: the smoke suite's seed kernels tuned, verified and timed on the GPU, stored, and their table:"
+  "$BUILD_DIR"/kforge corpus tasks/smoke/seeds --expect correct --kind seed --tune 4
+  "$BUILD_DIR"/kforge archive results smoke --kind seed
+  echo "kforge: a candidate that writes past its output:"
+  "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu --no-store || true
 else
-  echo "kforge: 'kforge verify' (correctness on the GPU) needs an NVIDIA GPU; none can be used here."
+  echo "kforge: 'kforge verify' and 'kforge corpus' (correctness and timing on the GPU) need an NVIDIA GPU;"
+  echo "        none can be used here."
 fi
