@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kforge/common/error.h"
@@ -361,6 +362,70 @@ TEST(Compare, EvidenceOfAWrongAnswer) {
   Comparison t = compare_output(transposed, r64, r64.to(torch::kFloat32), Dtype::Float32, 1e-4);
   EXPECT_EQ(t.first_bad_position, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(t.mismatches, 3);
+}
+
+// The short path of a chunk where everything is finite and within the threshold must give what the
+// full rules give, whatever the chunking: chunks of 1, 7 and 64 elements against one chunk.
+TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
+  torch::manual_seed(3);
+  torch::Tensor r64 = torch::randn({10, 50}, torch::kFloat64);
+  torch::Tensor eager = (r64 + 1e-7 * torch::randn({10, 50}, torch::kFloat64)).to(torch::kFloat32);
+  struct Case {
+    const char* what;
+    std::function<void(torch::Tensor&, torch::Tensor&)> edit;  // candidate (float64), reference
+  };
+  std::vector<Case> cases = {
+      {"all within", [](torch::Tensor&, torch::Tensor&) {}},
+      {"one wrong late", [](torch::Tensor& c, torch::Tensor&) { c[9][48] += 1.0; }},
+      {"wrong in two chunks", [](torch::Tensor& c, torch::Tensor&) { c[0][3] -= 0.5, c[7][1] += 2.0; }},
+      {"NaN late", [](torch::Tensor& c, torch::Tensor&) { c[8][8] = kNaN; }},
+      {"infinity", [](torch::Tensor& c, torch::Tensor&) { c[4][20] = kInf; }},
+      {"matching infinities and NaNs", [](torch::Tensor& c, torch::Tensor& r) {
+         c[2][2] = kInf, r[2][2] = kInf, c[6][6] = kNaN, r[6][6] = kNaN;
+       }},
+      {"reference zero, candidate not", [](torch::Tensor& c, torch::Tensor& r) { r[5][5] = 0, c[5][5] = 1e-9; }},
+  };
+  for (const Case& k : cases) {
+    torch::Tensor cand = r64.clone(), ref = r64.clone();
+    k.edit(cand, ref);
+    torch::Tensor eag = eager.clone();
+    eag.view(-1).masked_scatter_(torch::isfinite(ref).logical_not().view(-1),
+                                 ref.view(-1).masked_select(torch::isfinite(ref).logical_not().view(-1)).to(torch::kFloat32));
+    Comparison whole = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 1 << 20);
+    for (int64_t chunk : {1, 7, 64}) {
+      Comparison part = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, chunk);
+      SCOPED_TRACE(std::string(k.what) + ", chunk " + std::to_string(chunk));
+      EXPECT_EQ(part.ok, whole.ok);
+      EXPECT_EQ(part.mismatches, whole.mismatches);
+      EXPECT_EQ(part.nan_count, whole.nan_count);
+      EXPECT_EQ(part.first_bad_index, whole.first_bad_index);
+      EXPECT_EQ(part.first_bad_position, whole.first_bad_position);
+      EXPECT_EQ(part.max_abs_error, whole.max_abs_error);
+      EXPECT_EQ(part.max_rel_error, whole.max_rel_error);
+      EXPECT_EQ(part.eager_max_abs_error, whole.eager_max_abs_error);
+      EXPECT_NEAR(part.rms_reference, whole.rms_reference, 1e-12 * whole.rms_reference);
+      EXPECT_NEAR(part.threshold, whole.threshold, 1e-12 * whole.threshold);
+    }
+    if (std::string(k.what) == "all within") {  // the short path against the formula, computed here
+      torch::Tensor c64 = cand.to(torch::kFloat32).to(torch::kFloat64);
+      EXPECT_TRUE(whole.ok);
+      EXPECT_EQ(whole.max_abs_error, (c64 - ref).abs().max().item<double>());
+      EXPECT_EQ(whole.max_rel_error, ((c64 - ref).abs() / ref.abs()).max().item<double>());
+      double rms = std::sqrt(ref.square().mean().item<double>());
+      double eager_err = (eag.to(torch::kFloat64) - ref).abs().max().item<double>();
+      EXPECT_NEAR(whole.rms_reference, rms, 1e-12 * rms);
+      EXPECT_NEAR(whole.threshold, std::max(rms * 1e-4, eager_err * kEagerErrorFactor), 1e-12 * whole.threshold);
+      EXPECT_EQ(whole.eager_max_abs_error, eager_err);
+    }
+    if (std::string(k.what) == "wrong in two chunks") {
+      EXPECT_EQ(whole.mismatches, 2);
+      EXPECT_EQ(whole.first_bad_index, 3);
+      EXPECT_NEAR(whole.max_abs_error, 2.0, 1e-6);  // the float32 rounding of r + 2
+    }
+    if (std::string(k.what) == "NaN late") EXPECT_EQ(whole.nan_count, 1);
+    if (std::string(k.what) == "matching infinities and NaNs") EXPECT_TRUE(whole.ok) << whole.summary();
+  }
+  EXPECT_THROW(compare_output(r64, r64, eager, Dtype::Float32, 1e-4, kEagerErrorFactor, 0), kforge::Error);
 }
 
 TEST(Compare, BitwiseEqualitySeesNaNPayloadsAndTheSignOfZero) {

@@ -58,9 +58,13 @@ struct Comparison {
 // `candidate` must have the task's dtype and r64's shape (else `problem`). `reference64` is float64
 // for floating dtypes and the task's dtype otherwise; `eager` has the task's dtype and r64's shape
 // (else kforge::Error). r64 and eager are moved to the candidate's device when elsewhere.
+// Works through the flat tensors `chunk` elements at a time (bounded temporaries); a chunk where
+// everything is finite and within the threshold takes a short path (a few kernels), any other
+// the full rules.
+inline constexpr int64_t kCompareChunk = int64_t{1} << 26;
 Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& reference64,
                           const torch::Tensor& eager, tasks::Dtype dtype, double tol,
-                          double k = kEagerErrorFactor);
+                          double k = kEagerErrorFactor, int64_t chunk = kCompareChunk);
 
 // max |a − b| over same-shaped tensors, with compare_output's rules (equal infinities and NaN
 // against NaN are no error, NaN against a number is +inf); in chunks, so large outputs fit.
