@@ -384,6 +384,7 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
          c[2][2] = kInf, r[2][2] = kInf, c[6][6] = kNaN, r[6][6] = kNaN;
        }},
       {"reference zero, candidate not", [](torch::Tensor& c, torch::Tensor& r) { r[5][5] = 0, c[5][5] = 1e-9; }},
+      {"huge finite reference (its square overflows)", [](torch::Tensor& c, torch::Tensor& r) { r[1][1] = 1e200, c[1][1] = 1e200; }},
   };
   for (const Case& k : cases) {
     torch::Tensor cand = r64.clone(), ref = r64.clone();
@@ -423,9 +424,46 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
       EXPECT_NEAR(whole.max_abs_error, 2.0, 1e-6);  // the float32 rounding of r + 2
     }
     if (std::string(k.what) == "NaN late") EXPECT_EQ(whole.nan_count, 1);
+    if (std::string(k.what).rfind("huge", 0) == 0) {  // squares overflow: the rms is found scaled
+      EXPECT_NEAR(whole.rms_reference, 1e200 / std::sqrt(500.0), 1e188);
+      EXPECT_TRUE(std::isfinite(whole.threshold));
+      torch::Tensor nan_answer = cand.clone();
+      nan_answer[0][0] = kNaN;
+      EXPECT_FALSE(compare_output(nan_answer.to(torch::kFloat64), ref, ref, Dtype::Float64, 1e-10).ok);
+    }
+    EXPECT_TRUE(torch::equal(ref.isnan(), ref.isnan()));  // (the reference is read, never written:)
+    EXPECT_TRUE(torch::allclose(ref.nan_to_num(), [&] {
+      torch::Tensor again = r64.clone();
+      k.edit(cand, again);
+      return again.nan_to_num();
+    }()));
     if (std::string(k.what) == "matching infinities and NaNs") EXPECT_TRUE(whole.ok) << whole.summary();
   }
   EXPECT_THROW(compare_output(r64, r64, eager, Dtype::Float32, 1e-4, kEagerErrorFactor, 0), kforge::Error);
+
+  // Only eager non-finite (its overflow): pass 1 leaves the short path for that chunk alone.
+  torch::Tensor eag = eager.clone();
+  eag[3][3] = std::numeric_limits<float>::infinity();
+  Comparison whole = compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 1 << 20);
+  Comparison part = compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 7);
+  EXPECT_TRUE(whole.ok);
+  EXPECT_EQ(part.eager_max_abs_error, whole.eager_max_abs_error);
+  EXPECT_LT(whole.eager_max_abs_error, 1e-5);  // the infinite error is not counted
+  EXPECT_NEAR(part.rms_reference, whole.rms_reference, 1e-12);  // summed in another order
+
+  // float16 outputs: the same agreement.
+  torch::Tensor h = r64.to(torch::kHalf);
+  torch::Tensor bad = h.clone();
+  bad[6][40] = 3.0;
+  for (const torch::Tensor& cand : {h, bad}) {
+    Comparison hw = compare_output(cand, r64, h, Dtype::Float16, 1e-2, kEagerErrorFactor, 1 << 20);
+    Comparison hp = compare_output(cand, r64, h, Dtype::Float16, 1e-2, kEagerErrorFactor, 64);
+    EXPECT_EQ(hp.ok, hw.ok);
+    EXPECT_EQ(hp.mismatches, hw.mismatches);
+    EXPECT_EQ(hp.first_bad_index, hw.first_bad_index);
+    EXPECT_EQ(hp.max_abs_error, hw.max_abs_error);
+  }
+  EXPECT_FALSE(compare_output(bad, r64, h, Dtype::Float16, 1e-2).ok);
 }
 
 TEST(Compare, BitwiseEqualitySeesNaNPayloadsAndTheSignOfZero) {

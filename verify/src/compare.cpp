@@ -15,7 +15,6 @@ namespace {
 using tasks::Dtype;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Elements per pass of a comparison: 2^26 (512 MB per float64 temporary).
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kCanaryStream = 0xC3A5C85C97CB3127ull;  // canaries and poison draw apart
 
@@ -65,7 +64,8 @@ torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& o
   return torch::bitwise_xor(z, shift_right_logical(z, 31));
 }
 
-// Flat float64 copy on `device`; bool through its bytes, so a non-0/1 byte shows as itself.
+// Flat float64 copy on `device`; bool through its bytes, so a non-0/1 byte shows as itself. A
+// float64 tensor already on `device` comes back as a view of it: never modify the result in place.
 torch::Tensor flat64(const torch::Tensor& t, const torch::Device& device) {
   torch::Tensor x = t.scalar_type() == torch::kBool ? t.view(torch::kByte) : t;
   return x.to(device).reshape(-1).to(torch::kFloat64);
@@ -181,7 +181,8 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
       torch::Tensor finite_r = torch::isfinite(r);
       torch::Tensor eager_err = abs_error(e, r);
       // eager's overflow to ±inf must not make every answer acceptable.
-      torch::Tensor part = torch::stack({r.masked_fill(finite_r.logical_not(), 0.0).square().sum(),
+      torch::Tensor finite_part = r.masked_fill(finite_r.logical_not(), 0.0);  // the same dot as the short path
+      torch::Tensor part = torch::stack({torch::dot(finite_part, finite_part),
                                          finite_r.sum().to(torch::kFloat64),
                                          eager_err.masked_fill(torch::isinf(eager_err), 0.0).max()})
                                .cpu();
@@ -190,7 +191,23 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
       eager_max = std::max(eager_max, part[2].item<double>());
     }
   }
-  out.rms_reference = std::sqrt(sumsq / std::max(finite_count, 1.0));
+  if (floating && std::isinf(sumsq)) {
+    // Squares beyond float64's range (|r| above ~1e154): again, scaled by the largest finite |r|,
+    // or the threshold would be infinite and accept anything.
+    double scale = 0, scaled = 0;
+    for (int64_t off = 0; off < n; off += chunk) {
+      torch::Tensor r = flat64(slice(ref, off), device);
+      scale = std::max(scale, r.abs().masked_fill(torch::isfinite(r).logical_not(), 0.0).max().item<double>());
+    }
+    for (int64_t off = 0; off < n; off += chunk) {
+      torch::Tensor r = flat64(slice(ref, off), device);
+      torch::Tensor part = (r / scale).masked_fill(torch::isfinite(r).logical_not(), 0.0);
+      scaled += torch::dot(part, part).item<double>();
+    }
+    out.rms_reference = scale * std::sqrt(scaled / std::max(finite_count, 1.0));
+  } else {
+    out.rms_reference = std::sqrt(sumsq / std::max(finite_count, 1.0));
+  }
   out.eager_max_abs_error = eager_max;
   out.threshold = floating ? std::max(out.rms_reference * tol, eager_max * k) : 0.0;
 
