@@ -59,6 +59,12 @@ compile::DeviceFacts facts_for(const std::string& arch_flag) {
   return compile::DeviceFacts::for_arch(arch_flag.empty() ? "sm_90a" : arch_flag);
 }
 
+std::string tunables_text(const compile::Tunables& t, const std::string& separator) {
+  std::string out;
+  for (const auto& [k, v] : t) out += (out.empty() ? "" : separator) + k + "=" + std::to_string(v);
+  return out;
+}
+
 compile::Tunables parse_tune(const std::vector<std::string>& items) {
   compile::Tunables t;
   for (const auto& item : items) {

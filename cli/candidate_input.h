@@ -33,5 +33,7 @@ compile::DeviceFacts facts_for(const std::string& arch_flag);
 
 // NAME=V items of --tune.
 compile::Tunables parse_tune(const std::vector<std::string>& items);
+// "NAME=value" items joined by `separator`, for people ("BLOCK=256, VEC=4").
+std::string tunables_text(const compile::Tunables& t, const std::string& separator = ", ");
 
 }  // namespace kforge::cli

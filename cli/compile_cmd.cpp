@@ -94,8 +94,7 @@ int run_compile(const CompileArgs& a) {
     std::cout << j.dump(2) << "\n";
     return r.ok() ? kExitOk : kExitFindings;
   }
-  std::string tuned;
-  for (const auto& [k, v] : r.tunables) tuned += (tuned.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  std::string tuned = tunables_text(r.tunables);
   std::cout << "task        " << task.id() << "\n"
             << "target      " << facts.arch << " (" << (facts.measured ? "GPU 0" : "assumed: " + std::to_string(facts.num_sms) + " SMs") << "), NVRTC "
             << nv.major << "." << nv.minor << "\n";

@@ -138,12 +138,6 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-std::string tunables_text(const compile::Tunables& t) {
-  std::string out;
-  for (const auto& [k, v] : t) out += (out.empty() ? "" : " ") + k + "=" + std::to_string(v);
-  return out;
-}
-
 // --tune: screens every point (Judge::screen) and makes the fastest correct one c.report, the one
 // verify() then judges in full. A point that screens wrong is printed: an honest kernel should
 // be correct at every point of its tune space. Returns one record per point.
@@ -161,14 +155,14 @@ json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name
       if (!best || ms < best_ms) best = i, best_ms = ms;
     } else {
       point["summary"] = s.summary.substr(0, 300);
-      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables) << ": " << verify::to_string(s.outcome)
+      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": " << verify::to_string(s.outcome)
                 << ": " << s.summary.substr(0, 200) << std::endl;
     }
     out.push_back(point);
   }
   if (best) c.report = c.points[*best];
   std::cout << "  " << name << ": screened " << c.points.size() << " tune point(s), chose "
-            << tunables_text(c.report.tunables) << (best ? " at " + fixed(best_ms, 4) + " ms" : "") << std::endl;
+            << tunables_text(c.report.tunables, " ") << (best ? " at " + fixed(best_ms, 4) + " ms" : "") << std::endl;
   c.points.clear();  // their modules are no longer needed
   return out;
 }

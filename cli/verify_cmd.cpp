@@ -48,8 +48,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::string tuned;
-  for (const auto& [k, val] : r.tunables) tuned += (tuned.empty() ? "" : ", ") + k + "=" + std::to_string(val);
+  std::string tuned = tunables_text(r.tunables);
   std::cout << "task        " << task.id() << "\n";
   if (!r.identity.empty()) std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
   std::cout << "verdict     " << verify::to_string(v.outcome);

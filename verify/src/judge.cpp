@@ -835,8 +835,12 @@ Judge::Judge(VerifyOptions options) : options_(std::move(options)), runner_([&] 
 }
 
 Verdict Judge::verify(const tasks::Task& task, const compile::CandidateReport& report) {
+  return verify_with(options_, task, report);
+}
+
+Verdict Judge::verify_with(const VerifyOptions& options, const tasks::Task& task, const compile::CandidateReport& report) {
   if (!report.ok()) return verdict_from_report(report);
-  return guarded([&] { return Verification(options_, runner_, *session_, task, report).run(); });
+  return guarded([&] { return Verification(options, runner_, *session_, task, report).run(); });
 }
 
 TimingOptions Judge::screen_timing() {
@@ -849,13 +853,12 @@ TimingOptions Judge::screen_timing() {
 }
 
 Verdict Judge::screen(const tasks::Task& task, const compile::CandidateReport& report) {
-  if (!report.ok()) return verdict_from_report(report);
   VerifyOptions o = options_;
   o.timed_seeds = 1;
   o.check_seeds = 0;
   o.baselines = false;
   o.timing = screen_timing();
-  return guarded([&] { return Verification(o, runner_, *session_, task, report).run(); });
+  return verify_with(o, task, report);
 }
 
 Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& report) {

@@ -93,6 +93,8 @@ class Judge {
   // Runs `judge`; a CUDA out-of-memory or any other exception becomes harness_error for this
   // candidate (the runner restarts); another CUDA error means the GPU is unusable and throws.
   Verdict guarded(const std::function<Verdict()>& judge);
+  // verify() under other options (screen()).
+  Verdict verify_with(const VerifyOptions& options, const tasks::Task& task, const compile::CandidateReport& report);
 
   VerifyOptions options_;
   RunnerClient runner_;
