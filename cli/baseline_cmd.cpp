@@ -9,6 +9,7 @@
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
 #include "table.h"
@@ -49,9 +50,9 @@ int run_baseline(const BaselineArgs& a) {
     table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms), ms(b.scripted.median_ms),
                ms(b.scripted.iqr_ms), b.math_mode});
     rows.push_back({{"task", task.id()}, {"dims", task.dims}, {"eager", b.eager.to_json()}, {"scripted", b.scripted.to_json()},
-                    {"math_mode", b.math_mode}});
+                    {"math_mode", b.math_mode}, {"clocks", b.clocks}});
     if (!a.json) std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted "
-                           << ms(b.scripted.median_ms) << " ms" << std::endl;
+                           << ms(b.scripted.median_ms) << " ms; SM clock " << verify::clock_text(b.clocks) << std::endl;
   }
   if (a.json) {
     std::cout << nlohmann::json{{"device", {{"name", gpu.name}, {"uuid", gpu.uuid}}}, {"baselines", rows}}.dump(2) << "\n";

@@ -13,6 +13,7 @@
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/clocks.h"
 #include "kforge/verify/judge.h"
 
 namespace kforge::cli {
@@ -71,6 +72,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
                 << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB" : std::string("?")) << " at "
                 << std::setprecision(0) << t.device.value("copy_gbps", 0.0) << "-" << t.device.value("read_gbps", 0.0)
                 << " GB/s measured): " << std::setprecision(0) << 100 * t.roofline_fraction.value_or(0) << "% of the floor's speed\n";
+    std::cout << "SM clock    " << verify::clock_text(t.clocks) << "\n";
     std::cout << "math mode   " << t.math_mode << (t.suspicious ? "   SUSPICIOUS: faster than the floor or >10x eager" : "") << "\n";
   }
   if (e.contains("detail") && e["detail"].contains("memcheck"))

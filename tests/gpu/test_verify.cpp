@@ -5,6 +5,7 @@
 
 #include "../corpus_util.h"
 #include "gpu_test_util.h"
+#include "kforge/verify/clocks.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
@@ -43,6 +44,14 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
     EXPECT_GT(v.timing->time.median_ms, 0);
     EXPECT_GT(v.timing->eager.median_ms, 0);
     EXPECT_GT(v.timing->scripted.median_ms, 0);
+    // NVML read the SM clock after timed launches (at most every 5 ms), inside the GPU's range.
+    const nlohmann::json& clocks = v.timing->clocks;
+    ASSERT_TRUE(clocks.contains("sm_mhz")) << path << ": " << clocks.dump();
+    EXPECT_GE(clocks["samples"].get<int>(), 3) << path;
+    EXPECT_LT(clocks["read_ms"].get<double>(), 50) << path;
+    EXPECT_GT(clocks["sm_mhz"]["min"].get<unsigned>(), 0u) << path;
+    EXPECT_LE(clocks["sm_mhz"]["max"].get<unsigned>(), clocks["max_sm_mhz"].get<unsigned>()) << path;
+    std::cout << "    SM clock " << verify::clock_text(clocks) << std::endl;
     std::cout << "    time " << v.timing->time.median_ms << " ms (" << v.timing->time.reps << " reps), eager "
               << v.timing->eager.median_ms << " ms, scripted " << v.timing->scripted.median_ms << " ms, floor "
               << v.timing->floor_ms.value_or(-1) << " ms" << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;

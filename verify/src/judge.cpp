@@ -18,6 +18,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/tasks/math_mode.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/verify/clocks.h"
 #include "kforge/verify/compare.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
@@ -139,7 +140,8 @@ std::vector<torch::Tensor> run_reference(const tasks::Task& task, const tasks::R
 // Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, then
 // hold, flush, events around the call, release.
 Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
-                          const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate, const TimingOptions& o) {
+                          const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate, const TimingOptions& o,
+                          ClockMonitor& clocks) {
   std::vector<torch::Tensor> fixed;
   for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
   Baselines b;
@@ -157,7 +159,9 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
         [&](int) {
           timer.start();
           run_reference(task, ref, fixed, scripted);
-          return timer.stop_ms();
+          double ms = timer.stop_ms();
+          clocks.sample();
+          return ms;
         },
         [](int) {}, bo);
     s.held = timer.held();
@@ -241,6 +245,7 @@ class Verification {
       if (std::holds_alternative<Verdict>(t)) return std::get<Verdict>(t);
       timing = std::get<TimingResult>(t);
       if (timing->suspicious) flags_.insert(kFlagSuspicious);
+      if (timing->clocks.value("slowed", false)) flags_.insert(kFlagClockSlowdown);
       evidence_["timing"] = timing->to_json();
     }
     Verdict v;
@@ -622,6 +627,7 @@ class Verification {
 
     TimingResult t;
     bool held = true;
+    ClockMonitor clocks(list_devices().at(static_cast<size_t>(options_.device)).uuid);
     try {
       TimeStats candidate = time_repeatedly(
           [&](int rep) {
@@ -633,6 +639,7 @@ class Verification {
             RunResult r = runner_.run(request, watchdog_);
             if (!r.ok()) throw TimedFailure{r};
             if (r.reply.hold_timed_out) held = false;
+            clocks.sample();  // right after the GPU finished: the clock it ran at
             return r.reply.gpu_ms;
           },
           [&](int rep) { check_timed_outputs(c, set_of(rep), rep); }, o);
@@ -648,7 +655,7 @@ class Verification {
     }
 
     if (options_.baselines) {
-      Baselines b = baselines(c, pool);
+      Baselines b = baselines(c, pool, clocks);
       note_phase("baselines", phase);
       t.eager = b.eager;
       t.scripted = b.scripted;
@@ -671,13 +678,14 @@ class Verification {
     if (t.floor_ms) t.roofline_fraction = *t.floor_ms / t.time.median_ms;
     t.suspicious = (t.floor_ms && t.time.median_ms < *t.floor_ms) || t.speedup_eager > kSuspiciousSpeedup;
     t.device = facts.to_json();
+    t.clocks = clocks.summary();
     t.math_mode = task_.allow_tf32 ? "tf32" : "ieee";
     return t;
   }
 
   // Eager and scripted on the timed dims: timed now, or reused from this judge's last timing of
   // the same task version, dims and math mode within options.baseline_reuse.
-  Baselines baselines(const Config& c, const std::vector<PoolSet>& pool) {
+  Baselines baselines(const Config& c, const std::vector<PoolSet>& pool, ClockMonitor& clocks) {
     std::string key = task_.content_hash + " " + tasks::format_dims(c.dims) + (task_.allow_tf32 ? " tf32" : " ieee");
     auto it = session_.baselines.find(key);
     if (it != session_.baselines.end() && Clock::now() - it->second.at < options_.baseline_reuse) {
@@ -686,7 +694,7 @@ class Verification {
     }
     std::vector<std::vector<torch::Tensor>> inputs;
     for (const PoolSet& p : pool) inputs.push_back(p.inputs);
-    Baselines b = time_references(task_, reference_, inputs, session_.gate(options_.device), options_.timing);
+    Baselines b = time_references(task_, reference_, inputs, session_.gate(options_.device), options_.timing, clocks);
     session_.baselines[key] = {b, Clock::now()};
     return b;
   }
@@ -830,7 +838,10 @@ Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& option
     pool.push_back(std::move(set));
   }
   TimingGate gate(options.device);
-  return time_references(task, ref, pool, gate, options.timing);
+  ClockMonitor clocks(list_devices().at(static_cast<size_t>(options.device)).uuid);
+  Baselines b = time_references(task, ref, pool, gate, options.timing, clocks);
+  b.clocks = clocks.summary();
+  return b;
 }
 
 Judge::~Judge() = default;

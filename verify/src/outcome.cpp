@@ -53,7 +53,8 @@ nlohmann::json TimingResult::to_json() const {
           {"roofline_fraction", opt(roofline_fraction)},
           {"suspicious", suspicious},
           {"math_mode", math_mode},
-          {"device", device}};
+          {"device", device},
+          {"clocks", clocks}};
 }
 
 }  // namespace kforge::verify

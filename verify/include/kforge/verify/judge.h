@@ -53,6 +53,7 @@ std::optional<int64_t> sanitizer_errors(const std::string& log);
 struct Baselines {
   TimeStats eager, scripted;
   std::string math_mode;  // "ieee" (TF32 off) or "tf32"
+  nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
 };
 // The task's reference at its timed dims, eager and scripted, timed the way candidates are (the
 // same pool of input sets, L2 flush and events). Needs a GPU.

@@ -33,6 +33,8 @@ const std::vector<Outcome>& all_outcomes();
 
 inline constexpr const char* kFlagBitwiseUnstable = "bitwise_unstable";
 inline constexpr const char* kFlagSuspicious = "suspicious";
+// NVML reported a thermal, hardware or power-brake slowdown while the candidate or a baseline was timed.
+inline constexpr const char* kFlagClockSlowdown = "clock_slowdown";
 
 // Event times of repeated runs (verify/timing.h makes them).
 struct TimeStats {
@@ -50,6 +52,7 @@ struct TimingResult {
   bool suspicious = false;  // faster than the floor, or more than kSuspiciousSpeedup x eager
   std::string math_mode;    // "ieee" (TF32 off) or "tf32"
   nlohmann::json device = nlohmann::json::object();  // measured facts the floor came from
+  nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h)
   nlohmann::json to_json() const;
 };
 
