@@ -7,18 +7,8 @@
 #
 #   device run:  source .device/env.sh && KFORGE_SEEDS_DB_IN=.gpu-in/archive-seeds.db scripts/gpu-latency.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-export CMAKE_POLICY_VERSION_MINIMUM=3.5
-K="$BUILD_DIR/kforge"
-if [ ! -x "$K" ]; then
-  { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF &&
-    cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-runner kforge-nvrtc-worker; } > "$OUT/build.log" 2>&1 ||
-    { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-  echo "built in ${SECONDS}s"
-fi
+source "$(dirname "$0")/gpu-common.sh"
+build_kforge || exit 1
 DB="$OUT/archive-seeds.db"
 if [ -n "${KFORGE_SEEDS_DB_IN:-}" ]; then
   cp "$KFORGE_SEEDS_DB_IN" "$DB" || { echo "cannot copy $KFORGE_SEEDS_DB_IN" >&2; exit 2; }

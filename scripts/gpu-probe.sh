@@ -3,11 +3,7 @@
 # behind verify/'s process model. Output in $OUT/probe.log; results are in docs/gpu-runs/.
 #   device run:  source .device/env.sh && scripts/gpu-probe.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-export CMAKE_POLICY_VERSION_MINIMUM=3.5
+source "$(dirname "$0")/gpu-common.sh"
 t0=$SECONDS
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge-probe-ipc > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }

@@ -5,12 +5,7 @@
 #
 #   device run:  source .device/env.sh && scripts/gpu-quick.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-export CMAKE_POLICY_VERSION_MINIMUM=3.5
-K="$BUILD_DIR/kforge"
+source "$(dirname "$0")/gpu-common.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/build.log" 2>&1
 { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF &&
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-runner kforge-nvrtc-worker; } >> "$OUT/build.log" 2>&1 ||

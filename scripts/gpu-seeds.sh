@@ -10,19 +10,9 @@
 # Writes $OUT/seeds-SUITE.log (the corpus table, then the results table for docs/results.md),
 # $OUT/seeds.jsonl (every verdict) and $OUT/archive-seeds.db.
 set -uo pipefail
-cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: scripts/gpu-seeds.sh SUITE..." >&2; exit 2; }
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-export CMAKE_POLICY_VERSION_MINIMUM=3.5
-K="$BUILD_DIR/kforge"
-if [ ! -x "$K" ]; then
-  { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF &&
-    cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-runner kforge-nvrtc-worker; } > "$OUT/build.log" 2>&1 ||
-    { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-  echo "built in ${SECONDS}s"
-fi
+source "$(dirname "$0")/gpu-common.sh"
+build_kforge || exit 1
 DB="$OUT/archive-seeds.db"
 # An archive from an earlier call to build on (the results table takes each task's fastest).
 [ -n "${KFORGE_SEEDS_DB_IN:-}" ] && cp "$KFORGE_SEEDS_DB_IN" "$DB"
