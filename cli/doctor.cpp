@@ -49,7 +49,7 @@ int run_doctor(bool as_json) {
                            {"sms", d.sm_count}, {"l2_bytes", d.l2_bytes}, {"memory_bytes", d.memory_bytes},
                            {"max_shared_per_block_optin", d.max_shared_per_block_optin}});
       if (d.ordinal == 0) target_arch = compile::arch_for(d.cc_major, d.cc_minor);
-      verify::ClockMonitor clocks(d.uuid);  // what kforge records while timing (clocks.h)
+      verify::ClockMonitor clocks(d.uuid);  // one reading of what kforge records while timing (clocks.h)
       clocks.sample();
       j["gpus"].back()["clocks"] = clocks.summary();
     }
@@ -85,13 +85,7 @@ int run_doctor(bool as_json) {
           g["name"].get<std::string>() + ", sm " + g["compute_capability"].get<std::string>() + ", " +
               std::to_string(g["sms"].get<int>()) + " SMs, L2 " + std::to_string(g["l2_bytes"].get<int>() / (1024 * 1024)) +
               " MiB, " + gib(static_cast<double>(g["memory_bytes"].get<size_t>())) + ", " + g["uuid"].get<std::string>());
-    for (const auto& g : j["gpus"]) {
-      const auto& c = g["clocks"];
-      row("SM clock " + std::to_string(g["index"].get<int>()),
-          c.contains("sm_mhz") ? std::to_string(c["sm_mhz"]["median"].get<unsigned>()) + " MHz now, max " +
-                                     std::to_string(c["max_sm_mhz"].get<unsigned>()) + " (NVML; recorded while timing)"
-                               : "not read: " + c.value("unavailable", std::string("?")) + " (timings will not record it)");
-    }
+    for (const auto& g : j["gpus"]) row("SM clock " + std::to_string(g["index"].get<int>()), verify::clock_text(g["clocks"]));
   } else {
     row("GPU", "none usable: " + driver.unavailable_reason());
     std::cout << std::setw(14) << "" << "GPU commands (verify, corpus, baseline, tasks check --device cuda) will refuse to run;\n"

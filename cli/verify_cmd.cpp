@@ -12,8 +12,8 @@
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/reference.h"
-#include "kforge/verify/driver.h"
 #include "kforge/verify/clocks.h"
+#include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
 
 namespace kforge::cli {

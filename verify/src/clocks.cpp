@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kforge/verify/driver.h"
+
 namespace kforge::verify {
 namespace {
 
@@ -29,17 +31,22 @@ struct Nvml {
       return;
     }
     init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-    by_uuid = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByUUID"));
-    clock = reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
-    max_clock = reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetMaxClockInfo"));
-    void* r = dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");  // newer drivers; the old name before
+    by_uuid = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(
+        dlsym(lib, "nvmlDeviceGetHandleByUUID"));
+    clock =
+        reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    max_clock = reinterpret_cast<int (*)(NvmlDevice, int, unsigned*)>(
+        dlsym(lib, "nvmlDeviceGetMaxClockInfo"));
+    void* r =
+        dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");  // newer drivers; the old name before
     if (!r) r = dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
     reasons = reinterpret_cast<int (*)(NvmlDevice, unsigned long long*)>(r);
     if (!init || !by_uuid || !clock || !max_clock || !reasons) {
       error = "NVML lacks the clock queries kforge uses";
       return;
     }
-    if (int rc = init(); rc != kNvmlSuccess) error = "nvmlInit_v2 failed with NVML error " + std::to_string(rc);
+    if (int rc = init(); rc != kNvmlSuccess)
+      error = "nvmlInit_v2 failed with NVML error " + std::to_string(rc);
   }
   static const Nvml& get() {
     static const Nvml nvml;
@@ -53,10 +60,14 @@ struct EventName {
   bool slowdown;
 };
 constexpr EventName kEvents[] = {
-    {0x1, "gpu_idle", false},          {0x2, "applications_clocks_setting", false},
-    {0x4, "sw_power_cap", false},       {0x8, "hw_slowdown", true},
-    {0x10, "sync_boost", false},       {0x20, "sw_thermal_slowdown", true},
-    {0x40, "hw_thermal_slowdown", true}, {0x80, "hw_power_brake_slowdown", true},
+    {0x1, "gpu_idle", false},
+    {0x2, "applications_clocks_setting", false},
+    {0x4, "sw_power_cap", false},
+    {0x8, "hw_slowdown", true},
+    {0x10, "sync_boost", false},
+    {0x20, "sw_thermal_slowdown", true},
+    {0x40, "hw_thermal_slowdown", true},
+    {0x80, "hw_power_brake_slowdown", true},
     {0x100, "display_clock_setting", false},
 };
 
@@ -85,10 +96,14 @@ std::string clock_text(const nlohmann::json& s) {
   if (!s.contains("sm_mhz")) return "not read: no timing ran";
   const nlohmann::json& mhz = s["sm_mhz"];
   std::string events;
-  for (const auto& e : s.value("events", nlohmann::json::array())) events += (events.empty() ? "" : ", ") + e.get<std::string>();
-  return std::to_string(mhz["median"].get<unsigned>()) + " MHz (" + std::to_string(mhz["min"].get<unsigned>()) + "-" +
-         std::to_string(mhz["max"].get<unsigned>()) + " over " + std::to_string(s.value("samples", 0)) +
-         " readings, max " + std::to_string(s.value("max_sm_mhz", 0u)) + "), events: " + (events.empty() ? "none" : events) +
+  for (const auto& e : s.value("events", nlohmann::json::array()))
+    events += (events.empty() ? "" : ", ") + e.get<std::string>();
+  return std::to_string(mhz["median"].get<unsigned>()) + " MHz (" +
+         std::to_string(mhz["min"].get<unsigned>()) + "-" +
+         std::to_string(mhz["max"].get<unsigned>()) + " over " +
+         std::to_string(s.value("samples", 0)) + " readings, max " +
+         std::to_string(s.value("max_sm_mhz", 0u)) +
+         "), events: " + (events.empty() ? "none" : events) +
          (s.value("slowed", false) ? "  SLOWED: the times may be too long" : "");
 }
 
@@ -118,7 +133,8 @@ void ClockMonitor::sample() {
   unsigned long long reasons = 0;
   if (nvml.clock(device_, kNvmlClockSm, &mhz) == kNvmlSuccess) sm_mhz_.push_back(mhz);
   if (nvml.reasons(device_, &reasons) == kNvmlSuccess) reasons_ |= reasons;
-  read_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - now).count();
+  read_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - now).count();
 }
 
 nlohmann::json ClockMonitor::summary() const {
@@ -134,6 +150,10 @@ nlohmann::json ClockMonitor::summary() const {
     j["sm_mhz"] = {{"min", s.front()}, {"median", s[s.size() / 2]}, {"max", s.back()}};
   }
   return j;
+}
+
+ClockMonitor clock_monitor(int device) {
+  return ClockMonitor(list_devices().at(static_cast<size_t>(device)).uuid);
 }
 
 }  // namespace kforge::verify

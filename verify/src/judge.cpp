@@ -627,7 +627,7 @@ class Verification {
 
     TimingResult t;
     bool held = true;
-    ClockMonitor clocks(list_devices().at(static_cast<size_t>(options_.device)).uuid);
+    ClockMonitor clocks = clock_monitor(options_.device);
     try {
       TimeStats candidate = time_repeatedly(
           [&](int rep) {
@@ -838,7 +838,7 @@ Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& option
     pool.push_back(std::move(set));
   }
   TimingGate gate(options.device);
-  ClockMonitor clocks(list_devices().at(static_cast<size_t>(options.device)).uuid);
+  ClockMonitor clocks = clock_monitor(options.device);
   Baselines b = time_references(task, ref, pool, gate, options.timing, clocks);
   b.clocks = clocks.summary();
   return b;

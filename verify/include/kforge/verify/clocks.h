@@ -48,4 +48,7 @@ class ClockMonitor {
   double read_ms_ = 0;
 };
 
+// The monitor of CUDA device `device` (its UUID from the driver); needs a driver.
+ClockMonitor clock_monitor(int device);
+
 }  // namespace kforge::verify
