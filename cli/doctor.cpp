@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/paths.h"
+#include "kforge/common/sandbox.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
@@ -36,6 +37,7 @@ int run_doctor(bool as_json) {
   j["libtorch_cuda_built"] = at::hasCUDA();
   j["libtorch_cuda_available"] = torch::cuda::is_available();
   j["torchscript_prelude"] = tasks::prelude_version();
+  j["compile_sandbox"] = landlock_support();
 
   const verify::Driver& driver = verify::Driver::get();
   std::string target_arch = "sm_90a";
@@ -78,6 +80,10 @@ int run_doctor(bool as_json) {
                       (at::hasCUDA() ? (torch::cuda::is_available() ? ", CUDA available" : ", built with CUDA, no GPU usable")
                                      : ", CPU only (no CUDA)") +
                       ", TorchScript prelude " + std::string(tasks::prelude_version()));
+  std::string sandbox = j["compile_sandbox"].get<std::string>();
+  row("Sandbox", sandbox.rfind("Landlock", 0) == 0
+                     ? sandbox + ": NVRTC workers read only the CUDA headers (docs/security.md)"
+                     : sandbox + ": NVRTC workers are not confined; kforge's include checks alone guard (docs/security.md)");
   if (driver.available()) {
     row("Driver", j["driver"].get<std::string>());
     for (const auto& g : j["gpus"])

@@ -21,6 +21,7 @@ struct CompileFixture {
 inline compile::CompilerOptions private_cache(const TempDir& dir, bool in_process = true) {
   compile::CompilerOptions o;
   o.cache_dir = (dir.path() / "cache").string();
+  o.work_dir = (dir.path() / "nvrtc").string();
   o.in_process = in_process;
   return o;
 }

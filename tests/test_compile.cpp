@@ -161,7 +161,8 @@ TEST(Compile, PathologicalSourceIsKilledAndTheWorkerReplaced) {
   ModuleRequest good;
   good.source = kKernel;
   good.name_expressions = {"k"};
-  EXPECT_TRUE(compiler.compile(good).ok);  // a fresh worker
+  Module fresh = compiler.compile(good);  // a fresh worker
+  EXPECT_TRUE(fresh.ok) << fresh.log;
 }
 
 TEST(Compile, WorkersCompileInParallel) {

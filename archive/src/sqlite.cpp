@@ -1,5 +1,7 @@
 #include "kforge/archive/sqlite.h"
 
+#include "kforge/common/secrets.h"
+
 namespace kforge::archive {
 
 Database::Database(const std::string& path, bool create, int busy_timeout_ms) : path_(path) {
@@ -64,7 +66,9 @@ Statement& Statement::bind(int i, double v) {
   if (int rc = sqlite3_bind_double(stmt_, i, v); rc != SQLITE_OK) db_->fail(rc, "bind");
   return *this;
 }
-Statement& Statement::bind(int i, const std::string& v) {
+Statement& Statement::bind(int i, const std::string& text) {
+  // No secret reaches the archive, whatever route its text took (kforge/common/secrets.h).
+  std::string v = redact_secrets(text);
   if (int rc = sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); rc != SQLITE_OK)
     db_->fail(rc, "bind");
   return *this;

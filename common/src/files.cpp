@@ -1,8 +1,12 @@
 #include "kforge/common/files.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
 
 #include <cerrno>
 #include <cstring>
@@ -13,6 +17,16 @@
 #include "kforge/common/error.h"
 
 namespace kforge {
+
+void remove_tree(const std::string& path) {
+  ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p), 0; }, 16,
+         FTW_DEPTH | FTW_PHYS);
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : std::string();
+}
 
 void make_directories(const std::string& path) {
   std::string cur;

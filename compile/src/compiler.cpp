@@ -1,21 +1,32 @@
 #include "kforge/compile/compiler.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/paths.h"
+#include "kforge/common/sandbox.h"
+#include "kforge/common/secrets.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/compile/source_check.h"
 
 namespace kforge::compile {
 namespace {
@@ -69,6 +80,66 @@ std::string self_dir() {
   if (n <= 0) return "";
   std::string p(buf, n);
   return p.substr(0, p.rfind('/'));
+}
+
+// A worker's own folder (its working directory, temporary files, NVRTC's precompiled headers),
+// removed with it. This process holds a lock on `lock` while the folder is in use, so a folder
+// whose lock is free belongs to a kforge that died; the next Compiler sweeps it away.
+class PrivateDir {
+ public:
+  PrivateDir() = default;
+  PrivateDir(std::string path, int lock_fd) : path(std::move(path)), lock_fd_(lock_fd) {}
+  PrivateDir(PrivateDir&& o) noexcept { *this = std::move(o); }
+  PrivateDir& operator=(PrivateDir&& o) noexcept {
+    release();
+    path = std::exchange(o.path, "");
+    lock_fd_ = std::exchange(o.lock_fd_, -1);
+    return *this;
+  }
+  ~PrivateDir() { release(); }
+
+  std::string path;
+
+ private:
+  void release() {
+    if (!path.empty()) remove_tree(path);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    path.clear();
+    lock_fd_ = -1;
+  }
+  int lock_fd_ = -1;
+};
+
+bool take_lock(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }
+
+PrivateDir make_private_dir(const std::string& root) {
+  make_directories(root);
+  std::string pattern = root + "/worker-XXXXXX";
+  if (!::mkdtemp(pattern.data())) throw Error("cannot create a folder under " + root + ": " + std::strerror(errno));
+  int fd = ::open((pattern + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 || !take_lock(fd)) throw Error("cannot lock " + pattern + "/lock: " + std::strerror(errno));
+  return PrivateDir(pattern, fd);
+}
+
+// Removes the folders of workers whose kforge is gone (killed before it could clean up).
+void sweep_private_dirs(const std::string& root) {
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("worker-", 0) != 0) continue;
+    std::string dir = root + "/" + name;
+    int fd = ::open((dir + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      if (take_lock(fd)) stale.push_back(dir);
+      ::close(fd);
+    } else if (struct stat st {}; ::stat(dir.c_str(), &st) == 0 && ::time(nullptr) - st.st_mtime > 60) {
+      stale.push_back(dir);  // never locked: a kforge that died between mkdtemp and the lock
+    }
+  }
+  ::closedir(d);
+  for (const std::string& dir : stale) remove_tree(dir);
 }
 
 std::string find_worker(const std::string& configured) {
@@ -127,7 +198,9 @@ std::string module_cache_key(const ModuleRequest& r) {
   j["scheme"] = kCompileScheme;
   j["nvrtc"] = std::to_string(v.major) + "." + std::to_string(v.minor);
   j["arch"] = r.arch;
-  j["options"] = module_options(ModuleRequest{"", r.arch, {}, {}, false});
+  ModuleRequest options_only;
+  options_only.arch = r.arch;
+  j["options"] = module_options(options_only);
   j["defines"] = r.defines;
   j["names"] = r.name_expressions;
   j["source_hash"] = content_hash(r.source);
@@ -137,25 +210,27 @@ std::string module_cache_key(const ModuleRequest& r) {
 // A pool of kforge-nvrtc-worker processes speaking one JSON line each way.
 class Compiler::Workers {
  public:
-  Workers(size_t count, std::string path, std::chrono::milliseconds limit) : path_(std::move(path)), limit_(limit) {
+  Workers(size_t count, std::string path, std::string root, std::chrono::milliseconds limit)
+      : path_(std::move(path)), root_(std::move(root)), limit_(limit) {
     slots_.resize(std::max<size_t>(count, 1));
+    sweep_private_dirs(root_);
   }
   ~Workers() {
-    for (auto& s : slots_) stop(s);
+    for (auto& s : slots_) stop(s, std::chrono::milliseconds(2000));
   }
 
   // Returns the module, or a failed one saying why (timeout, crash). `restarted` counts replacements.
-  Module compile(const ModuleRequest& r, bool& timed_out, bool& restarted) {
+  Module compile(const ModuleRequest& r, bool& timed_out, bool& restarted, std::string& confinement) {
     size_t i = acquire();
     Slot& s = slots_[i];
     Module m;
     try {
-      if (s.pid <= 0) start(s);
+      if (s.pid <= 0) start(s, confinement);
       json req = {{"source", r.source}, {"arch", r.arch}, {"defines", r.defines}, {"names", r.name_expressions}};
       std::string line = req.dump() + "\n";
       if (!write_all(s.to_child, line)) throw Error("the NVRTC worker's pipe closed");
       std::string reply;
-      ReadResult rr = read_line(s, reply);
+      ReadResult rr = read_line(s, reply, limit_);
       if (rr == ReadResult::Timeout) {
         timed_out = true;
         restarted = true;
@@ -183,6 +258,7 @@ class Compiler::Workers {
 
  private:
   struct Slot {
+    PrivateDir dir;
     pid_t pid = -1;
     int to_child = -1, from_child = -1;
     std::string buffer;
@@ -209,40 +285,73 @@ class Compiler::Workers {
     cv_.notify_one();
   }
 
-  void start(Slot& s) {
+  // Starts a worker and waits for its hello (it has loaded NVRTC and confined itself), so that
+  // its start-up does not count against the first compile's time limit.
+  void start(Slot& s, std::string& confinement) {
+    s.dir = make_private_dir(root_);
     int in[2], out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
-    pid_t pid = ::fork();
-    if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
+    if (::pipe2(in, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+    if (::pipe2(out, O_CLOEXEC) != 0) {
       ::close(in[0]);
       ::close(in[1]);
-      ::close(out[0]);
-      ::close(out[1]);
-      ::execl(path_.c_str(), path_.c_str(), static_cast<char*>(nullptr));
-      std::fprintf(stderr, "kforge: cannot start the NVRTC worker %s: %s\n", path_.c_str(), std::strerror(errno));
-      ::_exit(127);
+      throw Error(std::string("pipe failed: ") + std::strerror(errno));
     }
+    // No API keys, nothing the worker does not need; its temporary files in its own folder.
+    std::vector<std::string> env = child_environment({{"TMPDIR", s.dir.path}});
+    std::string limit_ms = std::to_string(limit_.count());
+    std::vector<std::string> argv = {path_, "--dir", s.dir.path, "--time-limit-ms", limit_ms};
+    std::vector<char*> args, envp;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    pid_t pid = -1;
+    int rc = ::posix_spawn(&pid, path_.c_str(), &actions, nullptr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
     ::close(in[0]);
     ::close(out[1]);
+    if (rc != 0) {
+      ::close(in[1]);
+      ::close(out[0]);
+      throw Error("cannot start the NVRTC worker " + path_ + ": " + std::strerror(rc));
+    }
     s.pid = pid;
     s.to_child = in[1];
     s.from_child = out[0];
     s.buffer.clear();
+    std::string hello;
+    if (read_line(s, hello, std::max(limit_, std::chrono::milliseconds(60000))) != ReadResult::Line) {
+      int status = stop(s);
+      throw Error("the NVRTC worker " + path_ + " did not start (" +
+                  (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "status " + std::to_string(WEXITSTATUS(status))) +
+                  ")");
+    }
+    confinement = json::parse(hello).value("confinement", "");
   }
 
-  int stop(Slot& s) {
+  // Closing its stdin lets the worker end by itself (NVRTC removes its precompiled headers); one
+  // that does not within `grace` is killed. Its folder goes with it.
+  int stop(Slot& s, std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
     int status = 0;
     if (s.to_child >= 0) ::close(s.to_child);
     if (s.from_child >= 0) ::close(s.from_child);
     if (s.pid > 0) {
-      ::kill(s.pid, SIGKILL);
-      ::waitpid(s.pid, &status, 0);
+      auto deadline = std::chrono::steady_clock::now() + grace;
+      pid_t r = 0;
+      while ((r = ::waitpid(s.pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (r == 0) {
+        ::kill(s.pid, SIGKILL);
+        ::waitpid(s.pid, &status, 0);
+      }
     }
     s.pid = -1;
     s.to_child = s.from_child = -1;
+    s.dir = PrivateDir();
     return status;
   }
 
@@ -257,8 +366,8 @@ class Compiler::Workers {
     return true;
   }
 
-  ReadResult read_line(Slot& s, std::string& line) {
-    auto deadline = std::chrono::steady_clock::now() + limit_;
+  ReadResult read_line(Slot& s, std::string& line, std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
     char buf[65536];
     for (;;) {
       size_t nl = s.buffer.find('\n');
@@ -281,6 +390,7 @@ class Compiler::Workers {
   }
 
   std::string path_;
+  std::string root_;  // the workers' folders
   std::chrono::milliseconds limit_;
   std::vector<Slot> slots_;
   std::mutex mutex_;
@@ -289,13 +399,32 @@ class Compiler::Workers {
 
 Compiler::Compiler(CompilerOptions options) : options_(std::move(options)) {
   if (options_.cache_dir.empty()) options_.cache_dir = (cache_dir() / "modules").string();
+  if (options_.work_dir.empty()) options_.work_dir = (cache_dir() / "nvrtc").string();
   if (!options_.in_process)
-    workers_ = std::make_unique<Workers>(options_.workers, find_worker(options_.worker_path), options_.time_limit);
+    workers_ = std::make_unique<Workers>(options_.workers, find_worker(options_.worker_path), options_.work_dir,
+                                         options_.time_limit);
 }
 
 Compiler::~Compiler() = default;
 
+namespace {
+
+Module refused_module(const std::vector<std::string>& problems) {
+  Module m;
+  m.log = "kforge did not compile this source:";
+  for (const std::string& p : problems) m.log += std::string("\n") + kCandidateFileName + ": " + p;
+  return m;
+}
+
+}  // namespace
+
 Module Compiler::compile(const ModuleRequest& request) {
+  // What NVRTC would read on the candidate's behalf is checked first (even a cached module's
+  // source: a cache written before a check existed must not serve what the check refuses).
+  std::vector<std::string> problems = preprocessing_problems(request.source, candidate_include_dirs());
+  for (const std::string& name : request.name_expressions)
+    if (auto why = name_expression_problem(name)) problems.push_back("kernel name expression: " + *why);
+  if (!problems.empty()) return refused_module(problems);
   std::string key, file;
   if (options_.use_cache) {
     key = module_cache_key(request);
@@ -314,18 +443,21 @@ Module Compiler::compile(const ModuleRequest& request) {
   }
   Module m;
   bool timed_out = false, restarted = false;
+  std::string confinement;
   if (workers_) {
     ModuleRequest r = request;
     r.use_pch = true;
-    m = workers_->compile(r, timed_out, restarted);
+    m = workers_->compile(r, timed_out, restarted, confinement);
   } else {
     m = compile_module_here(request);
   }
+  m.log = redact_secrets(std::move(m.log));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.misses;
     stats_.timeouts += timed_out;
     stats_.worker_restarts += restarted;
+    if (!confinement.empty()) stats_.confinement = confinement;
   }
   // Timeouts and crashes are not cached: they depend on the machine and the limit.
   if (options_.use_cache && !timed_out && !restarted) {
@@ -338,28 +470,6 @@ Module Compiler::compile(const ModuleRequest& request) {
 CompilerStats Compiler::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
-}
-
-int run_compile_worker() {
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    Module m;
-    try {
-      json req = json::parse(line);
-      ModuleRequest r;
-      r.source = req.at("source").get<std::string>();
-      r.arch = req.at("arch").get<std::string>();
-      r.defines = req.at("defines").get<std::map<std::string, int64_t>>();
-      r.name_expressions = req.at("names").get<std::vector<std::string>>();
-      r.use_pch = true;
-      m = compile_module_here(r);
-    } catch (const std::exception& e) {
-      m.ok = false;
-      m.log = std::string("kforge-nvrtc-worker: ") + e.what();
-    }
-    std::cout << module_to_json(m) << "\n" << std::flush;
-  }
-  return 0;
 }
 
 }  // namespace kforge::compile

@@ -8,6 +8,7 @@
 
 #include "compile_shims.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/compile/source_check.h"
 
 namespace kforge::compile {
 
@@ -22,7 +23,10 @@ std::vector<std::string> module_options(const ModuleRequest& r) {
   std::string inc = cuda_include_dir();
   std::vector<std::string> opts = {"-std=c++17", "-I" + inc, "-I" + inc + "/cccl", "--pre-include=kforge_shims.h",
                                    "--ptxas-options=-v", "-lineinfo"};
-  if (r.use_pch) opts.push_back("-pch");
+  if (r.use_pch) {
+    opts.push_back("-pch");
+    if (!r.pch_dir.empty()) opts.push_back("--pch-dir=" + r.pch_dir);
+  }
   return opts;
 }
 
@@ -61,12 +65,14 @@ std::string source_with_tunables(const std::string& source, const std::map<std::
 
 Module compile_module_here(const ModuleRequest& r) {
   // In-memory headers: the shims, and C library names that forward to them.
-  std::vector<std::pair<std::string, std::string>> headers = {{"kforge_shims.h", std::string(embedded::compile_shims_kforge_shims)},
-                                                               {"cmath", std::string(embedded::compile_shims_cmath)},
-                                                               {"math.h", std::string(embedded::compile_shims_cmath)},
-                                                               {"algorithm", std::string(embedded::compile_shims_algorithm)}};
-  for (const char* name : {"cstdint", "stdint.h", "cstddef", "stddef.h", "cfloat", "float.h", "climits", "limits.h"})
-    headers.emplace_back(name, std::string(embedded::compile_shims_forwarding));
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const std::string& name : shim_header_names()) {
+    std::string_view text = name == "kforge_shims.h"                ? embedded::compile_shims_kforge_shims
+                            : name == "cmath" || name == "math.h" ? embedded::compile_shims_cmath
+                            : name == "algorithm"                 ? embedded::compile_shims_algorithm
+                                                                  : embedded::compile_shims_forwarding;
+    headers.emplace_back(name, std::string(text));
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   NvrtcOutput out = nvrtc_compile(source_with_tunables(r.source, r.defines), kCandidateFileName, r.arch, module_options(r), r.name_expressions, headers);

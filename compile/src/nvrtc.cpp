@@ -1,5 +1,6 @@
 #include "kforge/compile/nvrtc.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <memory>
@@ -26,6 +27,14 @@ NvrtcVersion nvrtc_version() {
   NvrtcVersion v;
   KFORGE_NVRTC_CHECK(nvrtcVersion(&v.major, &v.minor));
   return v;
+}
+
+std::string nvrtc_library_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || !info.dli_fname) return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
 std::string arch_for(int cc_major, int cc_minor) {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kforge/common/strings.h"
+#include "kforge/compile/source_check.h"
 
 namespace kforge::compile {
 namespace {
@@ -161,9 +162,8 @@ class Parser {
     if (!j.contains("kernel") || !j["kernel"].is_string() || j["kernel"].get<std::string>().empty())
       fail(field + ".kernel", "missing: the kernel's name (or template instantiation, e.g. \"rows<BLOCK>\")");
     l.kernel = j["kernel"].get<std::string>();
-    size_t lt = l.kernel.find('<');
-    if (!is_identifier(l.kernel.substr(0, lt)) || (lt != std::string::npos && l.kernel.back() != '>'))
-      fail(field + ".kernel", "'" + l.kernel + "' is not a kernel name or template instantiation");
+    // NVRTC parses the name expression as code: only names and simple template arguments.
+    if (auto why = name_expression_problem(l.kernel)) fail(field + ".kernel", "is not a kernel name or template instantiation: " + *why);
     if (!j.contains("grid")) fail(field + ".grid", "missing: 1 to 3 expressions");
     if (!j.contains("block")) fail(field + ".block", "missing: 1 to 3 expressions");
     l.grid = dims3(j["grid"], field + ".grid");

@@ -2,4 +2,4 @@
 // one JSON line out (compile/compiler.h).
 #include "kforge/compile/compiler.h"
 
-int main() { return kforge::compile::run_compile_worker(); }
+int main(int argc, char** argv) { return kforge::compile::run_compile_worker(argc, argv); }

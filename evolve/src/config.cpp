@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "kforge/common/secrets.h"
+
 namespace kforge::evolve {
 namespace {
 
@@ -85,6 +87,7 @@ LlmConfig load_llm_config(const std::string& path) {
       }
       if (pc.api_key.empty())
         if (const char* k = std::getenv(key_env.c_str())) pc.api_key = k;
+      remember_secret(pc.api_key);  // never in a log, the archive or a prompt
       while (!pc.base_url.empty() && pc.base_url.back() == '/') pc.base_url.pop_back();
       cfg.providers[std::string(name.str())] = pc;
     }

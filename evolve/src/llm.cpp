@@ -11,6 +11,7 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/secrets.h"
 #include "kforge/common/paths.h"
 
 namespace kforge::evolve {
@@ -84,19 +85,24 @@ HttpReply post(const std::string& url, const std::vector<std::string>& headers, 
   return reply;
 }
 
+// The first 300 characters of a reply, redacted as a whole first (a key cut in two by the
+// truncation would otherwise leave its first part).
 std::string excerpt(const std::string& body) {
-  std::string s = body.substr(0, 300);
+  std::string clean = redact_secrets(body);
+  std::string s = clean.substr(0, 300);
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
-  return s + (body.size() > 300 ? "..." : "");
+  return s + (clean.size() > 300 ? "..." : "");
 }
 
 }  // namespace
 
 std::string redact(std::string text, const std::string& secret) {
-  if (secret.empty()) return text;
-  for (size_t at; (at = text.find(secret)) != std::string::npos;) text.replace(at, secret.size(), "[redacted]");
-  return text;
+  if (!secret.empty()) {
+    remember_secret(secret);
+    for (size_t at; (at = text.find(secret)) != std::string::npos;) text.replace(at, secret.size(), kRedacted);
+  }
+  return redact_secrets(std::move(text));
 }
 
 Endpoint endpoint_from_spec(const std::string& spec) {
@@ -216,6 +222,7 @@ LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(s
                      std::shared_ptr<ConcurrencyLimit> limit, std::shared_ptr<ResponseCache> cache)
     : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)), limit_(std::move(limit)), cache_(std::move(cache)) {
   if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+  remember_secret(endpoint_.api_key);
 }
 
 std::chrono::milliseconds LlmClient::backoff(int attempt, std::optional<double> retry_after_s) const {
@@ -239,7 +246,11 @@ ChatResponse LlmClient::chat(const ChatRequest& req, int sample) const {
   return r;
 }
 
-ChatResponse LlmClient::chat_uncached(const ChatRequest& req) const {
+ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
+  // A prompt carries archive text (compile logs, evidence): no secret goes to a provider in it.
+  ChatRequest req = request;
+  req.system = redact_secrets(std::move(req.system));
+  req.user = redact_secrets(std::move(req.user));
   std::string url;
   json body;
   std::vector<std::string> headers = {"Content-Type: application/json"};

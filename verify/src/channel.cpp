@@ -15,7 +15,7 @@
 #include <limits>
 #include <thread>
 
-extern char** environ;
+#include "kforge/common/sandbox.h"
 
 namespace kforge::verify {
 namespace {
@@ -193,7 +193,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);
-  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, &attr, args.data(), environ);
+  // No API keys or anything else a runner does not need (common/sandbox.h).
+  std::vector<std::string> env = child_environment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw ChannelError("cannot start " + argv[0] + ": " + std::strerror(rc));

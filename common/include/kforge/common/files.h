@@ -10,6 +10,13 @@ namespace kforge {
 // mkdir -p; throws kforge::Error naming the path on failure.
 void make_directories(const std::string& path);
 
+// rm -rf: removes `path` and everything beneath it (symbolic links, not what they point to).
+// Missing paths are fine; failures are ignored (a clean-up).
+void remove_tree(const std::string& path);
+
+// The canonical absolute path (symbolic links resolved), or "" when it does not exist.
+std::string real_path(const std::string& path);
+
 // Whole-file read; nullopt when the file does not exist or cannot be read.
 std::optional<std::string> read_file(const std::string& path);
 

@@ -19,10 +19,12 @@ struct CompilerOptions {
   std::string cache_dir;                              // default: kforge::cache_dir()/modules
   bool in_process = false;                            // compile in this process (no time limit)
   std::string worker_path;                            // default: found next to this executable
+  std::string work_dir;                               // workers' own folders; default: kforge::cache_dir()/nvrtc
 };
 
 struct CompilerStats {
   int64_t hits = 0, misses = 0, timeouts = 0, worker_restarts = 0;
+  std::string confinement;  // how the last worker that answered was confined (common/sandbox.h)
 };
 
 // Cache key of a request: its source, options, architecture, NVRTC version and kforge's compile
@@ -48,8 +50,10 @@ class Compiler {
   CompilerStats stats_;
 };
 
-// Worker side: serves JSON-lines requests on stdin/stdout until EOF (kforge-nvrtc-worker's main).
-int run_compile_worker();
+// Worker side (kforge-nvrtc-worker's main): `--dir FOLDER --time-limit-ms N`. Confines itself
+// to the CUDA headers and FOLDER (common/sandbox.h), works in FOLDER, and serves JSON-lines
+// requests on stdin/stdout until stdin closes; ends when the parent does, or a compile overruns.
+int run_compile_worker(int argc, char** argv);
 
 // Module <-> JSON (the cache file and the worker's reply).
 std::string module_to_json(const Module& m);

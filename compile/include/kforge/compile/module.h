@@ -25,6 +25,7 @@ struct ModuleRequest {
   std::map<std::string, int64_t> defines;     // tunables: -DNAME=value
   std::vector<std::string> name_expressions;  // kernels as the plan names them
   bool use_pch = false;                       // automatic precompiled headers (long-lived workers)
+  std::string pch_dir;                        // where they go (a worker's private folder)
 };
 
 struct Module {
@@ -43,7 +44,7 @@ struct Module {
 inline constexpr const char* kCandidateFileName = "candidate.cu";
 
 // Bumped by hand whenever shims or options change what a source compiles to (part of cache keys).
-inline constexpr int kCompileScheme = 2;
+inline constexpr int kCompileScheme = 3;
 
 // The NVRTC options kforge uses for `request` (besides the architecture).
 std::vector<std::string> module_options(const ModuleRequest& request);
@@ -52,7 +53,8 @@ std::vector<std::string> module_options(const ModuleRequest& request);
 // #line directive so errors keep the candidate's own line numbers.
 std::string source_with_tunables(const std::string& source, const std::map<std::string, int64_t>& defines);
 
-// Compiles in this process. A source that does not compile is `ok == false` with the log.
+// Compiles in this process. A source that does not compile is `ok == false` with the log. No
+// checks of what the source includes: Compiler::compile runs them (compile/source_check.h).
 Module compile_module_here(const ModuleRequest& request);
 
 // Parses ptxas's "-v" report out of an NVRTC log.

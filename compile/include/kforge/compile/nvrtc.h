@@ -35,6 +35,9 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
                           const std::vector<std::string>& name_expressions = {},
                           const std::vector<std::pair<std::string, std::string>>& headers = {});
 
+// The folder libnvrtc was loaded from (its builtins library lives beside it), or "".
+std::string nvrtc_library_dir();
+
 // "sm_90a" for compute capability 9.0 (Hopper's arch-specific features), else "sm_XY".
 std::string arch_for(int cc_major, int cc_minor);
 

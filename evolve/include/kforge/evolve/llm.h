@@ -120,7 +120,8 @@ class LlmClient {
 // Parses one provider's JSON reply (exposed for tests); throws LlmError(BadResponse).
 ChatResponse parse_reply(Provider provider, const std::string& body);
 
-// Replaces every occurrence of `secret` in `text` (defence in depth for messages built from replies).
+// `text` with `secret` and every other known secret (kforge/common/secrets.h) redacted, echoes
+// and partial echoes included (defence in depth for messages built from replies).
 std::string redact(std::string text, const std::string& secret);
 
 }  // namespace kforge::evolve
