@@ -30,6 +30,8 @@ step build 900 cmake --build "$BUILD_DIR" -j"$JOBS" || { grep -E "error|Error" "
 "$BUILD_DIR"/kforge doctor > "$OUT/doctor.log" 2>&1
 cat "$OUT/doctor.log"
 step gpu-tests 360 "$BUILD_DIR"/tests/kforge_gpu_tests
+# Untrusted input on this machine's kernel (Landlock or not) and toolkit: always, they are quick.
+step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*'
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/input_mutator.md --task smoke/relu --json
