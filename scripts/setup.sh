@@ -8,7 +8,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo}
+torch_args=()
+# With an NVIDIA GPU, kforge judges kernels and needs a CUDA LibTorch: find one, or say how to get it.
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  if prefix=$(scripts/find-libtorch.sh); then
+    echo "kforge: a GPU is present; building against the CUDA LibTorch at $prefix"
+    torch_args=(-DCMAKE_PREFIX_PATH="$prefix" -DTorch_DIR="$prefix/Torch")
+  else
+    cuda=$(nvidia-smi | sed -nE 's/.*CUDA Version: ([0-9]+)\.([0-9]+).*/\1\2/p' | head -1)
+    cat >&2 <<MSG
+kforge: this machine has an NVIDIA GPU, but no CUDA build of LibTorch was found, and kforge needs one
+        to judge kernels on the GPU (Debian's libtorch-dev is CPU-only). Either:
+          pip install torch --index-url https://download.pytorch.org/whl/cu${cuda:-130}
+        (PyTorch for the driver's CUDA ${cuda:-13.0}; its LibTorch is found through python3), or unpack a
+        LibTorch download and set LIBTORCH=/path/to/libtorch, or set Torch_DIR to the folder holding
+        TorchConfig.cmake. Then run scripts/setup.sh again.
+MSG
+    exit 1
+  fi
+fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} "${torch_args[@]}"
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 "$BUILD_DIR"/kforge doctor
 gpu=0
