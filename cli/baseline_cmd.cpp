@@ -1,6 +1,6 @@
 // `kforge baseline SUITE`: eager and scripted times of every task's reference at its timed dims,
 // timed the way candidates are, stored in the archive per task version, dims, device and math
-// mode (DESIGN.md, Verification 4).
+// mode (docs/design.md, Verification 4).
 #include <iomanip>
 #include <iostream>
 #include <sstream>

@@ -290,9 +290,9 @@ class Verification {
   }
 
  public:
-  // Admission's sanitizer passes (DESIGN.md, Verification 6): memcheck, initcheck and racecheck
-  // each run the plan once, in a runner of their own, on the configuration with the fewest input
-  // bytes. nullopt: every tool clean (or compute-sanitizer absent, said in `record`).
+  // Admission's sanitizer passes (docs/design.md, Verification 6): memcheck, initcheck and
+  // racecheck each run the plan once, in a runner of their own, on the configuration with the
+  // fewest input bytes. nullopt: every tool clean (or compute-sanitizer absent, said in `record`).
   std::optional<Verdict> sanitize(json& record) {
     std::string tool_path = find_compute_sanitizer(options_.sanitizer_path);
     record["sanitizers"] = json::array();
@@ -595,8 +595,8 @@ class Verification {
     json detail;
   };
 
-  // DESIGN.md, Verification 3-5: the candidate on the timed dims over a pool of input sets, then
-  // eager and scripted the same way in this session, then the roofline floor.
+  // docs/design.md, Verification 3-5: the candidate on the timed dims over a pool of input sets,
+  // then eager and scripted the same way in this session, then the roofline floor.
   std::variant<TimingResult, Verdict> time_candidate(Config& c) {
     const TimingOptions& o = options_.timing;
     Clock::time_point phase = Clock::now();

@@ -34,7 +34,7 @@ struct CompileRecord {
 
 struct EvaluationRecord {
   std::optional<DeviceId> device;
-  std::string outcome;  // DESIGN.md outcomes
+  std::string outcome;  // docs/design.md, Outcomes
   std::vector<std::string> flags;
   nlohmann::json evidence = nlohmann::json::object();
   nlohmann::json dims = nlohmann::json::object();

@@ -47,7 +47,7 @@ struct CheckOptions {
   int timing_runs = 0;       // > 0: time the reference this many times per configuration
 };
 
-// Thresholds (DESIGN.md, Defaults).
+// Thresholds (docs/design.md, Defaults).
 inline constexpr double kDegenerateSpread = 1e-6;
 inline constexpr double kUnusedInputChange = 1e-6;
 

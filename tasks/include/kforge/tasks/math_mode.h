@@ -5,7 +5,7 @@
 
 namespace kforge::tasks {
 
-// The math mode of eager baselines (DESIGN.md, Verification 4): TF32 off for cuBLAS and cuDNN
+// The math mode of eager baselines (docs/design.md, Verification 4): TF32 off for cuBLAS and cuDNN
 // unless the task says allow_tf32. LibTorch's default lets cuDNN use TF32, which made fp32
 // convolutions look 2-4x faster than what the tasks promise (seen on the H200, 2026-12-02).
 class MathModeGuard {

@@ -85,7 +85,7 @@ std::vector<std::filesystem::path> resolve_tasks(const std::string& spec,
 // source tree's tasks/ that this binary was built from.
 std::filesystem::path default_tasks_root();
 
-// Admission (DESIGN.md, Verification 6): up to `count` dims configurations no candidate was
+// Admission (docs/design.md, Verification 6): up to `count` dims configurations no candidate was
 // shown: each satisfies the constraints, gives every input a positive shape, differs from the
 // timed and every check configuration, keeps each dim within [1, min(timed, 2 x its largest
 // checked value)] and all inputs within `max_input_bytes`. Deterministic in `seed`; fewer than

@@ -1,6 +1,6 @@
 // Output comparison, poisoning and canaries: the judge's checks on what a candidate wrote.
 //
-// Contract (docs: DESIGN.md "Verification"):
+// Contract (docs/design.md, "Acceptance rule"):
 // - A floating output is accepted iff max|c − r64| <= max(tol · rms(r64), k · max|eager − r64|),
 //   computed in float64. NaN in the reference accepts NaN; equal infinities match; any other
 //   non-finite disagreement is an error of +inf. Integer and bool outputs must match exactly.

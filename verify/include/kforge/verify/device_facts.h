@@ -1,6 +1,6 @@
-// What a GPU can do, measured once per device (DESIGN.md, Verification 5): stream bandwidth for
-// reads, writes and copies, and the peak matmul rate per dtype through LibTorch (TF32 off). Kept
-// in $KFORGE_CACHE_DIR/devices/<uuid>-<driver>.json; the roofline floor is computed from them.
+// What a GPU can do, measured once per device (docs/design.md, Verification 5): stream bandwidth
+// for reads, writes and copies, and the peak matmul rate per dtype through LibTorch (TF32 off).
+// Kept in $KFORGE_CACHE_DIR/devices/<uuid>-<driver>.json; the roofline floor is computed from them.
 #pragma once
 
 #include <map>

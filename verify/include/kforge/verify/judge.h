@@ -1,5 +1,5 @@
-// The judge (DESIGN.md, Verification): owns the buffers, draws inputs, computes references (fp64
-// and eager), compares, and drives one runner process that runs the candidate. It never runs
+// The judge (docs/design.md, Verification): owns the buffers, draws inputs, computes references
+// (fp64 and eager), compares, and drives one runner process that runs the candidate. It never runs
 // candidate code itself. Correctness (step 2) with the fault outcomes, then timing, baselines
 // and the roofline floor (steps 3-5) for correct candidates.
 #pragma once
@@ -32,11 +32,11 @@ struct VerifyOptions {
   bool baselines = true;         // with time: eager and scripted too (speedups need them)
   TimingOptions timing;
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
-  // reused (DESIGN.md: "re-timed periodically"); 0 times them for every candidate.
+  // reused (docs/design.md, Verification 4); 0 times them for every candidate.
   std::chrono::seconds baseline_reuse{600};
 };
 
-// Watchdog default (DESIGN.md, Defaults).
+// Watchdog default (docs/design.md, Defaults).
 std::chrono::milliseconds default_watchdog(double eager_ms, size_t launches);
 // compute-sanitizer's path, or "" when it is not installed.
 std::string find_compute_sanitizer(const std::string& hint = "");
@@ -77,12 +77,12 @@ class Judge {
   Verdict screen(const tasks::Task& task, const compile::CandidateReport& report);
   static TimingOptions screen_timing();
 
-  // Admission of a winner (DESIGN.md, Verification 6), after verify() found it correct: `unseen`
-  // is the task with its dims replaced by configurations no candidate saw (draw_unseen_dims) and
-  // `report` the candidate checked against it with the same tunables. A fresh runner checks
-  // correctness there (no timing); then compute-sanitizer memcheck, initcheck and racecheck,
-  // where present, each run the plan once on the smallest of them. `correct` means admitted;
-  // evidence "admission" and "sanitizers" say what ran.
+  // Admission of a winner (docs/design.md, Verification 6), after verify() found it correct:
+  // `unseen` is the task with its dims replaced by configurations no candidate saw
+  // (draw_unseen_dims) and `report` the candidate checked against it with the same tunables. A
+  // fresh runner checks correctness there (no timing); then compute-sanitizer memcheck, initcheck
+  // and racecheck, where present, each run the plan once on the smallest of them. `correct` means
+  // admitted; evidence "admission" and "sanitizers" say what ran.
   Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report);
 
   RunnerClient& runner() { return runner_; }

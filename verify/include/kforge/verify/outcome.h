@@ -1,5 +1,5 @@
 // Verdicts: the outcome of verifying one candidate, its flags and the evidence behind them
-// (DESIGN.md, Verification). Candidate failures are data; only harness bugs throw.
+// (docs/design.md, Outcomes). Candidate failures are data; only harness bugs throw.
 #pragma once
 
 #include <nlohmann/json.hpp>

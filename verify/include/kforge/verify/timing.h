@@ -1,6 +1,6 @@
-// Timing that can be trusted (DESIGN.md, Verification 3): repetitions that adapt to a minimum
-// total time, median / IQR / min, CUDA events with a device-wide sync, the L2 flush and the host
-// hold of timing_gate.h.
+// Timing that can be trusted (docs/design.md, Verification 3): repetitions that adapt to a
+// minimum total time, median / IQR / min, CUDA events with a device-wide sync, the L2 flush and
+// the host hold of timing_gate.h.
 #pragma once
 
 #include <torch/types.h>
@@ -20,7 +20,7 @@ struct TimingOptions {
   int min_reps = 10, max_reps = 200;
   // Input sets with distinct seeds, cycled under the same pointers. A candidate's pool is made of
   // its correctness sets on the timed dims (VerifyOptions::timed_seeds), topped up to this many.
-  int pool = 4;  // DESIGN.md: at least 4
+  int pool = 4;  // docs/design.md, Defaults
 };
 
 // Median, interquartile range (linear interpolation) and minimum of samples (ms).
@@ -50,10 +50,10 @@ class EventTimer {
   void* stop_ = nullptr;
 };
 
-// Times the DESIGN.md way: `prepare(rep)` (outside the events: inputs, poison, flush), then
-// `measure(rep)`, which runs the work between events and returns their milliseconds, then
-// `check(rep)` (outside the events; may throw). Warm-ups first, then as many repetitions as the
-// minimum total time needs.
+// Times as docs/design.md (Verification 3) describes: `prepare(rep)` (outside the events: inputs,
+// poison, flush), then `measure(rep)`, which runs the work between events and returns their
+// milliseconds, then `check(rep)` (outside the events; may throw). Warm-ups first, then as many
+// repetitions as the minimum total time needs.
 TimeStats time_repeatedly(const std::function<void(int)>& prepare, const std::function<double(int)>& measure,
                           const std::function<void(int)>& check, const TimingOptions& options);
 

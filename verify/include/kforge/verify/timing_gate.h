@@ -1,4 +1,4 @@
-// What makes a timed region measure the GPU and nothing else (DESIGN.md, Verification 3):
+// What makes a timed region measure the GPU and nothing else (docs/design.md, Verification 3):
 //   hold(s)    a kernel that keeps stream `s` waiting until the host calls release(), so the host's
 //              cost of enqueueing the work (driver calls, LibTorch dispatch, TorchScript's
 //              interpreter) never lands between the start event and the work;
