@@ -11,6 +11,7 @@
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
+#include "reference_child.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -23,6 +24,7 @@ struct CompileArgs {
   std::vector<std::string> tune;
   bool json = false, no_cache = false, in_process = false;
   double time_limit_s = 60;
+  std::optional<std::string> reference_time_limit;
 };
 
 std::string dim3(const std::array<int64_t, 3>& v) {
@@ -40,9 +42,9 @@ int run_compile(const CompileArgs& a) {
   const std::string& plan = in.plan;
   const std::string& source_label = in.label;
   int source_first_line = in.first_line;
+  ReferenceLimits limits = reference_limits(a.reference_time_limit, kShapesReferenceSeconds);
   tasks::Task task = load_one_task(a.task, a.tasks_dir);
-  tasks::Reference ref = tasks::Reference::compile(task);
-  std::vector<compile::TensorInfo> tensors = compile::task_tensors(task, ref);
+  std::vector<compile::TensorInfo> tensors = ReferenceChild(limits).task_tensors(task);  // the outputs' dtypes
   compile::DeviceFacts facts = facts_for(a.arch);
 
   compile::CompilerOptions copt;
@@ -147,7 +149,13 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-cache", a->no_cache, "Compile even when the cache has the result");
   cmd->add_flag("--in-process", a->in_process, "Compile in this process instead of a worker (debugging)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
-  cmd->callback([&exit_code, a] { exit_code = run_compile(*a); });
+  auto ref_limit = std::make_shared<std::string>();
+  auto* ref_limit_opt = cmd->add_option("--reference-time-limit", *ref_limit,
+                                        "Seconds the task's reference may run for its outputs' dtypes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
+  cmd->callback([&exit_code, a, ref_limit, ref_limit_opt] {
+    if (ref_limit_opt->count()) a->reference_time_limit = *ref_limit;
+    exit_code = run_compile(*a);
+  });
 }
 
 }  // namespace kforge::cli

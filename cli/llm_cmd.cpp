@@ -12,17 +12,28 @@ void add_llm_command(CLI::App& app, int& exit_code) {
   auto* llm = app.add_subcommand("llm", "Talk to the configured LLM endpoints");
   llm->require_subcommand(1);
   auto model = std::make_shared<std::string>();
-  auto timeout_s = std::make_shared<double>(60);
+  auto timeout_s = std::make_shared<std::string>();
   auto* ping = llm->add_subcommand("ping", "Send one tiny request; show the reply, latency and tokens");
   ping->add_option("--model", *model, "PROVIDER:MODEL (default: $KFORGE_MODEL), e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5");
-  ping->add_option("--timeout", *timeout_s, "Seconds per attempt")->capture_default_str();
+  auto* timeout_opt = ping->add_option("--timeout", *timeout_s,
+                                       "Seconds per attempt, above 0 and at most 3600 (default: the config's provider timeout, else 60)");
   auto config = std::make_shared<std::string>();
   ping->add_option("--config", *config, "LLM config file (TOML, docs/llm-config.md; default $KFORGE_LLM_CONFIG): ping every model");
-  ping->callback([&exit_code, model, timeout_s, config] {
+  ping->callback([&exit_code, model, timeout_s, timeout_opt, config] {
+    std::optional<std::chrono::milliseconds> timeout;  // checked before anything else happens
+    if (timeout_opt->count()) timeout = evolve::parse_timeout(*timeout_s, "--timeout");
     std::string cfg_path = *config;
     if (cfg_path.empty())
       if (const char* c = std::getenv("KFORGE_LLM_CONFIG")) cfg_path = c;
-    std::vector<std::pair<evolve::Endpoint, evolve::ModelConfig>> targets;
+    struct Target {
+      evolve::Endpoint endpoint;
+      evolve::ModelConfig model;
+      evolve::RetryPolicy policy;
+    };
+    evolve::RetryPolicy ping_policy;
+    ping_policy.max_attempts = 2;
+    ping_policy.total_timeout = std::chrono::seconds(60);
+    std::vector<Target> targets;
     if (!model->empty() || cfg_path.empty()) {
       std::string spec = *model;
       if (spec.empty())
@@ -33,18 +44,17 @@ void add_llm_command(CLI::App& app, int& exit_code) {
                          "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_API_KEY give the endpoint");
       evolve::ModelConfig m;
       m.spec = spec;
-      targets.emplace_back(evolve::endpoint_from_spec(spec), m);
+      targets.push_back({evolve::endpoint_from_spec(spec), m, ping_policy});
     } else {
       evolve::LlmConfig cfg = evolve::load_llm_config(cfg_path);
-      for (const auto& m : cfg.models) targets.emplace_back(cfg.endpoint(m), m);
+      for (const auto& m : cfg.models) targets.push_back({cfg.endpoint(m), m, cfg.policy(m, ping_policy)});
     }
+    if (timeout)
+      for (auto& t : targets) t.policy.total_timeout = *timeout;
     exit_code = kExitOk;
-    for (const auto& [e, m] : targets) {
+    for (const auto& [e, m, p] : targets) {
       if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
         throw InputError("ANTHROPIC_API_KEY", std::nullopt, "", "not set; the Anthropic API needs a key");
-      evolve::RetryPolicy p;
-      p.max_attempts = 2;
-      p.total_timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
       evolve::LlmClient client(e, p);
       std::cout << "model     " << m.spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
       try {

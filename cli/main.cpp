@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "reference_child.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
 #include "kforge/archive/sqlite.h"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_archive_command(app, exit_code);
   kforge::cli::add_llm_command(app, exit_code);
   kforge::cli::add_prompt_command(app, exit_code);
+  kforge::cli::add_reference_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 #include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
+#include "reference_child.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -87,13 +88,14 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
   return kExitOk;
 }
 
-int run_show(const std::string& spec, const fs::path& root, bool as_json) {
+int run_show(const std::string& spec, const fs::path& root, bool as_json, const std::optional<std::string>& time_limit) {
   std::vector<fs::path> files = tasks::resolve_tasks(spec, root);
   if (files.size() != 1) throw Error("'" + spec + "' names a suite; `kforge tasks show` takes one task");
+  ReferenceLimits limits = reference_limits(time_limit, kShapesReferenceSeconds);
   tasks::Task t = tasks::load_task(files[0]);
-  tasks::Reference ref = tasks::Reference::compile(t);
-  auto outs = tasks::output_shapes(t, ref, t.dims);
-  auto bytes = tasks::bytes_that_must_move(t, ref, t.dims);
+  ShapeFacts facts = ReferenceChild(limits).shape_facts(t);
+  const auto& outs = facts.outputs;
+  const auto& bytes = facts.bytes;
   std::optional<double> flops;
   if (t.flops) flops = t.flops->eval_real(t.dims);
 
@@ -110,7 +112,7 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json) {
     j["inputs"].push_back({{"name", in.name}, {"dtype", tasks::dtype_name(in.dtype)}, {"shape", tasks::shape_expressions(in)},
                            {"timed_shape", t.shape_of(in, t.dims)}, {"init", in.init.text}});
   j["outputs"] = ordered_json::array();
-  std::vector<std::string> names = tasks::output_names(t, ref.output_count());
+  std::vector<std::string> names = tasks::output_names(t, facts.output_count);
   for (size_t i = 0; i < names.size(); ++i) {
     ordered_json o = {{"name", names[i]}};
     if (outs) o["timed_shape"] = (*outs)[i].sizes, o["dtype"] = tasks::dtype_name((*outs)[i].dtype);
@@ -160,27 +162,6 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json) {
   return kExitOk;
 }
 
-ordered_json check_to_json(const tasks::TaskCheck& c) {
-  ordered_json j;
-  j["task"] = c.task;
-  j["ok"] = c.ok();
-  j["problems"] = c.problems;
-  j["notes"] = c.notes;
-  j["configs"] = ordered_json::array();
-  for (const auto& cr : c.configs) {
-    ordered_json k = {{"dims", cr.dims}, {"timed", cr.timed}};
-    if (!cr.error.empty()) k["error"] = cr.error;
-    if (cr.reference_ms > 0) k["reference_ms"] = cr.reference_ms;
-    k["bytes_moved"] = cr.bytes_moved;
-    k["outputs"] = ordered_json::array();
-    for (const auto& o : cr.outputs)
-      k["outputs"].push_back({{"name", o.name}, {"shape", o.shape}, {"dtype", o.dtype}, {"min", o.min},
-                              {"max", o.max}, {"mean", o.mean}, {"rms", o.rms}, {"nan", o.nan}, {"inf", o.inf}});
-    j["configs"].push_back(k);
-  }
-  return j;
-}
-
 struct CheckArgs {
   std::vector<std::string> specs;
   std::string device = "cpu";
@@ -189,6 +170,7 @@ struct CheckArgs {
   int timing_runs = -1;
   bool json = false;
   bool verbose = false;
+  std::optional<std::string> reference_time_limit;
 };
 
 int run_check(const CheckArgs& a, const fs::path& root) {
@@ -207,6 +189,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   else if (dims == "all") opt.dims = tasks::DimsSelection::All;
   else throw InputError("--dims", std::nullopt, "", "must be timed, check or all, got '" + dims + "'");
   opt.timing_runs = a.timing_runs >= 0 ? a.timing_runs : (a.device == "cuda" ? 5 : 0);
+  ReferenceChild child(reference_limits(a.reference_time_limit, kCheckReferenceSeconds));  // one for every task
 
   std::vector<std::string> specs = a.specs.empty() ? all_suites(root) : a.specs;
   std::vector<fs::path> files;
@@ -222,12 +205,16 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     tasks::TaskCheck c;
     std::string id = f.parent_path().filename().string() + "/" + f.stem().string();
     auto t0 = std::chrono::steady_clock::now();
-    try {
-      tasks::Task t = tasks::load_task(f);
-      c = tasks::check_task(t, opt);
-    } catch (const InputError& e) {
-      c.task = id;
-      c.problems.push_back(e.what());
+    if (a.device == "cpu") {
+      c = child.check(f, opt);  // a reference that never returns fails its task
+    } else {
+      try {
+        tasks::Task t = tasks::load_task(f);
+        c = tasks::check_task(t, opt);
+      } catch (const InputError& e) {
+        c.task = id;
+        c.problems.push_back(e.what());
+      }
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!c.ok()) ++failed;
@@ -283,7 +270,14 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   auto show_json = std::make_shared<bool>(false);
   show->add_flag("--json", *show_json, "Machine-readable output");
   show->add_option("task", *show_spec, "Task file, suite/name or name")->required();
-  show->callback([&exit_code, show_spec, show_json, root_path] { exit_code = run_show(*show_spec, root_path(), *show_json); });
+  auto show_limit = std::make_shared<std::string>();
+  auto* show_limit_opt = show->add_option("--reference-time-limit", *show_limit,
+                                          "Seconds the reference may run for the output shapes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
+  show->callback([&exit_code, show_spec, show_json, show_limit, show_limit_opt, root_path] {
+    std::optional<std::string> limit;
+    if (show_limit_opt->count()) limit = *show_limit;
+    exit_code = run_show(*show_spec, root_path(), *show_json, limit);
+  });
 
   auto* check = tasks_cmd->add_subcommand("check", "Run references on their configurations and flag degenerate tasks");
   for (auto* sub : {list, show, check}) sub->fallthrough();  // --tasks-dir may follow the subcommand
@@ -295,7 +289,14 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--time", args->timing_runs, "Time the reference this many runs per configuration (default: 5 on cuda, 0 on cpu)");
   check->add_flag("--json", args->json, "Machine-readable output");
   check->add_flag("-v,--verbose", args->verbose, "Print output statistics per configuration");
-  check->callback([&exit_code, args, root_path] { exit_code = run_check(*args, root_path()); });
+  auto check_limit = std::make_shared<std::string>();
+  auto* check_limit_opt = check->add_option(
+      "--reference-time-limit", *check_limit,
+      "On the CPU, seconds the reference may take per configuration (default: $KFORGE_REFERENCE_TIME_LIMIT, else 60)");
+  check->callback([&exit_code, args, check_limit, check_limit_opt, root_path] {
+    if (check_limit_opt->count()) args->reference_time_limit = *check_limit;
+    exit_code = run_check(*args, root_path());
+  });
 }
 
 }  // namespace kforge::cli

@@ -1,9 +1,15 @@
 // The LLM client against a real HTTP server on loopback (cpp-httplib), scripted per test.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <csignal>
 #include <fstream>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -332,6 +338,138 @@ TEST(Llm, PingFromTheCommandLine) {
   EXPECT_NE(out3.find("failed"), std::string::npos) << out3;
 }
 
+// SIGPIPE ignored while a test's server writes to a client that hung up (the Debian build of
+// cpp-httplib sends without MSG_NOSIGNAL); restored after, so later children do not inherit it.
+class IgnoreSigpipe {
+ public:
+  IgnoreSigpipe() : old_(std::signal(SIGPIPE, SIG_IGN)) {}
+  ~IgnoreSigpipe() { std::signal(SIGPIPE, old_); }
+
+ private:
+  void (*old_)(int);
+};
+
+TEST(Llm, EndlessBodyIsStoppedAtTheCap) {
+  IgnoreSigpipe guard;
+  std::atomic<int64_t> sent{0};
+  const int64_t give_up = int64_t{256} << 20;  // the server's own bound, so a regression cannot fill the memory
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+      static const std::string chunk(64 << 10, ' ');  // never-ending whitespace: JSON that never finishes
+      if (sent >= give_up) {
+        sink.done();
+        return true;
+      }
+      if (!sink.write(chunk.data(), chunk.size())) return false;
+      sent += static_cast<int64_t>(chunk.size());
+      return true;
+    });
+  });
+  RetryPolicy p = fast_policy();
+  p.max_attempts = 2;
+  p.total_timeout = 20000ms;
+  p.max_reply_bytes = 1 << 20;
+  Sleeps sleeps;
+  LlmClient client(server.endpoint(Provider::OpenAI), p, sleeps.fn());
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    FAIL() << "an endless body was accepted";
+  } catch (const LlmError& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(e.kind(), LlmError::Kind::BadResponse) << msg;
+    EXPECT_NE(msg.find("the reply body passed 1048576 bytes (max_reply_bytes)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("gave up after 2 attempt(s)"), std::string::npos) << msg;  // retried like any bad reply
+    EXPECT_EQ(msg.find(kKey), std::string::npos) << msg;
+  }
+  EXPECT_EQ(server.calls(), 2);
+  EXPECT_LT(sent.load(), give_up / 2) << "the client read on past its cap";
+}
+
+TEST(Llm, DeclaredLengthPastTheCapIsRefusedUnread) {
+  std::string body(2 << 20, ' ');
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(body, "application/json"); });
+  RetryPolicy p = fast_policy();
+  p.max_attempts = 1;
+  p.max_reply_bytes = 1 << 20;
+  LlmClient client(server.endpoint(Provider::OpenAI), p, [](auto) {});
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    FAIL();
+  } catch (const LlmError& e) {
+    EXPECT_EQ(e.kind(), LlmError::Kind::BadResponse) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_reply_bytes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Llm, ServerThatNeverAnswersTimesOut) {
+  // A listening socket nobody serves: the kernel completes the connection, no reply ever comes.
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(s, 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  Endpoint e;
+  e.base_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/v1";
+  e.model = "m";
+  RetryPolicy p = fast_policy();
+  p.max_attempts = 1;
+  p.total_timeout = 300ms;
+  LlmClient client(e, p, [](auto) {});
+  try {
+    client.chat({"", "hi", 1.0, 10});
+    ADD_FAILURE() << "a silent server answered";
+  } catch (const LlmError& err) {
+    EXPECT_EQ(err.kind(), LlmError::Kind::Timeout) << err.what();
+    EXPECT_NE(std::string(err.what()).find("timed out"), std::string::npos) << err.what();
+  }
+  ::close(s);
+}
+
+TEST(Llm, TimeoutsMustBeFinitePositiveAndBounded) {
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL, -HUGE_VAL, 1e300, 3600.5}) {
+    try {
+      checked_timeout(bad, "llm.toml", 3, "providers.openai.timeout");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const kforge::InputError& e) {
+      EXPECT_EQ(e.file(), "llm.toml");
+      EXPECT_EQ(e.line(), 3);
+      EXPECT_EQ(e.field(), "providers.openai.timeout");
+      EXPECT_NE(e.problem().find("above 0 and at most 3600"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(checked_timeout(0.0001, "f", std::nullopt, "x"), 1ms);  // never 0 ms: libcurl's "no limit"
+  EXPECT_EQ(checked_timeout(3600, "f", std::nullopt, "x"), 3600000ms);
+  EXPECT_EQ(parse_timeout(" 2.5 ", "--timeout"), 2500ms);
+  for (const char* bad : {"", " ", "0", "-1", "nan", "inf", "1e300", "10s", "0x", "1e400"}) {
+    try {
+      parse_timeout(bad, "--timeout");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const kforge::InputError& e) {
+      EXPECT_EQ(e.file(), "--timeout");
+      EXPECT_NE(e.problem().find("must be a number of seconds"), std::string::npos) << e.what();
+    }
+  }
+  RetryPolicy forever;
+  forever.total_timeout = 0ms;  // what a caller skipping the checks would pass
+  EXPECT_THROW((void)LlmClient(Endpoint{}, forever), kforge::Error);
+  RetryPolicy uncapped;
+  uncapped.max_reply_bytes = 0;
+  EXPECT_THROW((void)LlmClient(Endpoint{}, uncapped), kforge::Error);
+}
+
+TEST(Llm, PingRejectsTimeoutsThatWouldWaitForever) {
+  for (const char* bad : {"0", "inf", "''"}) {  // each value's rule: TimeoutsMustBeFinitePositiveAndBounded
+    auto [rc, out] = run_cli(std::string("OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") + KFORGE_BINARY +
+                             " llm ping --model openai:m --timeout " + bad);
+    EXPECT_EQ(rc, 2) << bad << ": " << out;
+    EXPECT_NE(out.find("--timeout: must be a number of seconds above 0 and at most 3600"), std::string::npos) << out;
+  }
+}
+
 TEST(Llm, ModelSpecsAndEnvironment) {
   setenv("OPENAI_BASE_URL", "http://localhost:8000/v1/", 1);
   setenv("OPENAI_API_KEY", "k1", 1);
@@ -357,6 +495,9 @@ TEST(LlmConfig, LoadsAnEnsembleWithPricesAndRoles) {
 base_url = "http://127.0.0.1:9/v1/"
 api_key_env = "KFORGE_TEST_KEY_VAR"
 concurrency = 8
+timeout = 90
+connect_timeout = 2.5
+max_reply_bytes = 1048576
 
 [[models]]
 model = "openai:big"
@@ -377,6 +518,11 @@ model = "anthropic:small"
   EXPECT_EQ(e.base_url, "http://127.0.0.1:9/v1");
   EXPECT_EQ(e.api_key, kKey);
   EXPECT_EQ(cfg.providers.at("openai").concurrency, 8);
+  RetryPolicy p = cfg.policy(cfg.models[0]);
+  EXPECT_EQ(p.total_timeout, 90000ms);
+  EXPECT_EQ(p.connect_timeout, 2500ms);
+  EXPECT_EQ(p.max_reply_bytes, 1048576);
+  EXPECT_EQ(cfg.policy(cfg.models[1]).total_timeout, RetryPolicy{}.total_timeout);  // no [providers.anthropic]
   std::mt19937_64 rng(1);
   int big = 0;
   for (int i = 0; i < 4000; ++i) big += cfg.pick(rng).spec == "openai:big";
@@ -406,6 +552,14 @@ TEST(LlmConfig, ErrorsNameFileLineAndField) {
   expect("[providers.mistral]\nbase_url = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.mistral", "unknown provider");
   expect("[providers.openai]\nkey = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.key", "unknown key");
   expect("", "models", "missing");
+  for (const char* bad : {"0", "-1", "nan", "inf", "-inf", "1e300", "3601"})
+    expect(std::string("[providers.openai]\ntimeout = ") + bad + "\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.timeout",
+           "above 0 and at most 3600");
+  expect("[providers.openai]\ntimeout = \"60\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.timeout", "number of seconds");
+  expect("[providers.anthropic]\nconnect_timeout = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.anthropic.connect_timeout",
+         "above 0");
+  expect("[providers.openai]\nmax_reply_bytes = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.max_reply_bytes",
+         "number of bytes");
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 

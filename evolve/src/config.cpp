@@ -38,6 +38,15 @@ Endpoint LlmConfig::endpoint(const ModelConfig& m) const {
   return e;
 }
 
+RetryPolicy LlmConfig::policy(const ModelConfig& m, RetryPolicy base) const {
+  auto it = providers.find(m.spec.substr(0, m.spec.find(':')));
+  if (it == providers.end()) return base;
+  if (it->second.timeout) base.total_timeout = *it->second.timeout;
+  if (it->second.connect_timeout) base.connect_timeout = *it->second.connect_timeout;
+  if (it->second.max_reply_bytes) base.max_reply_bytes = *it->second.max_reply_bytes;
+  return base;
+}
+
 const ModelConfig& LlmConfig::pick(std::mt19937_64& rng) const {
   std::vector<double> w;
   for (const auto& m : models) w.push_back(m.weight);
@@ -81,8 +90,17 @@ LlmConfig load_llm_config(const std::string& path) {
         } else if (k.str() == "concurrency") {
           if (!v.is_integer() || **v.as_integer() < 1) fail(&v, f, "must be a positive integer");
           pc.concurrency = static_cast<int>(**v.as_integer());
+        } else if (k.str() == "timeout" || k.str() == "connect_timeout") {
+          if (!v.is_number()) fail(&v, f, "must be a number of seconds");
+          auto ms = checked_timeout(v.value<double>().value(), path, line_of(&v), f);
+          (k.str() == "timeout" ? pc.timeout : pc.connect_timeout) = ms;
+        } else if (k.str() == "max_reply_bytes") {
+          if (!v.is_integer() || **v.as_integer() < kMinReplyBytes || **v.as_integer() > kMaxReplyBytes)
+            fail(&v, f, "must be an integer number of bytes from " + std::to_string(kMinReplyBytes) + " to " +
+                            std::to_string(kMaxReplyBytes));
+          pc.max_reply_bytes = **v.as_integer();
         } else {
-          fail(&v, f, "unknown key (known: base_url, api_key_env, api_key, concurrency)");
+          fail(&v, f, "unknown key (known: base_url, api_key_env, api_key, concurrency, timeout, connect_timeout, max_reply_bytes)");
         }
       }
       if (pc.api_key.empty())

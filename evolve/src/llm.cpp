@@ -7,6 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "kforge/common/files.h"
@@ -30,12 +31,19 @@ struct HttpReply {
   std::optional<double> retry_after_s;
   CURLcode curl = CURLE_OK;
   double ms = 0;
+  size_t max_body = 0;
+  bool too_large = false;  // the body passed max_body and the transfer was stopped
 };
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* r = static_cast<HttpReply*>(user);
-  r->body.append(data, size * n);
-  return size * n;
+  size_t bytes = size * n;  // size is 1 and n at most CURL_MAX_WRITE_SIZE
+  if (bytes > r->max_body - r->body.size()) {  // body.size() never passes max_body
+    r->too_large = true;
+    return 0;  // anything but `bytes` aborts the transfer (CURLE_WRITE_ERROR)
+  }
+  r->body.append(data, bytes);
+  return bytes;
 }
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
@@ -61,6 +69,7 @@ HttpReply post(const std::string& url, const std::vector<std::string>& headers, 
                const RetryPolicy& policy) {
   static CurlGlobal global;
   HttpReply reply;
+  reply.max_body = static_cast<size_t>(policy.max_reply_bytes);
   CURL* curl = curl_easy_init();
   if (!curl) throw Error("libcurl: curl_easy_init failed");
   curl_slist* list = nullptr;
@@ -75,6 +84,7 @@ HttpReply post(const std::string& url, const std::vector<std::string>& headers, 
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(policy.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(policy.total_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(policy.max_reply_bytes));  // a declared length
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   auto t0 = std::chrono::steady_clock::now();
   reply.curl = curl_easy_perform(curl);
@@ -221,6 +231,7 @@ void ResponseCache::put(const std::string& key, const ChatResponse& r) const {
 LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(std::chrono::milliseconds)> sleep,
                      std::shared_ptr<ConcurrencyLimit> limit, std::shared_ptr<ResponseCache> cache)
     : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)), limit_(std::move(limit)), cache_(std::move(cache)) {
+  validate_policy(policy_);
   if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
   remember_secret(endpoint_.api_key);
 }
@@ -284,7 +295,13 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
     }
     if (limit_) limit_->release();
     bool retry = false;
-    if (reply.curl != CURLE_OK) {
+    if (reply.too_large || reply.curl == CURLE_FILESIZE_EXCEEDED) {
+      // An endless or enormous body: stopped at the cap, and treated like any other bad reply.
+      last_kind = LlmError::Kind::BadResponse;
+      last_problem = "the reply body passed " + std::to_string(policy_.max_reply_bytes) +
+                     " bytes (max_reply_bytes); the transfer was stopped (HTTP " + std::to_string(reply.status) + ")";
+      retry = true;
+    } else if (reply.curl != CURLE_OK) {
       last_kind = reply.curl == CURLE_OPERATION_TIMEDOUT ? LlmError::Kind::Timeout : LlmError::Kind::Network;
       last_problem = std::string(reply.curl == CURLE_OPERATION_TIMEDOUT ? "timed out" : "network error") + " (" +
                      curl_easy_strerror(reply.curl) + ")";
@@ -318,6 +335,46 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
                  redact(endpoint_.model + " at " + url + ": gave up after " + std::to_string(policy_.max_attempts) +
                             " attempt(s); last: " + last_problem,
                         endpoint_.api_key));
+}
+
+}  // namespace kforge::evolve
+
+namespace kforge::evolve {
+
+std::chrono::milliseconds checked_timeout(double seconds, const std::string& file, std::optional<int> line,
+                                          const std::string& field) {
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > kMaxTimeoutSeconds) {
+    std::ostringstream got;
+    got << seconds;
+    throw InputError(file, line, field,
+                     "must be a number of seconds above 0 and at most " + std::to_string(static_cast<int>(kMaxTimeoutSeconds)) +
+                         " (0 or less, NaN and infinity would wait forever), got " + got.str());
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));  // never 0: curl's "no limit"
+}
+
+std::chrono::milliseconds parse_timeout(const std::string& text, const std::string& option) {
+  size_t begin = text.find_first_not_of(" \t"), end = text.find_last_not_of(" \t");
+  std::string t = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+  char* stop = nullptr;
+  double v = t.empty() ? 0 : std::strtod(t.c_str(), &stop);
+  if (t.empty() || stop != t.c_str() + t.size())
+    throw InputError(option, std::nullopt, "",
+                     "must be a number of seconds above 0 and at most " + std::to_string(static_cast<int>(kMaxTimeoutSeconds)) +
+                         ", got '" + text + "'");
+  return checked_timeout(v, option, std::nullopt, "");
+}
+
+void validate_policy(const RetryPolicy& p) {
+  auto ms_ok = [](std::chrono::milliseconds d) { return d.count() > 0 && d.count() <= static_cast<int64_t>(kMaxTimeoutSeconds * 1000); };
+  if (!ms_ok(p.total_timeout) || !ms_ok(p.connect_timeout))
+    throw Error("LLM client: a timeout of the retry policy is not within (0, " + std::to_string(static_cast<int>(kMaxTimeoutSeconds)) +
+                "] s (" + std::to_string(p.total_timeout.count()) + " ms total, " + std::to_string(p.connect_timeout.count()) +
+                " ms connect)");
+  if (p.max_reply_bytes < kMinReplyBytes || p.max_reply_bytes > kMaxReplyBytes)
+    throw Error("LLM client: max_reply_bytes " + std::to_string(p.max_reply_bytes) + " is not within [" +
+                std::to_string(kMinReplyBytes) + ", " + std::to_string(kMaxReplyBytes) + "]");
+  if (p.max_attempts < 1) throw Error("LLM client: max_attempts must be at least 1");
 }
 
 }  // namespace kforge::evolve

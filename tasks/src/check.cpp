@@ -78,6 +78,7 @@ class Checker {
       cr.dims = configs[c].first;
       cr.timed = configs[c].second;
       std::string where = (cr.timed ? "timed dims (" : "check dims (") + format_dims(cr.dims) + ")";
+      if (opt_.on_config) opt_.on_config(where);
       try {
         std::vector<torch::Tensor> inputs = make_inputs(cr.dims, opt_.seed, -1, 0);
         std::vector<torch::Tensor> outputs = reference_.run(inputs);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct ProviderConfig {
   std::string base_url;
   std::string api_key;  // from api_key_env (default OPENAI_API_KEY / ANTHROPIC_API_KEY) or api_key
   int concurrency = 4;
+  // Set when the file gives them (validated: seconds in (0, kMaxTimeoutSeconds]).
+  std::optional<std::chrono::milliseconds> timeout;          // per attempt
+  std::optional<std::chrono::milliseconds> connect_timeout;
+  std::optional<int64_t> max_reply_bytes;
 };
 
 struct LlmConfig {
@@ -35,6 +40,8 @@ struct LlmConfig {
   std::map<std::string, ProviderConfig> providers;  // "openai", "anthropic"
 
   Endpoint endpoint(const ModelConfig& m) const;
+  // `base` with what the model's provider table sets (timeout, connect_timeout, max_reply_bytes).
+  RetryPolicy policy(const ModelConfig& m, RetryPolicy base = {}) const;
   // A model drawn by weight.
   const ModelConfig& pick(std::mt19937_64& rng) const;
 };

@@ -54,7 +54,27 @@ struct RetryPolicy {
   std::chrono::milliseconds max_delay{60000};
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds total_timeout{300000};  // per attempt
+  // A reply body past this many bytes is cut off and counts as a bad response (an endless body
+  // would otherwise fill the memory).
+  int64_t max_reply_bytes = int64_t{16} << 20;
 };
+
+// Limits of what a RetryPolicy may hold: libcurl reads a zero timeout as "wait forever".
+inline constexpr double kMaxTimeoutSeconds = 3600;
+inline constexpr int64_t kMinReplyBytes = 1024;
+inline constexpr int64_t kMaxReplyBytes = int64_t{1} << 30;
+
+// A timeout given in seconds, as the client takes it: finite, above 0 and at most
+// kMaxTimeoutSeconds (0, negative, NaN, infinite or huge values would mean "wait forever").
+// Throws InputError naming `file`, `line` and `field` (for a command-line option: the option as
+// `file`, no line, an empty field).
+std::chrono::milliseconds checked_timeout(double seconds, const std::string& file, std::optional<int> line,
+                                          const std::string& field);
+// The same for text typed on a command line: the whole text must be a number ("", "10s" fail).
+std::chrono::milliseconds parse_timeout(const std::string& text, const std::string& option);
+// Throws kforge::Error when a policy holds a timeout or reply cap out of range (a caller's bug:
+// user input goes through checked_timeout first).
+void validate_policy(const RetryPolicy& policy);
 
 class LlmError : public Error {
  public:

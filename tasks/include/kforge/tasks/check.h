@@ -4,6 +4,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct CheckOptions {
   InputGenerator generator;  // default: generate_cpu, moved to `device`
   uint64_t seed = 1;
   int timing_runs = 0;       // > 0: time the reference this many times per configuration
+  // Called before each configuration's reference runs with where they run ("check dims (N=4)"),
+  // e.g. for a watchdog that names the configuration a reference hangs on.
+  std::function<void(const std::string& where)> on_config;
 };
 
 // Thresholds (docs/design.md, Defaults).

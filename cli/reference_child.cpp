@@ -1,0 +1,582 @@
+#include "reference_child.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "commands.h"
+#include "kforge/common/strings.h"
+#include "kforge/compile/candidate.h"
+
+namespace kforge::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr int kReplyFd = 3;  // the child's answer channel (its stdout is the user's)
+constexpr size_t kMaxReplyBytes = size_t{64} << 20;  // more is not a reply but a runaway child
+constexpr const char* kTimeFlag = "--reference-time-limit";
+constexpr const char* kTimeEnv = "KFORGE_REFERENCE_TIME_LIMIT";
+constexpr const char* kMemoryEnv = "KFORGE_REFERENCE_MEMORY_LIMIT";
+constexpr const char* kCompiling = "while loading and compiling the reference";
+constexpr std::chrono::seconds kStartLimit{60};
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The whole text as a number, else nullopt ("", "12abc", "1 2"); strtod's nan and inf pass here.
+std::optional<double> parse_number(const std::string& text) {
+  std::string t = trim(text);
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return v;
+}
+
+double parse_seconds(const std::string& text, const std::string& name) {
+  std::optional<double> v = parse_number(text);
+  if (!v || !std::isfinite(*v) || *v <= 0 || *v > kMaxReferenceSeconds)
+    throw InputError(name, std::nullopt, "",
+                     "must be a number of seconds above 0 and at most " +
+                         std::to_string(static_cast<int>(kMaxReferenceSeconds)) + ", got '" + text +
+                         "'");
+  return *v;
+}
+
+int64_t parse_memory(const std::string& text) {
+  std::string t = trim(text);
+  if (t == "none") return 0;
+  auto fail = [&] {
+    throw InputError(kMemoryEnv, std::nullopt, "",
+                     "must be a size in bytes, optionally with K, M, G or T (binary units), at "
+                     "least 256M, or 'none'; got '" +
+                         text + "'");
+  };
+  size_t digits = 0;
+  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  if (digits == 0 || digits > 15 || t.size() > digits + 1) fail();
+  int64_t v = std::stoll(t.substr(0, digits));
+  if (t.size() == digits + 1) {
+    int shift = 0;
+    switch (std::toupper(static_cast<unsigned char>(t.back()))) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        fail();
+    }
+    if (v > (INT64_MAX >> shift)) fail();
+    v <<= shift;
+  }
+  if (v < kMinReferenceMemory) fail();
+  return v;
+}
+
+std::string human_size(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s", v, units[u]);
+  return buf;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    throw Error(std::string("cannot find the kforge binary (/proc/self/exe): ") +
+                std::strerror(errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+// What a child said to one request, or how it ended without saying it.
+struct ReferenceChild::Outcome {
+  std::optional<json> result;
+  std::optional<json> error;    // {"kind": input | memory | error | internal, ...}
+  std::string at = kCompiling;  // the step it was on last
+  bool timed_out = false;
+  int status = 0;  // waitpid status, when it ended without an answer
+};
+
+namespace {
+
+std::string memory_note(const ReferenceLimits& limits) {
+  return "the reference's memory limit: " +
+         (limits.memory_bytes > 0 ? human_size(limits.memory_bytes) + "; " + kMemoryEnv + " sets it"
+                                  : std::string("none"));
+}
+
+// Why the child gave no result, as an InputError naming the task file (field "reference");
+// a harness error (kforge::Error, or a kforge bug) is rethrown as such.
+InputError failure(const ReferenceChild::Outcome& o, const std::string& file,
+                   const ReferenceLimits& limits) {
+  if (o.timed_out)
+    return InputError(file, std::nullopt, "reference",
+                      "did not finish within " + seconds_text(limits.seconds) + " s " + o.at +
+                          "; a loop that never ends? (" + kTimeFlag + " or " + kTimeEnv +
+                          " sets the limit)");
+  if (o.error) {
+    const json& e = *o.error;
+    std::string kind = e.value("kind", "");
+    std::string message = e.value("message", "");
+    if (kind == "input") {
+      std::optional<int> line;
+      if (e.contains("line") && e["line"].is_number_integer()) line = e["line"].get<int>();
+      return InputError(e.value("file", file), line, e.value("field", ""),
+                        e.value("problem", message));
+    }
+    if (kind == "memory")
+      return InputError(file, std::nullopt, "reference",
+                        "ran out of memory " + o.at + " (" + memory_note(limits) + ")");
+    if (kind == "error") throw Error(message);
+    throw std::runtime_error(
+        message);  // exit 4: a kforge bug, as if it had happened in this process
+  }
+  std::string how = WIFSIGNALED(o.status) ? "signal " + std::to_string(WTERMSIG(o.status)) + ", " +
+                                                strsignal(WTERMSIG(o.status))
+                                          : "status " + std::to_string(o.status);
+  return InputError(file, std::nullopt, "reference",
+                    "crashed (" + how + ") " + o.at + " (" + memory_note(limits) + ")");
+}
+
+std::string selection_name(tasks::DimsSelection s) {
+  switch (s) {
+    case tasks::DimsSelection::Timed:
+      return "timed";
+    case tasks::DimsSelection::Check:
+      return "check";
+    case tasks::DimsSelection::All:
+      return "all";
+  }
+  return "check";
+}
+
+double number_or_nan(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number())
+    return std::nan("");  // JSON has no NaN or Inf: they are null
+  return j[key].get<double>();
+}
+
+}  // namespace
+
+ReferenceLimits reference_limits(const std::optional<std::string>& flag, double default_seconds) {
+  ReferenceLimits l;
+  l.seconds = default_seconds;
+  if (flag)
+    l.seconds = parse_seconds(*flag, kTimeFlag);
+  else if (const char* v = std::getenv(kTimeEnv))
+    l.seconds = parse_seconds(v, kTimeEnv);
+  if (const char* v = std::getenv(kMemoryEnv)) {
+    l.memory_bytes = parse_memory(v);
+  } else {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    l.memory_bytes = pages > 0 && page > 0
+                         ? std::max<int64_t>(int64_t{pages} * page / 2, kMinReferenceMemory)
+                         : 0;
+  }
+  return l;
+}
+
+ReferenceChild::ReferenceChild(ReferenceLimits limits) : limits_(limits), exe_(self_exe()) {}
+
+ReferenceChild::~ReferenceChild() {
+  stop();
+}
+
+void ReferenceChild::start() {
+  // Everything the child needs is built before fork(): between fork and exec only
+  // async-signal-safe calls, since this process may already run LibTorch's threads.
+  std::string mode = "__reference";
+  std::vector<char*> argv = {exe_.data(), mode.data(), nullptr};
+  rlimit data{static_cast<rlim_t>(limits_.memory_bytes), static_cast<rlim_t>(limits_.memory_bytes)};
+  rlimit no_core{0, 0};
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    throw Error(std::string("socketpair failed: ") + std::strerror(errno));
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error(std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with kforge
+    if (::getppid() != parent) ::_exit(127);
+    if (fds[1] == kReplyFd) {
+      ::fcntl(kReplyFd, F_SETFD, 0);
+    } else if (::dup2(fds[1], kReplyFd) < 0) {
+      ::_exit(127);
+    }
+    ::dup2(2, 1);  // a reference's print() goes to stderr, never into the command's output
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    if (limits_.memory_bytes > 0) ::setrlimit(RLIMIT_DATA, &data);
+    ::execv(exe_.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  pid_ = pid;
+  fd_ = fds[0];
+  buffer_.clear();
+}
+
+void ReferenceChild::stop() {
+  if (fd_ >= 0) ::close(fd_);
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);  // idle, hung, or gone already; its teardown is of no use
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  fd_ = pid_ = -1;
+}
+
+ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
+  bool fresh = pid_ <= 0;
+  if (fresh) start();
+  std::string line = dump(request) + "\n";
+  size_t sent = 0;
+  while (sent < line.size()) {  // MSG_NOSIGNAL: a dead child is an answer below, not a SIGPIPE
+    ssize_t n = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  auto step = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(limits_.seconds));
+  // Starting kforge (loading LibTorch) is not the reference's time: the first step begins with the
+  // child's first line, and a fresh child's start has a generous limit of its own.
+  auto deadline = std::chrono::steady_clock::now() +
+                  (fresh ? std::max<std::chrono::steady_clock::duration>(step, kStartLimit) : step);
+  Outcome out;
+  char chunk[65536];
+  bool done = false, malformed = false, gone = false;
+  while (!done) {
+    for (size_t nl; !done && (nl = buffer_.find('\n')) != std::string::npos;) {
+      json reply = json::parse(buffer_.substr(0, nl), nullptr, false);
+      buffer_.erase(0, nl + 1);
+      if (reply.is_object() && reply.contains("at") && reply["at"].is_string()) {
+        out.at = reply["at"].get<std::string>();
+        deadline = std::chrono::steady_clock::now() + step;
+      } else if (reply.is_object() && reply.contains("result")) {
+        out.result = reply["result"];
+        done = true;
+      } else if (reply.is_object() && reply.contains("error") && reply["error"].is_object()) {
+        out.error = reply["error"];
+        done = true;
+      } else {
+        malformed = done = true;
+      }
+    }
+    if (done) break;
+    if (buffer_.size() > kMaxReplyBytes) {
+      malformed = true;
+      break;
+    }
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      out.timed_out = true;
+      break;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) {
+      malformed = true;
+      break;
+    }
+    if (rc == 0) continue;  // the deadline is checked above
+    ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      gone = true;  // the child ended without an answer
+      break;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+  if (done && !malformed) return out;  // the child waits for the next request
+  pid_t pid = pid_;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  if (malformed) throw Error("kforge's reference child sent a malformed reply (a kforge bug)");
+  if (gone) {
+    if (WIFEXITED(status))
+      throw Error("kforge's reference child (" + exe_ + " __reference) ended with exit code " +
+                  std::to_string(WEXITSTATUS(status)) + " and no answer" +
+                  (limits_.memory_bytes > 0
+                       ? " (is its memory limit, " + human_size(limits_.memory_bytes) + " from " +
+                             kMemoryEnv + " or half the memory, too small to start kforge?)"
+                       : std::string()));
+    out.status = status;
+  }
+  return out;
+}
+
+tasks::TaskCheck ReferenceChild::check(const fs::path& file, const tasks::CheckOptions& options) {
+  json req = {{"mode", "check"},
+              {"file", file.string()},
+              {"dims", selection_name(options.dims)},
+              {"seed", options.seed},
+              {"timing_runs", options.timing_runs}};
+  Outcome o = ask(req);
+  if (o.result) {
+    tasks::TaskCheck c = check_from_json(*o.result);
+    for (auto& p : c.problems)  // LibTorch's allocator past RLIMIT_DATA
+      if (p.find("can't allocate memory") != std::string::npos)
+        p += " (" + memory_note(limits_) + ")";
+    return c;
+  }
+  tasks::TaskCheck c;
+  c.task = file.parent_path().filename().string() + "/" + file.stem().string();
+  c.problems.push_back(failure(o, file.string(), limits_).what());
+  return c;
+}
+
+ShapeFacts ReferenceChild::shape_facts(const tasks::Task& task) {
+  Outcome o = ask({{"mode", "shapes"}, {"file", task.file.string()}});
+  if (!o.result) throw failure(o, task.file.string(), limits_);
+  const json& r = *o.result;
+  if (r.at("version") != task.content_hash)
+    throw Error(task.file.string() + " changed while kforge read it; run the command again");
+  ShapeFacts f;
+  f.output_count = r.at("output_count").get<size_t>();
+  if (r.at("outputs").is_array()) {
+    f.outputs.emplace();
+    for (const auto& out : r["outputs"]) {
+      auto dtype = tasks::parse_dtype(out.at("dtype").get<std::string>());
+      if (!dtype) throw Error("kforge's reference child sent an unknown dtype (a kforge bug)");
+      f.outputs->push_back({out.at("sizes").get<std::vector<int64_t>>(), *dtype});
+    }
+  }
+  if (r.at("bytes").is_number()) f.bytes = r["bytes"].get<double>();
+  return f;
+}
+
+std::vector<compile::TensorInfo> ReferenceChild::task_tensors(const tasks::Task& task) {
+  Outcome o = ask({{"mode", "tensors"}, {"file", task.file.string()}});
+  if (!o.result) throw failure(o, task.file.string(), limits_);
+  const json& r = *o.result;
+  if (r.at("version") != task.content_hash)
+    throw Error(task.file.string() + " changed while kforge read it; run the command again");
+  std::vector<compile::TensorInfo> out;
+  for (const auto& t : r.at("tensors")) {
+    auto dtype = tasks::parse_dtype(t.at("dtype").get<std::string>());
+    if (!dtype) throw Error("kforge's reference child sent an unknown dtype (a kforge bug)");
+    out.push_back(
+        {t.at("name").get<std::string>(), *dtype,
+         t.at("output").get<bool>() ? compile::TensorRole::Output : compile::TensorRole::Input});
+  }
+  return out;
+}
+
+ordered_json check_to_json(const tasks::TaskCheck& c) {
+  ordered_json j;
+  j["task"] = c.task;
+  j["ok"] = c.ok();
+  j["problems"] = c.problems;
+  j["notes"] = c.notes;
+  j["configs"] = ordered_json::array();
+  for (const auto& cr : c.configs) {
+    ordered_json k = {{"dims", cr.dims}, {"timed", cr.timed}};
+    if (!cr.error.empty()) k["error"] = cr.error;
+    if (cr.reference_ms > 0) k["reference_ms"] = cr.reference_ms;
+    k["bytes_moved"] = cr.bytes_moved;
+    k["outputs"] = ordered_json::array();
+    for (const auto& o : cr.outputs)
+      k["outputs"].push_back({{"name", o.name},
+                              {"shape", o.shape},
+                              {"dtype", o.dtype},
+                              {"min", o.min},
+                              {"max", o.max},
+                              {"mean", o.mean},
+                              {"rms", o.rms},
+                              {"nan", o.nan},
+                              {"inf", o.inf}});
+    j["configs"].push_back(k);
+  }
+  return j;
+}
+
+tasks::TaskCheck check_from_json(const json& j) {
+  tasks::TaskCheck c;
+  c.task = j.at("task").get<std::string>();
+  c.problems = j.at("problems").get<std::vector<std::string>>();
+  c.notes = j.at("notes").get<std::vector<std::string>>();
+  for (const auto& k : j.at("configs")) {
+    tasks::ConfigResult cr;
+    cr.dims = k.at("dims").get<tasks::Dims>();
+    cr.timed = k.at("timed").get<bool>();
+    cr.error = k.value("error", "");
+    cr.reference_ms = k.contains("reference_ms") ? number_or_nan(k, "reference_ms") : 0;
+    cr.bytes_moved = number_or_nan(k, "bytes_moved");
+    for (const auto& o : k.at("outputs")) {
+      tasks::OutputStats s;
+      s.name = o.at("name").get<std::string>();
+      s.shape = o.at("shape").get<std::vector<int64_t>>();
+      s.dtype = o.at("dtype").get<std::string>();
+      s.min = number_or_nan(o, "min");
+      s.max = number_or_nan(o, "max");
+      s.mean = number_or_nan(o, "mean");
+      s.rms = number_or_nan(o, "rms");
+      s.nan = o.at("nan").get<int64_t>();
+      s.inf = o.at("inf").get<int64_t>();
+      cr.outputs.push_back(std::move(s));
+    }
+    c.configs.push_back(std::move(cr));
+  }
+  return c;
+}
+
+}  // namespace kforge::cli
+
+namespace kforge::cli {
+namespace {
+
+void send(const json& j) {
+  std::string line = dump(j) + "\n";
+  for (size_t done = 0; done < line.size();) {
+    ssize_t n = ::send(kReplyFd, line.data() + done, line.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ::_exit(3);  // kforge is gone
+    done += static_cast<size_t>(n);
+  }
+}
+
+json run_request(const json& req) {
+  send({{"at", kCompiling}});  // started: the parent's clock for the first step begins here
+  std::string mode = req.at("mode").get<std::string>();
+  tasks::Task task = tasks::load_task(req.at("file").get<std::string>());
+  if (mode == "check") {
+    tasks::CheckOptions opt;
+    std::string dims = req.at("dims").get<std::string>();
+    opt.dims = dims == "timed" ? tasks::DimsSelection::Timed
+               : dims == "all" ? tasks::DimsSelection::All
+                               : tasks::DimsSelection::Check;
+    opt.seed = req.at("seed").get<uint64_t>();
+    opt.timing_runs = req.at("timing_runs").get<int>();
+    opt.on_config = [](const std::string& where) { send({{"at", "on " + where}}); };
+    return check_to_json(tasks::check_task(task, opt));
+  }
+  tasks::Reference ref = tasks::Reference::compile(task);
+  json r = {{"version", task.content_hash}, {"output_count", ref.output_count()}};
+  if (mode == "shapes") {
+    send({{"at", "on timed dims (" + tasks::format_dims(task.dims) + ")"}});
+    auto outs = tasks::output_shapes(task, ref, task.dims);
+    auto bytes = tasks::bytes_that_must_move(task, ref, task.dims);
+    r["outputs"] = nullptr;
+    if (outs) {
+      r["outputs"] = json::array();
+      for (const auto& o : *outs)
+        r["outputs"].push_back({{"sizes", o.sizes}, {"dtype", tasks::dtype_name(o.dtype)}});
+    }
+    r["bytes"] = bytes ? json(*bytes) : json(nullptr);
+    return r;
+  }
+  if (mode == "tensors") {
+    tasks::Dims smallest = task.dims;  // where describe_outputs runs it
+    for (const tasks::Dims& d : task.check_dims)
+      if (task.input_bytes(d) < task.input_bytes(smallest)) smallest = d;
+    send({{"at", "on dims (" + tasks::format_dims(smallest) + "), the smallest configuration"}});
+    r["tensors"] = json::array();
+    for (const auto& t : compile::task_tensors(task, ref))
+      r["tensors"].push_back({{"name", t.name},
+                              {"dtype", tasks::dtype_name(t.dtype)},
+                              {"output", t.role == compile::TensorRole::Output}});
+    return r;
+  }
+  throw std::runtime_error("unknown __reference mode '" + mode + "'");
+}
+
+// One request's answer. Every failure is an answer, never an exception.
+void answer(const std::string& request) {
+  try {
+    send({{"result", run_request(json::parse(request))}});
+  } catch (const InputError& e) {
+    json err = {
+        {"kind", "input"}, {"file", e.file()}, {"field", e.field()}, {"problem", e.problem()}};
+    if (e.line()) err["line"] = *e.line();
+    send({{"error", err}});
+  } catch (const std::bad_alloc&) {
+    send({{"error", {{"kind", "memory"}}}});
+  } catch (const Error& e) {
+    send({{"error", {{"kind", "error"}, {"message", e.what()}}}});
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    // LibTorch's allocator past RLIMIT_DATA, outside a reference run that would report it itself.
+    if (what.find("can't allocate memory") != std::string::npos)
+      send({{"error", {{"kind", "memory"}}}});
+    else
+      send({{"error", {{"kind", "internal"}, {"message", what}}}});
+  }
+}
+
+// The child: requests in, answers out, one JSON line each on fd 3, until kforge hangs up.
+int run_reference_worker() {
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
+      std::string request = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      answer(request);
+    }
+    ssize_t n = ::read(kReplyFd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  std::fflush(nullptr);
+  ::_exit(0);  // LibTorch's teardown is of no use here
+}
+
+}  // namespace
+
+void add_reference_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("__reference", "");
+  cmd->group("");  // hidden: kforge runs it, people do not
+  cmd->callback([&exit_code] { exit_code = run_reference_worker(); });
+}
+
+}  // namespace kforge::cli

@@ -1,0 +1,86 @@
+// A task's reference run in a child process under a time and memory limit, for the commands that
+// run references on the CPU (`tasks check`, `tasks show`, `compile --task`): a reference that
+// never returns, or eats the machine, fails its task with a message naming the file instead of
+// hanging the command. The child is this kforge binary again, in the hidden `__reference` mode
+// (docs/decisions.md, "References in a child process").
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/compile/plan.h"
+#include "kforge/tasks/check.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::cli {
+
+// Defaults of the per-step time limit: `tasks check` gives each dims configuration (and the
+// reference's compile) this long; `tasks show` and `compile --task` only need output shapes.
+inline constexpr double kCheckReferenceSeconds = 60;
+inline constexpr double kShapesReferenceSeconds = 20;
+inline constexpr double kMaxReferenceSeconds = 86400;
+inline constexpr int64_t kMinReferenceMemory = int64_t{256} << 20;
+
+struct ReferenceLimits {
+  double seconds = kCheckReferenceSeconds;  // each step: compiling, then each dims configuration
+  int64_t memory_bytes = 0;                 // the child's RLIMIT_DATA; 0: no limit
+};
+
+// `flag` (--reference-time-limit, when given) wins over $KFORGE_REFERENCE_TIME_LIMIT, else
+// `default_seconds`; the memory limit is $KFORGE_REFERENCE_MEMORY_LIMIT (bytes, or with a K, M, G
+// or T suffix; "none" for no limit), else half the physical memory. Throws InputError naming the
+// flag or variable when a value is not a finite number in range.
+ReferenceLimits reference_limits(const std::optional<std::string>& flag, double default_seconds);
+
+// What `tasks show` needs from running the reference: its output count, and the output shapes and
+// bytes that must move at the timed dims (nullopt where the meta device cannot tell).
+struct ShapeFacts {
+  size_t output_count = 1;
+  std::optional<std::vector<tasks::TensorShape>> outputs;
+  std::optional<double> bytes;
+};
+
+// One `kforge __reference` child, started on the first request and kept for the next ones (one
+// LibTorch start for a whole `tasks check`); after a reference passes a limit or crashes, it is
+// killed and the next request starts a fresh one. Not thread-safe.
+class ReferenceChild {
+ public:
+  explicit ReferenceChild(ReferenceLimits limits);
+  ~ReferenceChild();
+  ReferenceChild(const ReferenceChild&) = delete;
+  ReferenceChild& operator=(const ReferenceChild&) = delete;
+
+  // `kforge tasks check` of one task file on the CPU. A reference past a limit, or one that kills
+  // its process, is a problem of that task; a malformed file is one too.
+  tasks::TaskCheck check(const std::filesystem::path& file, const tasks::CheckOptions& options);
+  // Throw InputError (the task's file, field "reference") when the reference passes a limit or
+  // crashes, else what the reference's run would have thrown in this process.
+  ShapeFacts shape_facts(const tasks::Task& task);
+  std::vector<compile::TensorInfo> task_tensors(const tasks::Task& task);  // compile::task_tensors
+
+  struct Outcome;
+
+ private:
+  Outcome ask(const nlohmann::json& request);
+  void start();
+  void stop();
+  ReferenceLimits limits_;
+  std::string exe_;
+  int pid_ = -1;
+  int fd_ = -1;  // a socket both ways: requests in, JSON lines out
+  std::string buffer_;
+};
+
+// A TaskCheck as `tasks check --json` prints it, and back.
+nlohmann::ordered_json check_to_json(const tasks::TaskCheck& c);
+tasks::TaskCheck check_from_json(const nlohmann::json& j);
+
+// The hidden `kforge __reference` mode the children run in.
+void add_reference_command(CLI::App& app, int& exit_code);
+
+}  // namespace kforge::cli
