@@ -22,7 +22,8 @@ using namespace kforge::archive;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-// `redirect` comes after 2>&1: the output that tests read is standard error's (and standard output's).
+// `redirect` comes after 2>&1: the output that tests read is standard error's (and standard
+// output's).
 std::pair<int, std::string> kforge_cli(const std::string& args, const std::string& redirect = "") {
   std::string out;
   FILE* p = popen((std::string(KFORGE_BINARY) + " " + args + " 2>&1 " + redirect).c_str(), "r");
@@ -49,40 +50,84 @@ std::string scalar(const std::string& path, const std::string& sql) {
 // A kforge line as the export writes it, with a correct identity: one fast, correct, admitted
 // evaluation on a device, inside a run. `edit` changes it before the identity is computed.
 json kforge_line(const std::string& source = "__global__ void k() {}", double time_ms = 0.001) {
-  json plan = {{"launch", json::array({{{"kernel", "k"}, {"grid", {"1"}}, {"block", {"BLOCK"}}, {"args", json::array()}}})},
-               {"tune", {{"BLOCK", {128, 256}}}}};
+  json plan = {
+      {"launch",
+       json::array(
+           {{{"kernel", "k"}, {"grid", {"1"}}, {"block", {"BLOCK"}}, {"args", json::array()}}})},
+      {"tune", {{"BLOCK", {128, 256}}}}};
   json tunables = {{"BLOCK", 128}};
-  json line = {
-      {"kforge_archive", 1},
-      {"task",
-       {{"suite", "level1"}, {"name", "relu"}, {"version", "0123456789abcdef0123456789abcdef"}, {"summary", "ReLU"},
-        {"tags", {"elementwise"}}, {"definition", "def forward(x):\n    return x\n"}, {"created_at", "2026-12-01T00:00:00.000Z"}}},
-      {"candidate",
-       {{"identity", kforge::candidate_identity(source, plan, {{"BLOCK", 128}})}, {"source", source}, {"plan", plan},
-        {"tunables", tunables}, {"generation", 0}, {"island", 0}, {"prompt_kind", "seed"}, {"model", "human"},
-        {"origin", "kforge"}, {"verified", true}, {"imported", json::object()}, {"created_at", "2026-12-01T00:00:01.000Z"},
-        {"parents", json::array()},
-        {"run",
-         {{"started_at", "2026-12-01T00:00:00.500Z"}, {"finished_at", nullptr}, {"status", "finished"},
-          {"config", {{"suite", "level1"}}}, {"budgets_used", json::object()}}}}},
-      {"compiles",
-       {{{"ok", true}, {"stage", "passed"}, {"errors", json::array()}, {"log", ""}, {"resources", json::object()},
-         {"compile_ms", 12.5}, {"arch", "sm_90a"}, {"nvrtc", "13.0"}, {"created_at", "2026-12-01T00:00:02.000Z"}}}},
-      {"evaluations",
-       {{{"device",
-          {{"uuid", "GPU-import"}, {"name", "H200"}, {"arch", "sm_90a"}, {"sms", 132}, {"memory_bytes", 150000000000},
-           {"driver", "580"}}},
-         {"outcome", "correct"}, {"flags", json::array()}, {"evidence", {{"max_abs_error", 0.0}}}, {"dims", {{"N", 1024}}},
-         {"time_ms", time_ms}, {"time_iqr_ms", 0.0}, {"time_min_ms", time_ms}, {"eager_ms", 2.0}, {"scripted_ms", 1.9},
-         {"speedup_eager", 2.0 / time_ms}, {"speedup_scripted", 1.9 / time_ms}, {"roofline_fraction", 0.5}, {"admitted", true},
-         {"harness_version", 2}, {"toolchain", json::object()}, {"created_at", "2026-12-01T00:00:03.000Z"}}}}};
+  json line = {{"kforge_archive", 1},
+               {"task",
+                {{"suite", "level1"},
+                 {"name", "relu"},
+                 {"version", "0123456789abcdef0123456789abcdef"},
+                 {"summary", "ReLU"},
+                 {"tags", {"elementwise"}},
+                 {"definition", "def forward(x):\n    return x\n"},
+                 {"created_at", "2026-12-01T00:00:00.000Z"}}},
+               {"candidate",
+                {{"identity", kforge::candidate_identity(source, plan, {{"BLOCK", 128}})},
+                 {"source", source},
+                 {"plan", plan},
+                 {"tunables", tunables},
+                 {"generation", 0},
+                 {"island", 0},
+                 {"prompt_kind", "seed"},
+                 {"model", "human"},
+                 {"origin", "kforge"},
+                 {"verified", true},
+                 {"imported", json::object()},
+                 {"created_at", "2026-12-01T00:00:01.000Z"},
+                 {"parents", json::array()},
+                 {"run",
+                  {{"started_at", "2026-12-01T00:00:00.500Z"},
+                   {"finished_at", nullptr},
+                   {"status", "finished"},
+                   {"config", {{"suite", "level1"}}},
+                   {"budgets_used", json::object()}}}}},
+               {"compiles",
+                {{{"ok", true},
+                  {"stage", "passed"},
+                  {"errors", json::array()},
+                  {"log", ""},
+                  {"resources", json::object()},
+                  {"compile_ms", 12.5},
+                  {"arch", "sm_90a"},
+                  {"nvrtc", "13.0"},
+                  {"created_at", "2026-12-01T00:00:02.000Z"}}}},
+               {"evaluations",
+                {{{"device",
+                   {{"uuid", "GPU-import"},
+                    {"name", "H200"},
+                    {"arch", "sm_90a"},
+                    {"sms", 132},
+                    {"memory_bytes", 150000000000},
+                    {"driver", "580"}}},
+                  {"outcome", "correct"},
+                  {"flags", json::array()},
+                  {"evidence", {{"max_abs_error", 0.0}}},
+                  {"dims", {{"N", 1024}}},
+                  {"time_ms", time_ms},
+                  {"time_iqr_ms", 0.0},
+                  {"time_min_ms", time_ms},
+                  {"eager_ms", 2.0},
+                  {"scripted_ms", 1.9},
+                  {"speedup_eager", 2.0 / time_ms},
+                  {"speedup_scripted", 1.9 / time_ms},
+                  {"roofline_fraction", 0.5},
+                  {"admitted", true},
+                  {"harness_version", 2},
+                  {"toolchain", json::object()},
+                  {"created_at", "2026-12-01T00:00:03.000Z"}}}}};
   return line;
 }
 
 std::string rows(Database& db) {
   std::string out;
-  for (const char* t : {"tasks", "runs", "devices", "candidates", "compiles", "evaluations", "kernel_text", "task_text"})
-    out += std::string(t) + "=" + std::to_string(count(db, std::string("SELECT count(*) FROM ") + t)) + " ";
+  for (const char* t : {"tasks", "runs", "devices", "candidates", "compiles", "evaluations",
+                        "kernel_text", "task_text"})
+    out += std::string(t) + "=" +
+           std::to_string(count(db, std::string("SELECT count(*) FROM ") + t)) + " ";
   return out;
 }
 
@@ -112,17 +157,20 @@ TEST(ArchiveImport, AHandWrittenLineNeverMakesAWinner) {
 }
 
 TEST(ArchiveImport, AClaimOnAKnownCandidateIsNoWinnerEither) {
-  // The same content made here: the import adds its evaluation to the verified candidate, as a claim.
+  // The same content made here: the import adds its evaluation to the verified candidate, as a
+  // claim.
   TempDir dir;
   std::string db = (dir.path() / "a.db").string();
   json line = kforge_line();
   {
     Archive a = Archive::open(db);
     kforge::tasks::Task t;
-    t.suite = "level1", t.name = "relu", t.content_hash = line["task"]["version"], t.summary = "ReLU";
+    t.suite = "level1", t.name = "relu", t.content_hash = line["task"]["version"],
+    t.summary = "ReLU";
     NewCandidate c;
     c.task = a.upsert_task(t);
-    c.source = line["candidate"]["source"], c.plan = line["candidate"]["plan"], c.tunables = line["candidate"]["tunables"];
+    c.source = line["candidate"]["source"], c.plan = line["candidate"]["plan"],
+    c.tunables = line["candidate"]["tunables"];
     c.identity = line["candidate"]["identity"];
     EvaluationRecord slow;
     slow.outcome = "correct", slow.time_ms = 5.0, slow.admitted = true, slow.harness_version = 2;
@@ -146,19 +194,24 @@ TEST(ArchiveImport, TrustIsExplicitAndRecordedOnTheRows) {
   EXPECT_NE(out.find("trusted"), std::string::npos) << out;
   auto [rc_top, top] = kforge_cli("archive top --json --db " + db);
   ASSERT_EQ(json::parse(top).size(), 1u) << top;
-  EXPECT_EQ(scalar(db, "SELECT import_trust || ' ' || import_source FROM evaluations"), "trusted " + file);
-  EXPECT_EQ(scalar(db, "SELECT import_trust || ' ' || import_source || ' ' || verified FROM candidates"), "trusted " + file + " 1");
+  EXPECT_EQ(scalar(db, "SELECT import_trust || ' ' || import_source FROM evaluations"),
+            "trusted " + file);
+  EXPECT_EQ(
+      scalar(db, "SELECT import_trust || ' ' || import_source || ' ' || verified FROM candidates"),
+      "trusted " + file + " 1");
   auto [rc_show, show] = kforge_cli("archive show 1 --db " + db);
   EXPECT_NE(show.find("(trusted import)"), std::string::npos) << show;
   // A claim stays a claim through an export, even into an import the user trusts.
-  Archive::open(db).db().exec("UPDATE evaluations SET import_trust = 'claimed', import_source = 'theirs.jsonl'");
+  Archive::open(db).db().exec(
+      "UPDATE evaluations SET import_trust = 'claimed', import_source = 'theirs.jsonl'");
   auto [rc_exp, exported] = kforge_cli("archive export --db " + db);
   ASSERT_EQ(rc_exp, 0) << exported;
   EXPECT_EQ(json::parse(exported)["evaluations"][0]["claimed_from"], "theirs.jsonl");
   std::string again = dir.write("again.jsonl", exported).string();
   std::string other = (dir.path() / "b.db").string();
   ASSERT_EQ(kforge_cli("archive import --trust " + again + " --db " + other).first, 0);
-  EXPECT_EQ(scalar(other, "SELECT import_trust || ' ' || import_source FROM evaluations"), "claimed theirs.jsonl");
+  EXPECT_EQ(scalar(other, "SELECT import_trust || ' ' || import_source FROM evaluations"),
+            "claimed theirs.jsonl");
   EXPECT_EQ(kforge_cli("archive export --db " + other).second, exported);
 }
 
@@ -197,26 +250,36 @@ TEST(ArchiveImport, ARejectedLineLeavesNoRowsAndTheMessageSaysWhatHappened) {
   bad["evaluations"][0]["device"]["uuid"] = "GPU-other";
   bad["candidate"]["run"]["started_at"] = "2026-12-02T00:00:00.000Z";
   bad["evaluations"].push_back(bad["evaluations"][0]);
-  bad["evaluations"][1]["time_ms"] = -1;  // the last field checked: everything before it would be written
+  bad["evaluations"][1]["time_ms"] =
+      -1;  // the last field checked: everything before it would be written
   std::string file = dir.write("two.jsonl", good.dump() + "\n" + bad.dump() + "\n").string();
   auto [rc, out] = kforge_cli("archive import " + file + " --db " + db);
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find(file + ":2: evaluations[1].time_ms: -1 is not positive"), std::string::npos) << out;
-  EXPECT_NE(out.find("nothing of this line was stored, the 1 line(s) before it were imported"), std::string::npos) << out;
+  EXPECT_NE(out.find(file + ":2: evaluations[1].time_ms: -1 is not positive"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("nothing of this line was stored, the 1 line(s) before it were imported"),
+            std::string::npos)
+      << out;
   {
     Archive a = Archive::open_read_only(db);
-    EXPECT_EQ(rows(a.db()), "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 task_text=1 ");
+    EXPECT_EQ(rows(a.db()),
+              "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 "
+              "task_text=1 ");
   }
   // A line that fails while it is being written (here a trigger refuses its evaluation, after its
   // task, run, device, candidate and compile went in) leaves nothing either: one transaction.
   Archive a = Archive::open(db);
-  a.db().exec("CREATE TRIGGER refuse BEFORE INSERT ON evaluations WHEN NEW.time_ms = 7 BEGIN SELECT RAISE(ABORT, 'no'); END");
+  a.db().exec(
+      "CREATE TRIGGER refuse BEFORE INSERT ON evaluations WHEN NEW.time_ms = 7 BEGIN SELECT "
+      "RAISE(ABORT, 'no'); END");
   json late = kforge_line("__global__ void c() {}", 7);
   late["task"]["name"] = "third", late["evaluations"][0]["device"]["uuid"] = "GPU-third";
   late["candidate"]["run"]["started_at"] = "2026-12-03T00:00:00.000Z";
   std::stringstream in(late.dump() + "\n");
   EXPECT_THROW(a.import_jsonl(in, "late.jsonl"), kforge::Error);
-  EXPECT_EQ(rows(a.db()), "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 task_text=1 ");
+  EXPECT_EQ(
+      rows(a.db()),
+      "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 task_text=1 ");
 }
 
 TEST(ArchiveImport, ReRunningAnImportAddsNothingTwice) {
@@ -246,17 +309,23 @@ TEST(ArchiveImport, ReRunningAnImportAddsNothingTwice) {
   a.export_jsonl(export1);
   std::stringstream again(lines);
   a.import_jsonl(again, "all.jsonl");
-  EXPECT_EQ(rows(a.db()), "tasks=1 runs=1 devices=1 candidates=6 compiles=12 evaluations=12 kernel_text=6 task_text=1 ");
+  EXPECT_EQ(rows(a.db()),
+            "tasks=1 runs=1 devices=1 candidates=6 compiles=12 evaluations=12 kernel_text=6 "
+            "task_text=1 ");
   std::stringstream export2;
   a.export_jsonl(export2);
   EXPECT_EQ(export1.str(), export2.str());
   // The AI CUDA Engineer rows too.
-  std::stringstream sakana1(R"({"Op_Name": "relu", "Level_ID": 1, "CUDA_Code": "__global__ void r() {}", "CUDA_Runtime": 0.1})"
-                            "\n"),
+  std::stringstream sakana1(
+      R"({"Op_Name": "relu", "Level_ID": 1, "CUDA_Code": "__global__ void r() {}", "CUDA_Runtime": 0.1})"
+      "\n"),
       sakana2(sakana1.str());
   a.import_jsonl(sakana1, "sakana.jsonl");
   a.import_jsonl(sakana2, "sakana.jsonl");
-  EXPECT_EQ(count(a.db(), "SELECT count(*) FROM candidates WHERE origin = 'imported' AND prompt_kind = 'import'"), 1);
+  EXPECT_EQ(
+      count(a.db(),
+            "SELECT count(*) FROM candidates WHERE origin = 'imported' AND prompt_kind = 'import'"),
+      1);
 }
 
 TEST(ArchiveImport, AiCudaEngineerRowsStayRetrievalTextEvenWithTrust) {
@@ -304,30 +373,48 @@ TEST(ArchiveImport, MalformedLinesNameTheirFileLineAndField) {
       {edit([](json& l) { l["kforge_archive"] = 9; }), ":2: kforge_archive: format 9 is newer"},
       {edit([](json& l) { l["task"].erase("version"); }), ":2: task.version: missing"},
       {edit([](json& l) { l["task"]["name"] = 3; }), ":2: task.name: must be a string, not number"},
-      {edit([](json& l) { l["task"]["name"] = "a/b"; }), ":2: task.name: holds a control character or '/'"},
+      {edit([](json& l) { l["task"]["name"] = "a/b"; }),
+       ":2: task.name: holds a control character or '/'"},
       {edit([](json& l) { l["candidate"].erase("source"); }), ":2: candidate.source: missing"},
-      {edit([](json& l) { l["candidate"]["tunables"]["BLOCK"] = 1.5; }), ":2: candidate.tunables.BLOCK: must be an integer"},
-      {edit([](json& l) { l["candidate"]["generation"] = -1; }), ":2: candidate.generation: -1 is out of range"},
-      {edit([](json& l) { l["candidate"]["verified"] = "yes"; }), ":2: candidate.verified: must be true or false"},
-      {edit([](json& l) { l["candidate"]["parents"] = {1}; }), ":2: candidate.parents[0]: must be a string"},
-      {edit([](json& l) { l["candidate"]["run"]["status"] = "won"; }), ":2: candidate.run.status: 'won' is not a run status"},
+      {edit([](json& l) { l["candidate"]["tunables"]["BLOCK"] = 1.5; }),
+       ":2: candidate.tunables.BLOCK: must be an integer"},
+      {edit([](json& l) { l["candidate"]["generation"] = -1; }),
+       ":2: candidate.generation: -1 is out of range"},
+      {edit([](json& l) { l["candidate"]["verified"] = "yes"; }),
+       ":2: candidate.verified: must be true or false"},
+      {edit([](json& l) { l["candidate"]["parents"] = {1}; }),
+       ":2: candidate.parents[0]: must be a string"},
+      {edit([](json& l) { l["candidate"]["run"]["status"] = "won"; }),
+       ":2: candidate.run.status: 'won' is not a run status"},
       {edit([](json& l) { l["compiles"][0].erase("ok"); }), ":2: compiles[0].ok: missing"},
-      {edit([](json& l) { l["evaluations"] = "many"; }), ":2: evaluations: must be a list, not string"},
-      {edit([](json& l) { l["evaluations"][0].erase("outcome"); }), ":2: evaluations[0].outcome: missing"},
-      {edit([](json& l) { l["evaluations"][0]["outcome"] = "excellent"; }), ":2: evaluations[0].outcome: 'excellent' is not an outcome"},
-      {edit([](json& l) { l["evaluations"][0]["time_ms"] = "fast"; }), ":2: evaluations[0].time_ms: must be a number or null"},
-      {edit([](json& l) { l["evaluations"][0]["time_ms"] = 0; }), ":2: evaluations[0].time_ms: 0 is not positive"},
-      {edit([](json& l) { l["evaluations"][0]["speedup_eager"] = -3; }), ":2: evaluations[0].speedup_eager: -3 is not positive"},
-      {edit([](json& l) { l["evaluations"][0]["harness_version"] = 1e300; }), ":2: evaluations[0].harness_version: must be an integer"},
-      {edit([](json& l) { l["evaluations"][0]["device"]["sms"] = -4; }), ":2: evaluations[0].device.sms: -4 is out of range"},
-      {edit([](json& l) { l["evaluations"][0]["created_at"] = "yesterday"; }), ":2: evaluations[0].created_at: 'yesterday' is not a timestamp"},
-      {edit([](json& l) { l["evaluations"][0]["evidence"] = json::array(); }), ":2: evaluations[0].evidence: must be an object"},
+      {edit([](json& l) { l["evaluations"] = "many"; }),
+       ":2: evaluations: must be a list, not string"},
+      {edit([](json& l) { l["evaluations"][0].erase("outcome"); }),
+       ":2: evaluations[0].outcome: missing"},
+      {edit([](json& l) { l["evaluations"][0]["outcome"] = "excellent"; }),
+       ":2: evaluations[0].outcome: 'excellent' is not an outcome"},
+      {edit([](json& l) { l["evaluations"][0]["time_ms"] = "fast"; }),
+       ":2: evaluations[0].time_ms: must be a number or null"},
+      {edit([](json& l) { l["evaluations"][0]["time_ms"] = 0; }),
+       ":2: evaluations[0].time_ms: 0 is not positive"},
+      {edit([](json& l) { l["evaluations"][0]["speedup_eager"] = -3; }),
+       ":2: evaluations[0].speedup_eager: -3 is not positive"},
+      {edit([](json& l) { l["evaluations"][0]["harness_version"] = 1e300; }),
+       ":2: evaluations[0].harness_version: must be an integer"},
+      {edit([](json& l) { l["evaluations"][0]["device"]["sms"] = -4; }),
+       ":2: evaluations[0].device.sms: -4 is out of range"},
+      {edit([](json& l) { l["evaluations"][0]["created_at"] = "yesterday"; }),
+       ":2: evaluations[0].created_at: 'yesterday' is not a timestamp"},
+      {edit([](json& l) { l["evaluations"][0]["evidence"] = json::array(); }),
+       ":2: evaluations[0].evidence: must be an object"},
   };
   std::string big_time = kforge_line().dump();
   big_time.replace(big_time.find("\"time_ms\":0.001"), 15, "\"time_ms\":1e400");
-  cases.push_back({big_time, ":2: evaluations[0].time_ms: not JSON: number overflow parsing '1e400'"});
+  cases.push_back(
+      {big_time, ":2: evaluations[0].time_ms: not JSON: number overflow parsing '1e400'"});
   std::string cut = kforge_line().dump();
-  cases.push_back({cut.substr(0, cut.find("\"speedup_eager\"") + 17), ":2: evaluations[0].speedup_eager: not JSON: "});
+  cases.push_back({cut.substr(0, cut.find("\"speedup_eager\"") + 17),
+                   ":2: evaluations[0].speedup_eager: not JSON: "});
   TempDir dir;
   std::string db = (dir.path() / "a.db").string();
   std::string first = kforge_line("__global__ void first() {}").dump() + "\n";
@@ -339,14 +426,16 @@ TEST(ArchiveImport, MalformedLinesNameTheirFileLineAndField) {
         a.import_jsonl(in, "case.jsonl");
         ADD_FAILURE() << "imported: " << cases[i].expect;
       } catch (const kforge::InputError& e) {  // exit 2 (cli/main.cpp)
-        EXPECT_NE(std::string(e.what()).find("case.jsonl" + cases[i].expect), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("case.jsonl" + cases[i].expect), std::string::npos)
+            << e.what();
       }
     }
     EXPECT_EQ(a.stats().candidates, 1);  // only the good first line, once
   }
   // From the command line: exit 2 (not 4), the message on standard error.
   for (size_t i : {size_t{0}, size_t{5}, size_t{21}}) {
-    std::string file = dir.write("case" + std::to_string(i) + ".jsonl", first + cases[i].line + "\n").string();
+    std::string file =
+        dir.write("case" + std::to_string(i) + ".jsonl", first + cases[i].line + "\n").string();
     auto [rc, out] = kforge_cli("archive import " + file + " --db " + db);
     EXPECT_EQ(rc, 2) << cases[i].expect << "\n" << out;
     EXPECT_NE(out.find("kforge: " + file + cases[i].expect), std::string::npos) << out;
@@ -361,8 +450,10 @@ TEST(ArchiveImport, MigratesAVersionOneArchive) {
     raw.exec(std::string(kforge::embedded::archive_schema_v1));
     raw.exec("PRAGMA user_version = 1");
     raw.exec("INSERT INTO tasks (suite, name, version) VALUES ('imported_1', 'relu', 'imported')");
-    raw.exec("INSERT INTO candidates (task_id, identity, source, origin, verified, imported) VALUES "
-             "(1, 'x', 'src', 'imported', 0, '{\"source\": \"sakana.jsonl\"}'), (1, 'y', 'src2', 'kforge', 1, '{}')");
+    raw.exec(
+        "INSERT INTO candidates (task_id, identity, source, origin, verified, imported) VALUES "
+        "(1, 'x', 'src', 'imported', 0, '{\"source\": \"sakana.jsonl\"}'), (1, 'y', 'src2', "
+        "'kforge', 1, '{}')");
   }
   // Reading never migrates; it says how.
   auto [rc, out] = kforge_cli("archive stats --db " + path);
@@ -373,9 +464,11 @@ TEST(ArchiveImport, MigratesAVersionOneArchive) {
   EXPECT_EQ(rc_m, 0) << migrated;
   EXPECT_EQ(scalar(path, "PRAGMA user_version"), "2");
   EXPECT_EQ(scalar(path, "PRAGMA application_id"), std::to_string(kApplicationId));
-  EXPECT_EQ(scalar(path, "SELECT group_concat(p, ', ') FROM (SELECT COALESCE(import_trust, '-') || ' ' || "
-                         "COALESCE(import_source, '-') AS p FROM candidates ORDER BY id)"),
-            "claimed sakana.jsonl, - -");
+  EXPECT_EQ(
+      scalar(path,
+             "SELECT group_concat(p, ', ') FROM (SELECT COALESCE(import_trust, '-') || ' ' || "
+             "COALESCE(import_source, '-') AS p FROM candidates ORDER BY id)"),
+      "claimed sakana.jsonl, - -");
 }
 
 // --- damaged and foreign files ---
@@ -391,8 +484,10 @@ TEST(ArchiveDamage, ANegativeOrAbsurdSchemaVersionIsAClearError) {
       for (const char* cmd : {"stats", "show 1", "import /dev/null"}) {
         auto [rc, out] = kforge_cli(std::string("archive ") + cmd + " --db " + path);
         EXPECT_EQ(rc, 1) << cmd << " " << version << ": " << out;
-        EXPECT_NE(out.find(path + ": the archive's schema version is " + version + ", which no kforge writes"),
-                  std::string::npos) << out;
+        EXPECT_NE(out.find(path + ": the archive's schema version is " + version +
+                           ", which no kforge writes"),
+                  std::string::npos)
+            << out;
       }
     }
     EXPECT_EQ(scalar(path, "PRAGMA user_version"), version);
@@ -411,9 +506,15 @@ TEST(ArchiveDamage, StoredTextThatIsNotJsonNamesTheRowAndColumn) {
   for (const char* cmd : {"show 1", "export"}) {
     auto [rc, out] = kforge_cli(std::string("archive ") + cmd + " --db " + path);
     EXPECT_EQ(rc, 1) << cmd << ": " << out;
-    EXPECT_NE(out.find(path + ": table candidates, row 1, column plan: the stored text is not JSON"), std::string::npos) << out;
+    EXPECT_NE(
+        out.find(path + ": table candidates, row 1, column plan: the stored text is not JSON"),
+        std::string::npos)
+        << out;
   }
-  { Archive::open(path).db().exec("UPDATE candidates SET plan = '{}'; UPDATE evaluations SET evidence = '[1,'"); }
+  {
+    Archive::open(path).db().exec(
+        "UPDATE candidates SET plan = '{}'; UPDATE evaluations SET evidence = '[1,'");
+  }
   auto [rc, out] = kforge_cli("archive export --db " + path);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("table evaluations, row 1, column evidence"), std::string::npos) << out;
@@ -453,10 +554,12 @@ TEST(ArchiveDamage, ReadCommandsNeverWrite) {
     for (const std::string& cmd : {std::string("stats"), "import " + line}) {
       auto [rc, out] = kforge_cli("archive " + cmd + " --db " + file);
       EXPECT_EQ(rc, 1) << cmd << ": " << out;
-      EXPECT_NE(out.find(file + ": this SQLite file is not a kforge archive"), std::string::npos) << out;
+      EXPECT_NE(out.find(file + ": this SQLite file is not a kforge archive"), std::string::npos)
+          << out;
     }
     EXPECT_EQ(scalar(file, "PRAGMA journal_mode"), "delete") << file;
-    EXPECT_EQ(scalar(file, "SELECT group_concat(name) FROM sqlite_master"), file == other ? "notes" : "tasks");
+    EXPECT_EQ(scalar(file, "SELECT group_concat(name) FROM sqlite_master"),
+              file == other ? "notes" : "tasks");
   }
   // A kforge archive is read without a write: its bytes do not change.
   std::string path = (dir.path() / "a.db").string();
@@ -497,11 +600,15 @@ TEST(ArchiveDamage, AnExportThatCannotBeWrittenFails) {
   auto [rc, out] = kforge_cli("archive export /dev/full --db " + path);
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(rc, 4) << out;
-  EXPECT_NE(out.find("kforge: cannot write the export to /dev/full: No space left on device"), std::string::npos) << out;
+  EXPECT_NE(out.find("kforge: cannot write the export to /dev/full: No space left on device"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find("exported"), std::string::npos) << out;
   auto [rc_out, to_stdout] = kforge_cli("archive export --db " + path, ">/dev/full");
   EXPECT_NE(rc_out, 0) << to_stdout;
-  EXPECT_NE(to_stdout.find("kforge: cannot write the export to standard output: No space left on device"), std::string::npos)
+  EXPECT_NE(
+      to_stdout.find("kforge: cannot write the export to standard output: No space left on device"),
+      std::string::npos)
       << to_stdout;
 }
 

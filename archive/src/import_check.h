@@ -43,25 +43,33 @@ class LineChecker {
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const;
   nlohmann::json parse(const std::string& text) const;  // one JSON object, nested at most 64 deep
 
-  const nlohmann::json* get(const nlohmann::json& o, const std::string& at, const char* key, bool required) const;
+  const nlohmann::json* get(const nlohmann::json& o, const std::string& at, const char* key,
+                            bool required) const;
   std::string text(const nlohmann::json& o, const std::string& at, const char* key, bool required,
                    const std::string& fallback = "") const;
-  std::string name(const nlohmann::json& o, const std::string& at, const char* key) const;  // required, one short line
-  bool boolean(const nlohmann::json& o, const std::string& at, const char* key, bool required, bool fallback = false) const;
-  int64_t integer(const nlohmann::json& o, const std::string& at, const char* key, bool required, int64_t fallback,
-                  int64_t min, int64_t max) const;
-  std::optional<int64_t> maybe_count(const nlohmann::json& o, const std::string& at, const char* key) const;  // null or > 0
-  std::optional<double> measure(const nlohmann::json& o, const std::string& at, const char* key, bool zero_ok) const;
-  nlohmann::json object(const nlohmann::json& o, const std::string& at, const char* key, bool required = false) const;
-  std::vector<std::string> strings(const nlohmann::json& o, const std::string& at, const char* key) const;
-  std::optional<std::string> timestamp(const nlohmann::json& o, const std::string& at, const char* key, bool required) const;
+  std::string name(const nlohmann::json& o, const std::string& at,
+                   const char* key) const;  // required, one short line
+  bool boolean(const nlohmann::json& o, const std::string& at, const char* key, bool required,
+               bool fallback = false) const;
+  int64_t integer(const nlohmann::json& o, const std::string& at, const char* key, bool required,
+                  int64_t fallback, int64_t min, int64_t max) const;
+  std::optional<int64_t> maybe_count(const nlohmann::json& o, const std::string& at,
+                                     const char* key) const;  // null or > 0
+  std::optional<double> measure(const nlohmann::json& o, const std::string& at, const char* key,
+                                bool zero_ok) const;
+  nlohmann::json object(const nlohmann::json& o, const std::string& at, const char* key,
+                        bool required = false) const;
+  std::vector<std::string> strings(const nlohmann::json& o, const std::string& at,
+                                   const char* key) const;
+  std::optional<std::string> timestamp(const nlohmann::json& o, const std::string& at,
+                                       const char* key, bool required) const;
 
  private:
   std::string file_;
   int line_;
 };
 
-ImportedLine check_kforge_line(const nlohmann::json& j, const LineChecker& f, const std::string& source_name,
-                               const ImportOptions& options);
+ImportedLine check_kforge_line(const nlohmann::json& j, const LineChecker& f,
+                               const std::string& source_name, const ImportOptions& options);
 
 }  // namespace kforge::archive::detail
