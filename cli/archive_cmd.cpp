@@ -1,6 +1,8 @@
 // `kforge archive stats | tasks | top | show | source | lineage | diff | search | runs | export | import`.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -23,14 +25,12 @@ struct ArchiveArgs {
   std::string db, task, suite, query, file, kind;
   int64_t id = 0, other = 0;
   size_t limit = 20;
-  bool json = false;
+  bool json = false, trust = false;
 };
 
+// Read commands open the file read-only: they never create, migrate or change it.
 archive::Archive open_existing(const ArchiveArgs& a) {
-  std::string path = archive::database_path(a.db).string();
-  if (::access(path.c_str(), F_OK) != 0)
-    throw archive::ArchiveError(path + ": no archive here yet (nothing has been recorded; pass --db to use another file)");
-  return archive::Archive::open(path, /*create=*/false);
+  return archive::Archive::open_read_only(archive::database_path(a.db).string());
 }
 
 std::string ms(const std::optional<double>& v) {
@@ -120,7 +120,8 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     archive::Stats s = ar.stats();
     nlohmann::ordered_json j = {{"database", ar.db().path()}, {"schema_version", ar.schema_version()}, {"tasks", s.tasks},
               {"candidates", s.candidates}, {"imported", s.imported}, {"compiles", s.compiles}, {"evaluations", s.evaluations},
-              {"correct_evaluations", s.correct}, {"winners", s.winners}, {"runs", s.runs}, {"llm_calls", s.llm_calls},
+              {"correct_evaluations", s.correct}, {"claimed_evaluations", s.claimed}, {"winners", s.winners}, {"runs", s.runs},
+              {"llm_calls", s.llm_calls},
               {"llm_cost_usd", s.llm_cost_usd}};
     if (a->json) std::cout << j.dump(2) << "\n";
     else
@@ -205,8 +206,15 @@ void add_archive_command(CLI::App& app, int& exit_code) {
         std::cout << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump() << " time "
                   << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, vs eager "
                   << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", harness v"
-                  << e["harness_version"] << "\n";
+                  << e["harness_version"]
+                  << (e["import"].is_null() ? ""
+                      : e["import"]["trust"] == "trusted" ? " (trusted import)"
+                                                          : " (claimed by " + e["import"]["from"].dump() + ", unverified)")
+                  << "\n";
       if (!c["imported"].empty()) std::cout << "  imported   " << c["imported"].dump() << "\n";
+      if (!c["import"].is_null())
+        std::cout << "  from       " << c["import"]["from"].dump() << " ("
+                  << (c["import"]["trust"] == "trusted" ? "trusted import" : "unverified claims") << ")\n";
     }
     exit_code = kExitOk;
   });
@@ -276,27 +284,49 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   exp->add_option("file", a->file);
   exp->callback([&exit_code, a] {
     auto ar = open_existing(*a);
-    size_t n;
     if (a->file.empty()) {
-      n = ar.export_jsonl(std::cout);
+      ar.export_jsonl(std::cout, "standard output");
     } else {
       std::ofstream out(a->file);
-      if (!out) throw Error("cannot write " + a->file);
-      n = ar.export_jsonl(out);
+      if (!out) throw Error("cannot write " + a->file + ": " + std::strerror(errno));
+      size_t n = ar.export_jsonl(out, a->file);  // checks every write and the final flush
+      errno = 0;
+      out.close();
+      if (out.fail())
+        throw Error("cannot write the export to " + a->file + (errno ? std::string(": ") + std::strerror(errno) : "") +
+                    "; the export is incomplete");
       std::cerr << "kforge: exported " << n << " candidate(s) to " << a->file << "\n";
     }
     exit_code = kExitOk;
   });
-  auto* imp = sub("import", "Read JSONL: kforge's export, or AI CUDA Engineer rows (imported as unverified)");
+  auto* imp = sub("import", "Read JSONL: kforge's export (its evaluations become unverified claims unless --trust), "
+                            "or AI CUDA Engineer rows (unverified retrieval text)");
   imp->add_option("file", a->file)->required();
+  imp->add_flag("--trust", a->trust,
+                "The file is your own export: keep its evaluations as verified (winners possible); recorded on every row");
   imp->callback([&exit_code, a] {
     std::ifstream in(a->file);
     if (!in) throw InputError(a->file, std::nullopt, "", "cannot read the file");
     auto ar = archive::Archive::open(archive::database_path(a->db).string(), /*create=*/true);
-    size_t n = ar.import_jsonl(in, a->file);
-    std::cout << "imported " << n << " candidate(s) into " << ar.db().path() << "\n";
+    archive::ImportReport r = ar.import_jsonl(in, a->file, {a->trust});
+    std::cout << "imported " << r.lines << " line(s) from " << a->file << " into " << ar.db().path() << ": "
+              << r.new_candidates << " new candidate(s), " << r.known_candidates << " already there; " << r.compiles
+              << " compile report(s) and " << r.evaluations << " evaluation(s) added, " << r.duplicates
+              << " already there\n";
+    if (r.claimed)
+      std::cout << r.claimed << " evaluation(s) are unverified claims: never winners until kforge measures them "
+                << "(--trust for your own exports)\n";
+    if (r.trusted) std::cout << r.trusted << " evaluation(s) trusted as measured (--trust; recorded on each row)\n";
     exit_code = kExitOk;
   });
+  sub("migrate", "Upgrade an archive written by an older kforge to this kforge's schema (read commands never do)")
+      ->callback([&exit_code, a] {
+        std::string path = archive::database_path(a->db).string();
+        if (::access(path.c_str(), F_OK) != 0) throw archive::ArchiveError(path + ": no archive here yet");
+        auto ar = archive::Archive::open(path, /*create=*/false);
+        std::cout << path << ": schema version " << ar.schema_version() << "\n";
+        exit_code = kExitOk;
+      });
 }
 
 }  // namespace kforge::cli

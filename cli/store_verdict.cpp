@@ -2,7 +2,7 @@
 
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
-#include "kforge/common/hash.h"
+#include "kforge/common/identity.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
@@ -23,7 +23,6 @@ void store_verdict(const std::string& db, const tasks::Task& task, const std::st
   verify::DeviceInfo gpu = verify::list_devices().at(0);
   archive::NewCandidate c;
   c.task = ar.upsert_task(task);
-  c.identity = r.identity.empty() ? content_hash(source + "\n" + plan) : r.identity;
   c.source = source;
   try {
     c.plan = nlohmann::json::parse(plan);
@@ -31,6 +30,9 @@ void store_verdict(const std::string& db, const tasks::Task& task, const std::st
     c.plan = {{"unparsed", plan}};
   }
   c.tunables = r.tunables;
+  // A candidate that failed before it had an identity gets the same hash of what is stored, so an
+  // import of an export can recompute it (archive import never believes a stated identity).
+  c.identity = r.identity.empty() ? candidate_identity(source, c.plan, r.tunables) : r.identity;
   c.prompt_kind = prompt_kind;
   c.model = "human";
   archive::CompileRecord comp;

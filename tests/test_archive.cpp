@@ -13,6 +13,7 @@
 #include "kforge/archive/archive.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/identity.h"
 #include "test_util.h"
 
 namespace {
@@ -48,14 +49,20 @@ EvaluationRecord eval(const std::string& outcome, std::optional<double> ms, bool
   return e;
 }
 
+// The identity kforge gives a candidate (an import recomputes it).
+NewCandidate& with_identity(NewCandidate& c) {
+  c.identity = kforge::candidate_identity(c.source, c.plan, c.tunables.get<std::map<std::string, int64_t>>());
+  return c;
+}
+
 NewCandidate candidate(TaskId task, const std::string& source) {
   NewCandidate c;
   c.task = task;
   c.source = source;
-  c.identity = kforge::content_hash(source);
   c.plan = {{"launch", json::array()}};
   c.model = "test-model";
   c.prompt_kind = "seed";
+  with_identity(c);
   return c;
 }
 
@@ -82,8 +89,9 @@ TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
   std::string path = (dir.path() / "old.db").string();
   { Database raw(path, true); }
   Archive a = Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 1);
-  EXPECT_EQ(kSchemaVersion, 1) << "a new schema version needs a migration test from the previous one";
+  EXPECT_EQ(a.schema_version(), 2);
+  EXPECT_EQ(kSchemaVersion, 2) << "a new schema version needs a migration test from the previous one "
+                                  "(version 1 to 2: ArchiveImport.MigratesAVersionOneArchive)";
 }
 
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {
@@ -221,7 +229,7 @@ void populate(Archive& a) {
   child.generation = 1;
   child.run = run;
   child.tunables = {{"BLOCK", 256}};
-  a.add_candidate(child, cr, {e});
+  a.add_candidate(with_identity(child), cr, {e});
   a.finish_run(run, "finished", {{"calls", 2}});
   a.record_llm_call({run, p, "m1", "ok", 1000, 400, 0.02, 812.0});
 }
@@ -234,7 +242,7 @@ TEST(Archive, JsonlRoundTripsLosslessly) {
   EXPECT_EQ(a.export_jsonl(first), 2u);
   Archive b = Archive::open((dir.path() / "b.db").string());
   std::stringstream in(first.str());
-  EXPECT_EQ(b.import_jsonl(in, "first.jsonl"), 2u);
+  EXPECT_EQ(b.import_jsonl(in, "first.jsonl", {/*trust=*/true}).lines, 2u);  // the user's own export
   std::stringstream second;
   b.export_jsonl(second);
   EXPECT_EQ(first.str(), second.str());
@@ -252,7 +260,7 @@ TEST(Archive, ImportedRowsAreUnverifiedAndNeverWinners) {
   std::stringstream in(
       R"({"Op_Name": "19_ReLU", "Level_ID": 1, "Task_ID": 19, "Kernel_Name": "relu", "CUDA_Runtime": 0.001, "PyTorch_Native_Runtime": 0.02, "CUDA_Speedup_Native": 20.0, "CUDA_Code": "__global__ void relu() {}", "Correct": true, "Max_Diff": 0.0, "Error": null})"
       "\n");
-  EXPECT_EQ(a.import_jsonl(in, "sakana.jsonl"), 1u);
+  EXPECT_EQ(a.import_jsonl(in, "sakana.jsonl").lines, 1u);
   EXPECT_EQ(a.stats().imported, 1);
   EXPECT_EQ(a.stats().winners, 0);
   json c = a.show(CandidateId{1});
@@ -260,7 +268,7 @@ TEST(Archive, ImportedRowsAreUnverifiedAndNeverWinners) {
   EXPECT_EQ(c["imported"]["CUDA_Speedup_Native"], 20.0);
   EXPECT_TRUE(c["evaluations"].empty());  // their claims are not kforge evaluations
   std::stringstream bad("{\"task\": {}}\nnot json\n");
-  EXPECT_THROW(a.import_jsonl(bad, "bad.jsonl"), ArchiveError);
+  EXPECT_THROW(a.import_jsonl(bad, "bad.jsonl"), kforge::InputError);
 }
 
 TEST(Archive, BaselinesAreKeyedByTaskDimsDeviceAndMathMode) {

@@ -1,9 +1,12 @@
 #include "kforge/archive/archive.h"
 
-#include "kforge/common/files.h"
+#include <unistd.h>
 
 #include <istream>
 #include <ostream>
+
+#include "kforge/common/files.h"
+#include "stored_json.h"
 
 #include "archive_schema.h"
 
@@ -14,19 +17,24 @@ using nlohmann::json;
 
 // Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
 const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> m = {embedded::archive_schema_v1};
+  static const std::vector<std::string_view> m = {embedded::archive_schema_v1, embedded::archive_schema_v2};
   return m;
 }
 
-// The winner rule, as SQL over an evaluation `e` joined to its candidate `c`.
+// The winner rule, as SQL over an evaluation `e` joined to its candidate `c`: an imported claim
+// never wins (only an import the user trusted, and recorded as such, may).
 constexpr const char* kWinner =
-    "e.outcome = 'correct' AND e.admitted = 1 AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL";
+    "e.outcome = 'correct' AND e.admitted = 1 AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL "
+    "AND e.import_trust IS NOT 'claimed'";
 
+// Summaries show what was measured here (or trusted): an import's claimed times are not.
 constexpr const char* kSummaryColumns =
     "c.id, t.suite || '/' || t.name, c.model, c.prompt_kind, "
-    "(SELECT outcome FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1), c.created_at, "
-    "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct'), "
-    "(SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct'), c.verified";
+    "(SELECT outcome FROM evaluations WHERE candidate_id = c.id AND import_trust IS NOT 'claimed' ORDER BY id DESC "
+    "LIMIT 1), c.created_at, "
+    "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND import_trust IS NOT "
+    "'claimed'), (SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND "
+    "import_trust IS NOT 'claimed'), c.verified";
 
 std::string fts_query(const std::string& text) {
   // Words only, OR-ed: FTS5 syntax characters in a task name must not become operators.
@@ -48,9 +56,63 @@ std::string fts_query(const std::string& text) {
 Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms) {
   // A fresh machine has no $XDG_DATA_HOME/kforge yet.
   if (create && path.find('/') != std::string::npos) make_directories(path.substr(0, path.rfind('/')));
-  Archive a(std::make_unique<Database>(path, create, busy_timeout_ms));
-  a.migrate();
+  Archive a(std::make_unique<Database>(path, create ? Access::Create : Access::ReadWrite, busy_timeout_ms));
+  int version = a.check_file(/*allow_empty=*/true);  // before anything is written
+  a.db_->use_wal();
+  a.migrate(version);
   return a;
+}
+
+Archive Archive::open_read_only(const std::string& path, int busy_timeout_ms) {
+  std::string none = path + ": no archive here yet (nothing has been recorded; pass --db to use another file)";
+  if (::access(path.c_str(), F_OK) != 0) throw ArchiveError(none);
+  Archive a(std::make_unique<Database>(path, Access::ReadOnly, busy_timeout_ms));
+  int version = a.check_file(/*allow_empty=*/true);
+  if (version == 0) throw ArchiveError(none);
+  if (version < kSchemaVersion)
+    throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) + ", older than this kforge's (" +
+                       std::to_string(kSchemaVersion) + "); reading never writes, so upgrade it first with `kforge archive " +
+                       "migrate --db " + path + "` (any command that records does it too)");
+  return a;
+}
+
+// What the file is, from its own markers, before anything is changed: a kforge archive (its schema
+// version), an empty file (0), or an ArchiveError.
+int Archive::check_file(bool allow_empty) {
+  auto pragma = [&](const char* sql) {
+    Statement s = db_->prepare(sql);
+    s.step();
+    return s.integer(0);
+  };
+  int64_t application_id = pragma("PRAGMA application_id");
+  int64_t version = pragma("PRAGMA user_version");
+  int64_t objects = pragma("SELECT count(*) FROM sqlite_master");
+  int64_t ours = pragma("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('tasks', 'candidates', "
+                        "'evaluations', 'compiles')");
+  const std::string& path = db_->path();
+  std::string unchanged = "; nothing was changed";
+  if (application_id != 0 && application_id != kApplicationId)
+    throw ArchiveError(path + ": this SQLite file is not a kforge archive (it belongs to another program: application id " +
+                       std::to_string(application_id) + ")" + unchanged);
+  if (version < 0)
+    throw ArchiveError(path + ": the archive's schema version is " + std::to_string(version) +
+                       ", which no kforge writes: the file is damaged or not a kforge archive" + unchanged);
+  if (version == 0) {
+    // A non-empty file without our version is someone else's database.
+    if (objects > 0)
+      throw ArchiveError(path + ": this SQLite file is not a kforge archive (it has tables but no kforge schema version)" +
+                         unchanged);
+    if (!allow_empty) throw ArchiveError(path + ": no archive here yet (the file is empty)");
+    return 0;
+  }
+  if (application_id == 0 && ours < 4)
+    throw ArchiveError(path + ": this SQLite file is not a kforge archive (schema version " + std::to_string(version) +
+                       " but not kforge's tables)" + unchanged);
+  if (version > kSchemaVersion)
+    throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) +
+                       ", newer than this kforge understands (" + std::to_string(kSchemaVersion) + "); upgrade kforge" +
+                       unchanged);
+  return static_cast<int>(version);
 }
 
 int Archive::schema_version() {
@@ -59,19 +121,7 @@ int Archive::schema_version() {
   return static_cast<int>(s.integer(0));
 }
 
-void Archive::migrate() {
-  int version = schema_version();
-  if (version > kSchemaVersion)
-    throw ArchiveError(db_->path() + ": the archive has schema version " + std::to_string(version) +
-                       ", newer than this kforge understands (" + std::to_string(kSchemaVersion) +
-                       "); upgrade kforge. Nothing was changed.");
-  if (version == 0) {
-    // A non-empty file without our version is someone else's database.
-    Statement s = db_->prepare("SELECT count(*) FROM sqlite_master");
-    s.step();
-    if (s.integer(0) > 0)
-      throw ArchiveError(db_->path() + ": this SQLite file is not a kforge archive (it has tables but no kforge schema version)");
-  }
+void Archive::migrate(int version) {
   for (int v = version; v < kSchemaVersion; ++v) {
     Transaction t(*db_);
     db_->exec(std::string(migrations()[v]));
@@ -140,7 +190,8 @@ static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecor
   Statement s = db.prepare(
       "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, time_iqr_ms, time_min_ms, "
       "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, harness_version, toolchain, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+      "created_at, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?)");
   s.bind(1, c.value);
   if (e.device) s.bind(2, e.device->value);
   else s.bind_null(2);
@@ -148,6 +199,7 @@ static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecor
   s.bind(7, e.time_ms).bind(8, e.time_iqr_ms).bind(9, e.time_min_ms).bind(10, e.eager_ms).bind(11, e.scripted_ms);
   s.bind(12, e.speedup_eager).bind(13, e.speedup_scripted).bind(14, e.roofline_fraction);
   s.bind(15, int64_t{e.admitted}).bind(16, int64_t{e.harness_version}).bind(17, e.toolchain.dump()).bind(18, e.created_at);
+  s.bind(19, e.import_source).bind(20, e.import_trust);
   s.run();
 }
 
@@ -162,15 +214,15 @@ CandidateId Archive::add_candidate(const NewCandidate& c, const std::optional<Co
   } else {
     Statement ins = db_->prepare(
         "INSERT INTO candidates (task_id, run_id, identity, source, plan, tunables, generation, island, prompt_kind, model, "
-        "origin, verified, imported, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+        "origin, verified, imported, created_at, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?)");
     ins.bind(1, c.task.value);
     if (c.run) ins.bind(2, c.run->value);
     else ins.bind_null(2);
     ins.bind(3, c.identity).bind(4, c.source).bind(5, c.plan.dump()).bind(6, c.tunables.dump());
     ins.bind(7, int64_t{c.generation}).bind(8, int64_t{c.island}).bind(9, c.prompt_kind).bind(10, c.model);
     ins.bind(11, c.imported ? "imported" : "kforge").bind(12, int64_t{!c.imported}).bind(13, c.imported_claims.dump());
-    ins.bind(14, c.created_at);
+    ins.bind(14, c.created_at).bind(15, c.import_source).bind(16, c.import_trust);
     ins.run();
     id = CandidateId{db_->last_insert_id()};
     for (CandidateId p : c.parents) {
@@ -185,11 +237,11 @@ CandidateId Archive::add_candidate(const NewCandidate& c, const std::optional<Co
   }
   if (compile) {
     Statement s = db_->prepare(
-        "INSERT INTO compiles (candidate_id, ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+        "INSERT INTO compiles (candidate_id, ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at, "
+        "import_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?)");
     s.bind(1, id.value).bind(2, int64_t{compile->ok}).bind(3, compile->stage).bind(4, json(compile->errors).dump());
     s.bind(5, compile->log).bind(6, compile->resources.dump()).bind(7, compile->compile_ms).bind(8, compile->arch);
-    s.bind(9, compile->nvrtc).bind(10, compile->created_at).run();
+    s.bind(9, compile->nvrtc).bind(10, compile->created_at).bind(11, compile->import_source).run();
   }
   for (const auto& e : evaluations) insert_evaluation(*db_, id, e);
   t.commit();
@@ -286,14 +338,20 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
       "  AND t2.name = t.name ORDER BY t2.created_at DESC, t2.id DESC LIMIT 1)), "
       "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY c.task_id ORDER BY e.time_ms) AS k "
       "  FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND (?2 = '' OR c.prompt_kind = ?2)) "
+      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
+      "  AND (?2 = '' OR c.prompt_kind = ?2)) "
       "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, b.speedup_eager, b.speedup_scripted, "
       "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at "
-      "FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id ORDER BY n.name");
+      "  , b.id, b.candidate_id FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id "
+      "ORDER BY n.name");
   s.bind(1, suite).bind(2, prompt_kind);
   nlohmann::json out = nlohmann::json::array();
   auto real = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i)); };
-  auto text_json = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json::parse(s.text(i)); };
+  auto text_json = [&](int i) {
+    if (s.is_null(i)) return nlohmann::json(nullptr);
+    if (i == 9) return stored_json(*db_, s, i, "candidates", "tunables", s.integer(18));
+    return stored_json(*db_, s, i, "evaluations", i == 11 ? "flags" : "dims", s.integer(17));
+  };
   while (s.step())
     out.push_back({{"task", suite + "/" + s.text(0)}, {"version", s.text(1)}, {"time_ms", real(2)}, {"time_iqr_ms", real(3)},
                    {"eager_ms", real(4)}, {"scripted_ms", real(5)}, {"speedup_eager", real(6)}, {"speedup_scripted", real(7)},
@@ -334,6 +392,7 @@ std::vector<std::pair<KernelSummary, std::string>> Archive::notable_failures(Tas
   Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
                              ", e.evidence FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
                              "JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? AND e.outcome != 'correct' "
+                             "AND e.import_trust IS NOT 'claimed' "
                              "ORDER BY e.id DESC LIMIT ?");
   s.bind(1, task.value).bind(2, static_cast<int64_t>(k));
   std::vector<std::pair<KernelSummary, std::string>> out;
@@ -360,43 +419,61 @@ std::vector<KernelSummary> Archive::search(const std::string& query, size_t limi
 json Archive::show(CandidateId id) {
   Statement c = db_->prepare(
       "SELECT c.id, t.suite || '/' || t.name, t.version, c.run_id, c.identity, c.source, c.plan, c.tunables, c.generation, "
-      "c.island, c.prompt_kind, c.model, c.origin, c.verified, c.imported, c.created_at "
+      "c.island, c.prompt_kind, c.model, c.origin, c.verified, c.imported, c.created_at, c.import_source, c.import_trust "
       "FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.id = ?");
   c.bind(1, id.value);
   if (!c.step()) return nullptr;
+  // Where an imported row came from and whether its claims were trusted; null when made here.
+  auto provenance = [](Statement& s, int source, int trust) {
+    if (s.is_null(source) && (trust < 0 || s.is_null(trust))) return json(nullptr);
+    json p = {{"from", s.is_null(source) ? json(nullptr) : json(s.text(source))}};
+    if (trust >= 0) p["trust"] = s.is_null(trust) ? json(nullptr) : json(s.text(trust));
+    return p;
+  };
+  auto stored = [&](Statement& s, int col, const char* table, const char* column, int64_t row) {
+    return stored_json(*db_, s, col, table, column, row);
+  };
   json j = {{"id", c.integer(0)}, {"task", c.text(1)}, {"task_version", c.text(2)},
             {"run", c.is_null(3) ? json(nullptr) : json(c.integer(3))}, {"identity", c.text(4)}, {"source", c.text(5)},
-            {"plan", json::parse(c.text(6))}, {"tunables", json::parse(c.text(7))}, {"generation", c.integer(8)},
-            {"island", c.integer(9)}, {"prompt_kind", c.text(10)}, {"model", c.text(11)}, {"origin", c.text(12)},
-            {"verified", c.integer(13) != 0}, {"imported", json::parse(c.text(14))}, {"created_at", c.text(15)}};
+            {"plan", stored(c, 6, "candidates", "plan", id.value)}, {"tunables", stored(c, 7, "candidates", "tunables", id.value)},
+            {"generation", c.integer(8)}, {"island", c.integer(9)}, {"prompt_kind", c.text(10)}, {"model", c.text(11)},
+            {"origin", c.text(12)}, {"verified", c.integer(13) != 0},
+            {"imported", stored(c, 14, "candidates", "imported", id.value)}, {"created_at", c.text(15)},
+            {"import", provenance(c, 16, 17)}};
   j["parents"] = json::array();
   Statement p = db_->prepare("SELECT parent_id FROM candidate_parents WHERE candidate_id = ? ORDER BY parent_id");
   p.bind(1, id.value);
   while (p.step()) j["parents"].push_back(p.integer(0));
   j["compiles"] = json::array();
-  Statement cs = db_->prepare("SELECT ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at FROM compiles "
-                              "WHERE candidate_id = ? ORDER BY id");
+  Statement cs = db_->prepare("SELECT ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at, import_source, id "
+                              "FROM compiles WHERE candidate_id = ? ORDER BY id");
   cs.bind(1, id.value);
   while (cs.step())
-    j["compiles"].push_back({{"ok", cs.integer(0) != 0}, {"stage", cs.text(1)}, {"errors", json::parse(cs.text(2))},
-                             {"log", cs.text(3)}, {"resources", json::parse(cs.text(4))},
+    j["compiles"].push_back({{"ok", cs.integer(0) != 0}, {"stage", cs.text(1)},
+                             {"errors", stored(cs, 2, "compiles", "errors", cs.integer(10))}, {"log", cs.text(3)},
+                             {"resources", stored(cs, 4, "compiles", "resources", cs.integer(10))},
                              {"compile_ms", cs.is_null(5) ? json(nullptr) : json(cs.real(5))}, {"arch", cs.text(6)},
-                             {"nvrtc", cs.text(7)}, {"created_at", cs.text(8)}});
+                             {"nvrtc", cs.text(7)}, {"created_at", cs.text(8)}, {"import", provenance(cs, 9, -1)}});
   j["evaluations"] = json::array();
   Statement es = db_->prepare(
       "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, e.time_min_ms, e.eager_ms, "
       "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, e.harness_version, e.toolchain, "
-      "e.created_at FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE e.candidate_id = ? ORDER BY e.id");
+      "e.created_at, e.import_source, e.import_trust, e.id FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id "
+      "WHERE e.candidate_id = ? ORDER BY e.id");
   es.bind(1, id.value);
   auto real = [&](int col) { return es.is_null(col) ? json(nullptr) : json(es.real(col)); };
-  while (es.step())
+  while (es.step()) {
+    int64_t row = es.integer(19);
     j["evaluations"].push_back({{"device", es.is_null(0) ? json(nullptr) : json(es.text(0))}, {"outcome", es.text(1)},
-                                {"flags", json::parse(es.text(2))}, {"evidence", json::parse(es.text(3))},
-                                {"dims", json::parse(es.text(4))}, {"time_ms", real(5)}, {"time_iqr_ms", real(6)},
-                                {"time_min_ms", real(7)}, {"eager_ms", real(8)}, {"scripted_ms", real(9)},
-                                {"speedup_eager", real(10)}, {"speedup_scripted", real(11)}, {"roofline_fraction", real(12)},
-                                {"admitted", es.integer(13) != 0}, {"harness_version", es.integer(14)},
-                                {"toolchain", json::parse(es.text(15))}, {"created_at", es.text(16)}});
+                                {"flags", stored(es, 2, "evaluations", "flags", row)},
+                                {"evidence", stored(es, 3, "evaluations", "evidence", row)},
+                                {"dims", stored(es, 4, "evaluations", "dims", row)}, {"time_ms", real(5)},
+                                {"time_iqr_ms", real(6)}, {"time_min_ms", real(7)}, {"eager_ms", real(8)},
+                                {"scripted_ms", real(9)}, {"speedup_eager", real(10)}, {"speedup_scripted", real(11)},
+                                {"roofline_fraction", real(12)}, {"admitted", es.integer(13) != 0},
+                                {"harness_version", es.integer(14)}, {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
+                                {"created_at", es.text(16)}, {"import", provenance(es, 17, 18)}});
+  }
   return j;
 }
 
@@ -414,7 +491,7 @@ json Archive::tasks_overview() {
   Statement s = db_->prepare(std::string(
       "SELECT t.suite || '/' || t.name, t.version, t.summary, (SELECT count(*) FROM candidates c WHERE c.task_id = t.id), "
       "(SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.task_id = t.id AND "
-      "e.outcome = 'correct'), (SELECT MIN(e.time_ms) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "e.outcome = 'correct' AND e.import_trust IS NOT 'claimed'), (SELECT MIN(e.time_ms) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
       "WHERE c.task_id = t.id AND ") + kWinner + ") FROM tasks t ORDER BY t.suite, t.name, t.id");
   json out = json::array();
   while (s.step())
@@ -432,7 +509,8 @@ json Archive::runs() {
   json out = json::array();
   while (s.step())
     out.push_back({{"id", s.integer(0)}, {"started_at", s.text(1)}, {"finished_at", s.is_null(2) ? json(nullptr) : json(s.text(2))},
-                   {"status", s.text(3)}, {"config", json::parse(s.text(4))}, {"budgets_used", json::parse(s.text(5))},
+                   {"status", s.text(3)}, {"config", stored_json(*db_, s, 4, "runs", "config", s.integer(0))},
+                   {"budgets_used", stored_json(*db_, s, 5, "runs", "budgets_used", s.integer(0))},
                    {"candidates", s.integer(6)}, {"llm_calls", s.integer(7)}, {"llm_cost_usd", s.real(8)}});
   return out;
 }
@@ -442,9 +520,11 @@ Stats Archive::stats() {
   Statement s = db_->prepare(std::string(
       "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM candidates), "
       "(SELECT count(*) FROM candidates WHERE origin = 'imported'), (SELECT count(*) FROM compiles), "
-      "(SELECT count(*) FROM evaluations), (SELECT count(*) FROM evaluations WHERE outcome = 'correct'), "
+      "(SELECT count(*) FROM evaluations), "
+      "(SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND import_trust IS NOT 'claimed'), "
       "(SELECT count(DISTINCT c.id) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE ") + kWinner +
-      "), (SELECT count(*) FROM runs), (SELECT count(*) FROM llm_calls), (SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls)");
+      "), (SELECT count(*) FROM runs), (SELECT count(*) FROM llm_calls), (SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls), "
+      "(SELECT count(*) FROM evaluations WHERE import_trust = 'claimed')");
   s.step();
   st.tasks = s.integer(0);
   st.candidates = s.integer(1);
@@ -456,6 +536,7 @@ Stats Archive::stats() {
   st.runs = s.integer(7);
   st.llm_calls = s.integer(8);
   st.llm_cost_usd = s.real(9);
+  st.claimed = s.integer(10);
   return st;
 }
 

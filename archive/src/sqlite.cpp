@@ -4,8 +4,10 @@
 
 namespace kforge::archive {
 
-Database::Database(const std::string& path, bool create, int busy_timeout_ms) : path_(path) {
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+Database::Database(const std::string& path, Access access, int busy_timeout_ms) : path_(path), access_(access) {
+  bool create = access == Access::Create;
+  int flags = (access == Access::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX |
+              (create ? SQLITE_OPEN_CREATE : 0);
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -17,6 +19,10 @@ Database::Database(const std::string& path, bool create, int busy_timeout_ms) : 
   sqlite3_busy_timeout(db_, busy_timeout_ms);
   sqlite3_extended_result_codes(db_, 1);
   exec("PRAGMA foreign_keys = ON");
+  if (access == Access::ReadOnly) exec("PRAGMA query_only = 1");
+}
+
+void Database::use_wal() {
   // WAL: one writer and many readers at once; a crash never leaves half a transaction.
   Statement wal(*this, "PRAGMA journal_mode = WAL");
   wal.step();
@@ -100,14 +106,18 @@ std::string Statement::text(int col) const {
   return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, col)) : std::string();
 }
 
-Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Database& db) : db_(db), nested_(sqlite3_get_autocommit(db.handle()) == 0) {
+  db_.exec(nested_ ? "SAVEPOINT kforge_nested" : "BEGIN IMMEDIATE");
+}
 
 Transaction::~Transaction() {
-  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  if (done_) return;
+  if (nested_) sqlite3_exec(db_.handle(), "ROLLBACK TO kforge_nested; RELEASE kforge_nested", nullptr, nullptr, nullptr);
+  else sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 void Transaction::commit() {
-  db_.exec("COMMIT");
+  db_.exec(nested_ ? "RELEASE kforge_nested" : "COMMIT");
   done_ = true;
 }
 

@@ -38,16 +38,6 @@ std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Refer
   return out;
 }
 
-std::string candidate_identity(const std::string& source, const nlohmann::json& plan, const Tunables& tunables) {
-  std::string tuned;
-  for (const auto& [k, v] : tunables) tuned += k + "=" + std::to_string(v) + "\n";
-  std::string canonical = plan.dump();  // nlohmann::json objects are key-sorted
-  std::string buf;
-  for (const std::string& part : {std::cref(source), std::cref(canonical), std::cref(tuned)})
-    buf += std::to_string(part.size()) + ":" + part;
-  return content_hash(buf);
-}
-
 std::string relabel_log(const std::string& log, const std::string& file, int first_line) {
   static const std::regex re(R"(candidate\.cu\((\d+)\))");
   std::string out;

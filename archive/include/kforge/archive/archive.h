@@ -13,13 +13,19 @@
 
 namespace kforge::archive {
 
+namespace detail {
+struct ImportedLine;  // a kforge JSONL line, checked (jsonl.cpp)
+}
+
 // Distinct id types: a candidate id cannot be passed where a task id is expected.
 struct TaskId { int64_t value = 0; };
 struct CandidateId { int64_t value = 0; };
 struct RunId { int64_t value = 0; };
 struct DeviceId { int64_t value = 0; };
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+// PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
+inline constexpr int64_t kApplicationId = 0x6B666F72;
 
 struct CompileRecord {
   bool ok = false;
@@ -30,6 +36,7 @@ struct CompileRecord {
   std::optional<double> compile_ms;
   std::string arch, nvrtc;
   std::optional<std::string> created_at;  // default: now (imports keep the original)
+  std::optional<std::string> import_source;  // the file it was imported from; none: made here
 };
 
 struct EvaluationRecord {
@@ -44,6 +51,8 @@ struct EvaluationRecord {
   int harness_version = 0;
   nlohmann::json toolchain = nlohmann::json::object();
   std::optional<std::string> created_at;
+  // Imported evaluations: the file, and "claimed" (never a winner) or "trusted" (import --trust).
+  std::optional<std::string> import_source, import_trust;
 };
 
 struct NewCandidate {
@@ -58,6 +67,7 @@ struct NewCandidate {
   bool imported = false;  // imported rows are unverified retrieval text
   nlohmann::json imported_claims = nlohmann::json::object();
   std::optional<std::string> created_at;
+  std::optional<std::string> import_source, import_trust;  // as for evaluations
 };
 
 struct LlmCall {
@@ -80,15 +90,32 @@ struct KernelSummary {
 
 struct Stats {
   int64_t tasks = 0, candidates = 0, imported = 0, compiles = 0, evaluations = 0, correct = 0, winners = 0, runs = 0,
-          llm_calls = 0;
+          llm_calls = 0, claimed = 0;  // claimed: imported evaluations kept as unverified claims
   double llm_cost_usd = 0;
+};
+
+struct ImportOptions {
+  // The user's own export: its evaluations count as if made here (winners possible); recorded on
+  // every row as import_trust = 'trusted'. Evaluations a file already marks as claims stay claims.
+  bool trust = false;
+};
+
+struct ImportReport {
+  size_t lines = 0;  // candidate lines read
+  size_t new_candidates = 0, known_candidates = 0;
+  size_t compiles = 0, evaluations = 0, claimed = 0, trusted = 0;  // rows added
+  size_t duplicates = 0;  // compiles and evaluations already in the archive (a re-run adds nothing)
 };
 
 class Archive {
  public:
-  // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged file
-  // or a locked one is an ArchiveError naming the file; nothing is changed.
+  // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged file,
+  // another program's SQLite file or a locked one is an ArchiveError naming the file; nothing is
+  // changed (the file is recognised before the journal mode or anything else is touched).
   static Archive open(const std::string& path, bool create = true, int busy_timeout_ms = 5000);
+  // For reading only: never writes, creates or migrates. A missing or empty file says there is no
+  // archive yet; an older schema says how to upgrade it (`kforge archive migrate`).
+  static Archive open_read_only(const std::string& path, int busy_timeout_ms = 5000);
   int schema_version();
 
   TaskId upsert_task(const tasks::Task& task);
@@ -130,18 +157,27 @@ class Archive {
   nlohmann::json runs();
   Stats stats();
 
-  // JSONL, one candidate per line with its task, compile and evaluations; round-trips losslessly.
-  size_t export_jsonl(std::ostream& out);
+  // JSONL, one candidate per line with its task, compile and evaluations; round-trips losslessly
+  // (import --trust). Stored text that is not JSON is an ArchiveError naming the row and column; a
+  // stream that fails (a full disk) is an Error naming `destination`.
+  size_t export_jsonl(std::ostream& out, const std::string& destination = "the output");
   // Lines in kforge's own form, or rows of the public AI CUDA Engineer archive (Op_Name, Level_ID,
   // Task_ID, Kernel_Name, CUDA_Runtime, PyTorch_Native_Runtime, CUDA_Speedup_Native, CUDA_Code,
   // Correct, Max_Diff, Error): those become unverified retrieval text, never winners.
-  size_t import_jsonl(std::istream& in, const std::string& source_name);
+  // kforge lines are claims: every field is checked, the identity is recomputed, and evaluations
+  // are stored as unverified claims unless options.trust. Each line is one transaction, and rows
+  // already present are not added again, so a re-run (after an interruption) adds nothing twice.
+  // The first bad line stops the import with an InputError naming the file, line and field; the
+  // lines before it stay imported, nothing of the bad line does.
+  ImportReport import_jsonl(std::istream& in, const std::string& source_name, const ImportOptions& options = {});
 
   Database& db() { return *db_; }
 
  private:
   explicit Archive(std::unique_ptr<Database> db) : db_(std::move(db)) {}
-  void migrate();
+  int check_file(bool allow_empty);  // the schema version of a kforge archive (0: an empty file)
+  void migrate(int from);
+  void store_imported(const detail::ImportedLine& line, ImportReport& report);
   KernelSummary summary_row(Statement& s);
   std::unique_ptr<Database> db_;
 };

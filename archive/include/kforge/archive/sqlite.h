@@ -19,15 +19,24 @@ class ArchiveError : public Error {
 
 class Statement;
 
+// How a file is opened: ReadOnly never writes (no journal mode change, no schema, `query_only`).
+enum class Access { ReadOnly, ReadWrite, Create };
+
 class Database {
  public:
-  // Opens (creating if asked) with WAL, foreign keys and a busy timeout.
-  Database(const std::string& path, bool create, int busy_timeout_ms = 5000);
+  // Opens with foreign keys and a busy timeout. Nothing is written: the caller checks what the file
+  // is before it switches the journal to WAL (use_wal) or changes anything.
+  Database(const std::string& path, Access access, int busy_timeout_ms = 5000);
+  Database(const std::string& path, bool create, int busy_timeout_ms = 5000)
+      : Database(path, create ? Access::Create : Access::ReadWrite, busy_timeout_ms) {}
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
   void exec(const std::string& sql);
+  // WAL, synchronous = NORMAL: one writer and many readers at once. Only for a kforge archive.
+  void use_wal();
+  bool read_only() const { return access_ == Access::ReadOnly; }
   Statement prepare(const std::string& sql);
   int64_t last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
   const std::string& path() const { return path_; }
@@ -37,6 +46,7 @@ class Database {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  Access access_;
 };
 
 class Statement {
@@ -71,15 +81,18 @@ class Statement {
   std::string sql_;
 };
 
-// BEGIN IMMEDIATE ... COMMIT; rolls back unless commit() was called.
+// BEGIN IMMEDIATE ... COMMIT; rolls back unless commit() was called. Inside another transaction
+// it is a SAVEPOINT, so a caller can make several writes (an import line) one atomic unit.
 class Transaction {
  public:
   explicit Transaction(Database& db);
   ~Transaction();
+  Transaction(const Transaction&) = delete;
   void commit();
 
  private:
   Database& db_;
+  bool nested_ = false;
   bool done_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/common/identity.h"
 #include "kforge/compile/compiler.h"
 #include "kforge/compile/plan.h"
 #include "kforge/compile/signature.h"
@@ -38,8 +39,9 @@ struct CandidateReport {
 // The task's tensors as plans name them: inputs, then outputs.
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref);
 
-// XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables.
-std::string candidate_identity(const std::string& source, const nlohmann::json& plan, const Tunables& tunables);
+// XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables (in common/,
+// where the archive can recompute it for what it imports).
+using kforge::candidate_identity;
 
 // `tunables`: the values to compile with; default, each tunable's first value that satisfies the
 // constraints (the first point of tune_space).
