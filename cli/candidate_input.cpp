@@ -1,6 +1,9 @@
 #include "candidate_input.h"
 
+#include <charconv>
+
 #include "kforge/common/files.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
 #include "kforge/compile/module.h"
 #include "kforge/compile/nvrtc.h"
@@ -69,12 +72,14 @@ compile::Tunables parse_tune(const std::vector<std::string>& items) {
   compile::Tunables t;
   for (const auto& item : items) {
     size_t eq = item.find('=');
-    try {
-      if (eq == std::string::npos) throw std::invalid_argument(item);
-      t[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw InputError("--tune", std::nullopt, "", "'" + item + "' is not NAME=integer");
-    }
+    std::string name = eq == std::string::npos ? "" : item.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    int64_t v = 0;
+    // The whole value must be the integer: "128abc" is not 128.
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (!is_identifier(name) || value.empty() || ec != std::errc() || end != value.data() + value.size())
+      throw InputError("--tune", std::nullopt, "", "'" + printable(item) + "' is not NAME=integer (a 64-bit integer, nothing after it)");
+    t[name] = v;
   }
   return t;
 }

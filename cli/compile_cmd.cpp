@@ -7,6 +7,7 @@
 #include "candidate_input.h"
 #include "commands.h"
 #include "kforge/common/files.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/task.h"
@@ -35,7 +36,7 @@ int run_compile(const CompileArgs& a) {
   CandidateInput in = read_candidate({a.source_file, a.plan_file, a.answer_file}, "kforge compile");
   if (in.answer_error) {
     if (a.json) std::cout << ordered_json({{"ok", false}, {"stage", "answer"}, {"errors", {*in.answer_error}}}).dump(2) << "\n";
-    else std::cout << "rejected at the answer stage:\n  " << *in.answer_error << "\n";
+    else std::cout << "rejected at the answer stage:\n  " << printable(*in.answer_error) << "\n";
     return kExitFindings;
   }
   const std::string& source = in.source;
@@ -93,7 +94,7 @@ int run_compile(const CompileArgs& a) {
       j["configurations"].push_back(c);
     }
     j["log"] = log;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
     return r.ok() ? kExitOk : kExitFindings;
   }
   std::string tuned = tunables_text(r.tunables);
@@ -128,7 +129,7 @@ int run_compile(const CompileArgs& a) {
     return kExitOk;
   }
   std::cout << "\nrejected at the " << compile::stage_name(r.stage) << " stage:\n";
-  for (const auto& e : r.errors) std::cout << "  " << e << "\n";
+  for (const auto& e : r.errors) std::cout << "  " << printable(e) << "\n";
   return kExitFindings;
 }
 

@@ -156,7 +156,7 @@ json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name
     } else {
       point["summary"] = s.summary.substr(0, 300);
       std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": " << verify::to_string(s.outcome)
-                << ": " << s.summary.substr(0, 200) << std::endl;
+                << ": " << printable(s.summary.substr(0, 200)) << std::endl;
     }
     out.push_back(point);
   }
@@ -218,7 +218,7 @@ int run_corpus(const CorpusArgs& a) {
     ready[i].wait();
     Checked& c = loaded[i];
     if (!c.error.empty()) {
-      std::cout << e.name << ": not judged: " << c.error << std::endl;
+      std::cout << e.name << ": not judged: " << printable(c.error) << std::endl;
       table.add({e.name, e.task_spec, join(e.expected, "|"), "-", "NOT JUDGED"});
       ++unmet;
       continue;

@@ -4,6 +4,7 @@
 #include "reference_child.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
+#include "kforge/common/strings.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/verify/driver.h"
 
@@ -28,19 +29,19 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kforge::cli::kExitUsage;
   } catch (const kforge::verify::CudaError& e) {
-    std::cerr << "kforge: " << kforge::redact_secrets(e.what()) << "\n";
+    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitNoGpu;
   } catch (const kforge::archive::ArchiveError& e) {
-    std::cerr << "kforge: " << kforge::redact_secrets(e.what()) << "\n";
+    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitFindings;
   } catch (const kforge::InputError& e) {
-    std::cerr << "kforge: " << kforge::redact_secrets(e.what()) << "\n";
+    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitUsage;
   } catch (const kforge::Error& e) {
-    std::cerr << "kforge: " << kforge::redact_secrets(e.what()) << "\n";
+    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "kforge: internal error (a kforge bug; please report it): " << kforge::redact_secrets(e.what()) << "\n";
+    std::cerr << "kforge: internal error (a kforge bug; please report it): " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitInternal;
   }
   return exit_code;

@@ -18,6 +18,7 @@
 #include <new>
 
 #include "commands.h"
+#include "kforge/common/sandbox.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 
@@ -224,6 +225,11 @@ void ReferenceChild::start() {
   // async-signal-safe calls, since this process may already run LibTorch's threads.
   std::string mode = "__reference";
   std::vector<char*> argv = {exe_.data(), mode.data(), nullptr};
+  // No API keys in the child that runs a task file's code (common/sandbox.h).
+  std::vector<std::string> env = child_environment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   rlimit data{static_cast<rlim_t>(limits_.memory_bytes), static_cast<rlim_t>(limits_.memory_bytes)};
   rlimit no_core{0, 0};
   int fds[2];
@@ -247,7 +253,7 @@ void ReferenceChild::start() {
     ::dup2(2, 1);  // a reference's print() goes to stderr, never into the command's output
     ::setrlimit(RLIMIT_CORE, &no_core);
     if (limits_.memory_bytes > 0) ::setrlimit(RLIMIT_DATA, &data);
-    ::execv(exe_.c_str(), argv.data());
+    ::execve(exe_.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(fds[1]);

@@ -3,6 +3,8 @@
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/identity.h"
+#include "kforge/common/json_limits.h"
+#include "kforge/compile/plan.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
@@ -25,8 +27,8 @@ void store_verdict(const std::string& db, const tasks::Task& task, const std::st
   c.task = ar.upsert_task(task);
   c.source = source;
   try {
-    c.plan = nlohmann::json::parse(plan);
-  } catch (const std::exception&) {
+    c.plan = parse_json_bounded(plan, "plan", compile::kMaxPlanDepth, compile::kMaxPlanBytes);
+  } catch (const InputError&) {
     c.plan = {{"unparsed", plan}};
   }
   c.tunables = r.tunables;

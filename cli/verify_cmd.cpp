@@ -9,6 +9,7 @@
 #include "candidate_input.h"
 #include "commands.h"
 #include "store_verdict.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/reference.h"
@@ -54,7 +55,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
   if (!r.identity.empty()) std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
   std::cout << "verdict     " << verify::to_string(v.outcome);
   for (const auto& f : v.flags) std::cout << "  [" << f << "]";
-  std::cout << "\n            " << v.summary << "\n";
+  std::cout << "\n            " << printable(v.summary) << "\n";
   std::cout << "judged in   " << std::fixed << std::setprecision(2) << verify_ms / 1000 << " s (compile excluded)\n";
   const auto& e = v.evidence;
   if (e.contains("seed"))

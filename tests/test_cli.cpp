@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "kforge/common/files.h"
 #include "kforge/verify/driver.h"
@@ -117,6 +118,95 @@ TEST(Cli, BadArgumentsExit2) {
   EXPECT_EQ(kforge_cli("tasks check smoke --dims sideways --tasks-dir " + tasks_dir()).code, 2);
   EXPECT_EQ(kforge_cli("frobnicate").code, 2);
   EXPECT_EQ(kforge_cli("tasks show no_such_task --tasks-dir " + tasks_dir()).code, 2);
+}
+
+// Issue 16: ordinary bad input is exit 2 or the candidate's outcome (exit 1) with a message
+// that names the input, never exit 4 ("a kforge bug") or a signal.
+std::string vector_add_answer() {
+  return *kforge::read_file((kforge::test::source_dir() / "tests/gpu/honest/vector_add.md").string());
+}
+
+std::string with(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "test bug: " << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+Result compile_answer(const TempDir& dir, const std::string& answer, const std::string& flags = "") {
+  auto file = dir.write("answer.md", answer);
+  return kforge_cli("compile --answer " + file.string() + " --task smoke/vector_add --tasks-dir " + tasks_dir() + " " + flags);
+}
+
+TEST(Cli, TuneValuesAreWholeIntegers) {
+  TempDir dir;
+  for (const char* tune : {"BLOCK=128abc", "BLOCK=", "=128", "BLOCK=99999999999999999999"}) {
+    Result r = compile_answer(dir, vector_add_answer(), std::string("--tune ") + tune);
+    EXPECT_EQ(r.code, 2) << tune << ": " << r.out;
+    EXPECT_NE(r.out.find("--tune: '" + std::string(tune) + "' is not NAME=integer"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(compile_answer(dir, vector_add_answer(), "--tune BLOCK=128").code, 0);
+}
+
+TEST(Cli, BadPlanBytesAndNumbersAreTheCandidatesOutcome) {
+  TempDir dir;
+  // Non-ASCII in an expression, with --json: the message is JSON-safe.
+  Result r = compile_answer(dir, with(vector_add_answer(), "ceil_div(N, BLOCK)", "ceil_div(N, BLOCK) \xc3\xa9"), "--json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stage"], "plan");
+  EXPECT_NE(j["errors"][0].get<std::string>().find("launch[0].grid[0]"), std::string::npos) << r.out;
+  // A real number past a double.
+  r = compile_answer(dir, with(vector_add_answer(), "\"N\"] }", "1e400] }"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rejected at the plan stage"), std::string::npos) << r.out;
+  // A tunable named like a keyword or a reserved macro.
+  for (const char* name : {"int", "__CUDA_ARCH__"}) {
+    r = compile_answer(dir, with(with(vector_add_answer(), "\"BLOCK\": [", std::string("\"") + name + "\": ["), "[\"BLOCK\"]", "[128]"));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(std::string("tune.") + name + ": '" + name + "' is"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, BadSourceBytesAreTheCandidatesOutcome) {
+  TempDir dir;
+  // A NUL byte would cut what NVRTC compiles while the identity hashes all of it.
+  std::string nul = with(vector_add_answer(), "  const int stride", "  // " + std::string(1, '\0') + "\n  const int stride");
+  Result r = compile_answer(dir, nul);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("answer.md:8: error: a NUL byte"), std::string::npos) << r.out;  // the answer's line
+  // Bytes that are not UTF-8, with --json: exit 1 and JSON that parses.
+  r = compile_answer(dir, with(vector_add_answer(), "const int stride", "const int stride\xff"), "--json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(nlohmann::json::parse(r.out)["errors"][0].get<std::string>().find("not UTF-8"), std::string::npos) << r.out;
+  // `#line 4294967295`: NVRTC's log names a line past int.
+  r = compile_answer(dir, with(vector_add_answer(), "  const int stride", "#line 4294967295\n  const int stride = undefined_name;\n  const int stride2"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rejected at the compile stage"), std::string::npos) << r.out;
+}
+
+TEST(Cli, UntrustedTextIsPrintedWithoutTerminalEscapes) {
+  TempDir dir;
+  // The kernel name comes back in the error message: its ESC must not reach the terminal.
+  Result r = compile_answer(dir, with(vector_add_answer(), "\"kernel\": \"vector_add\"", "\"kernel\": \"vector_add\\u001b[2J\""));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vector_add\\x1B[2J"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TasksShowNamesBadTaskPaths) {
+  TempDir dir;
+  ASSERT_EQ(::symlink((dir.path() / "loop.toml").c_str(), (dir.path() / "loop.toml").c_str()), 0);
+  Result r = kforge_cli("tasks show " + (dir.path() / "loop.toml").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("loop.toml: cannot read"), std::string::npos) << r.out;
+  // Input bytes past 64 bits.
+  std::string big = kforge::test::valid_task("big");
+  big = with(with(big, "N = 64", "N = 2147483648"), "[\"N\"]", "[\"N\", \"N\"]");
+  r = kforge_cli("tasks show " + dir.write("s/big.toml", big).string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("big.toml:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("overflow 64 bits"), std::string::npos) << r.out;
 }
 
 }  // namespace

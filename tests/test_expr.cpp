@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kforge/common/expr.h"
+#include "kforge/common/strings.h"
 
 using kforge::Expr;
 using kforge::ExprError;
@@ -74,6 +75,74 @@ TEST(Expr, ErrorsNameTheProblem) {
   expect_error("N $ 2", "unexpected '$'");
   expect_error("sqrt(0 - N)", "negative");
   expect_error("99999999999999999999", "out of range");
+}
+
+// Issue 16: expressions come from LLM plans. Deep or long input is an error that names the
+// problem, never a stack overflow; messages stay printable UTF-8 whatever the input bytes.
+TEST(Expr, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep_parens = std::string(2000, '(') + "1" + std::string(2000, ')');  // within 4096 chars
+  const std::string deep_minus = [] {
+    std::string s;
+    for (int i = 0; i < 1300; ++i) s += "-(";
+    return s + "N" + std::string(1300, ')');
+  }();
+  for (const std::string& text : {deep_parens, deep_minus, std::string(4000, '!') + "N",
+                                  [] {
+                                    std::string s;
+                                    for (int i = 0; i < 450; ++i) s += "min(1, ";
+                                    return s + "1" + std::string(450, ')');
+                                  }()}) {
+    try {
+      Expr::parse(text);
+      ADD_FAILURE() << "no error for " << text.substr(0, 40);
+    } catch (const ExprError& e) {
+      EXPECT_NE(std::string(e.what()).find("nests more than 64 levels"), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u);  // the expression is quoted in part
+    }
+  }
+  EXPECT_EQ(Expr::parse(std::string(60, '(') + "N" + std::string(60, ')')).eval_int(kNames), 1000);
+}
+
+TEST(Expr, LongInputIsAnErrorAndLongSumsAreWide) {
+  std::string terms = "N";
+  for (int i = 0; i < 100000; ++i) terms += "+N";
+  expect_error(terms, "an expression may have at most 4096");
+  // 2,000 terms fit the length cap: one wide node, evaluated without recursion per term.
+  std::string sum = "1", product = "1", logic = "N > 0";
+  for (int i = 1; i < 2000; ++i) sum += "+1";
+  for (int i = 1; i < 1000; ++i) product += "*1";
+  for (int i = 1; i < 300; ++i) logic += " && N > 0";
+  EXPECT_EQ(Expr::parse(sum).eval_int(kNames), 2000);
+  EXPECT_EQ(Expr::parse(product).eval_int(kNames), 1);
+  EXPECT_TRUE(Expr::parse(logic).eval_bool(kNames));
+  EXPECT_EQ(Expr::parse("10 - 3 - 2 - 1").eval_int(kNames), 4);  // still left to right
+  EXPECT_EQ(Expr::parse("100 / 10 / 5 * 3 % 4").eval_int(kNames), 2);
+  EXPECT_FALSE(Expr::parse("0 && N / 0").eval_bool(kNames));  // short-circuit in a chain
+  EXPECT_TRUE(Expr::parse("0 || 1 || N / 0").eval_bool(kNames));
+  EXPECT_EQ(Expr::parse(sum + " + N * BLOCK").names(), (std::set<std::string>{"BLOCK", "N"}));
+}
+
+TEST(Expr, BytesOutsideAsciiAreNamedInPrintableText) {
+  for (const std::string& text : {std::string("N \xc3\xa9 2"), std::string("N + \x1b[31m"), std::string("N\xff")}) {
+    try {
+      Expr::parse(text);
+      ADD_FAILURE() << "no error";
+    } catch (const ExprError& e) {
+      std::string what = e.what();
+      EXPECT_TRUE(kforge::is_valid_utf8(what)) << what;
+      EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+      EXPECT_NE(what.find("is not allowed: expressions are ASCII"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(Expr, TheSmallestInt64IsALiteral) {
+  EXPECT_EQ(Expr::parse("-9223372036854775808").eval_int(kNames), INT64_MIN);
+  EXPECT_EQ(Expr::constant(INT64_MIN).eval_int(kNames), INT64_MIN);
+  EXPECT_EQ(Expr::constant(INT64_MIN).text(), "-9223372036854775808");
+  expect_error("-9223372036854775809", "out of range");
+  expect_error("1e400", "out of range");
+  expect_error("-(-9223372036854775808)", "overflow");
 }
 
 }  // namespace

@@ -94,6 +94,31 @@ std::vector<Case> cases() {
        p, Stage::Compile, "device-side kernel launch"},
       {"extern C 32-bit slot given a tensor", "extern \"C\" " + with(s, "long long n)", "int n)"),
        with(p, "[\"x\", \"out\", \"B * N\"]", "[\"x\", \"out\", \"out\"]"), Stage::Limits, "needs a 64-bit pointer parameter"},
+      // Issue 16: bad input is the candidate's outcome, never a crash or an exit 4.
+      {"plan nested 30000 deep", s, std::string(30000, '[') + std::string(30000, ']'), Stage::Plan,
+       "nested more than 16 levels"},
+      {"real number past a double", s, with(p, "\"B * N\"]", "1e400]"), Stage::Plan, "number overflow"},
+      {"integer past int64", s, with(p, "[256, 128, 512]", "[18446744073709551615]"), Stage::Plan,
+       "out of the 64-bit integer range"},
+      {"tunable named int", s, with(with(p, "\"BLOCK\": [", "\"int\": ["), "\"block\": [\"BLOCK\"]", "\"block\": [256]"),
+       Stage::Plan, "tune.int: 'int' is a C++ keyword"},
+      {"tunable named __CUDA_ARCH__", s,
+       with(with(p, "\"BLOCK\": [", "\"__CUDA_ARCH__\": ["), "\"block\": [\"BLOCK\"]", "\"block\": [256]"), Stage::Plan,
+       "tune.__CUDA_ARCH__: '__CUDA_ARCH__' is reserved"},
+      {"tunable named _Tp", s, with(with(p, "\"BLOCK\": [", "\"_Tp\": ["), "\"block\": [\"BLOCK\"]", "\"block\": [256]"),
+       Stage::Plan, "tune._Tp: '_Tp' is reserved"},
+      {"nine tunables", s,
+       with(p, "\"BLOCK\": [256, 128, 512]", "\"BLOCK\": [256], \"A\": [1], \"B2\": [1], \"C\": [1], \"D\": [1], \"E\": [1], \"F\": [1], \"G\": [1], \"H\": [1]"),
+       Stage::Plan, "tune: 9 tunables; a plan may have at most 8"},
+      {"seventeen values", s, with(p, "[256, 128, 512]", "[256, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"), Stage::Plan,
+       "tune.BLOCK: 17 values; a tunable may have at most 16"},
+      {"kernel name of 60 KB", s, with(p, "\"relu\"", "\"" + std::string(60000, 'k') + "\""), Stage::Plan,
+       "the source defines no __global__ function named 'kkkk"},
+      {"NUL byte in the source", s + std::string(1, '\0') + "__global__ void hidden() {}\n", p, Stage::Answer,
+       "candidate.cu(5): error: a NUL byte"},
+      {"bytes that are not UTF-8", "// caf\xe9\n" + s, p, Stage::Answer, "candidate.cu(1): error: bytes that are not UTF-8"},
+      {"4 TiB device array", with(s, "__global__", "__device__ char big[1ull << 42];\n__global__"), p, Stage::Limits,
+       "module: its __device__ variables take 43980465"},
   };
 }
 
@@ -155,6 +180,58 @@ TEST(Plan, TuneSpaceSampleKeepsTheDefaultFirstAndSpreadsEvenly) {
   for (int64_t b = 1024; b <= 4096; b *= 2) space.push_back({{"BLOCK", b}});  // 7 points
   EXPECT_EQ(sample_tune_space(space, 4), (std::vector<Tunables>{space[0], space[2], space[4], space[6]}));
   EXPECT_EQ(sample_tune_space(space, 3), (std::vector<Tunables>{space[0], space[3], space[6]}));
+}
+
+// Issue 16: 8 tunables of 10 values made tune_space build 10^8 combinations (24 GB). Its size
+// is now capped whatever the plan; a 6 x 8 space (262,144 points) shows the cap without the
+// memory the old code would take on the bigger one.
+TEST(Plan, TuneSpaceIsCappedAndSpreadEvenly) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  auto plan_with = [&](int tunables, int values) {
+    std::string tune;
+    for (int t = 0; t < tunables; ++t) {
+      tune += std::string(tune.empty() ? "" : ", ") + "\"T" + std::to_string(t) + "\": [";
+      for (int v = 0; v < values; ++v) tune += (v ? ", " : "") + std::to_string(v + 1);
+      tune += "]";
+    }
+    return parse_plan_text(R"js({"launch": [{"kernel": "relu", "grid": [1], "block": [128], "args": ["x", "out", "N"]}], "tune": {)js" +
+                               tune + "}}",
+                           fx.task, fx.tensors);
+  };
+  Plan medium = plan_with(6, 8);
+  auto space = tune_space(medium, fx.task.dims, DeviceFacts{});
+  ASSERT_EQ(space.size(), kMaxTuneCombinations);
+  EXPECT_EQ(space.front(), default_tunables(medium));  // the first point: every first value
+  for (const auto& [name, v] : space.back()) EXPECT_EQ(v, 8) << name;  // the last point: every last value
+  EXPECT_EQ(sample_tune_space(space, 3).size(), 3u);
+
+  Plan big = plan_with(8, 10);  // the plan of the issue: 10^8 combinations, never built
+  EXPECT_EQ(tune_space_size(big), 100000000u);
+  Tunables t = tune_point(big, 1234567);  // digits 0,1,...,7, T0 the slowest: values 1, 2, ..., 8
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(t.at("T" + std::to_string(k)), k + 1);
+  auto big_space = tune_space(big, fx.task.dims, DeviceFacts{});
+  EXPECT_EQ(big_space.size(), kMaxTuneCombinations);
+  EXPECT_EQ(big_space.front(), tune_point(big, 0));
+  EXPECT_EQ(big_space.back(), tune_point(big, 99999999));
+  for (size_t i = 1; i < big_space.size(); ++i) EXPECT_NE(big_space[i - 1], big_space[i]);
+}
+
+TEST(Plan, LongOrOverflowingSourcesAndLogsAreNoCrash) {
+  // A backtracking regex overflowed the stack on `__global__` and 50 KB without ';', '{' or '}'.
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  std::string source = "// __global__ " + std::string(60000, 'x') + "\n" + kSource;
+  CandidateReport r = check_candidate(fx.task, fx.tensors, source, kPlan, std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].substr(0, 300));
+  // The smallest int64 as a JSON integer argument: a value, not an exception.
+  std::string plan = with(kPlan, "\"B * N\"]", "-9223372036854775808]");
+  r = check_candidate(fx.task, fx.tensors, kSource, plan, std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_FALSE(r.configurations.empty()) << (r.errors.empty() ? "" : r.errors[0]);
+  EXPECT_EQ(r.configurations[0].second.launches[0].args[2].value, INT64_MIN);
+  // `#line 4294967295` makes NVRTC write a line number past int: left as it is, no exception.
+  std::string log = "candidate.cu(4294967295): error: x\ncandidate.cu(3): warning: y";
+  EXPECT_EQ(relabel_log(log, "a.md", 10), "candidate.cu(4294967295): error: x\na.md:12: warning: y");
 }
 
 TEST(Plan, IdentityIsStableAndSensitive) {

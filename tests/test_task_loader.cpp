@@ -72,6 +72,12 @@ tolerance = 1e-3
   EXPECT_EQ(t.tags.size(), 2u);
 }
 
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
 struct Malformed {
   const char* label;
   std::string text;
@@ -122,6 +128,27 @@ std::vector<Malformed> malformed_cases() {
       {"bool with randn", replace(replace(v, "\"float32\"", "\"bool\""), "\"randn\"", "\"randn\""), "inputs[0] (x).init",
        "cannot draw bool", 15},
       {"shape evaluates to zero", replace(v, "[\"N\"]", "[\"N - 1\"]"), "inputs[0] (x).shape[0]", "sizes must be at least 1", 14},
+      // Issue 16: deep or long input is an error naming the file, never a crash.
+      {"key of 100000 dotted parts", v + "\na" + repeat(".a", 100000) + " = 1\n", "", "a key of more than 32 dotted parts", 20},
+      {"table header of 100000 parts", v + "\n[a" + repeat(".a", 100000) + "]\n", "", "a key of more than 32 dotted parts", 20},
+      {"arrays nested 100000 deep", v + "\nx = " + std::string(100000, '[') + std::string(100000, ']') + "\n", "",
+       "nested more than 32 levels deep", 20},
+      {"inline tables nested 100000 deep", v + "\nx = " + repeat("{a = ", 100000) + "1" + std::string(100000, '}') + "\n", "",
+       "nested more than 32 levels deep", 20},
+      {"expression nested 2000 deep", replace(v, "[\"N\"]", "[\"" + std::string(2000, '(') + "N" + std::string(2000, ')') + "\"]"),
+       "inputs[0] (x).shape[0]", "nests more than 64 levels", 14},
+      {"expression of 100000 terms", replace(v, "[\"N\"]", "[\"N" + repeat(" + N", 100000) + "\"]"), "inputs[0] (x).shape[0]",
+       "an expression may have at most 4096", 14},
+      {"input bytes overflow 64 bits", replace(replace(v, "N = 64", "N = 2147483648"), "[\"N\"]", "[\"N\", \"N\"]"), "inputs",
+       "overflow 64 bits", 0},
+      {"reference line of 10000 characters", replace(v, "torch.relu(x)", "torch.relu(x" + repeat(" + x", 2500) + ")"), "reference",
+       "a line of 10024 characters; the limit is 1000", 5},
+      {"reference of 40 KB", replace(v, "torch.relu(x)", "torch.relu(x" + repeat(" + x", 10000) + ")"), "reference",
+       "40059 bytes; a reference may have at most 32768", 4},
+      {"reference nested 100 deep", replace(v, "torch.relu(x)", std::string(100, '(') + "torch.relu(x)" + std::string(100, ')')),
+       "reference", "brackets nested more than 32 levels deep", 5},
+      {"reference of 2000 lines", replace(v, "    return torch.relu(x)", repeat("    x = x + 1\n", 2000) + "    return torch.relu(x)"),
+       "reference", "2002 lines; a reference may have at most 1000", 1004},
   };
 }
 
@@ -178,6 +205,26 @@ TEST(TaskLoader, ResolvesSpecs) {
   EXPECT_EQ(resolve_tasks((dir.path() / "b/y.toml").string(), dir.path()).size(), 1u);
   EXPECT_THROW(resolve_tasks("y", dir.path()), kforge::Error);  // ambiguous
   EXPECT_THROW(resolve_tasks("zzz", dir.path()), kforge::Error);
+}
+
+// Issue 16: a symlink loop made std::filesystem throw, and kforge exit 4.
+TEST(TaskLoader, ASymlinkLoopIsAnInputError) {
+  TempDir dir;
+  dir.write("a/x.toml", valid_task("x"));
+  ASSERT_EQ(::symlink((dir.path() / "loop.toml").c_str(), (dir.path() / "loop.toml").c_str()), 0);
+  ASSERT_EQ(::symlink((dir.path() / "b/y.toml").c_str(), (dir.path() / "b").c_str()), 0);
+  using kforge::tasks::resolve_tasks;
+  for (const std::string& spec : {(dir.path() / "loop.toml").string(), std::string("loop"), (dir.path() / "b/y.toml").string()}) {
+    try {
+      resolve_tasks(spec, dir.path());
+      ADD_FAILURE() << spec << ": no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot read"), std::string::npos) << e.what();
+    } catch (const kforge::Error& e) {
+      ADD_FAILURE() << spec << ": " << e.what();  // "no task named ...": not the reason
+    }
+  }
+  EXPECT_EQ(resolve_tasks("a/x", dir.path()).size(), 1u);
 }
 
 TEST(UnseenDims, SatisfyConstraintsDifferFromShownDimsAndRepeatPerSeed) {

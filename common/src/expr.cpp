@@ -1,17 +1,23 @@
 #include "kforge/common/expr.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <vector>
 
 namespace kforge {
 
 struct Expr::Node {
-  enum class Kind { Number, Name, Unary, Binary, Call } kind;
+  // Chain: args[0] ops[0] args[1] ops[1] args[2] ..., left to right, for the left-associative
+  // operators (|| && + - * / %), so that long sums are one wide node, not a deep tree.
+  enum class Kind { Number, Name, Unary, Binary, Chain, Call } kind;
   Value number{int64_t{0}};
   std::string name;  // identifier, operator or function name
   std::vector<std::shared_ptr<const Node>> args;
+  std::vector<std::string> ops;  // Chain only
+  int height = 1;                // 1 for a leaf; evaluation recurses this deep
 };
 
 namespace {
@@ -19,11 +25,45 @@ namespace {
 using NodePtr = std::shared_ptr<const Expr::Node>;
 using Kind = Expr::Node::Kind;
 
+// The expression for an error message: at most 120 characters, control and non-ASCII bytes
+// escaped (the text may come from an LLM).
+std::string quoted(const std::string& text) {
+  std::string shown = text.size() > 120 ? text.substr(0, 120) : text;
+  std::string out = "\"";
+  for (char ch : shown) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  out += "\"";
+  if (text.size() > 120) out += " (" + std::to_string(text.size()) + " characters, shown in part)";
+  return out;
+}
+
 class Parser {
  public:
   explicit Parser(const std::string& text) : s_(text) {}
 
   NodePtr parse() {
+    if (s_.size() > kMaxExprChars)
+      throw ExprError("in expression " + quoted(s_) + ": " + std::to_string(s_.size()) +
+                      " characters; an expression may have at most " +
+                      std::to_string(kMaxExprChars));
+    for (size_t i = 0; i < s_.size(); ++i) {
+      unsigned char c = static_cast<unsigned char>(s_[i]);
+      if ((c < 0x20 && !std::isspace(c)) || c >= 0x7f) {
+        pos_ = i;
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "0x%02X", c);
+        fail(std::string("the byte ") + buf +
+             " is not allowed: expressions are ASCII (names, numbers, operators)");
+      }
+    }
     NodePtr n = parse_or();
     skip_space();
     if (pos_ != s_.size()) fail("unexpected '" + s_.substr(pos_, 1) + "'");
@@ -31,9 +71,28 @@ class Parser {
   }
 
  private:
+  // Counts the parser's nesting (parentheses, calls, unary operators): the recursion stops at
+  // kMaxExprDepth levels, whatever the input.
+  class Nesting {
+   public:
+    explicit Nesting(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxExprDepth) p_.too_deep();
+    }
+    ~Nesting() { --p_.depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
   [[noreturn]] void fail(const std::string& what) const {
-    throw ExprError("in expression \"" + s_ + "\" at column " + std::to_string(pos_ + 1) + ": " +
-                    what);
+    throw ExprError("in expression " + quoted(s_) + " at column " + std::to_string(pos_ + 1) +
+                    ": " + what);
+  }
+  [[noreturn]] void too_deep() const {
+    fail("nests more than " + std::to_string(kMaxExprDepth) +
+         " levels deep (parentheses, calls, operators)");
   }
   void skip_space() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
@@ -50,28 +109,48 @@ class Parser {
     pos_ += tok.size();
     return true;
   }
-  static NodePtr make(Kind k, std::string name, std::vector<NodePtr> args) {
+  NodePtr make(Kind k, std::string name, std::vector<NodePtr> args,
+               std::vector<std::string> ops = {}) const {
     auto n = std::make_shared<Expr::Node>();
     n->kind = k;
     n->name = std::move(name);
     n->args = std::move(args);
+    n->ops = std::move(ops);
+    for (const auto& a : n->args) n->height = std::max(n->height, a->height + 1);
+    if (n->height > kMaxExprDepth) too_deep();
     return n;
+  }
+  // A left-associative chain of one precedence level: one node, however many operands.
+  template <typename Next>
+  NodePtr chain(Next next, std::initializer_list<std::pair<const char*, const char*>> ops) {
+    std::vector<NodePtr> args{(this->*next)()};
+    std::vector<std::string> names;
+    while (true) {
+      const char* found = nullptr;
+      for (const auto& [tok, op] : ops)
+        if (accept(tok)) {
+          found = op;
+          break;
+        }
+      if (!found) break;
+      names.push_back(found);
+      args.push_back((this->*next)());
+    }
+    if (args.size() == 1) return args[0];
+    return make(Kind::Chain, "", std::move(args), std::move(names));
   }
 
   NodePtr parse_or() {
-    NodePtr l = parse_and();
-    while (accept("||") || accept("or")) l = make(Kind::Binary, "||", {l, parse_and()});
-    return l;
+    Nesting nest(*this);
+    return chain(&Parser::parse_and, {{"||", "||"}, {"or", "||"}});
   }
-  NodePtr parse_and() {
-    NodePtr l = parse_not();
-    while (accept("&&") || accept("and")) l = make(Kind::Binary, "&&", {l, parse_not()});
-    return l;
-  }
+  NodePtr parse_and() { return chain(&Parser::parse_not, {{"&&", "&&"}, {"and", "&&"}}); }
   NodePtr parse_not() {
     skip_space();
-    if (s_.compare(pos_, 2, "!=") != 0 && (accept("!") || accept("not")))
+    if (s_.compare(pos_, 2, "!=") != 0 && (accept("!") || accept("not"))) {
+      Nesting nest(*this);
       return make(Kind::Unary, "!", {parse_not()});
+    }
     return parse_cmp();
   }
   NodePtr parse_cmp() {
@@ -81,26 +160,21 @@ class Parser {
     }
     return l;
   }
-  NodePtr parse_add() {
-    NodePtr l = parse_mul();
-    while (true) {
-      if (accept("+")) l = make(Kind::Binary, "+", {l, parse_mul()});
-      else if (accept("-")) l = make(Kind::Binary, "-", {l, parse_mul()});
-      else return l;
-    }
-  }
-  NodePtr parse_mul() {
-    NodePtr l = parse_unary();
-    while (true) {
-      if (accept("*")) l = make(Kind::Binary, "*", {l, parse_unary()});
-      else if (accept("/")) l = make(Kind::Binary, "/", {l, parse_unary()});
-      else if (accept("%")) l = make(Kind::Binary, "%", {l, parse_unary()});
-      else return l;
-    }
-  }
+  NodePtr parse_add() { return chain(&Parser::parse_mul, {{"+", "+"}, {"-", "-"}}); }
+  NodePtr parse_mul() { return chain(&Parser::parse_unary, {{"*", "*"}, {"/", "/"}, {"%", "%"}}); }
   NodePtr parse_unary() {
-    if (accept("-")) return make(Kind::Unary, "-", {parse_unary()});
-    if (accept("+")) return parse_unary();
+    if (accept("-")) {
+      skip_space();
+      // A negative literal is one number, so that -9223372036854775808 fits.
+      if (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.'))
+        return parse_number(true);
+      Nesting nest(*this);
+      return make(Kind::Unary, "-", {parse_unary()});
+    }
+    if (accept("+")) {
+      Nesting nest(*this);
+      return parse_unary();
+    }
     return parse_primary();
   }
   NodePtr parse_primary() {
@@ -112,7 +186,7 @@ class Parser {
       if (!accept(")")) fail("expected ')'");
       return n;
     }
-    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') return parse_number();
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') return parse_number(false);
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t start = pos_;
       while (pos_ < s_.size() &&
@@ -139,7 +213,7 @@ class Parser {
     if (n != want)
       fail(fn + " takes " + std::to_string(want) + " argument(s), got " + std::to_string(n));
   }
-  NodePtr parse_number() {
+  NodePtr parse_number(bool negative) {
     size_t start = pos_;
     bool real = false;
     while (pos_ < s_.size()) {
@@ -154,7 +228,7 @@ class Parser {
         break;
       }
     }
-    std::string tok = s_.substr(start, pos_ - start);
+    std::string tok = (negative ? "-" : "") + s_.substr(start, pos_ - start);
     auto n = std::make_shared<Expr::Node>();
     n->kind = Kind::Number;
     try {
@@ -162,6 +236,7 @@ class Parser {
       if (real) n->number = std::stod(tok, &used);
       else n->number = static_cast<int64_t>(std::stoll(tok, &used));
       if (used != tok.size()) fail("malformed number '" + tok + "'");
+      if (real && !std::isfinite(std::get<double>(n->number))) fail("number '" + tok + "' is out of range");
     } catch (const std::out_of_range&) {
       fail("number '" + tok + "' is out of range");
     } catch (const std::invalid_argument&) {
@@ -172,6 +247,7 @@ class Parser {
 
   const std::string& s_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // Applies a __builtin_*_overflow operation, throwing on overflow.
@@ -185,10 +261,54 @@ constexpr auto kAdd = [](int64_t a, int64_t b, int64_t* r) { return __builtin_ad
 constexpr auto kSub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
 constexpr auto kMul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
 
+ExprError eval_error(const std::string& text, const std::string& what) {
+  return ExprError("in expression " + quoted(text) + ": " + what);
+}
+
+// `a op b` for the arithmetic and comparison operators.
+Value apply(const std::string& op, const Value& a, const Value& b, const std::string& text) {
+  auto* ia = std::get_if<int64_t>(&a);
+  auto* ib = std::get_if<int64_t>(&b);
+  if (ia && ib) {
+    int64_t x = *ia, y = *ib;
+    const std::string where = quoted(text);
+    if (op == "+") return checked(kAdd, x, y, where);
+    if (op == "-") return checked(kSub, x, y, where);
+    if (op == "*") return checked(kMul, x, y, where);
+    if (op == "/" || op == "%") {
+      if (y == 0) throw eval_error(text, "division by zero");
+      if (x == INT64_MIN && y == -1) throw eval_error(text, "64-bit integer overflow");
+      return op == "/" ? x / y : x % y;
+    }
+    if (op == "==") return int64_t{x == y};
+    if (op == "!=") return int64_t{x != y};
+    if (op == "<") return int64_t{x < y};
+    if (op == "<=") return int64_t{x <= y};
+    if (op == ">") return int64_t{x > y};
+    if (op == ">=") return int64_t{x >= y};
+  } else {
+    double x = to_double(a), y = to_double(b);
+    if (op == "+") return x + y;
+    if (op == "-") return x - y;
+    if (op == "*") return x * y;
+    if (op == "/") {
+      if (y == 0.0) throw eval_error(text, "division by zero");
+      return x / y;
+    }
+    if (op == "%") throw eval_error(text, "'%' needs integers");
+    if (op == "==") return int64_t{x == y};
+    if (op == "!=") return int64_t{x != y};
+    if (op == "<") return int64_t{x < y};
+    if (op == "<=") return int64_t{x <= y};
+    if (op == ">") return int64_t{x > y};
+    if (op == ">=") return int64_t{x >= y};
+  }
+  throw eval_error(text, "unknown operator " + op);
+}
+
+// Recurses as deep as the tree is high: at most kMaxExprDepth (the parser checks).
 Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string& text) {
-  auto err = [&](const std::string& what) -> ExprError {
-    return ExprError("in expression \"" + text + "\": " + what);
-  };
+  auto err = [&](const std::string& what) { return eval_error(text, what); };
   switch (n.kind) {
     case Kind::Number:
       return n.number;
@@ -200,53 +320,25 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
     case Kind::Unary: {
       Value a = eval_node(*n.args[0], lookup, text);
       if (n.name == "!") return int64_t{to_double(a) == 0.0};
-      if (auto* i = std::get_if<int64_t>(&a)) return checked(kSub, 0, *i, "\"" + text + "\"");
+      if (auto* i = std::get_if<int64_t>(&a)) return checked(kSub, 0, *i, quoted(text));
       return -std::get<double>(a);
     }
-    case Kind::Binary: {
-      const std::string& op = n.name;
-      Value a = eval_node(*n.args[0], lookup, text);
-      if (op == "&&" && to_double(a) == 0.0) return int64_t{0};
-      if (op == "||" && to_double(a) != 0.0) return int64_t{1};
-      Value b = eval_node(*n.args[1], lookup, text);
-      if (op == "&&" || op == "||") return int64_t{to_double(b) != 0.0};
-      auto* ia = std::get_if<int64_t>(&a);
-      auto* ib = std::get_if<int64_t>(&b);
-      if (ia && ib) {
-        int64_t x = *ia, y = *ib;
-        const std::string where = "\"" + text + "\"";
-        if (op == "+") return checked(kAdd, x, y, where);
-        if (op == "-") return checked(kSub, x, y, where);
-        if (op == "*") return checked(kMul, x, y, where);
-        if (op == "/" || op == "%") {
-          if (y == 0) throw err("division by zero");
-          if (x == INT64_MIN && y == -1) throw err("64-bit integer overflow");
-          return op == "/" ? x / y : x % y;
+    case Kind::Binary:
+      return apply(n.name, eval_node(*n.args[0], lookup, text), eval_node(*n.args[1], lookup, text), text);
+    case Kind::Chain: {
+      Value acc = eval_node(*n.args[0], lookup, text);
+      for (size_t i = 1; i < n.args.size(); ++i) {
+        const std::string& op = n.ops[i - 1];
+        if (op == "&&" || op == "||") {  // short-circuit, as C
+          bool lhs = to_double(acc) != 0.0;
+          if (op == "&&" && !lhs) return int64_t{0};
+          if (op == "||" && lhs) return int64_t{1};
+          acc = int64_t{to_double(eval_node(*n.args[i], lookup, text)) != 0.0};
+        } else {
+          acc = apply(op, acc, eval_node(*n.args[i], lookup, text), text);
         }
-        if (op == "==") return int64_t{x == y};
-        if (op == "!=") return int64_t{x != y};
-        if (op == "<") return int64_t{x < y};
-        if (op == "<=") return int64_t{x <= y};
-        if (op == ">") return int64_t{x > y};
-        if (op == ">=") return int64_t{x >= y};
-      } else {
-        double x = to_double(a), y = to_double(b);
-        if (op == "+") return x + y;
-        if (op == "-") return x - y;
-        if (op == "*") return x * y;
-        if (op == "/") {
-          if (y == 0.0) throw err("division by zero");
-          return x / y;
-        }
-        if (op == "%") throw err("'%' needs integers");
-        if (op == "==") return int64_t{x == y};
-        if (op == "!=") return int64_t{x != y};
-        if (op == "<") return int64_t{x < y};
-        if (op == "<=") return int64_t{x <= y};
-        if (op == ">") return int64_t{x > y};
-        if (op == ">=") return int64_t{x >= y};
       }
-      throw err("unknown operator " + op);
+      return acc;
     }
     case Kind::Call: {
       std::vector<Value> v;
@@ -280,11 +372,6 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
   throw err("malformed expression");
 }
 
-void collect_names(const Expr::Node& n, std::set<std::string>& out) {
-  if (n.kind == Kind::Name) out.insert(n.name);
-  for (const auto& a : n.args) collect_names(*a, out);
-}
-
 }  // namespace
 
 double to_double(const Value& v) {
@@ -306,7 +393,15 @@ Expr Expr::parse(const std::string& text) {
   return e;
 }
 
-Expr Expr::constant(int64_t v) { return parse(std::to_string(v)); }
+Expr Expr::constant(int64_t v) {
+  Expr e;
+  e.text_ = std::to_string(v);
+  auto n = std::make_shared<Node>();
+  n->kind = Node::Kind::Number;
+  n->number = v;
+  e.root_ = std::move(n);
+  return e;
+}
 
 Value Expr::eval(const NameLookup& lookup) const { return eval_node(*root_, lookup, text_); }
 
@@ -321,7 +416,7 @@ Value Expr::eval(const IntNames& names) const {
 int64_t Expr::eval_int(const IntNames& names) const {
   Value v = eval(names);
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
-  throw ExprError("in expression \"" + text_ + "\": expected an integer, got the real number " +
+  throw ExprError("in expression " + quoted(text_) + ": expected an integer, got the real number " +
                   to_string(v));
 }
 
@@ -331,7 +426,13 @@ bool Expr::eval_bool(const IntNames& names) const { return to_double(eval(names)
 
 std::set<std::string> Expr::names() const {
   std::set<std::string> out;
-  collect_names(*root_, out);
+  std::vector<const Node*> todo{root_.get()};  // no recursion
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (n->kind == Node::Kind::Name) out.insert(n->name);
+    for (const auto& a : n->args) todo.push_back(a.get());
+  }
   return out;
 }
 

@@ -4,7 +4,9 @@
 #include <sstream>
 #include <vector>
 
+#include "kforge/common/json_limits.h"
 #include "kforge/common/strings.h"
+#include "kforge/compile/plan.h"
 
 namespace kforge::compile {
 namespace {
@@ -61,9 +63,9 @@ bool is_cuda_tag(const std::string& tag) {
 
 bool looks_like_plan(const std::string& content) {
   try {
-    auto j = nlohmann::json::parse(content);
+    auto j = parse_json_bounded(content, "plan", kMaxPlanDepth, kMaxPlanBytes);
     return j.is_object() && j.contains("launch");
-  } catch (const nlohmann::json::exception&) {
+  } catch (const InputError&) {
     return false;
   }
 }

@@ -1,9 +1,12 @@
 #include "kforge/compile/candidate.h"
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
-#include <regex>
+#include <vector>
 
 #include "kforge/common/hash.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/signature.h"
 
 namespace kforge::compile {
@@ -11,10 +14,108 @@ namespace {
 
 std::string base_name(const std::string& kernel) { return kernel.substr(0, kernel.find('<')); }
 
-// Whether `name` is defined as a __global__ function (or template) in the source.
+bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Whether `name` is defined as a __global__ function (or template) in the source: `__global__`,
+// then, before the next ';', '{' or '}', the identifier `name` followed by '('. One linear pass
+// over the source (it comes from an LLM; a backtracking regex overflowed the stack on 50 KB).
 bool defines_kernel(const std::string& source, const std::string& name) {
-  std::regex re(R"(__global__[^;{}]*\b)" + name + R"(\s*\()");
-  return std::regex_search(source, re);
+  static const std::string kGlobal = "__global__";
+  size_t pos = 0;
+  while ((pos = source.find(kGlobal, pos)) != std::string::npos) {
+    size_t end = std::min(source.find_first_of(";{}", pos + kGlobal.size()), source.size());
+    // Every identifier of the region [pos, end) once; a later __global__ inside the region only
+    // sees a part of it, so the scan resumes at `end`.
+    for (size_t i = pos + kGlobal.size(); i < end;) {
+      if (!is_word(source[i])) {
+        ++i;
+        continue;
+      }
+      size_t start = i;
+      while (i < end && is_word(source[i])) ++i;
+      if (i - start != name.size() || source.compare(start, name.size(), name) != 0) continue;
+      size_t next = i;
+      while (next < end && std::isspace(static_cast<unsigned char>(source[next]))) ++next;
+      if (next < end && source[next] == '(') return true;
+    }
+    pos = end;
+  }
+  return false;
+}
+
+// Why the source cannot be compiled as it is, or "": NVRTC reads it as a C string (a NUL byte
+// would cut what it compiles while the identity hashes all of it), and logs echo it as text.
+std::string source_problem(const std::string& source) {
+  // Written as NVRTC writes its errors, so relabel_log points at the reader's file and line.
+  auto at = [&](size_t offset) {
+    return std::string(kCandidateFileName) + "(" + std::to_string(line_and_column(source, offset).first) + "): ";
+  };
+  if (size_t nul = source.find('\0'); nul != std::string::npos)
+    return at(nul) + "error: a NUL byte; the source must be text";
+  if (size_t bad = 0; !is_valid_utf8(source, &bad))
+    return at(bad) + "error: bytes that are not UTF-8; the source must be UTF-8 text";
+  return "";
+}
+
+// The bytes of the module's __device__ variables: the `.global` declarations of the PTX (one a
+// line, as NVVM writes them; not `.extern` ones), element size times every array extent. One
+// linear pass; saturates at UINT64_MAX instead of overflowing.
+uint64_t module_global_bytes(const std::string& ptx) {
+  auto saturating_mul = [](uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+  };
+  uint64_t total = 0;
+  for (size_t begin = 0; begin < ptx.size();) {
+    size_t eol = std::min(ptx.find('\n', begin), ptx.size());
+    // The declaration: up to ';', '=' (an initializer), '{' or a comment.
+    size_t stop = begin;
+    while (stop < eol && ptx[stop] != ';' && ptx[stop] != '=' && ptx[stop] != '{' &&
+           !(ptx[stop] == '/' && stop + 1 < eol && ptx[stop + 1] == '/'))
+      ++stop;
+    std::vector<std::string> words;
+    for (size_t i = begin; i < stop;) {
+      while (i < stop && std::isspace(static_cast<unsigned char>(ptx[i]))) ++i;
+      size_t w = i;
+      while (i < stop && !std::isspace(static_cast<unsigned char>(ptx[i]))) ++i;
+      if (i > w) words.push_back(ptx.substr(w, i - w));
+    }
+    begin = eol + 1;
+    size_t k = 0;
+    bool is_extern = false;
+    while (k < words.size() && (words[k] == ".visible" || words[k] == ".weak" || words[k] == ".extern" || words[k] == ".common"))
+      is_extern |= words[k++] == ".extern";
+    if (is_extern || k >= words.size() || words[k] != ".global") continue;
+    uint64_t element = 0, vector = 1;
+    std::string rest;  // NAME[4][8]
+    for (++k; k < words.size(); ++k) {
+      const std::string& w = words[k];
+      if (w == ".align") {
+        ++k;  // its number
+      } else if (w.rfind(".v", 0) == 0 && w.size() == 3 && std::isdigit(static_cast<unsigned char>(w[2]))) {
+        vector = static_cast<uint64_t>(w[2] - '0');
+      } else if (w == ".pred") {
+        element = 1;
+      } else if (w[0] == '.' && w.size() >= 3 && w.size() <= 4 && std::isdigit(static_cast<unsigned char>(w[2]))) {
+        element = std::stoull(w.substr(2)) / 8;  // .b8 .u32 .f64 ...
+      } else if (w[0] != '.') {
+        rest += w;
+      }
+    }
+    uint64_t bytes = saturating_mul(element, vector);
+    for (size_t at = rest.find('['); at != std::string::npos; at = rest.find('[', at + 1)) {
+      uint64_t extent = 0;
+      bool any = false;
+      for (size_t i = at + 1; i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])); ++i) {
+        extent = saturating_mul(extent, 10);
+        extent = extent > UINT64_MAX - 9 ? UINT64_MAX : extent + static_cast<uint64_t>(rest[i] - '0');
+        any = true;
+      }
+      if (any) bytes = saturating_mul(bytes, extent);
+    }
+    total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes;
+  }
+  return total;
 }
 
 }  // namespace
@@ -39,15 +140,21 @@ std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Refer
 }
 
 std::string relabel_log(const std::string& log, const std::string& file, int first_line) {
-  static const std::regex re(R"(candidate\.cu\((\d+)\))");
+  // "candidate.cu(12)" -> "file:N". A line number past 9 digits (a `#line 4294967295` in the
+  // source) is left as NVRTC wrote it.
+  static const std::string kOpen = std::string(kCandidateFileName) + "(";
   std::string out;
-  auto last = log.cbegin();
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it) {
-    out.append(last, (*it)[0].first);
-    out += file + ":" + std::to_string(std::stoi((*it)[1]) + first_line - 1);
-    last = (*it)[0].second;
+  size_t last = 0;
+  for (size_t at = log.find(kOpen); at != std::string::npos; at = log.find(kOpen, at + 1)) {
+    size_t digits = at + kOpen.size(), end = digits;
+    while (end < log.size() && std::isdigit(static_cast<unsigned char>(log[end]))) ++end;
+    if (end == digits || end - digits > 9 || end >= log.size() || log[end] != ')') continue;
+    int64_t line = std::stoll(log.substr(digits, end - digits)) + first_line - 1;
+    out.append(log, last, at - last);
+    out += file + ":" + std::to_string(line);
+    last = end + 1;
   }
-  out.append(last, log.cend());
+  out.append(log, last, std::string::npos);
   return out;
 }
 
@@ -55,6 +162,11 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
                                 const std::string& plan_text, const std::optional<Tunables>& tunables,
                                 const DeviceFacts& facts, Compiler& compiler) {
   CandidateReport r;
+  if (std::string problem = source_problem(source); !problem.empty()) {
+    r.stage = Stage::Answer;
+    r.errors.push_back(problem);
+    return r;
+  }
   r.stage = Stage::Plan;
   Plan plan;
   try {
@@ -66,6 +178,9 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
         throw PlanError("constraints: the chosen tunables break a constraint at the timed dims");
     } else {
       std::vector<Tunables> space = tune_space(plan, task.dims, facts);
+      if (space.empty() && tune_space_size(plan) > kMaxTuneCombinations)
+        throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) + " combinations kforge samples from the " +
+                        std::to_string(tune_space_size(plan)) + " of the tunables' values satisfies the constraints at the timed dims");
       if (space.empty()) throw PlanError("constraints: no combination of the tunables' values satisfies the constraints at the timed dims");
       r.tunables = space.front();
     }
@@ -121,6 +236,10 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
 
   // Limits and argument types on every configuration: the timed dims and each check dims.
   r.stage = Stage::Limits;
+  if (uint64_t bytes = module_global_bytes(r.module.ptx); bytes > kMaxModuleGlobalBytes)
+    r.errors.push_back("module: its __device__ variables take " +
+                       (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) + " bytes; the limit is " +
+                       std::to_string(kMaxModuleGlobalBytes) + " (256 MiB): declare large scratch memory as a plan workspace");
   for (const tasks::Dims& d : task.all_dims()) {
     ConcretePlan cp;
     try {

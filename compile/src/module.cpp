@@ -1,9 +1,12 @@
 #include "kforge/compile/module.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "compile_shims.h"
@@ -94,44 +97,91 @@ Module compile_module_here(const ModuleRequest& r) {
   return m;
 }
 
+namespace {
+
+// Linear scans for the two functions below: NVRTC logs echo candidate text and PTX carries the
+// candidate's names, so no backtracking regex runs over them.
+bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// The number written just before the first `text` of `line` that has one ("12 bytes smem");
+// at most 9 digits, so it fits an int.
+std::optional<int> number_before(const std::string& line, const std::string& text) {
+  for (size_t at = line.find(text); at != std::string::npos; at = line.find(text, at + 1)) {
+    size_t begin = at;
+    while (begin > 0 && std::isdigit(static_cast<unsigned char>(line[begin - 1]))) --begin;
+    if (begin < at && at - begin <= 9) return std::stoi(line.substr(begin, at - begin));
+  }
+  return std::nullopt;
+}
+
+// The number written just after the first `text` of `line` that has one ("Used 12").
+std::optional<int> number_after(const std::string& line, const std::string& text) {
+  for (size_t at = line.find(text); at != std::string::npos; at = line.find(text, at + 1)) {
+    size_t begin = at + text.size(), end = begin;
+    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+    if (begin < end && end - begin <= 9) return std::stoi(line.substr(begin, end - begin));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::map<std::string, KernelResources> parse_resource_report(const std::string& log) {
-  static const std::regex entry(R"(Compiling entry function '([^']+)')");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex used(R"(Used (\d+) registers)");
-  static const std::regex barriers(R"(used (\d+) barriers)");
-  static const std::regex smem(R"((\d+) bytes smem)");
+  static const std::string kEntry = "Compiling entry function '";
   std::map<std::string, KernelResources> out;
   std::istringstream lines(log);
   std::string line, current;
-  std::smatch m;
   while (std::getline(lines, line)) {
-    if (std::regex_search(line, m, entry)) {
-      current = m[1];
-      out[current];
-      continue;
+    if (size_t at = line.find(kEntry); at != std::string::npos) {
+      size_t begin = at + kEntry.size(), end = line.find('\'', begin);
+      if (end != std::string::npos && end > begin) {
+        current = line.substr(begin, end - begin);
+        out[current];
+        continue;
+      }
     }
     if (current.empty()) continue;
     KernelResources& k = out[current];
-    if (std::regex_search(line, m, frame)) {
-      k.stack_bytes = std::stoi(m[1]);
-      k.spill_store_bytes = std::stoi(m[2]);
-      k.spill_load_bytes = std::stoi(m[3]);
+    auto stack = number_before(line, " bytes stack frame, ");
+    auto stores = number_before(line, " bytes spill stores, ");
+    auto loads = number_before(line, " bytes spill loads");
+    if (stack && stores && loads) {
+      k.stack_bytes = *stack;
+      k.spill_store_bytes = *stores;
+      k.spill_load_bytes = *loads;
     }
-    if (std::regex_search(line, m, used)) {
-      k.registers = std::stoi(m[1]);
-      if (std::regex_search(line, m, barriers)) k.barriers = std::stoi(m[1]);
-      if (std::regex_search(line, m, smem)) k.static_shared_bytes = std::stoi(m[1]);
+    if (auto used = number_after(line, "Used "); used && number_before(line, " registers")) {
+      k.registers = *used;
+      if (auto b = number_after(line, "used "); b && number_before(line, " barriers")) k.barriers = *b;
+      if (auto smem = number_before(line, " bytes smem")) k.static_shared_bytes = *smem;
     }
   }
   return out;
 }
 
 std::vector<std::string> find_rejected_features(const std::string& ptx) {
+  // The names of every `.extern .func ... ;` declaration, each declaration read once.
+  std::set<std::string> externs;
+  static const std::string kExtern = ".extern";
+  for (size_t at = ptx.find(kExtern); at != std::string::npos;) {
+    size_t i = at + kExtern.size(), ws = i;
+    while (i < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[i]))) ++i;
+    size_t end = std::min(ptx.find(';', i), ptx.size());
+    if (i > ws && ptx.compare(i, 5, ".func") == 0) {
+      for (i += 5; i < end;) {
+        if (!is_word_char(ptx[i])) {
+          ++i;
+          continue;
+        }
+        size_t begin = i;
+        while (i < end && is_word_char(ptx[i])) ++i;
+        if (i - begin <= 64) externs.insert(ptx.substr(begin, i - begin));
+      }
+    }
+    at = end < ptx.size() ? ptx.find(kExtern, std::max(end, at + 1)) : std::string::npos;
+  }
   std::vector<std::string> out;
-  auto has_extern = [&](const std::string& fn) {
-    std::regex re(R"(\.extern\s+\.func[^;]*\b)" + fn + R"(\b)");
-    return std::regex_search(ptx, re);
-  };
+  auto has_extern = [&](const std::string& fn) { return externs.count(fn) > 0; };
   if (has_extern("malloc") || has_extern("free"))
     out.push_back("device-side malloc/free (or new/delete) is not allowed: declare scratch memory as a plan workspace");
   if (has_extern("vprintf")) out.push_back("printf in device code is not allowed: kforge runs kernels unattended");

@@ -1,8 +1,11 @@
 #include "kforge/compile/plan.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
+#include "kforge/common/json_limits.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/source_check.h"
 
@@ -12,6 +15,37 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string> kFactNames = {"num_sms", "warp_size", "max_shared_per_block"};
+
+// C++20 keywords, alternative tokens and `defined`: a tunable becomes `#define NAME value`.
+const std::set<std::string> kCppKeywords = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const",
+    "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return",
+    "co_yield", "decltype", "default", "defined", "delete", "do", "double", "dynamic_cast", "else",
+    "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+    "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr",
+    "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
+    "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
+    "while", "xor", "xor_eq"};
+
+// Why `name` cannot be a macro name, or "" when it can.
+std::string reserved_because(const std::string& name) {
+  if (kCppKeywords.count(name)) return "'" + name + "' is a C++ keyword";
+  if (name.find("__") != std::string::npos)
+    return "'" + name + "' is reserved to the compiler (it contains a double underscore)";
+  if (name.size() > 1 && name[0] == '_' && std::isupper(static_cast<unsigned char>(name[1])))
+    return "'" + name + "' is reserved to the compiler (an underscore and a capital letter)";
+  return "";
+}
+
+// A JSON integer as int64, or nullopt past its range (nlohmann keeps 2^63..2^64-1 unsigned).
+std::optional<int64_t> int64_of(const json& v) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return std::nullopt;
+  return v.get<int64_t>();
+}
 
 class Parser {
  public:
@@ -49,7 +83,9 @@ class Parser {
   Expr expression(const json& v, const std::string& field) const {
     Expr e = Expr::constant(0);
     if (v.is_number_integer()) {
-      e = Expr::constant(v.get<int64_t>());
+      std::optional<int64_t> i = int64_of(v);
+      if (!i) fail(field, v.dump() + " is out of the 64-bit integer range");
+      e = Expr::constant(*i);
     } else if (v.is_string()) {
       try {
         e = Expr::parse(v.get<std::string>());
@@ -93,9 +129,13 @@ class Parser {
     if (!j.contains("tune")) return;
     const json& t = j["tune"];
     if (!t.is_object()) fail("tune", "must be an object like {\"BLOCK\": [128, 256]}");
+    if (t.size() > kMaxTunables)
+      fail("tune", std::to_string(t.size()) + " tunables; a plan may have at most " + std::to_string(kMaxTunables));
     for (auto it = t.begin(); it != t.end(); ++it) {
-      std::string field = "tune." + it.key();
+      std::string field = "tune." + printable(it.key());
       if (!is_identifier(it.key())) fail(field, "a tunable name must be an identifier");
+      if (std::string why = reserved_because(it.key()); !why.empty())
+        fail(field, why + "; tunables become #define lines, so name them like BLOCK or VEC");
       if (task_.dims.count(it.key())) fail(field, "'" + it.key() + "' is a dim of the task; tunables need their own names");
       if (kFactNames.count(it.key())) fail(field, "'" + it.key() + "' is a device fact");
       if (plan_.tensor(it.key())) fail(field, "'" + it.key() + "' is a tensor of the task; tunables need their own names");
@@ -103,10 +143,14 @@ class Parser {
         if (in.name == it.key()) fail(field, "'" + it.key() + "' is an input of the task");
       const json& values = it.value();
       if (!values.is_array() || values.empty()) fail(field, "must be a non-empty list of integers");
+      if (values.size() > kMaxTuneValues)
+        fail(field, std::to_string(values.size()) + " values; a tunable may have at most " + std::to_string(kMaxTuneValues));
       std::vector<int64_t> vs;
       for (const auto& v : values) {
         if (!v.is_number_integer()) fail(field, "values must be integers, got " + v.dump());
-        vs.push_back(v.get<int64_t>());
+        std::optional<int64_t> i = int64_of(v);
+        if (!i) fail(field, v.dump() + " is out of the 64-bit integer range");
+        vs.push_back(*i);
       }
       plan_.tune.emplace_back(it.key(), vs);
     }
@@ -260,9 +304,9 @@ Plan parse_plan(const nlohmann::json& json, const tasks::Task& task, const std::
 Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw PlanError(std::string("plan: not valid JSON: ") + e.what());
+    j = parse_json_bounded(text, "plan", kMaxPlanDepth, kMaxPlanBytes);
+  } catch (const InputError& e) {
+    throw PlanError(e.what());
   }
   return parse_plan(j, task, task_tensors);
 }
@@ -366,21 +410,37 @@ bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables&
   return true;
 }
 
-std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts) {
-  std::vector<Tunables> out{Tunables{}};
-  for (const auto& [name, values] : plan.tune) {
-    std::vector<Tunables> next;
-    for (const Tunables& partial : out)
-      for (int64_t v : values) {
-        Tunables t = partial;
-        t[name] = v;
-        next.push_back(std::move(t));
-      }
-    out = std::move(next);
+uint64_t tune_space_size(const Plan& plan) {
+  uint64_t n = 1;
+  for (const auto& [name, values] : plan.tune)
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(values.size()), &n))
+      throw PlanError("tune: the tunables make more than 2^64 combinations");
+  return n;
+}
+
+Tunables tune_point(const Plan& plan, uint64_t index) {
+  Tunables t;
+  for (auto it = plan.tune.rbegin(); it != plan.tune.rend(); ++it) {
+    const std::vector<int64_t>& values = it->second;
+    t[it->first] = values[index % values.size()];
+    index /= values.size();
   }
+  return t;
+}
+
+std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts) {
+  const uint64_t size = tune_space_size(plan);
+  const uint64_t considered = std::min(size, kMaxTuneCombinations);
   std::vector<Tunables> valid;
-  for (const Tunables& t : out)
-    if (constraints_hold(plan, dims, t, facts)) valid.push_back(t);
+  for (uint64_t k = 0; k < considered; ++k) {
+    uint64_t index = k;
+    if (considered < size) {  // spread evenly: round(k * (size - 1) / (considered - 1)), exact
+      unsigned __int128 num = static_cast<unsigned __int128>(k) * (size - 1) + (considered - 1) / 2;
+      index = static_cast<uint64_t>(num / (considered - 1));
+    }
+    Tunables t = tune_point(plan, index);
+    if (constraints_hold(plan, dims, t, facts)) valid.push_back(std::move(t));
+  }
   return valid;
 }
 

@@ -173,6 +173,11 @@ ChatResponse parse_reply(Provider provider, const std::string& body) {
   } catch (const json::exception& e) {
     throw LlmError(LlmError::Kind::BadResponse, 200, std::string("the reply lacks an expected field (") + e.what() + "): " + excerpt(body));
   }
+  // Token counts become costs and budgets: a negative one (or 2^64 - 1 read as -1) is a bad reply.
+  if (r.tokens_in < 0 || r.tokens_out < 0)
+    throw LlmError(LlmError::Kind::BadResponse, 200,
+                   "the reply's usage has a negative token count (" + std::to_string(r.tokens_in) + " in, " +
+                       std::to_string(r.tokens_out) + " out): " + excerpt(body));
   if (r.text.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no answer text: " + excerpt(body));
   return r;
 }

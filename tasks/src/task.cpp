@@ -26,12 +26,125 @@ const std::set<std::string> kTopLevelKeys = {
     "name",    "summary",   "tags",  "reference",     "dims",       "inputs",    "outputs",
     "check",   "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
 
+// Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
+// on deep or long input): checked by linear scans before either parser runs.
+constexpr size_t kMaxTaskFileBytes = 1 << 20;
+constexpr int kMaxTomlDepth = 32;      // nested [ and { (a [[table]] header counts 2)
+constexpr int kMaxTomlKeyParts = 32;   // a.b.c = 1, [a.b.c]: dotted parts of one key
+constexpr size_t kMaxReferenceBytes = 32 * 1024;
+constexpr int kMaxReferenceLines = 1000;
+constexpr size_t kMaxReferenceLineChars = 1000;
+constexpr int kMaxReferenceDepth = 32;  // nested ( [ {
+
+struct Problem {
+  int line;
+  std::string what;
+};
+
+// The first reason toml++ must not see `text`: nesting or dotted keys past the limits. Strings
+// and comments are skipped as TOML defines them; one pass, no recursion.
+std::optional<Problem> toml_problem(const std::string& text) {
+  std::vector<char> open;  // the brackets open now; never longer than kMaxTomlDepth + 1
+  int line = 1, parts = 0;
+  bool key = true;  // reading a key (a line start outside brackets, a header, after { or ,)
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      if (open.empty()) key = true, parts = 0;
+      continue;
+    }
+    if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      bool triple = text.compare(i, 3, std::string(3, c)) == 0;
+      size_t end = i + (triple ? 3 : 1);
+      bool escapes = c == '"';
+      while (end < text.size()) {
+        if (escapes && text[end] == '\\') {
+          end += 2;
+          continue;
+        }
+        if (!triple && text[end] == '\n') break;  // unterminated: toml++ reports it
+        if (triple ? text.compare(end, 3, std::string(3, c)) == 0 : text[end] == c) break;
+        ++end;
+      }
+      for (size_t k = i; k < end && k < text.size(); ++k) line += text[k] == '\n';
+      if (!triple && end < text.size() && text[end] == '\n') end -= 1;  // the loop reads the '\n'
+      i = std::min(end + (triple ? 2 : 0), text.size());
+      continue;
+    }
+    if (c == '[' || c == '{') {
+      open.push_back(c);
+      if (static_cast<int>(open.size()) > kMaxTomlDepth)
+        return Problem{line, "nested more than " + std::to_string(kMaxTomlDepth) + " levels deep ([ and {)"};
+      if (c == '{') key = true, parts = 0;
+    } else if (c == ']' || c == '}') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ',' && !open.empty() && open.back() == '{') {
+      key = true, parts = 0;
+    } else if (c == '=') {
+      key = false;
+    } else if (c == '.' && key && ++parts >= kMaxTomlKeyParts) {
+      return Problem{line, "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
+    }
+  }
+  return std::nullopt;
+}
+
+// The first reason the reference is too large for TorchScript's recursive compiler, with its
+// line relative to the reference's first line (1-based).
+std::optional<Problem> reference_problem(const std::string& ref) {
+  if (ref.size() > kMaxReferenceBytes)
+    return Problem{1, std::to_string(ref.size()) + " bytes; a reference may have at most " +
+                          std::to_string(kMaxReferenceBytes)};
+  int lines = static_cast<int>(std::count(ref.begin(), ref.end(), '\n')) + (ref.empty() || ref.back() == '\n' ? 0 : 1);
+  if (lines > kMaxReferenceLines)
+    return Problem{kMaxReferenceLines + 1, std::to_string(lines) + " lines; a reference may have at most " +
+                                               std::to_string(kMaxReferenceLines)};
+  int line = 1, depth = 0;
+  size_t line_start = 0;
+  char quote = 0;
+  for (size_t i = 0; i <= ref.size(); ++i) {
+    char c = i < ref.size() ? ref[i] : '\n';
+    if (c == '\n') {
+      if (i - line_start > kMaxReferenceLineChars)
+        return Problem{line, "a line of " + std::to_string(i - line_start) + " characters; the limit is " +
+                                 std::to_string(kMaxReferenceLineChars)};
+      ++line;
+      line_start = i + 1;
+      quote = 0;  // a string that runs past its line: TorchScript reports it
+      continue;
+    }
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      while (i + 1 < ref.size() && ref[i + 1] != '\n') ++i;
+    } else if (c == '(' || c == '[' || c == '{') {
+      if (++depth > kMaxReferenceDepth)
+        return Problem{line, "brackets nested more than " + std::to_string(kMaxReferenceDepth) + " levels deep"};
+    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 // Reads one task file, remembering where each node came from for error messages.
 class Loader {
  public:
   Loader(fs::path file, std::string text) : file_(std::move(file)), text_(std::move(text)) {}
 
   Task load() {
+    if (text_.size() > kMaxTaskFileBytes)
+      throw InputError(file_.string(), std::nullopt, "",
+                       "more than " + std::to_string(kMaxTaskFileBytes) + " bytes; a task file may have at most that");
+    if (auto p = toml_problem(text_)) throw InputError(file_.string(), p->line, "", p->what);
     toml::table root;
     try {
       root = toml::parse(text_, file_.string());
@@ -58,6 +171,9 @@ class Loader {
     t.tags = string_array(root, "tags");
     t.reference = required_string(root, "reference");
     reference_line_ = first_content_line(root["reference"].node());
+    if (auto p = reference_problem(t.reference))
+      throw InputError(file_.string(), reference_line_ ? std::optional<int>(*reference_line_ + p->line - 1) : std::nullopt,
+                       "reference", p->what);
     t.dims = load_dims(root);
     t.check_dims = load_check(root, t.dims);
     t.inputs = load_inputs(root, t.dims);
@@ -379,6 +495,11 @@ class Loader {
         }
       }
       try {
+        (void)t.input_bytes(d);  // overflow check
+      } catch (const ExprError& e) {
+        fail(root["inputs"].node(), "inputs", std::string(e.what()) + " for " + where + " (" + format_dims(d) + ")");
+      }
+      try {
         if (t.flops) (void)t.flops->eval_real(d);
         if (t.min_bytes) (void)t.min_bytes->eval_real(d);
       } catch (const ExprError& e) {
@@ -466,7 +587,12 @@ int64_t Task::numel_of(const InputSpec& in, const Dims& d) const {
 
 int64_t Task::input_bytes(const Dims& d) const {
   int64_t total = 0;
-  for (const InputSpec& in : inputs) total += numel_of(in, d) * static_cast<int64_t>(dtype_size(in.dtype));
+  for (const InputSpec& in : inputs) {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(numel_of(in, d), static_cast<int64_t>(dtype_size(in.dtype)), &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
+      throw ExprError("the bytes of the inputs (up to '" + in.name + "') overflow 64 bits");
+  }
   return total;
 }
 
@@ -529,9 +655,10 @@ std::string shape_expressions(const InputSpec& in) {
 Task load_task(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file.string(), std::nullopt, "", "cannot open the task file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Loader loader(file, ss.str());
+  std::string text(kMaxTaskFileBytes + 1, '\0');  // one byte more than allowed: Loader says so
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  Loader loader(file, std::move(text));
   Task t = loader.load();
   validate_reference(t, loader.reference_line());
   return t;
@@ -544,23 +671,40 @@ std::vector<Task> load_suite(const fs::path& dir) {
 }
 
 std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tasks_root) {
-  auto toml_files_in = [](const fs::path& dir) {
+  // No std::filesystem call here may throw: a symlink loop or an unreadable folder is the user's
+  // input, named with the reason.
+  auto fail = [&](const fs::path& p, const std::error_code& ec) -> void {
+    throw InputError(p.string(), std::nullopt, "", "cannot read: " + ec.message());
+  };
+  auto kind = [&](const fs::path& p) {
+    std::error_code ec;
+    fs::file_status st = fs::status(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) fail(p, ec);
+    return st.type();
+  };
+  auto toml_files_in = [&](const fs::path& dir) {
     std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".toml" && kind(it->path()) == fs::file_type::regular) files.push_back(it->path());
+    if (ec) fail(dir, ec);
     std::sort(files.begin(), files.end());
     return files;
   };
   fs::path p(spec);
-  if (fs::is_regular_file(p)) return {p};
-  if (fs::is_directory(p)) return toml_files_in(p);
-  if (fs::is_regular_file(tasks_root / (spec + ".toml"))) return {tasks_root / (spec + ".toml")};
-  if (fs::is_directory(tasks_root / spec)) return toml_files_in(tasks_root / spec);
+  if (kind(p) == fs::file_type::regular) return {p};
+  if (kind(p) == fs::file_type::directory) return toml_files_in(p);
+  if (kind(tasks_root / (spec + ".toml")) == fs::file_type::regular) return {tasks_root / (spec + ".toml")};
+  if (kind(tasks_root / spec) == fs::file_type::directory) return toml_files_in(tasks_root / spec);
   std::vector<fs::path> found;
-  if (fs::is_directory(tasks_root))
-    for (const auto& e : fs::directory_iterator(tasks_root))
-      if (e.is_directory() && fs::is_regular_file(e.path() / (spec + ".toml")))
-        found.push_back(e.path() / (spec + ".toml"));
+  if (kind(tasks_root) == fs::file_type::directory) {
+    std::error_code ec;
+    for (fs::directory_iterator it(tasks_root, ec), end; !ec && it != end; it.increment(ec))
+      if (kind(it->path()) == fs::file_type::directory &&
+          kind(it->path() / (spec + ".toml")) == fs::file_type::regular)
+        found.push_back(it->path() / (spec + ".toml"));
+    if (ec) fail(tasks_root, ec);
+  }
   std::sort(found.begin(), found.end());
   if (found.size() == 1) return found;
   if (found.empty())

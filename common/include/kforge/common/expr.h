@@ -4,6 +4,10 @@
 //
 //   Expr e = Expr::parse("ceil_div(N, BLOCK) * 4");
 //   int64_t v = e.eval_int(names);   // throws ExprError naming the problem
+//
+// Expressions come from plans an LLM wrote: parsing is bounded (kMaxExprChars of printable ASCII,
+// kMaxExprDepth levels of nesting), and neither parsing, evaluation nor names() recurses deeper
+// than kMaxExprDepth. Long sums and products are one wide node, not a deep tree.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,9 @@ class ExprError : public Error {
  public:
   using Error::Error;
 };
+
+inline constexpr size_t kMaxExprChars = 4096;
+inline constexpr int kMaxExprDepth = 64;
 
 using Value = std::variant<int64_t, double>;
 using NameLookup = std::function<std::optional<Value>(const std::string&)>;

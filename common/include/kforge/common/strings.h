@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kforge {
@@ -17,5 +19,15 @@ std::string trim(const std::string& s);
 std::vector<std::string> split(const std::string& s, char sep);
 // {"a", "b"} joined with ", " -> "a, b"
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+
+// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF); when
+// not, `bad_offset` gets the offset of the first bad byte.
+bool is_valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
+// 1-based line and column of a byte offset (for "line 3, column 7" messages).
+std::pair<int, int> line_and_column(std::string_view s, size_t offset);
+// Untrusted text (from a candidate, an LLM, an archive) made safe to print on a terminal and to
+// put in JSON: control characters (ANSI escapes among them; line breaks and tabs stay), C1
+// controls, bidirectional overrides and bytes that are not UTF-8 become visible \xNN / \u{NNNN}.
+std::string printable(std::string_view s);
 
 }  // namespace kforge

@@ -2,6 +2,7 @@
 // every dims configuration. Every failure stops at its stage with errors written for the LLM.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct CandidateReport {
   std::vector<std::pair<tasks::Dims, ConcretePlan>> configurations;
   bool ok() const { return stage == Stage::Passed; }
 };
+
+// The most bytes a module's __device__ variables may take (PTX `.global` data); larger scratch
+// memory is a plan workspace.
+inline constexpr uint64_t kMaxModuleGlobalBytes = uint64_t{256} << 20;
 
 // The task's tensors as plans name them: inputs, then outputs.
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -113,7 +114,16 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
 
 // The first value of every tunable.
 Tunables default_tunables(const Plan& plan);
-// Every combination of tunable values whose constraints hold at `dims` (the timed dims).
+// How many combinations the tunables' values make, constraints not applied (at most
+// kMaxTuneValues ^ kMaxTunables, which fits 64 bits).
+uint64_t tune_space_size(const Plan& plan);
+// The combination at `index` (< tune_space_size) of the product in the plan's order, the last
+// tunable varying fastest: index 0 is every tunable's first value. Nothing is built but the one.
+Tunables tune_point(const Plan& plan, uint64_t index);
+// The combinations kforge considers, in index order, whose constraints hold at `dims` (the timed
+// dims): all of them when there are at most kMaxTuneCombinations, else kMaxTuneCombinations
+// indices spread evenly over the product, the first and the last among them. Lazy: nothing of the
+// whole product is ever built.
 std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts);
 // At most `count` points of a tune space spread evenly over it (its first and last among them), in
 // its order, so the default (the first point) comes first.
@@ -125,5 +135,13 @@ bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables&
 
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t{4} << 30;
 inline constexpr size_t kMaxLaunches = 16;
+// A plan's `tune`: at most this many tunables of at most this many values each; of their product,
+// tune_space considers at most kMaxTuneCombinations (docs/answer-format.md).
+inline constexpr size_t kMaxTunables = 8;
+inline constexpr size_t kMaxTuneValues = 16;
+inline constexpr uint64_t kMaxTuneCombinations = 4096;
+// A plan's JSON text: bytes and nesting depth, checked before it is parsed.
+inline constexpr size_t kMaxPlanBytes = 64 * 1024;
+inline constexpr int kMaxPlanDepth = 16;
 
 }  // namespace kforge::compile
