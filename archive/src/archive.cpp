@@ -5,6 +5,7 @@
 #include <istream>
 #include <ostream>
 
+#include "evaluation_columns.h"
 #include "kforge/common/files.h"
 #include "stored_json.h"
 
@@ -195,10 +196,7 @@ static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecor
   s.bind(1, c.value);
   if (e.device) s.bind(2, e.device->value);
   else s.bind_null(2);
-  s.bind(3, e.outcome).bind(4, json(e.flags).dump()).bind(5, e.evidence.dump()).bind(6, e.dims.dump());
-  s.bind(7, e.time_ms).bind(8, e.time_iqr_ms).bind(9, e.time_min_ms).bind(10, e.eager_ms).bind(11, e.scripted_ms);
-  s.bind(12, e.speedup_eager).bind(13, e.speedup_scripted).bind(14, e.roofline_fraction);
-  s.bind(15, int64_t{e.admitted}).bind(16, int64_t{e.harness_version}).bind(17, e.toolchain.dump()).bind(18, e.created_at);
+  bind_evaluation_columns(s, e);
   s.bind(19, e.import_source).bind(20, e.import_trust);
   s.run();
 }

@@ -1,9 +1,10 @@
 #include "kforge/common/expr.h"
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -265,6 +266,18 @@ ExprError eval_error(const std::string& text, const std::string& what) {
   return ExprError("in expression " + quoted(text) + ": " + what);
 }
 
+// `x op y` for the comparison operators (1 or 0), or nullopt for any other operator.
+template <typename T>
+std::optional<int64_t> compare(const std::string& op, T x, T y) {
+  if (op == "==") return int64_t{x == y};
+  if (op == "!=") return int64_t{x != y};
+  if (op == "<") return int64_t{x < y};
+  if (op == "<=") return int64_t{x <= y};
+  if (op == ">") return int64_t{x > y};
+  if (op == ">=") return int64_t{x >= y};
+  return std::nullopt;
+}
+
 // `a op b` for the arithmetic and comparison operators.
 Value apply(const std::string& op, const Value& a, const Value& b, const std::string& text) {
   auto* ia = std::get_if<int64_t>(&a);
@@ -280,12 +293,7 @@ Value apply(const std::string& op, const Value& a, const Value& b, const std::st
       if (x == INT64_MIN && y == -1) throw eval_error(text, "64-bit integer overflow");
       return op == "/" ? x / y : x % y;
     }
-    if (op == "==") return int64_t{x == y};
-    if (op == "!=") return int64_t{x != y};
-    if (op == "<") return int64_t{x < y};
-    if (op == "<=") return int64_t{x <= y};
-    if (op == ">") return int64_t{x > y};
-    if (op == ">=") return int64_t{x >= y};
+    if (auto c = compare(op, x, y)) return *c;
   } else {
     double x = to_double(a), y = to_double(b);
     if (op == "+") return x + y;
@@ -296,12 +304,7 @@ Value apply(const std::string& op, const Value& a, const Value& b, const std::st
       return x / y;
     }
     if (op == "%") throw eval_error(text, "'%' needs integers");
-    if (op == "==") return int64_t{x == y};
-    if (op == "!=") return int64_t{x != y};
-    if (op == "<") return int64_t{x < y};
-    if (op == "<=") return int64_t{x <= y};
-    if (op == ">") return int64_t{x > y};
-    if (op == ">=") return int64_t{x >= y};
+    if (auto c = compare(op, x, y)) return *c;
   }
   throw eval_error(text, "unknown operator " + op);
 }
