@@ -113,7 +113,7 @@ std::vector<Case> cases() {
       {"seventeen values", s, with(p, "[256, 128, 512]", "[256, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"), Stage::Plan,
        "tune.BLOCK: 17 values; a tunable may have at most 16"},
       {"kernel name of 60 KB", s, with(p, "\"relu\"", "\"" + std::string(60000, 'k') + "\""), Stage::Plan,
-       "the source defines no __global__ function named 'kkkk"},
+       "a kernel name expression longer than 256 characters"},
       {"NUL byte in the source", s + std::string(1, '\0') + "__global__ void hidden() {}\n", p, Stage::Answer,
        "candidate.cu(5): error: a NUL byte"},
       {"bytes that are not UTF-8", "// caf\xe9\n" + s, p, Stage::Answer, "candidate.cu(1): error: bytes that are not UTF-8"},

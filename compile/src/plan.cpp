@@ -207,7 +207,9 @@ class Parser {
       fail(field + ".kernel", "missing: the kernel's name (or template instantiation, e.g. \"rows<BLOCK>\")");
     l.kernel = j["kernel"].get<std::string>();
     // NVRTC parses the name expression as code: only names and simple template arguments.
-    if (auto why = name_expression_problem(l.kernel)) fail(field + ".kernel", "is not a kernel name or template instantiation: " + *why);
+    if (auto why = name_expression_problem(l.kernel))
+      fail(field + ".kernel", "'" + l.kernel.substr(0, 64) + (l.kernel.size() > 64 ? "..." : "") +
+                                  "' is not a kernel name or template instantiation: " + *why);
     if (!j.contains("grid")) fail(field + ".grid", "missing: 1 to 3 expressions");
     if (!j.contains("block")) fail(field + ".block", "missing: 1 to 3 expressions");
     l.grid = dims3(j["grid"], field + ".grid");
