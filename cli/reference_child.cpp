@@ -227,9 +227,7 @@ void ReferenceChild::start() {
   std::vector<char*> argv = {exe_.data(), mode.data(), nullptr};
   // No API keys in the child that runs a task file's code (common/sandbox.h).
   std::vector<std::string> env = child_environment();
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = c_string_array(env);
   rlimit data{static_cast<rlim_t>(limits_.memory_bytes), static_cast<rlim_t>(limits_.memory_bytes)};
   rlimit no_core{0, 0};
   int fds[2];

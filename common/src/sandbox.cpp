@@ -78,6 +78,13 @@ std::string landlock_support() {
   return "Landlock ABI " + std::to_string(abi);
 }
 
+std::vector<char*> c_string_array(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 Confinement confine_files(const std::vector<std::string>& read_dirs, const std::vector<std::string>& write_dirs) {
   Confinement c;
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);

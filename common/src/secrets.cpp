@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -14,6 +15,12 @@ namespace kforge {
 namespace {
 
 constexpr size_t kShortestSecret = 8;
+
+// Lookups by string_view, so the scan over a text makes no copies of its windows.
+struct ViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 
 // Forms a secret can take in a text: itself, and as JSON or a JSON-in-JSON string escapes it.
 std::vector<std::string> echo_forms(const std::string& secret) {
@@ -60,7 +67,7 @@ class Secrets {
     bool any = false;
     for (size_t window : window_sizes_)
       for (size_t i = 0; i + window <= text.size(); ++i)
-        if (windows_.count(text.substr(i, window))) {
+        if (windows_.count(std::string_view(text).substr(i, window))) {
           std::fill(covered.begin() + i, covered.begin() + i + window, true);
           any = true;
         }
@@ -81,7 +88,7 @@ class Secrets {
  private:
   mutable std::mutex mutex_;
   std::unordered_set<std::string> values_;
-  std::unordered_set<std::string> windows_;  // every kSecretWindow-long run of every form
+  std::unordered_set<std::string, ViewHash, std::equal_to<>> windows_;  // every kSecretWindow-long run of every form
   std::vector<size_t> window_sizes_;
   size_t shortest_ = SIZE_MAX;
 };

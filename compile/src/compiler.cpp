@@ -300,11 +300,7 @@ class Compiler::Workers {
     std::vector<std::string> env = child_environment({{"TMPDIR", s.dir.path}});
     std::string limit_ms = std::to_string(limit_.count());
     std::vector<std::string> argv = {path_, "--dir", s.dir.path, "--time-limit-ms", limit_ms};
-    std::vector<char*> args, envp;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    std::vector<char*> args = c_string_array(argv), envp = c_string_array(env);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in[0], 0);

@@ -185,9 +185,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, theirs.get(), channel_fd_in_child);
   posix_spawn_file_actions_adddup2(&actions, stderr_file_.get(), 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = c_string_array(argv);
   // Its own process group, so a kill reaches a runner started under a wrapper (compute-sanitizer).
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -195,9 +193,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
   posix_spawnattr_setpgroup(&attr, 0);
   // No API keys or anything else a runner does not need (common/sandbox.h).
   std::vector<std::string> env = child_environment();
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = c_string_array(env);
   int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);

@@ -15,6 +15,10 @@ namespace kforge {
 // secret (is_secret_name); then `set` (added or replacing). "NAME=value" entries.
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& set = {});
 
+// `strings` as the null-terminated array of C strings that execve and posix_spawn take (argv,
+// envp); valid while `strings` lives unchanged.
+std::vector<char*> c_string_array(const std::vector<std::string>& strings);
+
 // How far a process's file access is confined.
 struct Confinement {
   bool active = false;  // false: the kernel offers no Landlock (or refused it); see `how`
