@@ -58,7 +58,7 @@ Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms)
   // A fresh machine has no $XDG_DATA_HOME/kforge yet.
   if (create && path.find('/') != std::string::npos) make_directories(path.substr(0, path.rfind('/')));
   Archive a(std::make_unique<Database>(path, create ? Access::Create : Access::ReadWrite, busy_timeout_ms));
-  int version = a.check_file(/*allow_empty=*/true);  // before anything is written
+  int version = a.check_file();  // before anything is written
   a.db_->use_wal();
   a.migrate(version);
   return a;
@@ -68,7 +68,7 @@ Archive Archive::open_read_only(const std::string& path, int busy_timeout_ms) {
   std::string none = path + ": no archive here yet (nothing has been recorded; pass --db to use another file)";
   if (::access(path.c_str(), F_OK) != 0) throw ArchiveError(none);
   Archive a(std::make_unique<Database>(path, Access::ReadOnly, busy_timeout_ms));
-  int version = a.check_file(/*allow_empty=*/true);
+  int version = a.check_file();
   if (version == 0) throw ArchiveError(none);
   if (version < kSchemaVersion)
     throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) + ", older than this kforge's (" +
@@ -79,7 +79,7 @@ Archive Archive::open_read_only(const std::string& path, int busy_timeout_ms) {
 
 // What the file is, from its own markers, before anything is changed: a kforge archive (its schema
 // version), an empty file (0), or an ArchiveError.
-int Archive::check_file(bool allow_empty) {
+int Archive::check_file() {
   auto pragma = [&](const char* sql) {
     Statement s = db_->prepare(sql);
     s.step();
@@ -103,7 +103,6 @@ int Archive::check_file(bool allow_empty) {
     if (objects > 0)
       throw ArchiveError(path + ": this SQLite file is not a kforge archive (it has tables but no kforge schema version)" +
                          unchanged);
-    if (!allow_empty) throw ArchiveError(path + ": no archive here yet (the file is empty)");
     return 0;
   }
   if (application_id == 0 && ours < 4)

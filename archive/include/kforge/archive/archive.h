@@ -175,7 +175,7 @@ class Archive {
 
  private:
   explicit Archive(std::unique_ptr<Database> db) : db_(std::move(db)) {}
-  int check_file(bool allow_empty);  // the schema version of a kforge archive (0: an empty file)
+  int check_file();  // the schema version of a kforge archive (0: an empty file), before any write
   void migrate(int from);
   void store_imported(const detail::ImportedLine& line, ImportReport& report);
   KernelSummary summary_row(Statement& s);
