@@ -194,19 +194,24 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       std::cout << c.dump(2) << "\n";
     } else {
       std::ostringstream out;  // archive text may come from anywhere: printed through printable()
-      out << "candidate " << c["id"] << " of " << c["task"].get<std::string>() << " (" << c["origin"].get<std::string>()
-                << (c["verified"].get<bool>() ? "" : ", unverified") << ")\n  identity   " << c["identity"].get<std::string>()
-                << "\n  generation " << c["generation"] << ", island " << c["island"] << ", " << c["prompt_kind"].get<std::string>()
-                << " by " << (c["model"].get<std::string>().empty() ? "-" : c["model"].get<std::string>()) << "\n  parents    "
-                << c["parents"].dump() << "\n  tunables   " << c["tunables"].dump() << "\n  created    " << c["created_at"].get<std::string>() << "\n";
+      out << "candidate " << c["id"] << " of " << c["task"].get<std::string>() << " ("
+          << c["origin"].get<std::string>() << (c["verified"].get<bool>() ? "" : ", unverified")
+          << ")\n  identity   " << c["identity"].get<std::string>() << "\n  generation "
+          << c["generation"] << ", island " << c["island"] << ", "
+          << c["prompt_kind"].get<std::string>() << " by "
+          << (c["model"].get<std::string>().empty() ? "-" : c["model"].get<std::string>())
+          << "\n  parents    " << c["parents"].dump() << "\n  tunables   " << c["tunables"].dump()
+          << "\n  created    " << c["created_at"].get<std::string>() << "\n";
       for (const auto& cr : c["compiles"])
-        out << "  compile    " << (cr["ok"].get<bool>() ? "ok" : "failed at " + cr["stage"].get<std::string>()) << " "
-                  << cr["resources"].dump() << "\n";
+        out << "  compile    "
+            << (cr["ok"].get<bool>() ? "ok" : "failed at " + cr["stage"].get<std::string>()) << " "
+            << cr["resources"].dump() << "\n";
       for (const auto& e : c["evaluations"])
-        out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump() << " time "
-                  << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, vs eager "
-                  << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", harness v"
-                  << e["harness_version"] << "\n";
+        out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump()
+            << " time " << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>()))
+            << " ms, vs eager "
+            << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>()))
+            << ", harness v" << e["harness_version"] << "\n";
       if (!c["imported"].empty()) out << "  imported   " << c["imported"].dump() << "\n";
       std::cout << printable(out.str());
     }
@@ -218,7 +223,9 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     auto ar = open_existing(*a);
     json c = require_candidate(ar, a->id);
     if (a->json) std::cout << json({{"source", c["source"]}, {"plan", c["plan"]}, {"tunables", c["tunables"]}}).dump(2) << "\n";
-    else std::cout << (::isatty(STDOUT_FILENO) ? printable(c["source"].get<std::string>()) : c["source"].get<std::string>());
+    else
+      std::cout << (::isatty(STDOUT_FILENO) ? printable(c["source"].get<std::string>())
+                                            : c["source"].get<std::string>());
     exit_code = kExitOk;
   });
   auto* lineage = sub("lineage", "A candidate and its ancestors, nearest first");
@@ -250,7 +257,9 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     std::string d = diff_lines(x["source"].get<std::string>() + "\n// plan\n" + x["plan"].dump(2) + "\n",
                                y["source"].get<std::string>() + "\n// plan\n" + y["plan"].dump(2) + "\n");
     if (a->json) std::cout << json({{"a", a->id}, {"b", a->other}, {"diff", d}}).dump(2) << "\n";
-    else std::cout << "--- candidate " << a->id << "\n+++ candidate " << a->other << "\n" << (::isatty(STDOUT_FILENO) ? printable(d) : d);
+    else
+      std::cout << "--- candidate " << a->id << "\n+++ candidate " << a->other << "\n"
+                << (::isatty(STDOUT_FILENO) ? printable(d) : d);
     exit_code = kExitOk;
   });
   auto* search = sub("search", "Full-text search over kernel sources and their tasks");

@@ -1,9 +1,9 @@
 #include <iostream>
 
 #include "commands.h"
+#include "kforge/archive/sqlite.h"
 #include "kforge/common/error.h"
 #include "kforge/common/strings.h"
-#include "kforge/archive/sqlite.h"
 #include "kforge/verify/driver.h"
 
 int main(int argc, char** argv) {
@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     std::cerr << "kforge: " << kforge::printable(e.what()) << "\n";
     return kforge::cli::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "kforge: internal error (a kforge bug; please report it): " << kforge::printable(e.what()) << "\n";
+    std::cerr << "kforge: internal error (a kforge bug; please report it): "
+              << kforge::printable(e.what()) << "\n";
     return kforge::cli::kExitInternal;
   }
   return exit_code;
