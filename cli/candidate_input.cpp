@@ -77,8 +77,11 @@ compile::Tunables parse_tune(const std::vector<std::string>& items) {
     int64_t v = 0;
     // The whole value must be the integer: "128abc" is not 128.
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (!is_identifier(name) || value.empty() || ec != std::errc() || end != value.data() + value.size())
-      throw InputError("--tune", std::nullopt, "", "'" + printable(item) + "' is not NAME=integer (a 64-bit integer, nothing after it)");
+    if (!is_identifier(name) || value.empty() || ec != std::errc() ||
+        end != value.data() + value.size())
+      throw InputError(
+          "--tune", std::nullopt, "",
+          "'" + printable(item) + "' is not NAME=integer (a 64-bit integer, nothing after it)");
     t[name] = v;
   }
   return t;

@@ -36,7 +36,8 @@ int run_compile(const CompileArgs& a) {
   CandidateInput in = read_candidate({a.source_file, a.plan_file, a.answer_file}, "kforge compile");
   if (in.answer_error) {
     if (a.json) std::cout << ordered_json({{"ok", false}, {"stage", "answer"}, {"errors", {*in.answer_error}}}).dump(2) << "\n";
-    else std::cout << "rejected at the answer stage:\n  " << printable(*in.answer_error) << "\n";
+    else
+      std::cout << "rejected at the answer stage:\n  " << printable(*in.answer_error) << "\n";
     return kExitFindings;
   }
   const std::string& source = in.source;

@@ -155,8 +155,9 @@ json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name
       if (!best || ms < best_ms) best = i, best_ms = ms;
     } else {
       point["summary"] = s.summary.substr(0, 300);
-      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": " << verify::to_string(s.outcome)
-                << ": " << printable(s.summary.substr(0, 200)) << std::endl;
+      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": "
+                << verify::to_string(s.outcome) << ": " << printable(s.summary.substr(0, 200))
+                << std::endl;
     }
     out.push_back(point);
   }

@@ -60,9 +60,12 @@ void add_llm_command(CLI::App& app, int& exit_code) {
       std::cout << "model     " << m.spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
       try {
         evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
-        std::cout << "reply     " << printable(r.text.substr(0, 200)) << "\nlatency   " << std::fixed << std::setprecision(0) << r.latency_ms
-                  << " ms (" << r.attempts << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out << " out\n"
-                  << "cost      $" << std::setprecision(6) << m.cost_usd(r.tokens_in, r.tokens_out) << "\n";
+        std::cout << "reply     " << printable(r.text.substr(0, 200)) << "\nlatency   "
+                  << std::fixed << std::setprecision(0) << r.latency_ms << " ms (" << r.attempts
+                  << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out
+                  << " out\n"
+                  << "cost      $" << std::setprecision(6) << m.cost_usd(r.tokens_in, r.tokens_out)
+                  << "\n";
       } catch (const evolve::LlmError& err) {
         std::cout << "failed    " << printable(err.what()) << "\n";
         exit_code = kExitFindings;

@@ -4,8 +4,8 @@
 #include "kforge/archive/location.h"
 #include "kforge/common/identity.h"
 #include "kforge/common/json_limits.h"
-#include "kforge/compile/plan.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/compile/plan.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
 

@@ -16,7 +16,8 @@ class Table {
   void add(std::vector<std::string> row) {
     for (std::string& cell : row) {
       std::string safe;
-      for (char c : printable(cell)) safe += c == '\n' ? std::string("\\n") : c == '\t' ? std::string(" ") : std::string(1, c);
+      for (char c : printable(cell))
+        safe += c == '\n' ? std::string("\\n") : c == '\t' ? std::string(" ") : std::string(1, c);
       cell = std::move(safe);
     }
     rows_.push_back(std::move(row));

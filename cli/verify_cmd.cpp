@@ -8,7 +8,6 @@
 
 #include "candidate_input.h"
 #include "commands.h"
-#include "store_verdict.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
@@ -16,6 +15,7 @@
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
+#include "store_verdict.h"
 
 namespace kforge::cli {
 namespace {

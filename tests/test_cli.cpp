@@ -123,7 +123,8 @@ TEST(Cli, BadArgumentsExit2) {
 // Issue 16: ordinary bad input is exit 2 or the candidate's outcome (exit 1) with a message
 // that names the input, never exit 4 ("a kforge bug") or a signal.
 std::string vector_add_answer() {
-  return *kforge::read_file((kforge::test::source_dir() / "tests/gpu/honest/vector_add.md").string());
+  return *kforge::read_file(
+      (kforge::test::source_dir() / "tests/gpu/honest/vector_add.md").string());
 }
 
 std::string with(std::string s, const std::string& from, const std::string& to) {
@@ -133,9 +134,11 @@ std::string with(std::string s, const std::string& from, const std::string& to) 
   return s;
 }
 
-Result compile_answer(const TempDir& dir, const std::string& answer, const std::string& flags = "") {
+Result compile_answer(const TempDir& dir, const std::string& answer,
+                      const std::string& flags = "") {
   auto file = dir.write("answer.md", answer);
-  return kforge_cli("compile --answer " + file.string() + " --task smoke/vector_add --tasks-dir " + tasks_dir() + " " + flags);
+  return kforge_cli("compile --answer " + file.string() + " --task smoke/vector_add --tasks-dir " +
+                    tasks_dir() + " " + flags);
 }
 
 TEST(Cli, TuneValuesAreWholeIntegers) {
@@ -143,7 +146,9 @@ TEST(Cli, TuneValuesAreWholeIntegers) {
   for (const char* tune : {"BLOCK=128abc", "BLOCK=", "=128", "BLOCK=99999999999999999999"}) {
     Result r = compile_answer(dir, vector_add_answer(), std::string("--tune ") + tune);
     EXPECT_EQ(r.code, 2) << tune << ": " << r.out;
-    EXPECT_NE(r.out.find("--tune: '" + std::string(tune) + "' is not NAME=integer"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--tune: '" + std::string(tune) + "' is not NAME=integer"),
+              std::string::npos)
+        << r.out;
   }
   EXPECT_EQ(compile_answer(dir, vector_add_answer(), "--tune BLOCK=128").code, 0);
 }
@@ -151,36 +156,49 @@ TEST(Cli, TuneValuesAreWholeIntegers) {
 TEST(Cli, BadPlanBytesAndNumbersAreTheCandidatesOutcome) {
   TempDir dir;
   // Non-ASCII in an expression, with --json: the message is JSON-safe.
-  Result r = compile_answer(dir, with(vector_add_answer(), "ceil_div(N, BLOCK)", "ceil_div(N, BLOCK) \xc3\xa9"), "--json");
+  Result r = compile_answer(
+      dir, with(vector_add_answer(), "ceil_div(N, BLOCK)", "ceil_div(N, BLOCK) \xc3\xa9"),
+      "--json");
   EXPECT_EQ(r.code, 1) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["stage"], "plan");
-  EXPECT_NE(j["errors"][0].get<std::string>().find("launch[0].grid[0]"), std::string::npos) << r.out;
+  EXPECT_NE(j["errors"][0].get<std::string>().find("launch[0].grid[0]"), std::string::npos)
+      << r.out;
   // A real number past a double.
   r = compile_answer(dir, with(vector_add_answer(), "\"N\"] }", "1e400] }"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("rejected at the plan stage"), std::string::npos) << r.out;
   // A tunable named like a keyword or a reserved macro.
   for (const char* name : {"int", "__CUDA_ARCH__"}) {
-    r = compile_answer(dir, with(with(vector_add_answer(), "\"BLOCK\": [", std::string("\"") + name + "\": ["), "[\"BLOCK\"]", "[128]"));
+    r = compile_answer(
+        dir, with(with(vector_add_answer(), "\"BLOCK\": [", std::string("\"") + name + "\": ["),
+                  "[\"BLOCK\"]", "[128]"));
     EXPECT_EQ(r.code, 1) << r.out;
-    EXPECT_NE(r.out.find(std::string("tune.") + name + ": '" + name + "' is"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::string("tune.") + name + ": '" + name + "' is"), std::string::npos)
+        << r.out;
   }
 }
 
 TEST(Cli, BadSourceBytesAreTheCandidatesOutcome) {
   TempDir dir;
   // A NUL byte would cut what NVRTC compiles while the identity hashes all of it.
-  std::string nul = with(vector_add_answer(), "  const int stride", "  // " + std::string(1, '\0') + "\n  const int stride");
+  std::string nul = with(vector_add_answer(), "  const int stride",
+                         "  // " + std::string(1, '\0') + "\n  const int stride");
   Result r = compile_answer(dir, nul);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("answer.md:8: error: a NUL byte"), std::string::npos) << r.out;  // the answer's line
+  EXPECT_NE(r.out.find("answer.md:8: error: a NUL byte"), std::string::npos)
+      << r.out;  // the answer's line
   // Bytes that are not UTF-8, with --json: exit 1 and JSON that parses.
-  r = compile_answer(dir, with(vector_add_answer(), "const int stride", "const int stride\xff"), "--json");
+  r = compile_answer(dir, with(vector_add_answer(), "const int stride", "const int stride\xff"),
+                     "--json");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(nlohmann::json::parse(r.out)["errors"][0].get<std::string>().find("not UTF-8"), std::string::npos) << r.out;
+  EXPECT_NE(nlohmann::json::parse(r.out)["errors"][0].get<std::string>().find("not UTF-8"),
+            std::string::npos)
+      << r.out;
   // `#line 4294967295`: NVRTC's log names a line past int.
-  r = compile_answer(dir, with(vector_add_answer(), "  const int stride", "#line 4294967295\n  const int stride = undefined_name;\n  const int stride2"));
+  r = compile_answer(
+      dir, with(vector_add_answer(), "  const int stride",
+                "#line 4294967295\n  const int stride = undefined_name;\n  const int stride2"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("rejected at the compile stage"), std::string::npos) << r.out;
 }
@@ -188,7 +206,8 @@ TEST(Cli, BadSourceBytesAreTheCandidatesOutcome) {
 TEST(Cli, UntrustedTextIsPrintedWithoutTerminalEscapes) {
   TempDir dir;
   // The kernel name comes back in the error message: its ESC must not reach the terminal.
-  Result r = compile_answer(dir, with(vector_add_answer(), "\"kernel\": \"vector_add\"", "\"kernel\": \"vector_add\\u001b[2J\""));
+  Result r = compile_answer(dir, with(vector_add_answer(), "\"kernel\": \"vector_add\"",
+                                      "\"kernel\": \"vector_add\\u001b[2J\""));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("vector_add\\x1B[2J"), std::string::npos) << r.out;

@@ -257,11 +257,13 @@ TEST(Compile, TunablesFollowTheIncludesAndKeepLineNumbers) {
 // Issue 16: NVRTC logs echo candidate text and PTX carries its names; the scans over them are
 // linear (std::regex recursed per character and overflowed the stack) and numbers never overflow.
 TEST(Compile, ResourceReportAndPtxChecksTakeHostileText) {
-  std::string long_entry = "ptxas info    : Compiling entry function '" + std::string(300000, 'a') + "\n";
+  std::string long_entry =
+      "ptxas info    : Compiling entry function '" + std::string(300000, 'a') + "\n";
   EXPECT_TRUE(parse_resource_report(long_entry).empty());
   auto r = parse_resource_report(
       "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
-      "ptxas info    : Used 99999999999999 registers, used 1 barriers, 99999999999999999999 bytes smem\n" +
+      "ptxas info    : Used 99999999999999 registers, used 1 barriers, 99999999999999999999 bytes "
+      "smem\n" +
       std::string(200000, '9') + " bytes stack frame, 1 bytes spill stores, 2 bytes spill loads\n");
   ASSERT_EQ(r.count("k"), 1u);
   EXPECT_EQ(r.at("k").registers, 0);  // too long to be a count: ignored
@@ -269,8 +271,14 @@ TEST(Compile, ResourceReportAndPtxChecksTakeHostileText) {
   EXPECT_EQ(r.at("k").stack_bytes, 0);
   std::string ptx = ".extern .func (.param .b64 func_retval0) " + std::string(300000, 'm') + "\n";
   EXPECT_TRUE(find_rejected_features(ptx).empty());
-  EXPECT_EQ(find_rejected_features(ptx + ";\n.extern .func (.param .b64 r) malloc\n(\n.param .b64 malloc_param_0\n)\n;\n").size(), 1u);
-  EXPECT_TRUE(find_rejected_features(".extern .func (.param .b64 r) malloc_like\n;\n.func free_list()\n;\n").empty());
+  EXPECT_EQ(
+      find_rejected_features(
+          ptx + ";\n.extern .func (.param .b64 r) malloc\n(\n.param .b64 malloc_param_0\n)\n;\n")
+          .size(),
+      1u);
+  EXPECT_TRUE(
+      find_rejected_features(".extern .func (.param .b64 r) malloc_like\n;\n.func free_list()\n;\n")
+          .empty());
 }
 
 }  // namespace

@@ -80,14 +80,14 @@ TEST(Expr, ErrorsNameTheProblem) {
 // Issue 16: expressions come from LLM plans. Deep or long input is an error that names the
 // problem, never a stack overflow; messages stay printable UTF-8 whatever the input bytes.
 TEST(Expr, DeepNestingIsAnErrorNotACrash) {
-  const std::string deep_parens = std::string(2000, '(') + "1" + std::string(2000, ')');  // within 4096 chars
+  const std::string deep_parens =
+      std::string(2000, '(') + "1" + std::string(2000, ')');  // within 4096 chars
   const std::string deep_minus = [] {
     std::string s;
     for (int i = 0; i < 1300; ++i) s += "-(";
     return s + "N" + std::string(1300, ')');
   }();
-  for (const std::string& text : {deep_parens, deep_minus, std::string(4000, '!') + "N",
-                                  [] {
+  for (const std::string& text : {deep_parens, deep_minus, std::string(4000, '!') + "N", [] {
                                     std::string s;
                                     for (int i = 0; i < 450; ++i) s += "min(1, ";
                                     return s + "1" + std::string(450, ')');
@@ -96,7 +96,8 @@ TEST(Expr, DeepNestingIsAnErrorNotACrash) {
       Expr::parse(text);
       ADD_FAILURE() << "no error for " << text.substr(0, 40);
     } catch (const ExprError& e) {
-      EXPECT_NE(std::string(e.what()).find("nests more than 64 levels"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("nests more than 64 levels"), std::string::npos)
+          << e.what();
       EXPECT_LT(std::string(e.what()).size(), 400u);  // the expression is quoted in part
     }
   }
@@ -123,7 +124,8 @@ TEST(Expr, LongInputIsAnErrorAndLongSumsAreWide) {
 }
 
 TEST(Expr, BytesOutsideAsciiAreNamedInPrintableText) {
-  for (const std::string& text : {std::string("N \xc3\xa9 2"), std::string("N + \x1b[31m"), std::string("N\xff")}) {
+  for (const std::string& text :
+       {std::string("N \xc3\xa9 2"), std::string("N + \x1b[31m"), std::string("N\xff")}) {
     try {
       Expr::parse(text);
       ADD_FAILURE() << "no error";

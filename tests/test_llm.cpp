@@ -607,9 +607,11 @@ TEST(LlmConfig, AccountingPerModelAndReplaysAreFree) {
 
 // Issue 16: token counts become costs; an endpoint's negative count is a bad reply, not a refund.
 TEST(Llm, NegativeTokenCountsAreABadResponse) {
-  for (const std::string& usage : {std::string(R"({"prompt_tokens": -5000000, "completion_tokens": 45})"),
-                                   std::string(R"({"prompt_tokens": 1, "completion_tokens": 18446744073709551615})")}) {
-    std::string body = R"({"model": "m", "choices": [{"message": {"content": "hi"}}], "usage": )" + usage + "}";
+  for (const std::string& usage :
+       {std::string(R"({"prompt_tokens": -5000000, "completion_tokens": 45})"),
+        std::string(R"({"prompt_tokens": 1, "completion_tokens": 18446744073709551615})")}) {
+    std::string body =
+        R"({"model": "m", "choices": [{"message": {"content": "hi"}}], "usage": )" + usage + "}";
     try {
       parse_reply(Provider::OpenAI, body);
       ADD_FAILURE() << usage;
@@ -618,7 +620,8 @@ TEST(Llm, NegativeTokenCountsAreABadResponse) {
       EXPECT_NE(std::string(e.what()).find("negative token count"), std::string::npos) << e.what();
     }
   }
-  std::string anthropic = R"({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 3, "output_tokens": -1}})";
+  std::string anthropic =
+      R"({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 3, "output_tokens": -1}})";
   EXPECT_THROW(parse_reply(Provider::Anthropic, anthropic), LlmError);
 }
 

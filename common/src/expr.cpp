@@ -28,7 +28,7 @@ using Kind = Expr::Node::Kind;
 
 // The expression for an error message: at most 120 characters, control and non-ASCII bytes
 // escaped (the text may come from an LLM).
-std::string quoted(const std::string& text) {
+std::string quoted(const std::string& text, bool say_length = true) {
   std::string shown = text.size() > 120 ? text.substr(0, 120) : text;
   std::string out = "\"";
   for (char ch : shown) {
@@ -42,7 +42,8 @@ std::string quoted(const std::string& text) {
     }
   }
   out += "\"";
-  if (text.size() > 120) out += " (" + std::to_string(text.size()) + " characters, shown in part)";
+  if (text.size() > 120 && say_length)
+    out += " (" + std::to_string(text.size()) + " characters, shown in part)";
   return out;
 }
 
@@ -52,7 +53,7 @@ class Parser {
 
   NodePtr parse() {
     if (s_.size() > kMaxExprChars)
-      throw ExprError("in expression " + quoted(s_) + ": " + std::to_string(s_.size()) +
+      throw ExprError("in expression " + quoted(s_, false) + "...: " + std::to_string(s_.size()) +
                       " characters; an expression may have at most " +
                       std::to_string(kMaxExprChars));
     for (size_t i = 0; i < s_.size(); ++i) {
@@ -167,7 +168,8 @@ class Parser {
     if (accept("-")) {
       skip_space();
       // A negative literal is one number, so that -9223372036854775808 fits.
-      if (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.'))
+      if (pos_ < s_.size() &&
+          (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.'))
         return parse_number(true);
       Nesting nest(*this);
       return make(Kind::Unary, "-", {parse_unary()});
@@ -237,7 +239,8 @@ class Parser {
       if (real) n->number = std::stod(tok, &used);
       else n->number = static_cast<int64_t>(std::stoll(tok, &used));
       if (used != tok.size()) fail("malformed number '" + tok + "'");
-      if (real && !std::isfinite(std::get<double>(n->number))) fail("number '" + tok + "' is out of range");
+      if (real && !std::isfinite(std::get<double>(n->number)))
+        fail("number '" + tok + "' is out of range");
     } catch (const std::out_of_range&) {
       fail("number '" + tok + "' is out of range");
     } catch (const std::invalid_argument&) {
@@ -327,7 +330,8 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
       return -std::get<double>(a);
     }
     case Kind::Binary:
-      return apply(n.name, eval_node(*n.args[0], lookup, text), eval_node(*n.args[1], lookup, text), text);
+      return apply(n.name, eval_node(*n.args[0], lookup, text), eval_node(*n.args[1], lookup, text),
+                   text);
     case Kind::Chain: {
       Value acc = eval_node(*n.args[0], lookup, text);
       for (size_t i = 1; i < n.args.size(); ++i) {

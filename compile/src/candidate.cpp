@@ -14,7 +14,9 @@ namespace {
 
 std::string base_name(const std::string& kernel) { return kernel.substr(0, kernel.find('<')); }
 
-bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_word(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // Whether `name` is defined as a __global__ function (or template) in the source: `__global__`,
 // then, before the next ';', '{' or '}', the identifier `name` followed by '('. One linear pass
@@ -48,7 +50,8 @@ bool defines_kernel(const std::string& source, const std::string& name) {
 std::string source_problem(const std::string& source) {
   // Written as NVRTC writes its errors, so relabel_log points at the reader's file and line.
   auto at = [&](size_t offset) {
-    return std::string(kCandidateFileName) + "(" + std::to_string(line_and_column(source, offset).first) + "): ";
+    return std::string(kCandidateFileName) + "(" +
+           std::to_string(line_and_column(source, offset).first) + "): ";
   };
   if (size_t nul = source.find('\0'); nul != std::string::npos)
     return at(nul) + "error: a NUL byte; the source must be text";
@@ -83,7 +86,8 @@ uint64_t module_global_bytes(const std::string& ptx) {
     begin = eol + 1;
     size_t k = 0;
     bool is_extern = false;
-    while (k < words.size() && (words[k] == ".visible" || words[k] == ".weak" || words[k] == ".extern" || words[k] == ".common"))
+    while (k < words.size() && (words[k] == ".visible" || words[k] == ".weak" ||
+                                words[k] == ".extern" || words[k] == ".common"))
       is_extern |= words[k++] == ".extern";
     if (is_extern || k >= words.size() || words[k] != ".global") continue;
     uint64_t element = 0, vector = 1;
@@ -92,11 +96,13 @@ uint64_t module_global_bytes(const std::string& ptx) {
       const std::string& w = words[k];
       if (w == ".align") {
         ++k;  // its number
-      } else if (w.rfind(".v", 0) == 0 && w.size() == 3 && std::isdigit(static_cast<unsigned char>(w[2]))) {
+      } else if (w.rfind(".v", 0) == 0 && w.size() == 3 &&
+                 std::isdigit(static_cast<unsigned char>(w[2]))) {
         vector = static_cast<uint64_t>(w[2] - '0');
       } else if (w == ".pred") {
         element = 1;
-      } else if (w[0] == '.' && w.size() >= 3 && w.size() <= 4 && std::isdigit(static_cast<unsigned char>(w[2]))) {
+      } else if (w[0] == '.' && w.size() >= 3 && w.size() <= 4 &&
+                 std::isdigit(static_cast<unsigned char>(w[2]))) {
         element = std::stoull(w.substr(2)) / 8;  // .b8 .u32 .f64 ...
       } else if (w[0] != '.') {
         rest += w;
@@ -106,9 +112,11 @@ uint64_t module_global_bytes(const std::string& ptx) {
     for (size_t at = rest.find('['); at != std::string::npos; at = rest.find('[', at + 1)) {
       uint64_t extent = 0;
       bool any = false;
-      for (size_t i = at + 1; i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])); ++i) {
+      for (size_t i = at + 1; i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i]));
+           ++i) {
         extent = saturating_mul(extent, 10);
-        extent = extent > UINT64_MAX - 9 ? UINT64_MAX : extent + static_cast<uint64_t>(rest[i] - '0');
+        extent =
+            extent > UINT64_MAX - 9 ? UINT64_MAX : extent + static_cast<uint64_t>(rest[i] - '0');
         any = true;
       }
       if (any) bytes = saturating_mul(bytes, extent);
@@ -179,8 +187,10 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
     } else {
       std::vector<Tunables> space = tune_space(plan, task.dims, facts);
       if (space.empty() && tune_space_size(plan) > kMaxTuneCombinations)
-        throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) + " combinations kforge samples from the " +
-                        std::to_string(tune_space_size(plan)) + " of the tunables' values satisfies the constraints at the timed dims");
+        throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) +
+                        " combinations kforge samples from the " +
+                        std::to_string(tune_space_size(plan)) +
+                        " of the tunables' values satisfies the constraints at the timed dims");
       if (space.empty()) throw PlanError("constraints: no combination of the tunables' values satisfies the constraints at the timed dims");
       r.tunables = space.front();
     }
@@ -237,9 +247,11 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
   // Limits and argument types on every configuration: the timed dims and each check dims.
   r.stage = Stage::Limits;
   if (uint64_t bytes = module_global_bytes(r.module.ptx); bytes > kMaxModuleGlobalBytes)
-    r.errors.push_back("module: its __device__ variables take " +
-                       (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) + " bytes; the limit is " +
-                       std::to_string(kMaxModuleGlobalBytes) + " (256 MiB): declare large scratch memory as a plan workspace");
+    r.errors.push_back(
+        "module: its __device__ variables take " +
+        (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
+        " bytes; the limit is " + std::to_string(kMaxModuleGlobalBytes) +
+        " (256 MiB): declare large scratch memory as a plan workspace");
   for (const tasks::Dims& d : task.all_dims()) {
     ConcretePlan cp;
     try {

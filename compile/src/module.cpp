@@ -101,7 +101,9 @@ namespace {
 
 // Linear scans for the two functions below: NVRTC logs echo candidate text and PTX carries the
 // candidate's names, so no backtracking regex runs over them.
-bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_word_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // The number written just before the first `text` of `line` that has one ("12 bytes smem");
 // at most 9 digits, so it fits an int.
@@ -152,7 +154,8 @@ std::map<std::string, KernelResources> parse_resource_report(const std::string& 
     }
     if (auto used = number_after(line, "Used "); used && number_before(line, " registers")) {
       k.registers = *used;
-      if (auto b = number_after(line, "used "); b && number_before(line, " barriers")) k.barriers = *b;
+      if (auto b = number_after(line, "used "); b && number_before(line, " barriers"))
+        k.barriers = *b;
       if (auto smem = number_before(line, " bytes smem")) k.static_shared_bytes = *smem;
     }
   }

@@ -18,17 +18,30 @@ const std::set<std::string> kFactNames = {"num_sms", "warp_size", "max_shared_pe
 
 // C++20 keywords, alternative tokens and `defined`: a tunable becomes `#define NAME value`.
 const std::set<std::string> kCppKeywords = {
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
-    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const",
-    "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return",
-    "co_yield", "decltype", "default", "defined", "delete", "do", "double", "dynamic_cast", "else",
-    "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
-    "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr",
-    "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
-    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
-    "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
-    "while", "xor", "xor_eq"};
+    "alignas",      "alignof",   "and",           "and_eq",
+    "asm",          "auto",      "bitand",        "bitor",
+    "bool",         "break",     "case",          "catch",
+    "char",         "char8_t",   "char16_t",      "char32_t",
+    "class",        "compl",     "concept",       "const",
+    "consteval",    "constexpr", "constinit",     "const_cast",
+    "continue",     "co_await",  "co_return",     "co_yield",
+    "decltype",     "default",   "defined",       "delete",
+    "do",           "double",    "dynamic_cast",  "else",
+    "enum",         "explicit",  "export",        "extern",
+    "false",        "float",     "for",           "friend",
+    "goto",         "if",        "inline",        "int",
+    "long",         "mutable",   "namespace",     "new",
+    "noexcept",     "not",       "not_eq",        "nullptr",
+    "operator",     "or",        "or_eq",         "private",
+    "protected",    "public",    "register",      "reinterpret_cast",
+    "requires",     "return",    "short",         "signed",
+    "sizeof",       "static",    "static_assert", "static_cast",
+    "struct",       "switch",    "template",      "this",
+    "thread_local", "throw",     "true",          "try",
+    "typedef",      "typeid",    "typename",      "union",
+    "unsigned",     "using",     "virtual",       "void",
+    "volatile",     "wchar_t",   "while",         "xor",
+    "xor_eq"};
 
 // Why `name` cannot be a macro name, or "" when it can.
 std::string reserved_because(const std::string& name) {
@@ -130,7 +143,8 @@ class Parser {
     const json& t = j["tune"];
     if (!t.is_object()) fail("tune", "must be an object like {\"BLOCK\": [128, 256]}");
     if (t.size() > kMaxTunables)
-      fail("tune", std::to_string(t.size()) + " tunables; a plan may have at most " + std::to_string(kMaxTunables));
+      fail("tune", std::to_string(t.size()) + " tunables; a plan may have at most " +
+                       std::to_string(kMaxTunables));
     for (auto it = t.begin(); it != t.end(); ++it) {
       std::string field = "tune." + printable(it.key());
       if (!is_identifier(it.key())) fail(field, "a tunable name must be an identifier");
@@ -144,7 +158,8 @@ class Parser {
       const json& values = it.value();
       if (!values.is_array() || values.empty()) fail(field, "must be a non-empty list of integers");
       if (values.size() > kMaxTuneValues)
-        fail(field, std::to_string(values.size()) + " values; a tunable may have at most " + std::to_string(kMaxTuneValues));
+        fail(field, std::to_string(values.size()) + " values; a tunable may have at most " +
+                        std::to_string(kMaxTuneValues));
       std::vector<int64_t> vs;
       for (const auto& v : values) {
         if (!v.is_number_integer()) fail(field, "values must be integers, got " + v.dump());
@@ -430,7 +445,8 @@ Tunables tune_point(const Plan& plan, uint64_t index) {
   return t;
 }
 
-std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts) {
+std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims,
+                                 const DeviceFacts& facts) {
   const uint64_t size = tune_space_size(plan);
   const uint64_t considered = std::min(size, kMaxTuneCombinations);
   std::vector<Tunables> valid;

@@ -176,8 +176,8 @@ ChatResponse parse_reply(Provider provider, const std::string& body) {
   // Token counts become costs and budgets: a negative one (or 2^64 - 1 read as -1) is a bad reply.
   if (r.tokens_in < 0 || r.tokens_out < 0)
     throw LlmError(LlmError::Kind::BadResponse, 200,
-                   "the reply's usage has a negative token count (" + std::to_string(r.tokens_in) + " in, " +
-                       std::to_string(r.tokens_out) + " out): " + excerpt(body));
+                   "the reply's usage has a negative token count (" + std::to_string(r.tokens_in) +
+                       " in, " + std::to_string(r.tokens_out) + " out): " + excerpt(body));
   if (r.text.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no answer text: " + excerpt(body));
   return r;
 }

@@ -29,8 +29,8 @@ const std::set<std::string> kTopLevelKeys = {
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
 // on deep or long input): checked by linear scans before either parser runs.
 constexpr size_t kMaxTaskFileBytes = 1 << 20;
-constexpr int kMaxTomlDepth = 32;      // nested [ and { (a [[table]] header counts 2)
-constexpr int kMaxTomlKeyParts = 32;   // a.b.c = 1, [a.b.c]: dotted parts of one key
+constexpr int kMaxTomlDepth = 32;     // nested [ and { (a [[table]] header counts 2)
+constexpr int kMaxTomlKeyParts = 32;  // a.b.c = 1, [a.b.c]: dotted parts of one key
 constexpr size_t kMaxReferenceBytes = 32 * 1024;
 constexpr int kMaxReferenceLines = 1000;
 constexpr size_t kMaxReferenceLineChars = 1000;
@@ -79,7 +79,8 @@ std::optional<Problem> toml_problem(const std::string& text) {
     if (c == '[' || c == '{') {
       open.push_back(c);
       if (static_cast<int>(open.size()) > kMaxTomlDepth)
-        return Problem{line, "nested more than " + std::to_string(kMaxTomlDepth) + " levels deep ([ and {)"};
+        return Problem{
+            line, "nested more than " + std::to_string(kMaxTomlDepth) + " levels deep ([ and {)"};
       if (c == '{') key = true, parts = 0;
     } else if (c == ']' || c == '}') {
       if (!open.empty()) open.pop_back();
@@ -88,7 +89,8 @@ std::optional<Problem> toml_problem(const std::string& text) {
     } else if (c == '=') {
       key = false;
     } else if (c == '.' && key && ++parts >= kMaxTomlKeyParts) {
-      return Problem{line, "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
+      return Problem{line,
+                     "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
     }
   }
   return std::nullopt;
@@ -100,9 +102,11 @@ std::optional<Problem> reference_problem(const std::string& ref) {
   if (ref.size() > kMaxReferenceBytes)
     return Problem{1, std::to_string(ref.size()) + " bytes; a reference may have at most " +
                           std::to_string(kMaxReferenceBytes)};
-  int lines = static_cast<int>(std::count(ref.begin(), ref.end(), '\n')) + (ref.empty() || ref.back() == '\n' ? 0 : 1);
+  int lines = static_cast<int>(std::count(ref.begin(), ref.end(), '\n')) +
+              (ref.empty() || ref.back() == '\n' ? 0 : 1);
   if (lines > kMaxReferenceLines)
-    return Problem{kMaxReferenceLines + 1, std::to_string(lines) + " lines; a reference may have at most " +
+    return Problem{kMaxReferenceLines + 1, std::to_string(lines) +
+                                               " lines; a reference may have at most " +
                                                std::to_string(kMaxReferenceLines)};
   int line = 1, depth = 0;
   size_t line_start = 0;
@@ -111,7 +115,8 @@ std::optional<Problem> reference_problem(const std::string& ref) {
     char c = i < ref.size() ? ref[i] : '\n';
     if (c == '\n') {
       if (i - line_start > kMaxReferenceLineChars)
-        return Problem{line, "a line of " + std::to_string(i - line_start) + " characters; the limit is " +
+        return Problem{line, "a line of " + std::to_string(i - line_start) +
+                                 " characters; the limit is " +
                                  std::to_string(kMaxReferenceLineChars)};
       ++line;
       line_start = i + 1;
@@ -119,15 +124,18 @@ std::optional<Problem> reference_problem(const std::string& ref) {
       continue;
     }
     if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == '#') {
       while (i + 1 < ref.size() && ref[i + 1] != '\n') ++i;
     } else if (c == '(' || c == '[' || c == '{') {
       if (++depth > kMaxReferenceDepth)
-        return Problem{line, "brackets nested more than " + std::to_string(kMaxReferenceDepth) + " levels deep"};
+        return Problem{line, "brackets nested more than " + std::to_string(kMaxReferenceDepth) +
+                                 " levels deep"};
     } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -143,7 +151,8 @@ class Loader {
   Task load() {
     if (text_.size() > kMaxTaskFileBytes)
       throw InputError(file_.string(), std::nullopt, "",
-                       "more than " + std::to_string(kMaxTaskFileBytes) + " bytes; a task file may have at most that");
+                       "more than " + std::to_string(kMaxTaskFileBytes) +
+                           " bytes; a task file may have at most that");
     if (auto p = toml_problem(text_)) throw InputError(file_.string(), p->line, "", p->what);
     toml::table root;
     try {
@@ -172,8 +181,10 @@ class Loader {
     t.reference = required_string(root, "reference");
     reference_line_ = first_content_line(root["reference"].node());
     if (auto p = reference_problem(t.reference))
-      throw InputError(file_.string(), reference_line_ ? std::optional<int>(*reference_line_ + p->line - 1) : std::nullopt,
-                       "reference", p->what);
+      throw InputError(
+          file_.string(),
+          reference_line_ ? std::optional<int>(*reference_line_ + p->line - 1) : std::nullopt,
+          "reference", p->what);
     t.dims = load_dims(root);
     t.check_dims = load_check(root, t.dims);
     t.inputs = load_inputs(root, t.dims);
@@ -497,7 +508,8 @@ class Loader {
       try {
         (void)t.input_bytes(d);  // overflow check
       } catch (const ExprError& e) {
-        fail(root["inputs"].node(), "inputs", std::string(e.what()) + " for " + where + " (" + format_dims(d) + ")");
+        fail(root["inputs"].node(), "inputs",
+             std::string(e.what()) + " for " + where + " (" + format_dims(d) + ")");
       }
       try {
         if (t.flops) (void)t.flops->eval_real(d);
@@ -589,7 +601,8 @@ int64_t Task::input_bytes(const Dims& d) const {
   int64_t total = 0;
   for (const InputSpec& in : inputs) {
     int64_t bytes = 0;
-    if (__builtin_mul_overflow(numel_of(in, d), static_cast<int64_t>(dtype_size(in.dtype)), &bytes) ||
+    if (__builtin_mul_overflow(numel_of(in, d), static_cast<int64_t>(dtype_size(in.dtype)),
+                               &bytes) ||
         __builtin_add_overflow(total, bytes, &total))
       throw ExprError("the bytes of the inputs (up to '" + in.name + "') overflow 64 bits");
   }
@@ -679,14 +692,16 @@ std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tas
   auto kind = [&](const fs::path& p) {
     std::error_code ec;
     fs::file_status st = fs::status(p, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) fail(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      fail(p, ec);
     return st.type();
   };
   auto toml_files_in = [&](const fs::path& dir) {
     std::vector<fs::path> files;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().extension() == ".toml" && kind(it->path()) == fs::file_type::regular) files.push_back(it->path());
+      if (it->path().extension() == ".toml" && kind(it->path()) == fs::file_type::regular)
+        files.push_back(it->path());
     if (ec) fail(dir, ec);
     std::sort(files.begin(), files.end());
     return files;
@@ -694,7 +709,8 @@ std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tas
   fs::path p(spec);
   if (kind(p) == fs::file_type::regular) return {p};
   if (kind(p) == fs::file_type::directory) return toml_files_in(p);
-  if (kind(tasks_root / (spec + ".toml")) == fs::file_type::regular) return {tasks_root / (spec + ".toml")};
+  if (kind(tasks_root / (spec + ".toml")) == fs::file_type::regular)
+    return {tasks_root / (spec + ".toml")};
   if (kind(tasks_root / spec) == fs::file_type::directory) return toml_files_in(tasks_root / spec);
   std::vector<fs::path> found;
   if (kind(tasks_root) == fs::file_type::directory) {

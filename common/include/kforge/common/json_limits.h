@@ -27,8 +27,10 @@ inline int json_depth(std::string_view text, int limit) {
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -46,9 +48,9 @@ inline nlohmann::json parse_json_bounded(std::string_view text, const std::strin
                                          int max_depth = kMaxJsonDepth,
                                          size_t max_bytes = kMaxJsonBytes) {
   if (text.size() > max_bytes)
-    throw InputError(what, std::nullopt, "",
-                     std::to_string(text.size()) + " bytes of JSON; the limit is " +
-                         std::to_string(max_bytes));
+    throw InputError(
+        what, std::nullopt, "",
+        std::to_string(text.size()) + " bytes of JSON; the limit is " + std::to_string(max_bytes));
   if (json_depth(text, max_depth) > max_depth)
     throw InputError(what, std::nullopt, "",
                      "JSON nested more than " + std::to_string(max_depth) + " levels deep");
