@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/archive/archive.h"
@@ -105,7 +106,7 @@ std::string diff_lines(const std::string& a, const std::string& b) {
 
 void add_archive_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ArchiveArgs>();
-  auto* cmd = app.add_subcommand("archive", "Browse, export and import the kernel archive");
+  auto* cmd = app.add_subcommand("archive", command_description("archive"));
   cmd->require_subcommand(1);
   cmd->add_option("--db", a->db, "Archive file (default: $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--json", a->json, "Machine-readable output");

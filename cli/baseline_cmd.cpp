@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
@@ -67,7 +68,7 @@ int run_baseline(const BaselineArgs& a) {
 
 void add_baseline_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<BaselineArgs>();
-  auto* cmd = app.add_subcommand("baseline", "Time every task's reference, eager and scripted, and store the baselines (needs a GPU)");
+  auto* cmd = app.add_subcommand("baseline", command_description("baseline"));
   cmd->add_option("suite", a->suite, "Suite, suite/name, or a task file")->required();
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");

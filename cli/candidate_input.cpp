@@ -27,7 +27,9 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
     if (!f.source_file.empty() || !f.plan_file.empty())
       throw InputError("--answer", std::nullopt, "", "give either --answer FILE.md or CANDIDATE.cu with --plan, not both");
     try {
-      compile::Answer ans = compile::parse_answer(read_or_fail(f.answer_file, "answer"));
+      std::string markdown = read_or_fail(f.answer_file, "answer");
+      in.task_named = compile::task_named_in(markdown);
+      compile::Answer ans = compile::parse_answer(markdown);
       in.source = ans.source;
       in.plan = ans.plan;
       in.label = f.answer_file;
@@ -48,11 +50,22 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir) {
   std::filesystem::path root = tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(tasks_dir);
   std::vector<std::filesystem::path> files = tasks::resolve_tasks(spec, root);
-  if (files.size() != 1) throw Error("--task '" + spec + "' names a suite; give one task");
+  if (files.size() != 1) throw UsageError("--task '" + spec + "' names a suite; give one task");
   return tasks::load_task(files[0]);
 }
 
+tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in, const std::string& tasks_dir) {
+  if (!task_flag.empty()) return load_one_task(task_flag, tasks_dir);
+  if (in.task_named.empty())
+    throw InputError("--task", std::nullopt, "",
+                     "which task? Give --task, or an --answer whose first line names it (<!-- task: suite/name -->)");
+  return load_one_task(in.task_named, tasks_dir);
+}
+
 compile::DeviceFacts facts_for(const std::string& arch_flag) {
+  if (!arch_flag.empty())
+    if (std::string problem = compile::arch_problem(arch_flag); !problem.empty())
+      throw InputError("--arch", std::nullopt, "", problem);
   const verify::Driver& driver = verify::Driver::get();
   if (driver.available()) {
     compile::DeviceFacts f = verify::plan_facts(0);

@@ -20,6 +20,7 @@ struct CandidateInput {
   std::string label = "candidate.cu";  // the file errors refer to
   int first_line = 1;                  // of the source within that file
   std::optional<std::string> answer_error;  // the answer has no usable code or plan
+  std::string task_named;  // the task an answer names (`<!-- task: suite/name -->`), or ""
 };
 
 // Throws InputError naming `command`'s missing or conflicting arguments and unreadable files.
@@ -27,6 +28,8 @@ CandidateInput read_candidate(const CandidateFiles& files, const std::string& co
 
 // --task names exactly one task (a file, suite/name or name).
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir);
+// The task of a candidate: --task when given, else the one its answer names (InputError when neither).
+tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in, const std::string& tasks_dir);
 
 // GPU 0's facts where a GPU is present, else the usual GPU of `arch` (default sm_90a).
 compile::DeviceFacts facts_for(const std::string& arch_flag);

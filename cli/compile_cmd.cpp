@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "candidate_input.h"
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -45,7 +46,7 @@ int run_compile(const CompileArgs& a) {
   const std::string& source_label = in.label;
   int source_first_line = in.first_line;
   ReferenceLimits limits = reference_limits(a.reference_time_limit, kShapesReferenceSeconds);
-  tasks::Task task = load_one_task(a.task, a.tasks_dir);
+  tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
   std::vector<compile::TensorInfo> tensors = ReferenceChild(limits).task_tensors(task);  // the outputs' dtypes
   compile::DeviceFacts facts = facts_for(a.arch);
 
@@ -138,11 +139,11 @@ int run_compile(const CompileArgs& a) {
 
 void add_compile_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<CompileArgs>();
-  auto* cmd = app.add_subcommand("compile", "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources");
+  auto* cmd = app.add_subcommand("compile", command_description("compile"));
   cmd->add_option("candidate", a->source_file, "CUDA source of the candidate (device code only)");
   cmd->add_option("--plan", a->plan_file, "JSON launch plan");
   cmd->add_option("--answer", a->answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
-  cmd->add_option("--task", a->task, "Task file, suite/name or name")->required();
+  cmd->add_option("--task", a->task, "Task file, suite/name or name (default: the one --answer names)");
   cmd->add_option("--arch", a->arch, "Target architecture (default: GPU 0's, else sm_90a)");
   cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");

@@ -17,7 +17,9 @@
 #include <thread>
 
 #include "candidate_input.h"
+#include "command_list.h"
 #include "commands.h"
+#include "progress.h"
 #include "store_verdict.h"
 #include "table.h"
 #include "kforge/common/files.h"
@@ -69,7 +71,7 @@ std::vector<Entry> collect(const CorpusArgs& a, bool sanitizer) {
     } else if (fs::exists(p)) {
       files.push_back(p);
     } else {
-      throw Error(p + ": no such file or folder");
+      throw UsageError(p + ": no such file or folder");
     }
     for (const std::string& f : files) {
       Entry e;
@@ -95,7 +97,7 @@ struct Checked {
   std::vector<compile::TensorInfo> tensors;
   compile::Answer answer;
   compile::CandidateReport report;
-  std::vector<compile::CandidateReport> points;  // --tune: the tune-space points to screen (report first)
+  std::vector<compile::CandidateReport> points;  // --tune-points: the tune-space points to screen (report first)
   std::string error;  // the file could not be judged at all (no task line, unknown task)
 };
 
@@ -138,10 +140,10 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-// --tune: screens every point (Judge::screen) and makes the fastest correct one c.report, the one
+// --tune-points: screens every point (Judge::screen) and makes the fastest correct one c.report, the one
 // verify() then judges in full. A point that screens wrong is printed: an honest kernel should
 // be correct at every point of its tune space. Returns one record per point.
-json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name) {
+json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name, Progress& progress) {
   json out = json::array();
   if (c.points.size() < 2) return out;
   std::optional<size_t> best;
@@ -155,6 +157,7 @@ json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name
       if (!best || ms < best_ms) best = i, best_ms = ms;
     } else {
       point["summary"] = s.summary.substr(0, 300);
+      progress.clear();
       std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": "
                 << verify::to_string(s.outcome) << ": " << printable(s.summary.substr(0, 200))
                 << std::endl;
@@ -162,6 +165,7 @@ json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name
     out.push_back(point);
   }
   if (best) c.report = c.points[*best];
+  progress.clear();
   std::cout << "  " << name << ": screened " << c.points.size() << " tune point(s), chose "
             << tunables_text(c.report.tunables, " ") << (best ? " at " + fixed(best_ms, 4) + " ms" : "") << std::endl;
   c.points.clear();  // their modules are no longer needed
@@ -172,7 +176,7 @@ int run_corpus(const CorpusArgs& a) {
   verify::Driver::get().require("kforge corpus");
   bool sanitizer = !verify::find_compute_sanitizer().empty();
   std::vector<Entry> entries = collect(a, sanitizer);
-  if (entries.empty()) throw Error("kforge corpus: no answers (*.md) in " + join(a.paths, ", "));
+  if (entries.empty()) throw UsageError("kforge corpus: no answers (*.md) in " + join(a.paths, ", "));
   auto t_start = Clock::now();
 
   int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -214,19 +218,25 @@ int run_corpus(const CorpusArgs& a) {
   int unmet = 0, judged = 0;
   double judge_ms_total = 0;
   std::map<std::string, int> counts;
+  Progress progress;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
+    std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + e.name;
+    progress.show(counter + ": compiling");
     ready[i].wait();
     Checked& c = loaded[i];
+    progress.show(counter + (c.points.size() > 1 ? ": screening " + std::to_string(c.points.size()) + " tune points" : ": judging"));
     if (!c.error.empty()) {
+      progress.clear();
       std::cout << e.name << ": not judged: " << printable(c.error) << std::endl;
       table.add({e.name, e.task_spec, join(e.expected, "|"), "-", "NOT JUDGED"});
       ++unmet;
       continue;
     }
     auto t_tune = Clock::now();
-    json tuning = tune_by_screening(judge, c, e.name);
+    json tuning = tune_by_screening(judge, c, e.name, progress);
     double tuning_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_tune).count();
+    progress.show(counter + ": judging");
     auto t0 = Clock::now();
     verify::Verdict v = judge.verify(*c.task, c.report);
     std::optional<verify::Verdict> admission;
@@ -234,6 +244,7 @@ int run_corpus(const CorpusArgs& a) {
       admission = verify::admit_candidate(judge, *c.task, c.answer.source, c.answer.plan, c.report.tunables, facts, compiler,
                                           v.evidence.value("seed", uint64_t{1}));
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    progress.clear();
     judge_ms_total += ms + tuning_ms;
     ++judged;
     std::string outcome(verify::to_string(v.outcome));
@@ -278,13 +289,12 @@ int run_corpus(const CorpusArgs& a) {
 
 void add_corpus_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<CorpusArgs>();
-  auto* cmd = app.add_subcommand("corpus", "Judge many answers (files or folders; each names its task in its first line) "
-                                           "in one judge session, with a folder's manifest.json of expected outcomes (needs a GPU)");
+  auto* cmd = app.add_subcommand("corpus", command_description("corpus"));
   cmd->add_option("paths", a->paths, "Answer files or folders of them")->required();
   cmd->add_option("--expect", a->expect, "Outcome every answer without a manifest entry must get (e.g. correct)");
   cmd->add_flag("--admit", a->admit, "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only");
-  cmd->add_option("--tune", a->tune,
+  cmd->add_option("--tune-points", a->tune,
                   "Screen up to N points of each answer's tune space (correctness on the timed dims, a short timing) "
                   "and judge the fastest in full")
       ->check(CLI::Range(1, 1000));

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/paths.h"
@@ -107,7 +108,7 @@ int run_doctor(bool as_json) {
 }  // namespace
 
 void add_doctor_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("doctor", "Show toolchain versions, GPUs (or why none), and kforge's paths");
+  auto* cmd = app.add_subcommand("doctor", command_description("doctor"));
   auto as_json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *as_json, "Machine-readable output");
   cmd->callback([&exit_code, as_json] { exit_code = run_doctor(*as_json); });

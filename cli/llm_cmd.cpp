@@ -2,6 +2,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/evolve/config.h"
@@ -10,7 +11,7 @@
 namespace kforge::cli {
 
 void add_llm_command(CLI::App& app, int& exit_code) {
-  auto* llm = app.add_subcommand("llm", "Talk to the configured LLM endpoints");
+  auto* llm = app.add_subcommand("llm", command_description("llm"));
   llm->require_subcommand(1);
   auto model = std::make_shared<std::string>();
   auto timeout_s = std::make_shared<std::string>();

@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "reference_child.h"
+#include "subcommands.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
@@ -9,7 +10,7 @@
 #include "kforge/verify/driver.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly"};
+  CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly", "kforge"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kforge ") + KFORGE_VERSION);
   int exit_code = kforge::cli::kExitOk;
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_llm_command(app, exit_code);
   kforge::cli::add_prompt_command(app, exit_code);
   kforge::cli::add_reference_command(app, exit_code);
+  if (std::optional<int> rc = kforge::cli::guide_subcommands(app, argc, argv)) return *rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -34,12 +36,12 @@ int main(int argc, char** argv) {
   } catch (const kforge::archive::ArchiveError& e) {
     std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitFindings;
-  } catch (const kforge::InputError& e) {
+  } catch (const kforge::UsageError& e) {
     std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitUsage;
-  } catch (const kforge::Error& e) {
+  } catch (const kforge::Error& e) {  // a kforge bug, or the machine failing under it
     std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitUsage;
+    return kforge::cli::kExitInternal;
   } catch (const std::exception& e) {
     std::cerr << "kforge: internal error (a kforge bug; please report it): " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitInternal;

@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include "candidate_input.h"
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/archive/location.h"
 #include "kforge/evolve/prompt.h"
@@ -30,7 +32,7 @@ std::string device_line() {
 
 void add_prompt_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<PromptArgs>();
-  auto* prompt = app.add_subcommand("prompt", "Prompt templates");
+  auto* prompt = app.add_subcommand("prompt", command_description("prompt"));
   prompt->require_subcommand(1);
   auto* render = prompt->add_subcommand("render", "Print the prompt kforge would send");
   render->add_option("kind", a->kind, "translate, optimize, crossover, repair_compile or repair_wrong")->required();
@@ -45,10 +47,7 @@ void add_prompt_command(CLI::App& app, int& exit_code) {
     if (!kind) throw InputError("kind", std::nullopt, "", "'" + a->kind + "' is not translate, optimize, crossover, repair_compile or repair_wrong");
     std::string dir = a->prompts_dir.empty() ? evolve::default_prompts_dir() : a->prompts_dir;
     evolve::PromptTemplates templates = evolve::PromptTemplates::load(dir);  // every template checked at start
-    std::filesystem::path root = a->tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a->tasks_dir);
-    auto files = tasks::resolve_tasks(a->task, root);
-    if (files.size() != 1) throw Error("--task '" + a->task + "' names a suite; give one task");
-    tasks::Task task = tasks::load_task(files[0]);
+    tasks::Task task = load_one_task(a->task, a->tasks_dir);
     tasks::Reference ref = tasks::Reference::compile(task);
     std::optional<archive::Archive> ar;
     std::string db = archive::database_path(a->db).string();

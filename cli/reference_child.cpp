@@ -165,6 +165,7 @@ InputError failure(const ReferenceChild::Outcome& o, const std::string& file,
     if (kind == "memory")
       return InputError(file, std::nullopt, "reference",
                         "ran out of memory " + o.at + " (" + memory_note(limits) + ")");
+    if (kind == "usage") throw UsageError(message);
     if (kind == "error") throw Error(message);
     throw std::runtime_error(
         message);  // exit 4: a kforge bug, as if it had happened in this process
@@ -298,6 +299,7 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
       if (reply.is_object() && reply.contains("at") && reply["at"].is_string()) {
         out.at = reply["at"].get<std::string>();
         deadline = std::chrono::steady_clock::now() + step;
+        if (on_step_) on_step_(out.at);
       } else if (reply.is_object() && reply.contains("result")) {
         out.result = reply["result"];
         done = true;
@@ -542,6 +544,8 @@ void answer(const std::string& request) {
         {"kind", "input"}, {"file", e.file()}, {"field", e.field()}, {"problem", e.problem()}};
     if (e.line()) err["line"] = *e.line();
     send({{"error", err}});
+  } catch (const UsageError& e) {
+    send({{"error", {{"kind", "usage"}, {"message", e.what()}}}});
   } catch (const std::bad_alloc&) {
     send({{"error", {{"kind", "memory"}}}});
   } catch (const Error& e) {

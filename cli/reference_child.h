@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -62,6 +63,8 @@ class ReferenceChild {
   // crashes, else what the reference's run would have thrown in this process.
   ShapeFacts shape_facts(const tasks::Task& task);
   std::vector<compile::TensorInfo> task_tensors(const tasks::Task& task);  // compile::task_tensors
+  // Called with each step the child starts ("on the check dims (N=4)"), e.g. to show progress.
+  void on_step(std::function<void(const std::string& step)> hook) { on_step_ = std::move(hook); }
 
   struct Outcome;
 
@@ -74,6 +77,7 @@ class ReferenceChild {
   int pid_ = -1;
   int fd_ = -1;  // a socket both ways: requests in, JSON lines out
   std::string buffer_;
+  std::function<void(const std::string&)> on_step_;
 };
 
 // A TaskCheck as `tasks check --json` prints it, and back.

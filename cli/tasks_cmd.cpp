@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/check.h"
@@ -11,6 +12,7 @@
 #include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
+#include "progress.h"
 #include "reference_child.h"
 #include "table.h"
 
@@ -53,7 +55,7 @@ std::vector<tasks::Task> load_specs(const std::vector<std::string>& specs, const
 
 std::vector<std::string> all_suites(const fs::path& root) {
   std::vector<std::string> suites;
-  if (!fs::is_directory(root)) throw Error("the tasks folder " + root.string() + " does not exist (set KFORGE_TASKS or --tasks-dir)");
+  if (!fs::is_directory(root)) throw UsageError("the tasks folder " + root.string() + " does not exist (set KFORGE_TASKS or --tasks-dir)");
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) {
       for (const auto& f : fs::directory_iterator(e.path()))
@@ -90,7 +92,7 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
 
 int run_show(const std::string& spec, const fs::path& root, bool as_json, const std::optional<std::string>& time_limit) {
   std::vector<fs::path> files = tasks::resolve_tasks(spec, root);
-  if (files.size() != 1) throw Error("'" + spec + "' names a suite; `kforge tasks show` takes one task");
+  if (files.size() != 1) throw UsageError("'" + spec + "' names a suite; `kforge tasks show` takes one task");
   ReferenceLimits limits = reference_limits(time_limit, kShapesReferenceSeconds);
   tasks::Task t = tasks::load_task(files[0]);
   ShapeFacts facts = ReferenceChild(limits).shape_facts(t);
@@ -170,8 +172,29 @@ struct CheckArgs {
   int timing_runs = -1;
   bool json = false;
   bool verbose = false;
+  bool force = false;
   std::optional<std::string> reference_time_limit;
 };
+
+// On the CPU, timed dims past this many bytes of inputs (or of the task's declared traffic) take
+// minutes and may exhaust the memory: `tasks check` asks for --force or smaller dims first.
+constexpr int64_t kCpuTimedBytes = 1000000000;
+
+// The tasks among `files` whose timed dims move more than kCpuTimedBytes, with their sizes.
+std::vector<std::pair<std::string, int64_t>> too_big_for_cpu(const std::vector<fs::path>& files) {
+  std::vector<std::pair<std::string, int64_t>> big;
+  for (const fs::path& f : files) {
+    try {
+      tasks::Task t = tasks::load_task(f);
+      int64_t bytes = t.input_bytes(t.dims);
+      if (t.min_bytes) bytes = std::max(bytes, static_cast<int64_t>(t.min_bytes->eval_real(t.dims)));
+      if (bytes > kCpuTimedBytes) big.emplace_back(t.id(), bytes);
+    } catch (const Error&) {
+      // a malformed task is the check's own finding
+    }
+  }
+  return big;
+}
 
 int run_check(const CheckArgs& a, const fs::path& root) {
   tasks::CheckOptions opt;
@@ -196,14 +219,29 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   for (const auto& s : specs)
     for (const auto& f : tasks::resolve_tasks(s, root)) files.push_back(f);
 
+  if (a.device == "cpu" && opt.dims != tasks::DimsSelection::Check && !a.force)
+    if (auto big = too_big_for_cpu(files); !big.empty()) {
+      std::string list;
+      for (const auto& [id, bytes] : big) list += "\n  " + id + ": " + human_bytes(static_cast<double>(bytes));
+      throw UsageError("--dims " + dims + " on the CPU: " + std::to_string(big.size()) +
+                       " task(s) move more than " + human_bytes(static_cast<double>(kCpuTimedBytes)) +
+                       " at their timed dims, which takes minutes and may exhaust the memory:" + list +
+                       "\nCheck them on a GPU (--device cuda), with --dims check, or pass --force to run them here.");
+    }
   if (!a.json)
     std::cout << "checking " << files.size() << " task(s) on " << a.device << ", " << dims << " dims, seed " << a.seed
               << "\n";
   ordered_json all = ordered_json::array();
   int failed = 0;
+  Progress progress;
+  size_t index = 0;
   for (const fs::path& f : files) {
     tasks::TaskCheck c;
     std::string id = f.parent_path().filename().string() + "/" + f.stem().string();
+    std::string counter = "[" + std::to_string(++index) + "/" + std::to_string(files.size()) + "] " + id;
+    progress.show(counter);
+    child.on_step([&](const std::string& step) { progress.show(counter + " " + step); });
+    opt.on_config = [&](const std::string& where) { progress.show(counter + " on " + where); };
     auto t0 = std::chrono::steady_clock::now();
     if (a.device == "cpu") {
       c = child.check(f, opt);  // a reference that never returns fails its task
@@ -217,6 +255,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
       }
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress.clear();
     if (!c.ok()) ++failed;
     if (a.json) {
       all.push_back(check_to_json(c));
@@ -252,7 +291,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
 }  // namespace
 
 void add_tasks_command(CLI::App& app, int& exit_code) {
-  auto* tasks_cmd = app.add_subcommand("tasks", "List, show and check task suites");
+  auto* tasks_cmd = app.add_subcommand("tasks", command_description("tasks"));
   tasks_cmd->require_subcommand(1);
   auto root = std::make_shared<std::string>();
   tasks_cmd->add_option("--tasks-dir", *root, "Folder holding the suites (default: $KFORGE_TASKS, ./tasks, or the source tree's)");
@@ -289,6 +328,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--time", args->timing_runs, "Time the reference this many runs per configuration (default: 5 on cuda, 0 on cpu)");
   check->add_flag("--json", args->json, "Machine-readable output");
   check->add_flag("-v,--verbose", args->verbose, "Print output statistics per configuration");
+  check->add_flag("--force", args->force, "Run timed dims on the CPU even when they move more than 1 GB");
   auto check_limit = std::make_shared<std::string>();
   auto* check_limit_opt = check->add_option(
       "--reference-time-limit", *check_limit,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "candidate_input.h"
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
@@ -89,8 +90,8 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
 
 int run_verify(const VerifyArgs& a) {
   verify::Driver::get().require("kforge verify");  // exit 3 before any work when there is no GPU
-  tasks::Task task = load_one_task(a.task, a.tasks_dir);
   CandidateInput in = read_candidate(a.files, "kforge verify");
+  tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
   compile::CandidateReport report;
   compile::Compiler compiler;
   compile::DeviceFacts facts = facts_for("");
@@ -125,12 +126,11 @@ int run_verify(const VerifyArgs& a) {
 
 void add_verify_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<VerifyArgs>();
-  auto* cmd = app.add_subcommand("verify", "Judge a candidate on the GPU: correctness on every configuration, then time, "
-                                           "baselines and roofline (needs a GPU)");
+  auto* cmd = app.add_subcommand("verify", command_description("verify"));
   cmd->add_option("candidate", a->files.source_file, "CUDA source of the candidate (device code only)");
   cmd->add_option("--plan", a->files.plan_file, "JSON launch plan");
   cmd->add_option("--answer", a->files.answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
-  cmd->add_option("--task", a->task, "Task file, suite/name or name")->required();
+  cmd->add_option("--task", a->task, "Task file, suite/name or name (default: the one --answer names)");
   cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
   cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: a fresh one, printed)");
   cmd->add_option("--watchdog", a->watchdog_s, "Seconds before a run is a timeout (default: 50 x eager x launches, 2-60 s)");

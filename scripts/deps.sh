@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Installs kforge's Debian build dependencies. Idempotent: installs only what is missing.
+# Installs kforge's Debian build dependencies. Idempotent: installs only what is missing, where
+# "present" means the compiler finds the header (or PATH the tool), installed by dpkg or not, so a
+# machine that provides them some other way (CPATH, a CUDA LibTorch from PyTorch) needs no apt.
 set -euo pipefail
-PACKAGES=(
-  build-essential cmake ninja-build pkg-config
-  libtorch-dev                      # LibTorch 1.13 (CPU) for references
-  nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-  libsqlite3-dev sqlite3 libcurl4-openssl-dev libcpp-httplib-dev libxxhash-dev
-  libgtest-dev libgmock-dev
+cd "$(dirname "$0")/.."
+has_header() { echo "#include <$1>" | ${CXX:-c++} -std=c++20 -E -x c++ - > /dev/null 2>&1; }
+has_tool() { command -v "$1" > /dev/null; }
+# package, then how to see it: "tool NAME" or "header PATH"
+NEEDS=(
+  "build-essential tool c++" "cmake tool cmake" "ninja-build tool ninja" "pkg-config tool pkg-config"
+  "nlohmann-json3-dev header nlohmann/json.hpp" "libcli11-dev header CLI/CLI.hpp"
+  "libtomlplusplus-dev header toml++/toml.h" "libfmt-dev header fmt/format.h"
+  "libsqlite3-dev header sqlite3.h" "libcurl4-openssl-dev header curl/curl.h"
+  "libcpp-httplib-dev header httplib.h" "libxxhash-dev header xxhash.h" "zlib1g-dev header zlib.h"
+  "libgtest-dev header gtest/gtest.h" "libgmock-dev header gmock/gmock.h"
 )
 missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+for need in "${NEEDS[@]}"; do
+  read -r package kind what <<< "$need"
+  if [[ $kind == tool ]]; then has_tool "$what" || missing+=("$package"); else has_header "$what" || missing+=("$package"); fi
 done
+# LibTorch: Debian's (CPU) unless a CUDA build is found (scripts/find-libtorch.sh), which setup.sh prefers.
+if ! scripts/find-libtorch.sh > /dev/null && ! has_header torch/script.h; then missing+=(libtorch-dev); fi
 if ((${#missing[@]})); then
   echo "kforge: installing ${missing[*]}"
+  if ! command -v apt-get > /dev/null; then
+    echo "kforge: no apt-get here; install these (Debian package names) some other way: ${missing[*]}" >&2
+    exit 1
+  fi
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  echo "kforge: all Debian dependencies present"
+  echo "kforge: all build dependencies present"
 fi
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "kforge: the CUDA Toolkit (NVRTC and headers) is not installed; install CUDA 12.x/13.x from NVIDIA" >&2

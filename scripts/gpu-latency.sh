@@ -34,7 +34,7 @@ for key in ('phase_ms', 'correctness_split_ms'):
 PY
 if [ "${KFORGE_LATENCY_TUNE:-1}" = 1 ]; then  # 0: the level-1 latency only
   files=$(grep -l '"BLOCKS_PER_SM": \[65536' tasks/level1/seeds/*.md tasks/smoke/seeds/*.md)
-  timeout 150 "$K" corpus $files --expect correct --kind seed --tune 6 --db "$DB" --jsonl "$OUT/elementwise.jsonl" \
+  timeout 150 "$K" corpus $files --expect correct --kind seed --tune-points 6 --db "$DB" --jsonl "$OUT/elementwise.jsonl" \
     > "$OUT/elementwise.log" 2>&1 || rc=1
   grep -E "screened|answer\(s\) in|expectation" "$OUT/elementwise.log"
 fi

@@ -23,7 +23,7 @@ for suite in "$@"; do
   [ "$suite" = level1 ] && tune=${KFORGE_TUNE_LEVEL1:-$tune}
   log="$OUT/seeds-$suite.log"
   t0=$SECONDS
-  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --tune "$tune" --db "$DB" \
+  timeout "$limit" "$K" corpus "tasks/$suite/seeds" --expect correct --kind seed --tune-points "$tune" --db "$DB" \
     --jsonl "$OUT/seeds-$suite.jsonl.part" > "$log" 2>&1 || rc=1
   cat "$OUT/seeds-$suite.jsonl.part" >> "$OUT/seeds.jsonl" && rm -f "$OUT/seeds-$suite.jsonl.part"
   echo "== $suite: $((SECONDS - t0)) s (limit $limit s) ==" | tee -a "$log"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU machine's whole job in one call (the machine is bare each time): configure and build
-# against its LibTorch (CUDA), run the GPU tests, `kforge verify` on an honest and a cheating
+# The GPU machine's whole job in one call (the machine is bare each time): scripts/setup.sh
+# (configure and build against its PyTorch's CUDA LibTorch, the smoke suite judged), the GPU tests, `kforge verify` on an honest and a cheating
 # candidate, and every CPU test; with KFORGE_GPU_CHECK_TASKS=1 also check every suite's references
 # on the GPU. Logs go to $OUT (at most 8 files come back); a summary prints last.
 #
@@ -25,8 +25,10 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: runs with a time limit, appends 
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv > "$OUT/build.log" 2>&1
-step build 300 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release || { tail -40 "$OUT/build.log"; exit 1; }
-step build 900 cmake --build "$BUILD_DIR" -j"$JOBS" || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+# The README's set-up command, as a user runs it: it finds the CUDA LibTorch inside this machine's
+# PyTorch by itself, builds everything, and judges the smoke suite's seeds and a cheat.
+export BUILD_DIR CMAKE_BUILD_TYPE=Release
+step setup 1200 scripts/setup.sh || { grep -E "error|Error|kforge:" "$OUT/setup.log" | head -40; exit 1; }
 "$BUILD_DIR"/kforge doctor > "$OUT/doctor.log" 2>&1
 cat "$OUT/doctor.log"
 step gpu-tests 360 "$BUILD_DIR"/tests/kforge_gpu_tests

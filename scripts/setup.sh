@@ -46,7 +46,7 @@ echo "kforge: a candidate from the corpus, checked and compiled with NVRTC (no G
 echo
 if [ "$gpu" = 1 ]; then
   echo "kforge: the smoke suite's seed kernels tuned, verified and timed on the GPU, stored, and their table:"
-  "$BUILD_DIR"/kforge corpus tasks/smoke/seeds --expect correct --kind seed --tune 4
+  "$BUILD_DIR"/kforge corpus tasks/smoke/seeds --expect correct --kind seed --tune-points 4
   "$BUILD_DIR"/kforge archive results smoke --kind seed
   echo "kforge: a candidate that writes past its output:"
   "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu --no-store || true

@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace kforge::test {
@@ -45,6 +47,26 @@ class TempDir {
 };
 
 inline std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }
+
+#ifdef KFORGE_BINARY
+struct CliResult {
+  int code = -1;    // the exit status; 128 + N for signal N
+  std::string out;  // standard output and error together
+};
+
+// The kforge binary with `args` (shell words), after `env` (shell assignments, e.g. "COLUMNS=60").
+inline CliResult run_kforge(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + (env.empty() ? "" : " ") + KFORGE_BINARY + " " + args + " 2>&1";
+  CliResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+#endif
 
 // A GoogleTest parameter name from free text: every character that is not alphanumeric becomes '_'.
 inline std::string test_name(std::string text) {

@@ -179,21 +179,7 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
   Plan plan;
   try {
     plan = parse_plan_text(plan_text, task, tensors);
-    if (tunables) {
-      validate_tunables(plan, *tunables);
-      r.tunables = *tunables;
-      if (!constraints_hold(plan, task.dims, r.tunables, facts))
-        throw PlanError("constraints: the chosen tunables break a constraint at the timed dims");
-    } else {
-      std::vector<Tunables> space = tune_space(plan, task.dims, facts);
-      if (space.empty() && tune_space_size(plan) > kMaxTuneCombinations)
-        throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) +
-                        " combinations kforge samples from the " +
-                        std::to_string(tune_space_size(plan)) +
-                        " of the tunables' values satisfies the constraints at the timed dims");
-      if (space.empty()) throw PlanError("constraints: no combination of the tunables' values satisfies the constraints at the timed dims");
-      r.tunables = space.front();
-    }
+    r.tunables = choose_tunables(plan, tunables.value_or(Tunables{}), task.dims, facts);
   } catch (const PlanError& e) {
     r.errors.push_back(e.what());
     return r;

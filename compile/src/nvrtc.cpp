@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace kforge::compile {
@@ -35,6 +36,26 @@ std::string nvrtc_library_dir() {
   std::string path = info.dli_fname;
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string arch_problem(const std::string& arch) {
+  int count = 0;
+  KFORGE_NVRTC_CHECK(nvrtcGetNumSupportedArchs(&count));
+  std::vector<int> supported(static_cast<size_t>(count));
+  KFORGE_NVRTC_CHECK(nvrtcGetSupportedArchs(supported.data()));
+  std::string listed;
+  for (int a : supported) listed += (listed.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  std::string digits = arch.rfind("sm_", 0) == 0 ? arch.substr(3) : "";
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.pop_back();
+  bool numeric = !digits.empty() && digits.size() <= 4 &&
+                 digits.find_first_not_of("0123456789") == std::string::npos;
+  if (!numeric) return "'" + arch + "' is not an architecture like sm_90a (NVRTC " +
+                       std::to_string(nvrtc_version().major) + "." + std::to_string(nvrtc_version().minor) +
+                       " targets " + listed + ")";
+  if (std::find(supported.begin(), supported.end(), std::stoi(digits)) == supported.end())
+    return "NVRTC " + std::to_string(nvrtc_version().major) + "." + std::to_string(nvrtc_version().minor) +
+           " cannot target " + arch + "; it targets " + listed;
+  return "";
 }
 
 std::string arch_for(int cc_major, int cc_minor) {

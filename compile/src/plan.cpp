@@ -404,15 +404,32 @@ Tunables default_tunables(const Plan& plan) {
   return t;
 }
 
-void validate_tunables(const Plan& plan, const Tunables& t) {
-  for (const auto& [name, value] : t) {
+Tunables choose_tunables(const Plan& plan, const Tunables& chosen, const tasks::Dims& dims,
+                         const DeviceFacts& facts) {
+  for (const auto& [name, value] : chosen) {
     auto it = std::find_if(plan.tune.begin(), plan.tune.end(), [&](const auto& p) { return p.first == name; });
     if (it == plan.tune.end()) throw PlanError("tune." + name + ": the plan has no tunable named '" + name + "'");
     if (std::find(it->second.begin(), it->second.end(), value) == it->second.end())
       throw PlanError("tune." + name + ": " + std::to_string(value) + " is not one of the listed values");
   }
-  for (const auto& [name, values] : plan.tune)
-    if (!t.count(name)) throw PlanError("tune." + name + ": no value chosen");
+  if (chosen.size() == plan.tune.size()) {
+    if (!constraints_hold(plan, dims, chosen, facts))
+      throw PlanError("constraints: the chosen tunables break a constraint at the timed dims");
+    return chosen;
+  }
+  // Some or none chosen: the first point of the tune space that agrees with every chosen value.
+  std::vector<Tunables> space = tune_space(plan, dims, facts);
+  for (const Tunables& t : space)
+    if (std::all_of(chosen.begin(), chosen.end(), [&](const auto& c) { return t.at(c.first) == c.second; }))
+      return t;
+  std::string with;
+  for (const auto& [name, value] : chosen) with += (with.empty() ? " with " : ", ") + name + "=" + std::to_string(value);
+  if (tune_space_size(plan) > kMaxTuneCombinations)
+    throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) +
+                    " combinations kforge samples from the " + std::to_string(tune_space_size(plan)) +
+                    " of the tunables' values" + with + " satisfies the constraints at the timed dims");
+  throw PlanError("constraints: no combination of the tunables' values" + with +
+                  " satisfies the constraints at the timed dims");
 }
 
 bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts) {

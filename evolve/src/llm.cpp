@@ -373,13 +373,13 @@ std::chrono::milliseconds parse_timeout(const std::string& text, const std::stri
 void validate_policy(const RetryPolicy& p) {
   auto ms_ok = [](std::chrono::milliseconds d) { return d.count() > 0 && d.count() <= static_cast<int64_t>(kMaxTimeoutSeconds * 1000); };
   if (!ms_ok(p.total_timeout) || !ms_ok(p.connect_timeout))
-    throw Error("LLM client: a timeout of the retry policy is not within (0, " + std::to_string(static_cast<int>(kMaxTimeoutSeconds)) +
+    throw UsageError("LLM client: a timeout of the retry policy is not within (0, " + std::to_string(static_cast<int>(kMaxTimeoutSeconds)) +
                 "] s (" + std::to_string(p.total_timeout.count()) + " ms total, " + std::to_string(p.connect_timeout.count()) +
                 " ms connect)");
   if (p.max_reply_bytes < kMinReplyBytes || p.max_reply_bytes > kMaxReplyBytes)
-    throw Error("LLM client: max_reply_bytes " + std::to_string(p.max_reply_bytes) + " is not within [" +
+    throw UsageError("LLM client: max_reply_bytes " + std::to_string(p.max_reply_bytes) + " is not within [" +
                 std::to_string(kMinReplyBytes) + ", " + std::to_string(kMaxReplyBytes) + "]");
-  if (p.max_attempts < 1) throw Error("LLM client: max_attempts must be at least 1");
+  if (p.max_attempts < 1) throw UsageError("LLM client: max_attempts must be at least 1");
 }
 
 }  // namespace kforge::evolve

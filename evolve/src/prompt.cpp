@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <regex>
 #include <sstream>
 
@@ -54,6 +55,40 @@ std::string evidence_of(const json& c) {
   for (const auto& e : c["evaluations"])
     if (e["outcome"] != "correct") s += "- " + e["outcome"].get<std::string>() + ": " + e["evidence"].dump() + "\n";
   return s.empty() ? "No failure recorded for this candidate." : s;
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", ms);
+  return buf;
+}
+
+// The newest evaluation of `c` that was timed and measured `field` (eager_ms, roofline_fraction),
+// or null.
+const json* newest_with(const json& c, const char* field) {
+  const json* found = nullptr;
+  for (const auto& e : c["evaluations"])
+    if (!e[field].is_null() && !e["time_ms"].is_null()) found = &e;
+  return found;
+}
+
+std::string measured_on(const json& e, archive::CandidateId id) {
+  return " (measured beside candidate " + std::to_string(id.value) +
+         (e["device"].is_null() ? "" : " on GPU " + e["device"].get<std::string>()) + ")";
+}
+
+// What the parent's evaluation measured of PyTorch eager and of the roofline floor, in words.
+std::optional<std::string> measured_eager(const json& c, archive::CandidateId id) {
+  const json* e = newest_with(c, "eager_ms");
+  if (!e) return std::nullopt;
+  return format_ms((*e)["eager_ms"].get<double>()) + " ms" + measured_on(*e, id);
+}
+
+std::optional<std::string> measured_floor(const json& c, archive::CandidateId id) {
+  const json* e = newest_with(c, "roofline_fraction");
+  if (!e) return std::nullopt;
+  double floor_ms = (*e)["roofline_fraction"].get<double>() * (*e)["time_ms"].get<double>();
+  return format_ms(floor_ms) + " ms" + measured_on(*e, id);
 }
 
 }  // namespace
@@ -110,7 +145,7 @@ std::set<std::string> PromptTemplates::placeholders(PromptKind kind) const {
 std::string PromptTemplates::render(PromptKind kind, const std::map<std::string, std::string>& values) const {
   for (const std::string& p : placeholders(kind))
     if (!values.count(p))
-      throw Error(file_.at(kind) + ": {{" + p + "}} has no value for this prompt" +
+      throw UsageError(file_.at(kind) + ": {{" + p + "}} has no value for this prompt" +
                   (p.rfind("parent", 0) == 0 ? " (this kind needs --parent)" : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)" : ""));
   const std::string& text = text_.at(kind);
   std::string out;
@@ -178,12 +213,17 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   auto fill_parent = [&](const std::string& prefix, std::optional<archive::CandidateId> id) {
     if (!id || !in.archive) return;
     json c = in.archive->show(*id);
-    if (c.is_null()) throw Error("no candidate " + std::to_string(id->value) + " in " + in.archive->db().path());
+    if (c.is_null()) throw UsageError("no candidate " + std::to_string(id->value) + " in " + in.archive->db().path());
+    if (c["task"] != t.id())
+      throw UsageError("candidate " + std::to_string(id->value) + " is a kernel of " + c["task"].get<std::string>() +
+                       ", not of " + t.id() + "; a parent must be a kernel of the task the prompt is for");
     v[prefix + "id"] = std::to_string(id->value);
     v[prefix + "source"] = c["source"].get<std::string>();
     v[prefix + "plan"] = c["plan"].dump(2);
     v[prefix + "numbers"] = numbers_of(c);
     if (prefix == "parent_") {
+      if (std::optional<std::string> eager = measured_eager(c, *id)) v["eager_time"] = *eager;
+      if (std::optional<std::string> floor = measured_floor(c, *id)) v["roofline_floor"] = *floor;
       v["parent_resources"] = c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
       v["failure_evidence"] = evidence_of(c);
     }

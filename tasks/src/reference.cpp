@@ -160,7 +160,7 @@ std::vector<torch::Tensor> Reference::run(const std::vector<torch::Tensor>& inpu
   try {
     result = unit_->get_function("forward")(std::move(args));
   } catch (const std::exception& e) {
-    throw Error("the reference failed: " + trim_message(e.what()));
+    throw UsageError("the reference failed: " + trim_message(e.what()));
   }
   std::vector<torch::Tensor> out;
   if (result.isTuple()) {

@@ -724,11 +724,11 @@ std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tas
   std::sort(found.begin(), found.end());
   if (found.size() == 1) return found;
   if (found.empty())
-    throw Error("no task or suite named '" + spec + "' (looked for a file, a folder, and under " +
+    throw UsageError("no task or suite named '" + spec + "' (looked for a file, a folder, and under " +
                 tasks_root.string() + ")");
   std::string names;
   for (const auto& f : found) names += " " + f.parent_path().filename().string() + "/" + spec;
-  throw Error("'" + spec + "' is ambiguous; say which:" + names);
+  throw UsageError("'" + spec + "' is ambiguous; say which:" + names);
 }
 
 fs::path default_tasks_root() {

@@ -1,8 +1,9 @@
 // Errors shared by every pipeline stage.
 //
 // Candidate failures are data (outcomes with evidence), never exceptions. Exceptions are for bad
-// user input (a malformed task file: `InputError`, which names the file, line, field and problem)
-// and for harness bugs or missing resources (`kforge::Error`).
+// user input (`UsageError`: a wrong argument; `InputError`, a malformed file, names the file, line,
+// field and problem; the CLI exits 2) and for harness bugs or a machine failing under kforge
+// (`kforge::Error`: a file that cannot be written, a process that cannot start; exit 4).
 #pragma once
 
 #include <optional>
@@ -16,11 +17,17 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A wrong argument or a bad input found while using it (no such task, a reference that fails).
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A problem in something the user wrote: "<file>:<line>: <field>: <problem>".
-class InputError : public Error {
+class InputError : public UsageError {
  public:
   InputError(std::string file, std::optional<int> line, std::string field, std::string problem)
-      : Error(format(file, line, field, problem)),
+      : UsageError(format(file, line, field, problem)),
         file_(std::move(file)),
         line_(line),
         field_(std::move(field)),

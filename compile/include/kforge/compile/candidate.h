@@ -48,8 +48,8 @@ std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Refer
 // where the archive can recompute it for what it imports).
 using kforge::candidate_identity;
 
-// `tunables`: the values to compile with; default, each tunable's first value that satisfies the
-// constraints (the first point of tune_space).
+// `tunables`: values for some or all of the plan's tunables; the others (all of them, by default)
+// come from the first point of tune_space that agrees with them (choose_tunables).
 CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors, const std::string& source,
                                 const std::string& plan_text, const std::optional<Tunables>& tunables,
                                 const DeviceFacts& facts, Compiler& compiler);

@@ -38,6 +38,10 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
 // The folder libnvrtc was loaded from (its builtins library lives beside it), or "".
 std::string nvrtc_library_dir();
 
+// Why NVRTC cannot target `arch` ("" when it can): the form is sm_XY with an optional "a" or "f"
+// suffix, XY one of NVRTC's supported architectures (listed in the message when it is not).
+std::string arch_problem(const std::string& arch);
+
 // "sm_90a" for compute capability 9.0 (Hopper's arch-specific features), else "sm_XY".
 std::string arch_for(int cc_major, int cc_minor);
 

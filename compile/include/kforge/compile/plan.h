@@ -128,8 +128,12 @@ std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, cons
 // At most `count` points of a tune space spread evenly over it (its first and last among them), in
 // its order, so the default (the first point) comes first.
 std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int count);
-// Checks that `t` names exactly the plan's tunables, with listed values (throws PlanError).
-void validate_tunables(const Plan& plan, const Tunables& t);
+// The tunables to compile with: `chosen` (some, all or none of the plan's tunables, each with one
+// of its listed values), the others filled from the first point of tune_space that agrees with
+// them. Throws PlanError naming the tunable, or saying that no combination satisfies the
+// constraints at `dims` (the timed dims).
+Tunables choose_tunables(const Plan& plan, const Tunables& chosen, const tasks::Dims& dims,
+                         const DeviceFacts& facts);
 // Whether the plan's constraints hold (throws PlanError on an evaluation error).
 bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts);
 

@@ -71,7 +71,7 @@ class Judge {
   // Correctness verdict. A report that is not ok() gives verdict_from_report(report).
   Verdict verify(const tasks::Task& task, const compile::CandidateReport& report);
 
-  // A quick look at one point of a tune space (kforge corpus --tune): correctness on the timed dims
+  // A quick look at one point of a tune space (kforge corpus --tune-points): correctness on the timed dims
   // with one seed, then timing over a pool of two sets with a shorter minimum (screen_timing), no
   // baselines. `correct` here is not a verdict to store: the chosen point gets verify().
   Verdict screen(const tasks::Task& task, const compile::CandidateReport& report);

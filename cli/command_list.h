@@ -1,0 +1,67 @@
+// kforge's commands and their one-line descriptions: one list for the front door (cli/front.cpp,
+// which answers --help without loading LibTorch) and for kforge-core's CLI11 tree.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kforge::cli {
+
+struct CommandInfo {
+  std::string_view name, description;
+};
+
+inline constexpr CommandInfo kCommands[] = {
+    {"doctor", "Show toolchain versions, GPUs (or why none), and kforge's paths"},
+    {"tasks", "List, show and check task suites"},
+    {"compile", "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources"},
+    {"verify",
+     "Judge a candidate on the GPU: correctness on every configuration, then time, baselines and roofline "
+     "(needs a GPU)"},
+    {"baseline", "Time every task's reference, eager and scripted, and store the baselines (needs a GPU)"},
+    {"corpus",
+     "Judge many answers (files or folders; each names its task in its first line) in one judge session, with "
+     "a folder's manifest.json of expected outcomes (needs a GPU)"},
+    {"archive", "Browse, export and import the kernel archive"},
+    {"llm", "Talk to the configured LLM endpoints"},
+    {"prompt", "Prompt templates"},
+};
+
+inline std::string command_description(std::string_view name) {
+  for (const CommandInfo& c : kCommands)
+    if (c.name == name) return std::string(c.description);
+  return "";
+}
+
+// Edit distance (insertions, deletions, substitutions), for "did you mean".
+inline size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest to `word`, when it is close enough to be a likely typo or a prefix.
+inline std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_distance = 0;
+  for (const std::string& c : candidates) {
+    size_t d = c.rfind(word, 0) == 0 && word.size() >= 2 ? 1 : edit_distance(word, c);
+    if (!best || d < best_distance) best = c, best_distance = d;
+  }
+  if (best && best_distance <= std::max<size_t>(1, best->size() / 3)) return best;
+  return std::nullopt;
+}
+
+}  // namespace kforge::cli

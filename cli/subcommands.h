@@ -1,0 +1,14 @@
+// Before CLI11 parses: a missing, unknown or misspelt subcommand is answered here, with the valid
+// ones and the nearest match, and `kforge help [COMMAND...]` prints that command's help.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+namespace kforge::cli {
+
+// The exit code when the arguments end at a command that needs a subcommand, name an unknown one,
+// or ask for help; std::nullopt when CLI11 should parse them. Messages go to stderr (help: stdout).
+std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv);
+
+}  // namespace kforge::cli
