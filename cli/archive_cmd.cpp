@@ -291,12 +291,12 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       ar.export_jsonl(std::cout, "standard output");
     } else {
       std::ofstream out(a->file);
-      if (!out) throw Error("cannot write " + a->file + ": " + std::strerror(errno));
+      if (!out) throw UsageError("cannot write " + a->file + ": " + std::strerror(errno));
       size_t n = ar.export_jsonl(out, a->file);  // checks every write and the final flush
       errno = 0;
       out.close();
       if (out.fail())
-        throw Error("cannot write the export to " + a->file + (errno ? std::string(": ") + std::strerror(errno) : "") +
+        throw UsageError("cannot write the export to " + a->file + (errno ? std::string(": ") + std::strerror(errno) : "") +
                     "; the export is incomplete");
       std::cerr << "kforge: exported " << n << " candidate(s) to " << a->file << "\n";
     }

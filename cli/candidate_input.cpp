@@ -62,6 +62,19 @@ tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInp
   return load_one_task(in.task_named, tasks_dir);
 }
 
+evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks::Task> task,
+                          const std::vector<std::string>& tune) {
+  evolve::Proposal p;
+  p.task = std::move(task);
+  p.source = in.source;
+  p.plan = in.plan;
+  p.label = in.label;
+  p.first_line = in.first_line;
+  p.answer_error = in.answer_error;
+  if (!tune.empty()) p.tunables = parse_tune(tune);
+  return p;
+}
+
 compile::DeviceFacts facts_for(const std::string& arch_flag) {
   if (!arch_flag.empty())
     if (std::string problem = compile::arch_problem(arch_flag); !problem.empty())

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kforge/compile/plan.h"
+#include "kforge/evolve/evaluator.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::cli {
@@ -30,6 +31,10 @@ CandidateInput read_candidate(const CandidateFiles& files, const std::string& co
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir);
 // The task of a candidate: --task when given, else the one its answer names (InputError when neither).
 tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in, const std::string& tasks_dir);
+
+// The candidate as the evaluation pipeline takes it (a manual proposal), with --tune's values.
+evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks::Task> task,
+                          const std::vector<std::string>& tune);
 
 // GPU 0's facts where a GPU is present, else the usual GPU of `arch` (default sm_90a).
 compile::DeviceFacts facts_for(const std::string& arch_flag);

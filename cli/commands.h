@@ -22,5 +22,6 @@ void add_prompt_command(CLI::App& app, int& exit_code);
 void add_verify_command(CLI::App& app, int& exit_code);
 void add_baseline_command(CLI::App& app, int& exit_code);
 void add_corpus_command(CLI::App& app, int& exit_code);
+void add_evolve_command(CLI::App& app, int& exit_code);  // evolve and report
 
 }  // namespace kforge::cli

@@ -20,12 +20,12 @@
 #include "command_list.h"
 #include "commands.h"
 #include "progress.h"
-#include "store_verdict.h"
 #include "table.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
 #include "kforge/compile/candidate.h"
+#include "kforge/evolve/evaluator.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
@@ -92,46 +92,33 @@ std::vector<Entry> collect(const CorpusArgs& a, bool sanitizer) {
   return out;
 }
 
-struct Checked {
-  std::optional<tasks::Task> task;
-  std::vector<compile::TensorInfo> tensors;
-  compile::Answer answer;
-  compile::CandidateReport report;
-  std::vector<compile::CandidateReport> points;  // --tune-points: the tune-space points to screen (report first)
-  std::string error;  // the file could not be judged at all (no task line, unknown task)
+// An answer ready for the compile threads, or why it cannot be judged at all.
+struct Loaded {
+  std::optional<evolve::Proposal> proposal;
+  std::string error;  // no task line, unknown task, unreadable reference
 };
 
-// The task and its tensors (TorchScript: on the calling thread); the answer parsed.
-Checked load(const Entry& e, const CorpusArgs& a) {
-  Checked c;
+// The task (its reference compiled here, on the calling thread) and the answer parsed.
+Loaded load(const Entry& e, const CorpusArgs& a, evolve::Evaluator& evaluator) {
+  Loaded l;
   try {
     if (e.task_spec.empty()) throw InputError(e.path, 1, "task", "no `<!-- task: suite/name -->` line names the task");
-    c.task = load_one_task(e.task_spec, a.tasks_dir);
-    c.tensors = compile::task_tensors(*c.task, tasks::Reference::compile(*c.task));
-    c.answer = compile::parse_answer(e.text);
-  } catch (const compile::AnswerError& err) {
-    c.report.errors = {err.what()};
-  } catch (const std::exception& err) {
-    c.error = err.what();
-  }
-  return c;
-}
-
-// Plan, compile, signatures, limits (thread-safe: the compiler serves several threads).
-void check(Checked& c, int tune, const compile::DeviceFacts& facts, compile::Compiler& compiler) {
-  if (!c.error.empty() || !c.report.errors.empty()) return;
-  try {
-    c.report = compile::check_candidate(*c.task, c.tensors, c.answer.source, c.answer.plan, std::nullopt, facts, compiler);
-    if (tune > 1 && c.report.ok()) {
-      compile::Plan plan = compile::parse_plan_text(c.answer.plan, *c.task, c.tensors);
-      for (const compile::Tunables& t : compile::sample_tune_space(compile::tune_space(plan, c.task->dims, facts), tune))
-        c.points.push_back(t == c.report.tunables ? c.report
-                                                  : compile::check_candidate(*c.task, c.tensors, c.answer.source,
-                                                                             c.answer.plan, t, facts, compiler));
+    evolve::Proposal p;
+    p.task = std::make_shared<const tasks::Task>(load_one_task(e.task_spec, a.tasks_dir));
+    evaluator.prepare(*p.task);
+    p.lineage.prompt_kind = a.kind;
+    try {
+      compile::Answer answer = compile::parse_answer(e.text);
+      p.source = answer.source;
+      p.plan = answer.plan;
+    } catch (const compile::AnswerError& err) {
+      p.answer_error = err.what();
     }
+    l.proposal = std::move(p);
   } catch (const std::exception& err) {
-    c.error = err.what();
+    l.error = err.what();
   }
+  return l;
 }
 
 std::string fixed(double v, int digits) {
@@ -140,36 +127,21 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-// --tune-points: screens every point (Judge::screen) and makes the fastest correct one c.report, the one
-// verify() then judges in full. A point that screens wrong is printed: an honest kernel should
-// be correct at every point of its tune space. Returns one record per point.
-json tune_by_screening(verify::Judge& judge, Checked& c, const std::string& name, Progress& progress) {
-  json out = json::array();
-  if (c.points.size() < 2) return out;
-  std::optional<size_t> best;
-  double best_ms = 0;
-  for (size_t i = 0; i < c.points.size(); ++i) {
-    verify::Verdict s = judge.screen(*c.task, c.points[i]);
-    json point{{"tunables", c.points[i].tunables}, {"outcome", verify::to_string(s.outcome)}};
-    if (s.correct() && s.timing) {
-      double ms = s.timing->time.median_ms;
-      point["median_ms"] = ms;
-      if (!best || ms < best_ms) best = i, best_ms = ms;
-    } else {
-      point["summary"] = s.summary.substr(0, 300);
-      progress.clear();
-      std::cout << "  " << name << " at " << tunables_text(c.points[i].tunables, " ") << ": "
-                << verify::to_string(s.outcome) << ": " << printable(s.summary.substr(0, 200))
-                << std::endl;
-    }
-    out.push_back(point);
-  }
-  if (best) c.report = c.points[*best];
+// --tune-points: screens every point and makes the fastest correct one the candidate that is then
+// judged in full. A point that screens wrong is printed: an honest kernel should be correct at
+// every point of its tune space. Returns one record per point (none for a single point).
+std::pair<evolve::Checked, json> tune_by_screening(evolve::Evaluator& evaluator, std::vector<evolve::Checked> points,
+                                                   const std::string& name, Progress& progress) {
+  if (points.size() < 2) return {std::move(points.front()), json::array()};
+  evolve::Screened s = evaluator.screen_points(points);
   progress.clear();
-  std::cout << "  " << name << ": screened " << c.points.size() << " tune point(s), chose "
-            << tunables_text(c.report.tunables, " ") << (best ? " at " + fixed(best_ms, 4) + " ms" : "") << std::endl;
-  c.points.clear();  // their modules are no longer needed
-  return out;
+  for (const auto& [i, v] : s.wrong)
+    std::cout << "  " << name << " at " << tunables_text(points[i].report.tunables, " ") << ": "
+              << verify::to_string(v.outcome) << ": " << printable(v.summary.substr(0, 200)) << std::endl;
+  std::cout << "  " << name << ": screened " << points.size() << " tune point(s), chose "
+            << tunables_text(points[s.chosen].report.tunables, " ")
+            << (s.chosen_ms ? " at " + fixed(*s.chosen_ms, 4) + " ms" : "") << std::endl;
+  return {std::move(points[s.chosen]), s.records};
 }
 
 int run_corpus(const CorpusArgs& a) {
@@ -180,36 +152,23 @@ int run_corpus(const CorpusArgs& a) {
   auto t_start = Clock::now();
 
   int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  compile::CompilerOptions co;
-  co.workers = static_cast<size_t>(jobs);
-  compile::Compiler compiler(co);
-  compile::DeviceFacts facts = facts_for("");
-  // Compiles in parallel, ahead of the judge: the judge takes them in order as they finish.
-  std::vector<Checked> loaded;
-  for (const Entry& e : entries) loaded.push_back(load(e, a));
-  std::vector<std::promise<void>> done(entries.size());
-  std::vector<std::future<void>> ready;
-  for (auto& p : done) ready.push_back(p.get_future());
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  struct JoinAll {
-    std::vector<std::thread>& threads;
-    ~JoinAll() {
-      for (auto& t : threads) t.join();
-    }
-  } join_all{pool};
-  for (int w = 0; w < jobs; ++w)
-    pool.emplace_back([&] {
-      for (size_t i; (i = next++) < entries.size();) {
-        check(loaded[i], a.no_timing ? 1 : a.tune, facts, compiler);
-        done[i].set_value();
-      }
-    });
-
+  evolve::EvaluatorOptions eo;
+  eo.compiler.workers = static_cast<size_t>(jobs);
+  eo.facts = facts_for("");
+  eo.db = a.db;
+  evolve::Evaluator evaluator(eo, nullptr);
+  // Compiles in parallel, ahead of the judge (which starts meanwhile): taken in order as they finish.
+  std::vector<Loaded> loaded;
+  std::vector<std::future<std::vector<evolve::Checked>>> ready(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    loaded.push_back(load(entries[i], a, evaluator));
+    if (loaded[i].proposal) ready[i] = evaluator.check_async(*loaded[i].proposal, a.no_timing ? 1 : a.tune);
+  }
   verify::VerifyOptions options;
   options.seed = a.seed;
   options.time = !a.no_timing;
-  verify::Judge judge(options);
+  std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
+  evaluator.attach_gpu(gpu.get());
   std::cout << "kforge corpus: " << entries.size() << " answer(s), " << jobs << " compile worker(s), compute-sanitizer "
             << (sanitizer ? "present" : "absent") << (options.time ? "" : ", correctness only") << std::endl;
   Table table({"FILE", "TASK", "EXPECTED", "VERDICT", "", "JUDGED", "TIME ms", "EAGER ms", "x EAGER", "ROOFLINE"});
@@ -223,27 +182,29 @@ int run_corpus(const CorpusArgs& a) {
     const Entry& e = entries[i];
     std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + e.name;
     progress.show(counter + ": compiling");
-    ready[i].wait();
-    Checked& c = loaded[i];
-    progress.show(counter + (c.points.size() > 1 ? ": screening " + std::to_string(c.points.size()) + " tune points" : ": judging"));
-    if (!c.error.empty()) {
+    std::vector<evolve::Checked> points;
+    std::string error = loaded[i].error;
+    if (error.empty()) try {
+        points = ready[i].get();
+      } catch (const std::exception& err) {
+        error = err.what();
+      }
+    progress.show(counter + (points.size() > 1 ? ": screening " + std::to_string(points.size()) + " tune points" : ": judging"));
+    if (!error.empty()) {
       progress.clear();
-      std::cout << e.name << ": not judged: " << printable(c.error) << std::endl;
+      std::cout << e.name << ": not judged: " << printable(error) << std::endl;
       table.add({e.name, e.task_spec, join(e.expected, "|"), "-", "NOT JUDGED"});
       ++unmet;
       continue;
     }
     auto t_tune = Clock::now();
-    json tuning = tune_by_screening(judge, c, e.name, progress);
+    auto [c, tuning] = tune_by_screening(evaluator, std::move(points), e.name, progress);
     double tuning_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_tune).count();
     progress.show(counter + ": judging");
-    auto t0 = Clock::now();
-    verify::Verdict v = judge.verify(*c.task, c.report);
-    std::optional<verify::Verdict> admission;
-    if (a.admit && v.correct())
-      admission = verify::admit_candidate(judge, *c.task, c.answer.source, c.answer.plan, c.report.tunables, facts, compiler,
-                                          v.evidence.value("seed", uint64_t{1}));
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    evolve::Evaluation ev = evaluator.judge(c, a.admit);
+    const verify::Verdict& v = ev.verdict;
+    const std::optional<verify::Verdict>& admission = ev.admission;
+    double ms = ev.verify_ms + ev.admission_ms;
     progress.clear();
     judge_ms_total += ms + tuning_ms;
     ++judged;
@@ -253,23 +214,22 @@ int run_corpus(const CorpusArgs& a) {
     bool ok = e.expected.empty() || std::find(e.expected.begin(), e.expected.end(), outcome) != e.expected.end();
     if (!ok) ++unmet;
     const auto& t = v.timing;
-    table.add({e.name, c.task->id(), join(e.expected, "|"), outcome, e.expected.empty() ? "" : (ok ? "ok" : "UNEXPECTED"),
+    table.add({e.name, c.proposal.task->id(), join(e.expected, "|"), outcome, e.expected.empty() ? "" : (ok ? "ok" : "UNEXPECTED"),
                fixed(ms / 1000, 2) + " s", t ? fixed(t->time.median_ms, 4) : "", t ? fixed(t->eager.median_ms, 4) : "",
                t ? fixed(t->speedup_eager, 2) : "", t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : ""});
     std::cout << "  " << e.name << ": " << outcome << (ok ? "" : "  (UNEXPECTED)") << " in " << fixed(ms / 1000, 2)
               << " s: " << v.summary.substr(0, 300) << std::endl;
     if (jsonl) {
-      json j{{"file", e.path},     {"task", c.task->id()}, {"expected", e.expected}, {"outcome", outcome},
+      json j{{"file", e.path},     {"task", c.proposal.task->id()}, {"expected", e.expected}, {"outcome", outcome},
              {"flags", v.flags},   {"summary", v.summary}, {"judge_ms", ms},         {"identity", c.report.identity},
              {"tunables", c.report.tunables}, {"timing", t ? t->to_json() : json(nullptr)},
              {"phase_ms", v.evidence.value("phase_ms", json::object())},
              {"correctness_split_ms", v.evidence.value("correctness_split_ms", json::object())}};
-      if (admission) j["admission"] = admission_json(*admission);
+      if (admission) j["admission"] = evolve::admission_json(*admission);
       if (!tuning.empty()) j["tuning"] = tuning, j["tuning_ms"] = tuning_ms;
       *jsonl << j.dump() << "\n" << std::flush;
     }
-    if (!a.no_store && c.report.stage != compile::Stage::Answer)
-      store_verdict(a.db, *c.task, c.answer.source, c.answer.plan, c.report, v, admission, a.kind);
+    if (!a.no_store && c.report.stage != compile::Stage::Answer) evaluator.record(c, ev);
   }
   double wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   std::cout << "\n";

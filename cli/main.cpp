@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_verify_command(app, exit_code);
   kforge::cli::add_baseline_command(app, exit_code);
   kforge::cli::add_corpus_command(app, exit_code);
+  kforge::cli::add_evolve_command(app, exit_code);
   kforge::cli::add_archive_command(app, exit_code);
   kforge::cli::add_llm_command(app, exit_code);
   kforge::cli::add_prompt_command(app, exit_code);

@@ -222,63 +222,37 @@ ReferenceChild::~ReferenceChild() {
 }
 
 void ReferenceChild::start() {
-  // Everything the child needs is built before fork(): between fork and exec only
-  // async-signal-safe calls, since this process may already run LibTorch's threads.
-  std::string mode = "__reference";
-  std::vector<char*> argv = {exe_.data(), mode.data(), nullptr};
-  // No API keys in the child that runs a task file's code (common/sandbox.h).
-  std::vector<std::string> env = child_environment();
-  std::vector<char*> envp = c_string_array(env);
+  auto [mine, theirs] = socket_pair();
+  SpawnOptions o;
+  o.argv = {exe_, "__reference"};
+  o.env = child_environment();  // no API keys in the child that runs a task file's code
+  // The answers on fd 3; a reference's print() goes to stderr, never into the command's output.
+  o.fds = {{theirs.get(), kReplyFd}, {2, 1}};
+  process_ = Process::spawn(o);
+  // Its limits before it is sent anything: until then it only starts kforge. (It makes itself die
+  // with kforge: run_reference_worker.)
   rlimit data{static_cast<rlim_t>(limits_.memory_bytes), static_cast<rlim_t>(limits_.memory_bytes)};
   rlimit no_core{0, 0};
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    throw Error(std::string("socketpair failed: ") + std::strerror(errno));
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw Error(std::string("fork failed: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with kforge
-    if (::getppid() != parent) ::_exit(127);
-    if (fds[1] == kReplyFd) {
-      ::fcntl(kReplyFd, F_SETFD, 0);
-    } else if (::dup2(fds[1], kReplyFd) < 0) {
-      ::_exit(127);
-    }
-    ::dup2(2, 1);  // a reference's print() goes to stderr, never into the command's output
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    if (limits_.memory_bytes > 0) ::setrlimit(RLIMIT_DATA, &data);
-    ::execve(exe_.c_str(), argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  pid_ = pid;
-  fd_ = fds[0];
+  ::prlimit(process_.pid(), RLIMIT_CORE, &no_core, nullptr);
+  if (limits_.memory_bytes > 0 && ::prlimit(process_.pid(), RLIMIT_DATA, &data, nullptr) != 0)
+    throw Error(std::string("cannot limit the reference child's memory: ") + std::strerror(errno));
+  socket_ = std::move(mine);
   buffer_.clear();
 }
 
 void ReferenceChild::stop() {
-  if (fd_ >= 0) ::close(fd_);
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);  // idle, hung, or gone already; its teardown is of no use
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  fd_ = pid_ = -1;
+  socket_.reset();
+  process_.kill();  // idle, hung, or gone already; its teardown is of no use
+  process_ = Process();
 }
 
 ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
-  bool fresh = pid_ <= 0;
+  bool fresh = !process_.running();
   if (fresh) start();
   std::string line = dump(request) + "\n";
   size_t sent = 0;
   while (sent < line.size()) {  // MSG_NOSIGNAL: a dead child is an answer below, not a SIGPIPE
-    ssize_t n = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    ssize_t n = ::send(socket_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
@@ -321,7 +295,7 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
       out.timed_out = true;
       break;
     }
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{socket_.get(), POLLIN, 0};
     int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) {
@@ -329,7 +303,7 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
       break;
     }
     if (rc == 0) continue;  // the deadline is checked above
-    ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    ssize_t n = ::read(socket_.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       gone = true;  // the child ended without an answer
@@ -338,14 +312,9 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
     buffer_.append(chunk, static_cast<size_t>(n));
   }
   if (done && !malformed) return out;  // the child waits for the next request
-  pid_t pid = pid_;
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
+  socket_.reset();
+  int status = process_.kill();
+  process_ = Process();
   if (malformed) throw Error("kforge's reference child sent a malformed reply (a kforge bug)");
   if (gone) {
     if (WIFEXITED(status))
@@ -562,6 +531,8 @@ void answer(const std::string& request) {
 
 // The child: requests in, answers out, one JSON line each on fd 3, until kforge hangs up.
 int run_reference_worker() {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with kforge
+  if (::getppid() == 1) ::_exit(127);  // kforge ended before that was set
   std::string buf;
   char chunk[65536];
   for (;;) {

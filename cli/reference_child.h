@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/common/process.h"
 #include "kforge/compile/plan.h"
 #include "kforge/tasks/check.h"
 #include "kforge/tasks/reference.h"
@@ -74,8 +75,8 @@ class ReferenceChild {
   void stop();
   ReferenceLimits limits_;
   std::string exe_;
-  int pid_ = -1;
-  int fd_ = -1;  // a socket both ways: requests in, JSON lines out
+  Process process_;
+  UniqueFd socket_;  // both ways: requests in, JSON lines out
   std::string buffer_;
   std::function<void(const std::string&)> on_step_;
 };

@@ -12,11 +12,11 @@
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/evolve/evaluator.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
-#include "store_verdict.h"
 
 namespace kforge::cli {
 namespace {
@@ -47,7 +47,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     j["verify_ms"] = verify_ms;  // the judge's work: compile excluded
     j["timing"] = v.timing ? v.timing->to_json() : nlohmann::json(nullptr);
     j["evidence"] = v.evidence;
-    if (admission) j["admission"] = admission_json(*admission);
+    if (admission) j["admission"] = evolve::admission_json(*admission);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -91,35 +91,22 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
 int run_verify(const VerifyArgs& a) {
   verify::Driver::get().require("kforge verify");  // exit 3 before any work when there is no GPU
   CandidateInput in = read_candidate(a.files, "kforge verify");
-  tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
-  compile::CandidateReport report;
-  compile::Compiler compiler;
-  compile::DeviceFacts facts = facts_for("");
-  if (in.answer_error) {
-    report.errors = {*in.answer_error};
-  } else {
-    tasks::Reference ref = tasks::Reference::compile(task);
-    std::optional<compile::Tunables> tunables;
-    if (!a.tune.empty()) tunables = parse_tune(a.tune);
-    report = compile::check_candidate(task, compile::task_tensors(task, ref), in.source, in.plan, tunables, facts, compiler);
-    for (auto& e : report.errors) e = compile::relabel_log(e, in.label, in.first_line);
-  }
+  auto task = std::make_shared<const tasks::Task>(load_candidate_task(a.task, in, a.tasks_dir));
   verify::VerifyOptions options;
   options.seed = a.seed;
   options.sanitizer = !a.no_sanitizer;
   options.time = !a.no_timing;
   if (a.watchdog_s > 0) options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
-  verify::Judge judge(options);
-  auto t0 = std::chrono::steady_clock::now();
-  verify::Verdict v = judge.verify(task, report);
-  double verify_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::optional<verify::Verdict> admission;
-  if (a.admit && v.correct())
-    admission = verify::admit_candidate(judge, task, in.source, in.plan, report.tunables, facts, compiler,
-                                        v.evidence.value("seed", uint64_t{1}));
-  print(task, report, v, a.json, verify_ms, admission);
-  if (!a.no_store) store_verdict(a.db, task, in.source, in.plan, report, v, admission);
-  return v.correct() && (!a.admit || (admission && admission->correct())) ? kExitOk : kExitFindings;
+  std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
+  evolve::EvaluatorOptions eo;
+  eo.facts = facts_for("");
+  eo.db = a.db;
+  evolve::Evaluator evaluator(eo, gpu.get());
+  evolve::Checked c = evaluator.check(proposal(in, task, a.tune));
+  evolve::Evaluation e = evaluator.judge(c, a.admit);
+  print(*task, c.report, e.verdict, a.json, e.verify_ms, e.admission);
+  if (!a.no_store) evaluator.record(c, e);
+  return e.verdict.correct() && (!a.admit || e.admitted()) ? kExitOk : kExitFindings;
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 # (idempotent), configures and builds, then runs the most complete job there is so far:
 # `kforge doctor`, a check of the smoke suite (on the GPU when there is one), a candidate compiled,
 # and, on a GPU, the smoke suite's seed kernels tuned, verified, timed and stored (kforge corpus),
-# their results table, and a cheating candidate caught.
+# their results table, a cheating candidate caught, and the search loop (kforge evolve, offline)
+# on the smoke suite with its report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -50,7 +51,13 @@ if [ "$gpu" = 1 ]; then
   "$BUILD_DIR"/kforge archive results smoke --kind seed
   echo "kforge: a candidate that writes past its output:"
   "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu --no-store || true
+  echo
+  echo "kforge: the search loop on the smoke suite (offline: the autotuner proposes), and its report:"
+  "$BUILD_DIR"/kforge evolve smoke --llm none --generations 3 | tee "$BUILD_DIR/evolve.log"
+  run=$(sed -nE 's/^run ([0-9]+):.*/\1/p' "$BUILD_DIR/evolve.log" | tail -1)
+  [ -n "$run" ] && "$BUILD_DIR"/kforge report "$run"
 else
-  echo "kforge: 'kforge verify' and 'kforge corpus' (correctness and timing on the GPU) need an NVIDIA GPU;"
-  echo "        none can be used here."
+  echo "kforge: 'kforge evolve', 'kforge verify' and 'kforge corpus' (correctness and timing on the GPU)"
+  echo "        need an NVIDIA GPU; none can be used here, so the search loop does not run:"
+  "$BUILD_DIR"/kforge evolve smoke --llm none || true
 fi

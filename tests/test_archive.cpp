@@ -89,9 +89,10 @@ TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
   std::string path = (dir.path() / "old.db").string();
   { Database raw(path, true); }
   Archive a = Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 2);
-  EXPECT_EQ(kSchemaVersion, 2) << "a new schema version needs a migration test from the previous one "
-                                  "(version 1 to 2: ArchiveImport.MigratesAVersionOneArchive)";
+  EXPECT_EQ(a.schema_version(), 3);
+  EXPECT_EQ(kSchemaVersion, 3) << "a new schema version needs a migration test from the previous one "
+                                  "(1 to 2: ArchiveImport.MigratesAVersionOneArchive; 2 to 3: "
+                                  "Evolve.MigratesAVersionTwoArchive)";
 }
 
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {

@@ -91,7 +91,7 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
   auto check = [&](size_t lines) {
     if (out) return;
     int err = errno;
-    throw Error("cannot write the export to " + destination + (err ? std::string(": ") + std::strerror(err) : std::string()) +
+    throw UsageError("cannot write the export to " + destination + (err ? std::string(": ") + std::strerror(err) : std::string()) +
                 " (after " + std::to_string(lines) + " line(s)); the export is incomplete");
   };
   Statement ids = db_->prepare("SELECT id FROM candidates ORDER BY id");

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/paths.h"
+#include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/secrets.h"
 #include "kforge/compile/nvrtc.h"
@@ -225,10 +225,10 @@ class Compiler::Workers {
     Slot& s = slots_[i];
     Module m;
     try {
-      if (s.pid <= 0) start(s, confinement);
+      if (!s.process.running()) start(s, confinement);
       json req = {{"source", r.source}, {"arch", r.arch}, {"defines", r.defines}, {"names", r.name_expressions}};
       std::string line = req.dump() + "\n";
-      if (!write_all(s.to_child, line)) throw Error("the NVRTC worker's pipe closed");
+      if (!write_all(s.to_child.get(), line)) throw Error("the NVRTC worker's pipe closed");
       std::string reply;
       ReadResult rr = read_line(s, reply, limit_);
       if (rr == ReadResult::Timeout) {
@@ -259,8 +259,8 @@ class Compiler::Workers {
  private:
   struct Slot {
     PrivateDir dir;
-    pid_t pid = -1;
-    int to_child = -1, from_child = -1;
+    Process process;
+    UniqueFd to_child, from_child;
     std::string buffer;
     bool busy = false;
   };
@@ -289,42 +289,24 @@ class Compiler::Workers {
   // its start-up does not count against the first compile's time limit.
   void start(Slot& s, std::string& confinement) {
     s.dir = make_private_dir(root_);
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      ::close(in[0]);
-      ::close(in[1]);
-      throw Error(std::string("pipe failed: ") + std::strerror(errno));
-    }
+    Pipe in = make_pipe(), out = make_pipe();
+    SpawnOptions o;
     // No API keys, nothing the worker does not need; its temporary files in its own folder.
-    std::vector<std::string> env = child_environment({{"TMPDIR", s.dir.path}});
-    std::string limit_ms = std::to_string(limit_.count());
-    std::vector<std::string> argv = {path_, "--dir", s.dir.path, "--time-limit-ms", limit_ms};
-    std::vector<char*> args = c_string_array(argv), envp = c_string_array(env);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    pid_t pid = -1;
-    int rc = ::posix_spawn(&pid, path_.c_str(), &actions, nullptr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(in[0]);
-    ::close(out[1]);
-    if (rc != 0) {
-      ::close(in[1]);
-      ::close(out[0]);
-      throw Error("cannot start the NVRTC worker " + path_ + ": " + std::strerror(rc));
+    o.env = child_environment({{"TMPDIR", s.dir.path}});
+    o.argv = {path_, "--dir", s.dir.path, "--time-limit-ms", std::to_string(limit_.count())};
+    o.fds = {{in.read.get(), 0}, {out.write.get(), 1}};
+    try {
+      s.process = Process::spawn(o);
+    } catch (const Error& e) {
+      throw Error(std::string("cannot start the NVRTC worker: ") + e.what());
     }
-    s.pid = pid;
-    s.to_child = in[1];
-    s.from_child = out[0];
+    s.to_child = std::move(in.write);
+    s.from_child = std::move(out.read);
     s.buffer.clear();
     std::string hello;
     if (read_line(s, hello, std::max(limit_, std::chrono::milliseconds(60000))) != ReadResult::Line) {
       int status = stop(s);
-      throw Error("the NVRTC worker " + path_ + " did not start (" +
-                  (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "status " + std::to_string(WEXITSTATUS(status))) +
-                  ")");
+      throw Error("the NVRTC worker " + path_ + " did not start (" + describe_exit(status) + ")");
     }
     confinement = json::parse(hello).value("confinement", "");
   }
@@ -332,21 +314,12 @@ class Compiler::Workers {
   // Closing its stdin lets the worker end by itself (NVRTC removes its precompiled headers); one
   // that does not within `grace` is killed. Its folder goes with it.
   int stop(Slot& s, std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
+    s.to_child.reset();
+    s.from_child.reset();
     int status = 0;
-    if (s.to_child >= 0) ::close(s.to_child);
-    if (s.from_child >= 0) ::close(s.from_child);
-    if (s.pid > 0) {
-      auto deadline = std::chrono::steady_clock::now() + grace;
-      pid_t r = 0;
-      while ((r = ::waitpid(s.pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      if (r == 0) {
-        ::kill(s.pid, SIGKILL);
-        ::waitpid(s.pid, &status, 0);
-      }
-    }
-    s.pid = -1;
-    s.to_child = s.from_child = -1;
+    if (std::optional<int> ended = s.process.wait_exit(grace)) status = *ended;
+    else status = s.process.kill();
+    s.process = Process();
     s.dir = PrivateDir();
     return status;
   }
@@ -374,11 +347,11 @@ class Compiler::Workers {
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return ReadResult::Timeout;
-      pollfd p{s.from_child, POLLIN, 0};
+      pollfd p{s.from_child.get(), POLLIN, 0};
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
       if (rc < 0 && errno == EINTR) continue;
       if (rc == 0) return ReadResult::Timeout;
-      ssize_t n = ::read(s.from_child, buf, sizeof buf);
+      ssize_t n = ::read(s.from_child.get(), buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return ReadResult::Closed;
       s.buffer.append(buf, static_cast<size_t>(n));

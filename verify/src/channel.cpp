@@ -2,18 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 #include "kforge/common/sandbox.h"
 
@@ -26,16 +22,6 @@ constexpr size_t kMaxLineBytes = size_t{64} << 20;
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) reset(o.release());
-  return *this;
-}
-
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
 
 void Channel::send(nlohmann::json body, const std::vector<int>& fds) {
   if (!fds.empty()) body["fds"] = fds.size();
@@ -133,13 +119,6 @@ Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
   }
 }
 
-std::pair<UniqueFd, UniqueFd> socket_pair() {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw ChannelError("socketpair failed: " + errno_text());
-  return {UniqueFd(sv[0]), UniqueFd(sv[1])};
-}
-
 UniqueFd memfd_with(const std::string& name, const std::string& bytes) {
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC));
   if (!fd) throw ChannelError("memfd_create failed: " + errno_text());
@@ -172,70 +151,31 @@ std::string read_all(int fd) {
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_in_child) {
-  auto [mine, pair_end] = socket_pair();
-  // Above the child's target number, so dup2 never meets itself (which would keep close-on-exec).
-  UniqueFd theirs(::fcntl(pair_end.get(), F_DUPFD_CLOEXEC, channel_fd_in_child + 1));
-  if (!theirs) throw ChannelError("cannot duplicate a socket: " + errno_text());
+  auto [mine, theirs] = socket_pair();
   char path[] = "/tmp/kforge-child-stderr-XXXXXX";
   stderr_file_.reset(::mkstemp(path));
   if (!stderr_file_) throw ChannelError("cannot create a file for a child's stderr: " + errno_text());
   ::unlink(path);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), channel_fd_in_child);
-  posix_spawn_file_actions_adddup2(&actions, stderr_file_.get(), 2);
-  std::vector<char*> args = c_string_array(argv);
-  // Its own process group, so a kill reaches a runner started under a wrapper (compute-sanitizer).
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  // No API keys or anything else a runner does not need (common/sandbox.h).
-  std::vector<std::string> env = child_environment();
-  std::vector<char*> envp = c_string_array(env);
-  int rc = ::posix_spawn(&pid_, argv.at(0).c_str(), &actions, &attr, args.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw ChannelError("cannot start " + argv[0] + ": " + std::strerror(rc));
+  SpawnOptions o;
+  o.argv = argv;
+  o.env = child_environment();  // no API keys or anything else a runner does not need
+  o.fds = {{theirs.get(), channel_fd_in_child}, {stderr_file_.get(), 2}};
+  o.own_process_group = true;  // so a kill reaches a runner started under a wrapper (compute-sanitizer)
+  try {
+    process_ = Process::spawn(o);
+  } catch (const Error& e) {
+    throw ChannelError(e.what());
+  }
   channel_ = Channel(std::move(mine));
 }
 
-ChildProcess::~ChildProcess() {
-  if (pid_ > 0 && !ended_) kill_now();
-}
+ChildProcess::~ChildProcess() = default;  // the Process kills and reaps
 
-std::string ChildProcess::kill_now() {
-  if (ended_) return *ended_;
-  ::kill(-pid_, SIGKILL);  // the whole group: a wrapper and the runner under it
-  ::kill(pid_, SIGKILL);
-  while (true) {
-    if (auto e = wait_exit(std::chrono::milliseconds(1000))) return *e;
-  }
-}
+std::string ChildProcess::kill_now() { return describe_exit(process_.kill()); }
 
 std::optional<std::string> ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
-  if (ended_) return ended_;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      if (WIFEXITED(status))
-        ended_ = "exited with status " + std::to_string(WEXITSTATUS(status));
-      else if (WIFSIGNALED(status))
-        ended_ = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-      else
-        ended_ = "ended";
-      return ended_;
-    }
-    if (r < 0 && errno != EINTR) {
-      ended_ = "lost (waitpid: " + errno_text() + ")";
-      return ended_;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  if (std::optional<int> status = process_.wait_exit(timeout)) return describe_exit(*status);
+  return std::nullopt;
 }
 
 std::string ChildProcess::stderr_tail(size_t max_bytes) const {

@@ -67,7 +67,8 @@ void Driver::check(CUresult r, const char* expr, const char* file, int line) con
   if (cuGetErrorName) cuGetErrorName(r, &name);
   if (cuGetErrorString) cuGetErrorString(r, &text);
   throw CudaError(std::string(expr) + " failed: " + (name ? name : std::to_string(r)) + " (" +
-                  (text ? text : "") + ") at " + file + ":" + std::to_string(line));
+                      (text ? text : "") + ") at " + file + ":" + std::to_string(line),
+                  static_cast<int>(r));
 }
 
 int driver_version() {

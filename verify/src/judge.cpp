@@ -179,10 +179,17 @@ struct Judge::Session {
     Clock::time_point at;
   };
   std::map<std::string, Timed> baselines;  // by task version, dims and math mode
+  std::map<std::string, std::unique_ptr<tasks::Reference>> references;  // by task version
 
   TimingGate& gate(int device) {
     if (!gate_) gate_ = std::make_unique<TimingGate>(device);
     return *gate_;
+  }
+  // A task's reference, compiled once per judge session (the dims do not change the code).
+  const tasks::Reference& reference(const tasks::Task& task) {
+    std::unique_ptr<tasks::Reference>& r = references[task.content_hash];
+    if (!r) r = std::make_unique<tasks::Reference>(tasks::Reference::compile(task));
+    return *r;
   }
 };
 
@@ -193,7 +200,7 @@ class Verification {
   Verification(const VerifyOptions& options, RunnerClient& runner, Judge::Session& session, const tasks::Task& task,
                const compile::CandidateReport& report)
       : options_(options), runner_(runner), session_(session), task_(task), report_(report),
-        reference_(tasks::Reference::compile(task)) {
+        reference_(session.reference(task)) {
     static std::random_device rd;
     seed_ = options.seed ? *options.seed : 1 + rd() % 1000000000u;
     image_.cubin = report.module.cubin;
@@ -309,24 +316,10 @@ class Verification {
     Place at{&c, seed_ + 7, 0, 1};
     std::vector<torch::Tensor> inputs = draw_inputs(dims, at.seed, 0);
     for (const char* tool : {"memcheck", "initcheck", "racecheck"}) {
-      char log_path[] = "/tmp/kforge-sanitizer-XXXXXX";
-      UniqueFd log_fd(::mkstemp(log_path));
-      RunnerOptions o = options_.runner;
-      o.device = options_.device;
-      o.wrapper = {tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "8"};
-      auto t0 = Clock::now();
-      RunResult r;
-      {
-        RunnerClient client(o);
-        RunResult shared = client.set_buffers(specs(c, true), fds(c));
-        RunResult loaded = shared.ok() ? client.set_module(image_) : shared;
-        prepare_run(c, inputs, Poison::NaN, at.seed);
-        r = loaded.ok() ? client.run(c.request, std::chrono::seconds(120)) : loaded;
-        client.stop(std::chrono::seconds(60));  // the tool writes its summary as the runner exits
-      }
-      std::string log = read_file(log_path).value_or("");
-      ::unlink(log_path);
-      json entry{{"tool", tool}, {"dims", dims}, {"status", to_string(r.status)}, {"ms", ms_since(t0)}};
+      SanitizedRun run = run_sanitized(tool_path, tool, c, true, inputs, at.seed, std::chrono::seconds(120));
+      const RunResult& r = run.result;
+      const std::string& log = run.log;
+      json entry{{"tool", tool}, {"dims", dims}, {"status", to_string(r.status)}, {"ms", run.ms}};
       int64_t errors = sanitizer_errors(log).value_or(-1);
       entry["errors"] = errors;
       if (errors != 0 || !r.ok()) entry["log"] = log.substr(0, 3000);
@@ -355,6 +348,41 @@ class Verification {
   }
 
  private:
+  // One run of `c` (its inputs restored from `inputs`, NaN poison) in a runner of its own under
+  // compute-sanitizer's `tool` (no wrapper when `tool_path` is empty): what admission's sanitizer
+  // passes and a fault's diagnosis both need. The runner then exits, giving the tool a minute to
+  // write its summary; the log is read by path (the tool rewrites the file).
+  struct SanitizedRun {
+    RunResult result;
+    std::string log;
+    double ms = 0;
+  };
+  SanitizedRun run_sanitized(const std::string& tool_path, const char* tool, Config& c, bool inputs_read_only,
+                             const std::vector<torch::Tensor>& inputs, uint64_t seed, std::chrono::milliseconds limit) {
+    RunnerOptions o = options_.runner;
+    o.device = options_.device;
+    char log_path[] = "/tmp/kforge-sanitizer-XXXXXX";
+    UniqueFd log_fd(::mkstemp(log_path));
+    if (!tool_path.empty() && log_fd)
+      o.wrapper = {tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "8"};
+    SanitizedRun out;
+    auto t0 = Clock::now();
+    {
+      RunnerClient client(o);
+      RunResult shared = client.set_buffers(specs(c, inputs_read_only), fds(c));
+      RunResult loaded = shared.ok() ? client.set_module(image_) : shared;
+      prepare_run(c, inputs, Poison::NaN, seed);
+      out.result = loaded.ok() ? client.run(c.request, limit) : loaded;
+      client.stop(std::chrono::seconds(60));
+    }
+    out.ms = ms_since(t0);
+    if (log_fd) {
+      out.log = read_file(log_path).value_or("");
+      ::unlink(log_path);
+    }
+    return out;
+  }
+
   // Where the judge's time goes, in the evidence (issue 6's latency budget).
   void note_phase(const char* name, Clock::time_point& since) {
     evidence_["phase_ms"][name] = ms_since(since);
@@ -761,28 +789,20 @@ class Verification {
   }
 
   void diagnose(Verdict& v, json& detail, Config& c, const std::vector<torch::Tensor>& inputs, const Place& at) {
-    RunnerOptions o = options_.runner;
-    o.device = options_.device;
     std::string sanitizer = options_.sanitizer ? find_compute_sanitizer(options_.sanitizer_path) : "";
-    char log_path[] = "/tmp/kforge-memcheck-XXXXXX";
-    UniqueFd log_fd(::mkstemp(log_path));
-    if (!sanitizer.empty() && log_fd)
-      o.wrapper = {sanitizer, "--tool", "memcheck", "--log-file", log_path, "--print-limit", "8"};
+    std::string log;
     auto t0 = Clock::now();
     try {
-      RunnerClient doctor(o);
-      doctor.set_buffers(specs(c, false), fds(c));
-      RunResult loaded = doctor.set_module(image_);
-      prepare_run(c, inputs, Poison::NaN, at.seed);
-      RunResult again = loaded.ok() ? doctor.run(c.request, std::max(watchdog_ * 20, std::chrono::milliseconds(120000))) : loaded;
-      detail["diagnosis_run"] = {{"status", to_string(again.status)}, {"sanitizer", sanitizer.empty() ? "not found" : sanitizer}};
+      SanitizedRun again = run_sanitized(sanitizer, "memcheck", c, false, inputs, at.seed,
+                                         std::max(watchdog_ * 20, std::chrono::milliseconds(120000)));
+      detail["diagnosis_run"] = {{"status", to_string(again.result.status)},
+                                 {"sanitizer", sanitizer.empty() ? "not found" : sanitizer}};
+      log = again.log;
     } catch (const std::exception& e) {
       // The diagnosis failed, not the verdict: the candidate keeps its runtime_error.
       detail["diagnosis_error"] = e.what();
     }
     detail["diagnosis_ms"] = ms_since(t0);
-    std::string log = log_fd ? read_file(log_path).value_or("") : "";  // by path: the tool rewrites it
-    ::unlink(log_path);
     if (!log.empty()) detail["memcheck"] = log.substr(0, 3000);
     for (size_t i = 0; i < c.inputs; ++i)
       if (!bitwise_equal(c.buffers[i]->tensor(), inputs[i])) {
@@ -813,7 +833,7 @@ class Verification {
   Judge::Session& session_;
   const tasks::Task& task_;
   const compile::CandidateReport& report_;
-  tasks::Reference reference_;
+  const tasks::Reference& reference_;
   uint64_t seed_ = 1;
   ModuleImage image_;
   double eager_ms_ = 0;
@@ -915,23 +935,29 @@ Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& 
   return v;
 }
 
+std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations) {
+  std::vector<tasks::Dims> dims = tasks::draw_unseen_dims(task, seed, configurations);
+  if (dims.empty()) return std::nullopt;
+  tasks::Task unseen = task;
+  unseen.dims = dims.front();
+  unseen.check_dims.assign(dims.begin() + 1, dims.end());
+  return unseen;
+}
+
 Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string& source, const std::string& plan,
                         const compile::Tunables& tunables, const compile::DeviceFacts& facts, compile::Compiler& compiler,
                         uint64_t seed, int configurations) {
-  std::vector<tasks::Dims> dims = tasks::draw_unseen_dims(task, seed, configurations);
-  if (dims.empty()) {
+  std::optional<tasks::Task> unseen = unseen_task(task, seed, configurations);
+  if (!unseen) {
     Verdict v;
     v.outcome = Outcome::HarnessError;
     v.summary = "admission: the task's constraints leave no dims configuration that was not shown";
     return v;
   }
-  tasks::Task unseen = task;
-  unseen.dims = dims.front();
-  unseen.check_dims.assign(dims.begin() + 1, dims.end());
-  tasks::Reference ref = tasks::Reference::compile(unseen);
+  tasks::Reference ref = tasks::Reference::compile(*unseen);
   compile::CandidateReport report =
-      compile::check_candidate(unseen, compile::task_tensors(unseen, ref), source, plan, tunables, facts, compiler);
-  Verdict v = judge.admit(unseen, report);
+      compile::check_candidate(*unseen, compile::task_tensors(*unseen, ref), source, plan, tunables, facts, compiler);
+  Verdict v = judge.admit(*unseen, report);
   if (!report.ok()) v.summary = "admission on unseen dims: " + v.summary;
   return v;
 }
@@ -942,7 +968,7 @@ Verdict Judge::guarded(const std::function<Verdict()>& judge) {
   } catch (const CudaError& e) {
     // Out of memory (LibTorch's cache and the shared buffers compete): this candidate only.
     // Anything else means the GPU itself is unusable: nothing more can be judged.
-    if (std::string(e.what()).find("OUT_OF_MEMORY") == std::string::npos) throw;
+    if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) throw;
     Verdict v;
     v.outcome = Outcome::HarnessError;
     v.summary = std::string("harness error: ") + e.what();

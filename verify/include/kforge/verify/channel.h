@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kforge/common/error.h"
+#include "kforge/common/process.h"
 
 namespace kforge::verify {
 
@@ -22,28 +23,7 @@ class ChannelError : public Error {
   using Error::Error;
 };
 
-// An owned file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd = -1);
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using kforge::UniqueFd;  // common/process.h
 
 struct Message {
   nlohmann::json body;
@@ -69,8 +49,7 @@ class Channel {
   std::deque<UniqueFd> fds_;
 };
 
-// A pair of connected stream sockets (close-on-exec on both).
-std::pair<UniqueFd, UniqueFd> socket_pair();
+using kforge::socket_pair;  // common/process.h
 
 // A memfd holding `bytes` (how compiled modules reach the runner).
 UniqueFd memfd_with(const std::string& name, const std::string& bytes);
@@ -88,8 +67,8 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   Channel& channel() { return channel_; }
-  pid_t pid() const { return pid_; }
-  // SIGKILL and reap. Returns how the child ended (as wait_exit words it).
+  pid_t pid() const { return process_.pid(); }
+  // SIGKILL to its process group and reap. Returns how the child ended (as wait_exit words it).
   std::string kill_now();
   // Waits up to `timeout` for the child to exit; returns "exited with status N" / "killed by
   // signal N (Segmentation fault)", or nullopt while it still runs.
@@ -99,8 +78,7 @@ class ChildProcess {
 
  private:
   Channel channel_{UniqueFd()};
-  pid_t pid_ = -1;
-  std::optional<std::string> ended_;
+  Process process_;
   UniqueFd stderr_file_;
 };
 

@@ -17,6 +17,12 @@ namespace kforge::verify {
 class CudaError : public Error {
  public:
   using Error::Error;
+  CudaError(const std::string& what, int code) : Error(what), code_(code) {}
+  // The CUresult of the failed call; 0 for "no usable GPU here".
+  int code() const { return code_; }
+
+ private:
+  int code_ = 0;
 };
 
 // Each entry names the driver ABI version whose signature kforge calls (cudaTypedefs.h's

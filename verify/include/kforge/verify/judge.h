@@ -102,6 +102,11 @@ class Judge {
   std::unique_ptr<Session> session_;
 };
 
+// The task with its dims replaced by `configurations` configurations no candidate saw (drawn,
+// seeded, from tasks::draw_unseen_dims): the first timed, the rest checked; nullopt when its
+// constraints leave none.
+std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations = 3);
+
 // Admission end to end: draws `configurations` unseen dims from the task (seeded), checks the
 // candidate there with the tunables it was judged with (the compile cache answers), and asks the
 // judge to admit it. No unseen dims possible: plan_error-free `correct` is not claimed; the

@@ -1,0 +1,254 @@
+// `kforge evolve SUITE|TASK...`: the search loop (docs/evolve.md), and `kforge report RUN`, its
+// markdown report from the archive.
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "candidate_input.h"
+#include "command_list.h"
+#include "commands.h"
+#include "kforge/archive/location.h"
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/strings.h"
+#include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/run.h"
+#include "kforge/verify/driver.h"
+#include "progress.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+using nlohmann::json;
+
+struct EvolveArgs {
+  std::vector<std::string> tasks;
+  std::string config_file, tasks_dir, db, llm = "auto", log_json;
+  std::optional<int64_t> resume;
+  std::optional<uint64_t> seed;
+  std::optional<int> generations, jobs;
+  std::optional<int64_t> budget_evaluations;
+  std::optional<double> budget_minutes, target_speedup;
+  bool no_admit = false;
+};
+
+std::atomic<int> g_stop{0};
+
+extern "C" void on_interrupt(int) {
+  if (g_stop.fetch_add(1) >= 1) std::_Exit(130);  // the second Ctrl-C: at once (everything recorded is committed)
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+std::string status_line(const evolve::TaskStatus& s) {
+  std::string best = s.best_ms ? fixed(*s.best_ms, 4) + " ms" : "none yet";
+  if (s.best_ms && s.eager_ms) best += ", " + fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
+  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += ", " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.roofline_fraction) best += ", " + fixed(100 * *s.roofline_fraction, 0) + "% of roofline";
+  return s.task + ": generation " + std::to_string(s.generation) + ", best " + best + "; " +
+         std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" + std::to_string(s.correct) +
+         " correct, " + std::to_string(s.failed) + " failed)";
+}
+
+evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_from) {
+  evolve::RunConfig c;
+  if (a.resume) {
+    json runs = resumed_from->runs();
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == *a.resume; });
+    if (it == runs.end()) throw UsageError("--resume: no run " + std::to_string(*a.resume) + " in the archive");
+    c = evolve::RunConfig::from_json((*it)["config"]);
+    return c;  // a resumed run keeps its config: flags would change what it replays
+  }
+  if (!a.config_file.empty()) c = evolve::load_run_config(a.config_file);
+  if (!a.tasks.empty()) c.tasks = a.tasks;
+  if (a.seed) c.seed = *a.seed;
+  if (a.generations) c.generations = *a.generations;
+  if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
+  if (a.budget_minutes) c.minutes = *a.budget_minutes;
+  if (a.target_speedup) c.target_speedup = *a.target_speedup;
+  if (a.no_admit) c.admit = false;
+  if (c.tasks.empty()) throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
+  return c;
+}
+
+int run_evolve(const EvolveArgs& a) {
+  if (a.llm != "auto" && a.llm != "none")
+    throw UsageError("--llm: '" + a.llm + "' is not known yet; only the offline proposer (--llm none) exists");
+  verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
+  if (a.llm == "auto")
+    std::cout << "kforge evolve: no LLM proposer yet: the offline proposer (the autotuner over the tune spaces of the "
+                 "seeds and the archive's kernels) makes every child. (--llm none says so explicitly.)\n";
+  evolve::EvaluatorOptions eo;
+  eo.facts = facts_for("");
+  eo.db = a.db;
+  eo.compiler.workers = static_cast<size_t>(a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
+  evolve::Evaluator evaluator(eo, nullptr);
+  evolve::RunConfig config = config_from(a, &evaluator.archive());
+  std::vector<std::shared_ptr<const tasks::Task>> tasks;
+  std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
+  for (const std::string& spec : config.tasks)
+    for (const auto& f : tasks::resolve_tasks(spec, root)) tasks.push_back(std::make_shared<const tasks::Task>(tasks::load_task(f)));
+  verify::VerifyOptions vo;
+  std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(vo);
+  evaluator.attach_gpu(gpu.get());
+
+  std::unique_ptr<std::ofstream> log;
+  if (!a.log_json.empty()) {
+    log = std::make_unique<std::ofstream>(a.log_json, std::ios::app);
+    if (!*log) throw UsageError("--log-json: cannot write " + a.log_json);
+  }
+  Progress progress;
+  evolve::LoopHooks hooks;
+  hooks.stop = &g_stop;
+  hooks.on_progress = [&](const evolve::TaskStatus& s) {
+    progress.clear();
+    std::cout << "  " << printable(status_line(s)) << std::endl;
+  };
+  hooks.on_event = [&](const json& e) {
+    progress.show(e.value("task", "") + " gen " + std::to_string(e.value("generation", 0)) + ": " +
+                  e.value("event", "") + " " + e.value("outcome", ""));
+    if (log) *log << e.dump() << "\n" << std::flush;
+  };
+  std::signal(SIGINT, on_interrupt);
+  std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations << " generation(s), "
+            << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
+            << std::endl;
+  evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks);
+  std::signal(SIGINT, SIG_DFL);
+  progress.clear();
+  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"});
+  for (const auto& t : s.tasks)
+    table.add({t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-",
+               t.best_ms && t.eager_ms ? fixed(*t.eager_ms / *t.best_ms, 2) : "-",
+               t.best_ms && t.scripted_ms && *t.scripted_ms > 0 ? fixed(*t.scripted_ms / *t.best_ms, 2) : "-",
+               t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-", std::to_string(t.screened),
+               std::to_string(t.judged), std::to_string(t.correct), std::to_string(t.failed), t.stopped});
+  std::cout << "\n";
+  table.print();
+  std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations << " evaluation(s) measured, " << s.reused
+            << " read back from the archive; " << fixed(s.wall_s, 1) << " s wall, GPU busy "
+            << (s.wall_s > 0 ? fixed(100 * s.gpu_s / s.wall_s, 0) : "0") << "%\n"
+            << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume " << s.run
+            << "` continues it.\n";
+  return s.stopped == "interrupted" ? 130 : kExitOk;
+}
+
+// ---- kforge report RUN ----
+
+std::string md_ms(const json& v) { return v.is_null() ? "-" : fixed(v.get<double>(), 4); }
+
+int run_report(int64_t run, const std::string& db_flag, const std::string& out_file) {
+  std::string path = archive::database_path(db_flag).string();
+  archive::Archive ar = archive::Archive::open_read_only(path);
+  json runs = ar.runs();
+  auto it = std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == run; });
+  if (it == runs.end()) throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
+  const json& r = *it;
+  std::ostringstream md;
+  md << "# kforge evolve, run " << run << "\n\n"
+     << "Started " << r["started_at"].get<std::string>() << ", " << r["status"].get<std::string>()
+     << (r["finished_at"].is_null() ? "" : " " + r["finished_at"].get<std::string>()) << ". Spent: "
+     << r["budgets_used"].dump() << ". Config: `" << r["config"].dump() << "`.\n\n";
+  archive::Database& db = ar.db();
+  archive::Statement tasks = db.prepare(
+      "SELECT DISTINCT t.suite || '/' || t.name, t.id FROM candidates c JOIN tasks t ON t.id = c.task_id "
+      "WHERE c.run_id = ? ORDER BY 1");
+  tasks.bind(1, run);
+  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | roofline | candidates | failed |\n"
+     << "|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<std::pair<std::string, int64_t>> winners;
+  std::map<std::string, int64_t> failures;
+  while (tasks.step()) {
+    std::string name = tasks.text(0);
+    int64_t task_id = tasks.integer(1);
+    archive::Statement best = db.prepare(
+        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction FROM evaluations e JOIN candidates c "
+        "ON c.id = e.candidate_id WHERE c.task_id = ? AND c.run_id = ? AND e.outcome = 'correct' AND e.admitted = 1 "
+        "AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY e.time_ms LIMIT 1");
+    best.bind(1, task_id).bind(2, run);
+    archive::Statement counts = db.prepare(
+        "SELECT count(*), (SELECT count(*) FROM screens s JOIN candidates c2 ON c2.id = s.candidate_id WHERE "
+        "c2.task_id = ? AND s.run_id = ? AND s.median_ms IS NULL) FROM candidates c WHERE c.task_id = ? AND c.run_id = ?");
+    counts.bind(1, task_id).bind(2, run).bind(3, task_id).bind(4, run);
+    counts.step();
+    if (best.step()) {
+      double t = best.real(1);
+      auto ratio = [&](int col) { return best.is_null(col) ? std::string("-") : fixed(best.real(col) / t, 2); };
+      md << "| " << name << " | " << fixed(t, 4) << " | " << (best.is_null(2) ? "-" : fixed(best.real(2), 4)) << " | "
+         << ratio(2) << " | " << (best.is_null(3) ? "-" : fixed(best.real(3), 4)) << " | " << ratio(3) << " | "
+         << (best.is_null(4) ? "-" : fixed(100 * best.real(4), 0) + "%") << " | " << counts.integer(0) << " | "
+         << counts.integer(1) << " |\n";
+      winners.emplace_back(name, best.integer(0));
+    } else {
+      md << "| " << name << " | - | - | - | - | - | - | " << counts.integer(0) << " | " << counts.integer(1) << " |\n";
+    }
+  }
+  archive::Statement outcomes = db.prepare(
+      "SELECT e.outcome, count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ? "
+      "GROUP BY e.outcome UNION ALL SELECT 'screen: ' || s.outcome, count(*) FROM screens s WHERE s.run_id = ? "
+      "GROUP BY s.outcome ORDER BY 1");
+  outcomes.bind(1, run).bind(2, run);
+  md << "\n## Outcomes\n\n";
+  while (outcomes.step()) md << "- " << outcomes.text(0) << ": " << outcomes.integer(1) << "\n";
+  md << "\n## Winners' lineage\n\n";
+  for (const auto& [name, id] : winners) {
+    md << "- " << name << ": ";
+    std::string chain;
+    for (archive::CandidateId c : ar.lineage(archive::CandidateId{id})) {
+      json cj = ar.show(c);
+      chain += (chain.empty() ? "" : " <- ") + std::to_string(c.value) + " (" + cj["prompt_kind"].get<std::string>() +
+               " " + cj["tunables"].dump() + ")";
+    }
+    md << chain << "\n";
+  }
+  if (out_file.empty()) {
+    std::cout << md.str();
+  } else {
+    std::ofstream f(out_file);
+    f << md.str();
+    if (!f) throw UsageError("kforge report: cannot write " + out_file);
+    std::cout << "wrote " << out_file << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_evolve_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<EvolveArgs>();
+  auto* cmd = app.add_subcommand("evolve", command_description("evolve"));
+  cmd->add_option("tasks", a->tasks, "Suites, task files or names (default: the config's `tasks`)");
+  cmd->add_option("--config", a->config_file, "Run config (TOML, docs/evolve.md); flags override it");
+  cmd->add_option("--resume", a->resume, "Continue run RUN (its recorded config; nothing measured twice)");
+  cmd->add_option("--llm", a->llm, "none: the offline proposer only (the only one so far)");
+  cmd->add_option("--seed", a->seed, "The run's random seed");
+  cmd->add_option("--generations", a->generations, "Generations per task");
+  cmd->add_option("--budget-evaluations", a->budget_evaluations, "Stop after this many screens and judgments");
+  cmd->add_option("--budget-minutes", a->budget_minutes, "Stop after this many minutes of wall time");
+  cmd->add_option("--target-speedup", a->target_speedup, "A task stops once its best is this many times eager");
+  cmd->add_flag("--no-admit", a->no_admit, "No admission for new bests (they are not winners then)");
+  cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
+  cmd->add_option("--log-json", a->log_json, "Append every screen and judgment as a JSON line to this file");
+  cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
+  cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->callback([&exit_code, a] { exit_code = run_evolve(*a); });
+
+  auto run = std::make_shared<int64_t>(0);
+  auto db = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* report = app.add_subcommand("report", command_description("report"));
+  report->add_option("run", *run, "The run's id (kforge evolve prints it)")->required();
+  report->add_option("--db", *db, "Archive file");
+  report->add_option("-o,--output", *out, "Write the markdown here instead of standard output");
+  report->callback([&exit_code, run, db, out] { exit_code = run_report(*run, *db, *out); });
+}
+
+}  // namespace kforge::cli

@@ -1,0 +1,84 @@
+// `kforge evolve`: the search loop (docs/evolve.md). Per task a population of correct kernels,
+// spread over islands; each generation picks parents (the best, a cell's elite, or at random),
+// proposes children, screens them on the GPU, judges the fastest in full, admits a new best, and
+// records every candidate with its lineage. The offline proposer is the autotuner (tuner.h): a
+// child is its parent's code at another point of its tune space.
+//
+// Resume is replay: the run starts again from its recorded config and random seed, and every
+// screen and judgment already recorded for a candidate on this GPU at this harness version is read
+// back instead of measured, so a run killed at any point and resumed records what the
+// uninterrupted run would have, none of it twice.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/tuner.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::evolve {
+
+struct RunConfig {
+  std::vector<std::string> tasks;  // suites, task files or names
+  uint64_t seed = 1;               // the run's random streams
+  // Budgets; 0 means none. Evaluations are screens plus full judgments.
+  int64_t evaluations = 0, task_evaluations = 0;
+  double minutes = 0, gpu_minutes = 0;
+  int generations = 8;          // per task
+  double target_speedup = 0;    // per task, over eager: reached, the task stops
+  int children = 8;             // proposals per task and generation, spread over the islands
+  int judge_top = 2;            // of a generation's screened children, at most this many judged in full
+  int islands = 2;
+  int migration_interval = 3;   // generations between migrations (each island's best to the next)
+  double select_best = 0.5, select_elite = 0.3;  // the rest: a random member
+  bool admit = true;            // admission of every new best
+  TunerOptions tuner;
+
+  nlohmann::json to_json() const;
+  static RunConfig from_json(const nlohmann::json& j);  // InputError naming the field
+};
+
+// Reads a run config file (TOML; every key optional, docs/evolve.md lists them).
+RunConfig load_run_config(const std::string& path);
+
+// A task's state as the loop sees it, for progress lines and the summary.
+struct TaskStatus {
+  std::string task;
+  int generation = 0;
+  int64_t screened = 0, judged = 0, correct = 0, failed = 0;
+  std::optional<int64_t> best;  // candidate id of the best admitted (or, without admission, correct) kernel
+  std::optional<double> best_ms, eager_ms, scripted_ms, roofline_fraction;
+  std::string stopped;  // why it stopped ("" while it runs)
+};
+
+struct RunSummary {
+  int64_t run = 0;
+  std::vector<TaskStatus> tasks;
+  int64_t evaluations = 0;       // measured in this process
+  int64_t reused = 0;            // read back from the archive instead of measured
+  double wall_s = 0, gpu_s = 0;  // this process's
+  std::string stopped;           // why the run ended
+};
+
+struct LoopHooks {
+  std::function<void(const TaskStatus&)> on_progress;  // after each task's generation
+  std::function<void(const nlohmann::json&)> on_event;  // every screen and judgment (--log-json)
+  std::atomic<int>* stop = nullptr;  // 1: drain what is in flight and end; checked between steps
+};
+
+// Starting kernels for a task: its shipped seed (tasks/<suite>/seeds/<name>.md) and the archive's
+// correct kernels of this task version (distinct code, the fastest first).
+std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task, archive::Archive& archive,
+                                          size_t from_archive = 4);
+
+// Runs (or, with `resume`, resumes) a run over `tasks`. The evaluator's GPU does the measuring.
+RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
+                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks = {});
+
+}  // namespace kforge::evolve

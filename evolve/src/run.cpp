@@ -1,0 +1,529 @@
+#include "kforge/evolve/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "kforge/compile/answer.h"
+#include "kforge/evolve/features.h"
+#include "kforge/verify/protocol.h"
+
+namespace kforge::evolve {
+namespace {
+
+using archive::Statement;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A stable 64-bit number from text (the first 16 hex digits of its XXH3-128).
+uint64_t stable_hash(const std::string& text) { return std::stoull(content_hash(text).substr(0, 16), nullptr, 16); }
+
+// ---- What the archive already holds: the replay's source of truth ----
+
+struct Screen {
+  verify::Outcome outcome = verify::Outcome::HarnessError;
+  std::optional<double> median_ms;
+  std::string summary;
+};
+
+struct Judgment {
+  verify::Outcome outcome = verify::Outcome::HarnessError;
+  std::optional<double> time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction;
+  bool admitted = false;
+  bool flagged = false;
+  std::string summary;
+};
+
+std::optional<int64_t> find_candidate(archive::Database& db, archive::TaskId task, const std::string& identity) {
+  Statement s = db.prepare("SELECT id FROM candidates WHERE task_id = ? AND identity = ?");
+  s.bind(1, task.value).bind(2, identity);
+  if (s.step()) return s.integer(0);
+  return std::nullopt;
+}
+
+std::optional<Screen> find_screen(archive::Database& db, int64_t candidate, int64_t device) {
+  Statement s = db.prepare(
+      "SELECT outcome, median_ms, summary FROM screens WHERE candidate_id = ? AND device_id = ? AND harness_version = ?");
+  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion});
+  if (!s.step()) return std::nullopt;
+  Screen r;
+  r.outcome = verify::outcome_from_string(s.text(0)).value_or(verify::Outcome::HarnessError);
+  r.median_ms = s.maybe_real(1);
+  r.summary = s.text(2);
+  return r;
+}
+
+void add_screen(archive::Database& db, int64_t candidate, int64_t device, int64_t run, const Screen& r) {
+  Statement s = db.prepare(
+      "INSERT INTO screens (candidate_id, device_id, harness_version, run_id, outcome, median_ms, summary) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion}).bind(4, run);
+  s.bind(5, std::string(verify::to_string(r.outcome))).bind(6, r.median_ms).bind(7, r.summary.substr(0, 300));
+  s.run();
+}
+
+std::optional<Judgment> find_judgment(archive::Database& db, int64_t candidate, int64_t device) {
+  Statement s = db.prepare(
+      "SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, admitted, flags "
+      "FROM evaluations WHERE candidate_id = ? AND device_id = ? "
+      "AND harness_version = ? AND import_source IS NULL ORDER BY id DESC LIMIT 1");
+  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion});
+  if (!s.step()) return std::nullopt;
+  Judgment j;
+  j.outcome = verify::outcome_from_string(s.text(0)).value_or(verify::Outcome::HarnessError);
+  j.time_ms = s.maybe_real(1), j.eager_ms = s.maybe_real(2), j.scripted_ms = s.maybe_real(3);
+  j.speedup_eager = s.maybe_real(4), j.roofline_fraction = s.maybe_real(5);
+  j.admitted = s.integer(6) != 0;
+  j.flagged = s.text(7) != "[]";
+  return j;
+}
+
+Judgment judgment_of(const Evaluation& e) {
+  Judgment j;
+  j.outcome = e.verdict.outcome;
+  j.summary = e.verdict.summary;
+  j.flagged = !e.verdict.flags.empty();
+  j.admitted = e.admitted();
+  if (const auto& t = e.verdict.timing) {
+    j.time_ms = t->time.median_ms, j.eager_ms = t->eager.median_ms, j.scripted_ms = t->scripted.median_ms;
+    j.speedup_eager = t->speedup_eager, j.roofline_fraction = t->roofline_fraction;
+  }
+  return j;
+}
+
+// ---- The population ----
+
+// Kernels that share code (source and plan) and differ in tunables: one tune space.
+struct Family {
+  std::string source, plan;
+  compile::Plan parsed;
+  std::vector<compile::Tunables> space;
+  Measured measured;  // screened points: median, or none when not correct
+};
+
+struct Member {
+  int64_t id = 0;
+  std::string family;
+  compile::Tunables tunables;
+  double time_ms = 0;  // judged in full
+  std::string cell;
+  int island = 0;
+};
+
+struct TaskState {
+  std::shared_ptr<const tasks::Task> task;
+  archive::TaskId task_id;
+  std::map<std::string, Family> families;
+  std::vector<Member> members;
+  std::optional<Member> best;
+  TaskStatus status;
+  int64_t evaluations = 0;  // screens and judgments, measured or read back
+};
+
+class Loop {
+ public:
+  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks)
+      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks) {}
+
+  RunSummary run(std::vector<TaskState>& states, double wall_before) {
+    auto t0 = Clock::now();
+    wall_before_ = wall_before;
+    start_ = t0;
+    for (int g = 0; g <= config_.generations && !stopping(); ++g) {
+      bool any = false;
+      for (TaskState& s : states) {
+        if (!s.status.stopped.empty() || stopping()) continue;
+        if (std::string why = task_budget_reached(s); !why.empty()) {
+          s.status.stopped = why;
+          continue;
+        }
+        any = true;
+        s.status.generation = g;
+        if (g == 0) start(s);
+        else generation(s, g);
+        if (s.members.empty() && g == 0) s.status.stopped = "no correct starting kernel";
+        if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
+            *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
+          s.status.stopped = "target speedup reached";
+        if (hooks_.on_progress) hooks_.on_progress(s.status);
+      }
+      if (!any) break;
+    }
+    RunSummary out;
+    out.run = run_;
+    out.evaluations = measured_;
+    out.reused = reused_;
+    out.wall_s = seconds_since(t0);
+    out.gpu_s = gpu_s_;
+    out.stopped = stopped_;
+    for (TaskState& s : states) {
+      if (s.status.stopped.empty()) s.status.stopped = stopped_.empty() ? "generations done" : stopped_;
+      out.tasks.push_back(s.status);
+    }
+    if (out.stopped.empty()) out.stopped = "every task ended";
+    return out;
+  }
+
+  double wall_s() const { return wall_before_ + seconds_since(start_); }
+  int64_t spent() const { return measured_ + reused_; }
+
+ private:
+  bool stopping() {
+    if (!stopped_.empty()) return true;
+    if (hooks_.stop && hooks_.stop->load() > 0) stopped_ = "interrupted";
+    else if (config_.evaluations > 0 && spent() >= config_.evaluations) stopped_ = "evaluation budget reached";
+    else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes) stopped_ = "time budget reached";
+    else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes) stopped_ = "GPU time budget reached";
+    return !stopped_.empty();
+  }
+  std::string task_budget_reached(const TaskState& s) const {
+    if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations) return "task evaluation budget reached";
+    return "";
+  }
+
+  std::mt19937_64 rng_for(const TaskState& s, int generation, int island) const {
+    std::seed_seq seq{static_cast<uint32_t>(config_.seed), static_cast<uint32_t>(config_.seed >> 32),
+                      static_cast<uint32_t>(stable_hash(s.task->id())), static_cast<uint32_t>(generation),
+                      static_cast<uint32_t>(island)};
+    return std::mt19937_64(seq);
+  }
+
+  std::string family_key(const std::string& source, const std::string& plan) const {
+    return content_hash(source + std::string(1, '\0') + plan);
+  }
+
+  Family& family_of(TaskState& s, const Proposal& p) {
+    std::string key = family_key(p.source, p.plan);
+    auto it = s.families.find(key);
+    if (it == s.families.end()) {
+      Family f;
+      f.source = p.source;
+      f.plan = p.plan;
+      f.parsed = compile::parse_plan_text(p.plan, *s.task, ev_.task_tensors(*s.task));
+      f.space = compile::tune_space(f.parsed, s.task->dims, ev_.facts());
+      it = s.families.emplace(key, std::move(f)).first;
+    }
+    return it->second;
+  }
+
+  // The candidate's archive id: found by identity, else recorded with its compile report.
+  int64_t candidate_id(TaskState& s, const Checked& c) {
+    if (!c.report.identity.empty())
+      if (std::optional<int64_t> id = find_candidate(db_, s.task_id, c.report.identity)) return *id;
+    return ev_.record(c, std::nullopt);
+  }
+
+  void event(json e) {
+    if (hooks_.on_event) hooks_.on_event(e);
+  }
+
+  Screen screen(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
+    int64_t device = ev_.device_id();
+    if (std::optional<Screen> known = find_screen(db_, id, device)) {
+      ++reused_, ++s.evaluations;
+      return *known;
+    }
+    auto t0 = Clock::now();
+    verify::Verdict v = ev_.screen(c);
+    gpu_s_ += seconds_since(t0);
+    ++measured_, ++s.evaluations;
+    Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
+             v.summary};
+    add_screen(db_, id, device, run_, r);
+    event({{"event", "screen"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
+           {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(r.outcome)},
+           {"median_ms", r.median_ms ? json(*r.median_ms) : json(nullptr)}});
+    return r;
+  }
+
+  // A full judgment, and admission when it would be the task's new best.
+  Judgment judge(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
+    int64_t device = ev_.device_id();
+    if (std::optional<Judgment> known = find_judgment(db_, id, device)) {
+      ++reused_, ++s.evaluations;
+      return *known;
+    }
+    auto t0 = Clock::now();
+    Evaluation e = ev_.judge(c, false);
+    bool new_best = e.verdict.correct() && e.verdict.timing && e.verdict.flags.empty() &&
+                    (!s.best || e.verdict.timing->time.median_ms < s.best->time_ms);
+    if (config_.admit && new_best) {
+      auto t1 = Clock::now();
+      e.admission = ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1}));
+      e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+    }
+    gpu_s_ += seconds_since(t0);
+    ++measured_, ++s.evaluations;
+    ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
+    Judgment j = judgment_of(e);
+    event({{"event", "judge"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
+           {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(j.outcome)},
+           {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)}, {"admitted", j.admitted},
+           {"summary", j.summary.substr(0, 200)}});
+    return j;
+  }
+
+  // A judged candidate joins the population when correct; the best when it is faster and
+  // admitted (or admission is off) and unflagged.
+  void accept(TaskState& s, const Checked& c, int64_t id, const Judgment& j, int island) {
+    if (j.outcome != verify::Outcome::Correct || !j.time_ms) {
+      ++s.status.failed;
+      return;
+    }
+    ++s.status.correct;
+    Member m{id, family_key(c.proposal.source, c.proposal.plan), c.report.tunables, *j.time_ms,
+             cell_of(features_of(c.report)), island};
+    s.members.push_back(m);
+    bool wins = !j.flagged && (j.admitted || !config_.admit);
+    if (wins && (!s.best || m.time_ms < s.best->time_ms)) {
+      s.best = m;
+      s.status.best = id;
+      s.status.best_ms = j.time_ms;
+      s.status.eager_ms = j.eager_ms;
+      s.status.scripted_ms = j.scripted_ms;
+      s.status.roofline_fraction = j.roofline_fraction;
+    }
+  }
+
+  // Generation 0: every starting kernel screened (its point joins its family) and judged.
+  void start(TaskState& s) {
+    std::vector<Proposal> starters = starting_population(s.task, ev_.archive());
+    std::vector<std::future<std::vector<Checked>>> ready;
+    for (Proposal& p : starters) {
+      p.lineage.run = run_;
+      ready.push_back(ev_.check_async(p, 1));
+    }
+    int island = 0;
+    for (auto& r : ready) {
+      if (stopping()) break;
+      Checked c = std::move(r.get().front());
+      int64_t id = candidate_id(s, c);
+      if (!c.report.ok()) {
+        ++s.status.failed;
+        continue;
+      }
+      Family& f = family_of(s, c.proposal);
+      Screen sc = screen(s, c, id, 0, island);
+      ++s.status.screened;
+      f.measured[c.report.tunables] = sc.median_ms;
+      if (stopping()) break;
+      Judgment j = judge(s, c, id, 0, island);
+      ++s.status.judged;
+      accept(s, c, id, j, island);
+      island = (island + 1) % std::max(config_.islands, 1);
+    }
+  }
+
+  const Member& select_parent(const TaskState& s, int island, std::mt19937_64& rng) const {
+    std::vector<const Member*> pool;
+    for (const Member& m : s.members)
+      if (m.island == island) pool.push_back(&m);
+    if (pool.empty())
+      for (const Member& m : s.members) pool.push_back(&m);
+    std::uniform_real_distribution<double> u(0, 1);
+    double r = u(rng);
+    auto faster = [](const Member* a, const Member* b) { return a->time_ms < b->time_ms; };
+    if (r < config_.select_best) return **std::min_element(pool.begin(), pool.end(), faster);
+    if (r < config_.select_best + config_.select_elite) {
+      std::map<std::string, const Member*> elites;  // per cell, the fastest
+      for (const Member* m : pool)
+        if (!elites.count(m->cell) || m->time_ms < elites[m->cell]->time_ms) elites[m->cell] = m;
+      auto it = elites.begin();
+      std::advance(it, static_cast<long>(rng() % elites.size()));
+      return *it->second;
+    }
+    return *pool[rng() % pool.size()];
+  }
+
+  void migrate(TaskState& s) {
+    int islands = std::max(config_.islands, 1);
+    std::vector<Member> moved;
+    for (int i = 0; i < islands; ++i) {
+      const Member* best = nullptr;
+      for (const Member& m : s.members)
+        if (m.island == i && (!best || m.time_ms < best->time_ms)) best = &m;
+      if (!best) continue;
+      Member copy = *best;
+      copy.island = (i + 1) % islands;
+      bool there = std::any_of(s.members.begin(), s.members.end(),
+                               [&](const Member& m) { return m.id == copy.id && m.island == copy.island; });
+      if (!there) moved.push_back(copy);
+    }
+    s.members.insert(s.members.end(), moved.begin(), moved.end());
+  }
+
+  void generation(TaskState& s, int g) {
+    if (s.members.empty()) {
+      s.status.stopped = "no correct kernel to start from";
+      return;
+    }
+    int islands = std::max(config_.islands, 1);
+    if (config_.migration_interval > 0 && g % config_.migration_interval == 0) migrate(s);
+    struct Child {
+      std::future<std::vector<Checked>> ready;
+      std::string family;
+      int island;
+    };
+    std::vector<Child> children;
+    for (int i = 0; i < islands; ++i) {
+      std::mt19937_64 rng = rng_for(s, g, i);
+      const Member& parent = select_parent(s, i, rng);
+      Family& f = s.families.at(parent.family);
+      size_t count = static_cast<size_t>(config_.children / islands + (i < config_.children % islands ? 1 : 0));
+      // Each point is reserved as it is proposed, so another island proposes others.
+      for (const compile::Tunables& t : propose_points(f.parsed, f.space, f.measured, count, rng, config_.tuner)) {
+        f.measured.emplace(t, std::nullopt);  // the screen below sets it
+        Proposal p;
+        p.task = s.task;
+        p.source = f.source;
+        p.plan = f.plan;
+        p.tunables = t;
+        p.lineage = {run_, {parent.id}, g, i, "tune", "offline-tuner"};
+        children.push_back({ev_.check_async(p, 1), parent.family, i});
+      }
+    }
+    if (children.empty()) {
+      s.status.stopped = "tune spaces exhausted";
+      return;
+    }
+    struct Screened {
+      Checked checked;
+      int64_t id;
+      double median_ms;
+      int island;
+    };
+    std::vector<Screened> correct;
+    for (Child& child : children) {
+      if (stopping()) break;
+      Checked c = std::move(child.ready.get().front());
+      int64_t id = candidate_id(s, c);
+      Family& f = s.families.at(child.family);
+      if (!c.report.ok()) {  // its point stays reserved, as not correct
+        ++s.status.failed;
+        continue;
+      }
+      Screen sc = screen(s, c, id, g, child.island);
+      ++s.status.screened;
+      f.measured[c.report.tunables] = sc.median_ms;
+      if (sc.median_ms) correct.push_back({std::move(c), id, *sc.median_ms, child.island});
+      else ++s.status.failed;
+    }
+    std::stable_sort(correct.begin(), correct.end(),
+                     [](const Screened& a, const Screened& b) { return a.median_ms < b.median_ms; });
+    // The fastest few, when a screen puts them near the best (screens are shorter, so noisier).
+    for (size_t k = 0; k < correct.size() && k < static_cast<size_t>(config_.judge_top); ++k) {
+      if (stopping()) break;
+      if (s.best && correct[k].median_ms > 1.05 * s.best->time_ms) break;
+      Judgment j = judge(s, correct[k].checked, correct[k].id, g, correct[k].island);
+      ++s.status.judged;
+      accept(s, correct[k].checked, correct[k].id, j, correct[k].island);
+    }
+  }
+
+  const RunConfig& config_;
+  Evaluator& ev_;
+  archive::Database& db_;
+  int64_t run_;
+  const LoopHooks& hooks_;
+  int64_t measured_ = 0, reused_ = 0;
+  double gpu_s_ = 0, wall_before_ = 0;
+  Clock::time_point start_;
+  std::string stopped_;
+};
+
+int64_t start_run(archive::Database& db, const RunConfig& config) {
+  Statement s = db.prepare("INSERT INTO runs (config) VALUES (?)");
+  s.bind(1, config.to_json().dump()).run();
+  return db.last_insert_id();
+}
+
+void finish_run(archive::Database& db, int64_t run, const std::string& status, const json& used) {
+  Statement s = db.prepare(
+      "UPDATE runs SET status = ?, budgets_used = ?, finished_at = CASE WHEN ? = 'running' THEN NULL "
+      "ELSE strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END WHERE id = ?");
+  s.bind(1, status).bind(2, used.dump()).bind(3, status).bind(4, run).run();
+}
+
+double recorded_wall_s(archive::Database& db, int64_t run) {
+  Statement s = db.prepare("SELECT json_extract(budgets_used, '$.wall_s') FROM runs WHERE id = ?");
+  s.bind(1, run);
+  return s.step() && !s.is_null(0) ? s.real(0) : 0;
+}
+
+}  // namespace
+
+std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task, archive::Archive& ar,
+                                          size_t from_archive) {
+  std::vector<Proposal> out;
+  std::filesystem::path seed = task->file.parent_path() / "seeds" / (task->name + ".md");
+  if (std::optional<std::string> text = read_file(seed.string())) {
+    Proposal p;
+    p.task = task;
+    p.label = seed.string();
+    try {
+      compile::Answer a = compile::parse_answer(*text);
+      p.source = a.source, p.plan = a.plan, p.first_line = a.source_first_line;
+    } catch (const compile::AnswerError& e) {
+      p.answer_error = e.what();
+    }
+    p.lineage.prompt_kind = "seed";
+    out.push_back(std::move(p));
+  }
+  // The archive's correct kernels of this task version, distinct code, fastest first.
+  Statement s = ar.db().prepare(
+      "SELECT c.source, c.plan, c.tunables, c.id, MIN(e.time_ms) AS t FROM candidates c JOIN tasks k ON k.id = c.task_id "
+      "JOIN evaluations e ON e.candidate_id = c.id WHERE k.suite = ? AND k.name = ? AND k.version = ? AND "
+      "e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
+      "GROUP BY c.source, c.plan ORDER BY t LIMIT ?");
+  s.bind(1, task->suite).bind(2, task->name).bind(3, task->content_hash).bind(4, static_cast<int64_t>(from_archive));
+  while (s.step()) {
+    Proposal p;
+    p.task = task;
+    p.source = s.text(0), p.plan = s.text(1);
+    if (!out.empty() && out.front().source == p.source) continue;  // the seed itself
+    p.tunables = json::parse(s.text(2)).get<compile::Tunables>();
+    p.lineage.parents = {s.integer(3)};
+    p.lineage.prompt_kind = "archive";
+    p.lineage.model = "";
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
+                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks) {
+  archive::Database& db = evaluator.archive().db();
+  int64_t run = resume ? *resume : start_run(db, config);
+  double wall_before = resume ? recorded_wall_s(db, run) : 0;
+  finish_run(db, run, "running", {{"wall_s", wall_before}});
+  std::vector<TaskState> states;
+  for (const auto& t : tasks) {
+    evaluator.prepare(*t);
+    TaskState s;
+    s.task = t;
+    s.task_id = evaluator.archive().upsert_task(*t);
+    s.status.task = t->id();
+    states.push_back(std::move(s));
+  }
+  Loop loop(config, evaluator, run, hooks);
+  RunSummary summary;
+  try {
+    summary = loop.run(states, wall_before);
+  } catch (...) {
+    finish_run(db, run, "failed", {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
+    throw;
+  }
+  finish_run(db, run, summary.stopped == "interrupted" ? "interrupted" : "finished",
+             {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s}});
+  return summary;
+}
+
+}  // namespace kforge::evolve

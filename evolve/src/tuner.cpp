@@ -1,0 +1,80 @@
+#include "kforge/evolve/tuner.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kforge::evolve {
+namespace {
+
+using compile::Tunables;
+
+// The fastest measured points, fastest first (ties in point order, for determinism).
+std::vector<Tunables> elite_points(const Measured& measured, size_t n) {
+  std::vector<std::pair<double, Tunables>> timed;
+  for (const auto& [t, ms] : measured)
+    if (ms) timed.emplace_back(*ms, t);
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Tunables> out;
+  for (size_t i = 0; i < timed.size() && i < n; ++i) out.push_back(timed[i].second);
+  return out;
+}
+
+// One tunable of `t` moved to a neighbouring value in the plan's list.
+Tunables mutate(const compile::Plan& plan, Tunables t, std::mt19937_64& rng) {
+  std::vector<size_t> movable;
+  for (size_t i = 0; i < plan.tune.size(); ++i)
+    if (plan.tune[i].second.size() > 1) movable.push_back(i);
+  if (movable.empty()) return t;
+  const auto& [name, values] = plan.tune[movable[rng() % movable.size()]];
+  size_t at = static_cast<size_t>(std::find(values.begin(), values.end(), t.at(name)) - values.begin());
+  if (at == values.size()) at = 0;
+  bool up = at == 0 || (at + 1 < values.size() && rng() % 2 == 0);
+  t[name] = values[up ? at + 1 : at - 1];
+  return t;
+}
+
+// Each tunable from one of two points.
+Tunables cross(const Tunables& a, const Tunables& b, std::mt19937_64& rng) {
+  Tunables t = a;
+  for (auto& [name, value] : t)
+    if (rng() % 2) value = b.at(name);
+  return t;
+}
+
+}  // namespace
+
+std::vector<Tunables> propose_points(const compile::Plan& plan, const std::vector<Tunables>& space,
+                                     const Measured& measured, size_t count, std::mt19937_64& rng,
+                                     const TunerOptions& options) {
+  std::vector<Tunables> out;
+  std::set<Tunables> in_space(space.begin(), space.end()), taken;
+  auto take = [&](const Tunables& t) {
+    if (out.size() < count && in_space.count(t) && !measured.count(t) && taken.insert(t).second) out.push_back(t);
+  };
+  if (space.size() <= options.exhaustive_max) {
+    for (const Tunables& t : space) take(t);
+    return out;
+  }
+  std::vector<Tunables> elite = elite_points(measured, options.elite);
+  if (!elite.empty()) {
+    size_t evolutionary = count - static_cast<size_t>(options.random_share * static_cast<double>(count));
+    // A bounded number of tries: near the elite, most neighbours may be measured already.
+    for (size_t tries = 0; out.size() < evolutionary && tries < 20 * count; ++tries) {
+      const Tunables& a = elite[rng() % elite.size()];
+      take(elite.size() > 1 && rng() % 3 == 0 ? cross(a, elite[rng() % elite.size()], rng) : mutate(plan, a, rng));
+    }
+  }
+  // Random points (all of the first batch): drawn without replacement from the unmeasured ones.
+  std::vector<size_t> unmeasured;
+  for (size_t i = 0; i < space.size(); ++i)
+    if (!measured.count(space[i]) && !taken.count(space[i])) unmeasured.push_back(i);
+  while (out.size() < count && !unmeasured.empty()) {
+    size_t pick = rng() % unmeasured.size();
+    take(space[unmeasured[pick]]);
+    unmeasured[pick] = unmeasured.back();
+    unmeasured.pop_back();
+  }
+  return out;
+}
+
+}  // namespace kforge::evolve

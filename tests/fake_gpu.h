@@ -1,0 +1,67 @@
+// The only fake in the loop's tests: a GPU that answers every screen and judgment with times that
+// follow from the candidate's tunables (the same answers every time), so runs are reproducible.
+// Compiles, the archive and the loop are the real ones.
+#pragma once
+
+#include <string>
+
+#include "kforge/common/hash.h"
+#include "kforge/evolve/evaluator.h"
+
+namespace kforge::test {
+
+class FakeGpu : public evolve::Gpu {
+ public:
+  // A tunables point's time: 0.5 to 1.5 ms, from a hash of the point (eager takes 1 ms).
+  static double time_of(const compile::Tunables& t) {
+    std::string text;
+    for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
+    return 0.5 + static_cast<double>(std::stoull(content_hash(text).substr(0, 8), nullptr, 16) % 1000) / 1000.0;
+  }
+  verify::Verdict verify(const tasks::Task&, const compile::CandidateReport& r) override {
+    if (!r.ok()) return verify::verdict_from_report(r);
+    ++verified;
+    return correct(time_of(r.tunables));
+  }
+  verify::Verdict screen(const tasks::Task&, const compile::CandidateReport& r) override {
+    ++screened;
+    return correct(time_of(r.tunables) * 1.01);  // a screen reads a little slower
+  }
+  verify::Verdict admit(const tasks::Task&, const compile::CandidateReport&) override {
+    ++admitted;
+    verify::Verdict v;
+    v.outcome = verify::Outcome::Correct;
+    v.summary = "admitted (fake GPU)";
+    return v;
+  }
+  verify::DeviceInfo device() const override {
+    verify::DeviceInfo d;
+    d.name = "Fake GPU";
+    d.uuid = "GPU-fake-0000";
+    d.cc_major = 9, d.cc_minor = 0, d.sm_count = 132;
+    return d;
+  }
+  std::string driver() const override { return "fake"; }
+
+  int verified = 0, screened = 0, admitted = 0;
+
+ private:
+  static verify::Verdict correct(double ms) {
+    verify::Verdict v;
+    v.outcome = verify::Outcome::Correct;
+    v.summary = "correct (fake GPU)";
+    verify::TimingResult t;
+    t.time.median_ms = ms;
+    t.eager.median_ms = 1.0;
+    t.scripted.median_ms = 1.1;
+    t.speedup_eager = 1.0 / ms;
+    t.speedup_scripted = 1.1 / ms;
+    t.floor_ms = 0.25;
+    t.roofline_fraction = 0.25 / ms;
+    v.timing = t;
+    v.evidence = {{"seed", 1}};
+    return v;
+  }
+};
+
+}  // namespace kforge::test

@@ -1,0 +1,335 @@
+// The search loop (issue 18) on the CPU: the real compiler (NVRTC workers), the real archive (a
+// SQLite file), the real loop; only the GPU is fake (fake_gpu.h).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fake_gpu.h"
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/process.h"
+#include "kforge/common/sandbox.h"
+#include "kforge/evolve/features.h"
+#include "kforge/evolve/run.h"
+#include "kforge/evolve/tuner.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge;
+using kforge::test::FakeGpu;
+using kforge::test::TempDir;
+using nlohmann::json;
+
+std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+
+std::shared_ptr<const tasks::Task> task(const std::string& spec) {
+  return std::make_shared<const tasks::Task>(tasks::load_task(tasks::resolve_tasks(spec, tasks_dir()).at(0)));
+}
+
+compile::Plan plan_with(std::vector<std::pair<std::string, std::vector<int64_t>>> tune) {
+  compile::Plan p;
+  p.tune = std::move(tune);
+  return p;
+}
+
+std::vector<compile::Tunables> product(const compile::Plan& p) {
+  std::vector<compile::Tunables> out{{}};
+  for (const auto& [name, values] : p.tune) {
+    std::vector<compile::Tunables> next;
+    for (const auto& t : out)
+      for (int64_t v : values) {
+        compile::Tunables u = t;
+        u[name] = v;
+        next.push_back(u);
+      }
+    out = next;
+  }
+  return out;
+}
+
+TEST(Tuner, SmallSpacesAreMeasuredInOrderAndNeverTwice) {
+  compile::Plan p = plan_with({{"A", {1, 2, 3}}, {"B", {8, 16}}});
+  auto space = product(p);
+  std::mt19937_64 rng(1);
+  evolve::Measured measured;
+  auto first = evolve::propose_points(p, space, measured, 4, rng);
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_EQ(first, std::vector<compile::Tunables>(space.begin(), space.begin() + 4));
+  for (const auto& t : first) measured[t] = 1.0;
+  auto rest = evolve::propose_points(p, space, measured, 10, rng);
+  EXPECT_EQ(rest, std::vector<compile::Tunables>(space.begin() + 4, space.end()));
+  for (const auto& t : rest) measured[t] = std::nullopt;
+  EXPECT_TRUE(evolve::propose_points(p, space, measured, 10, rng).empty());
+}
+
+TEST(Tuner, LargeSpacesSearchNearTheFastestAndRepeatWithTheSameSeed) {
+  compile::Plan p = plan_with({{"A", {1, 2, 3, 4, 5, 6, 7, 8}}, {"B", {1, 2, 3, 4, 5, 6, 7, 8}}, {"C", {1, 2, 3, 4}}});
+  auto space = product(p);  // 256 points
+  evolve::TunerOptions o;
+  o.exhaustive_max = 16;
+  auto run = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    evolve::Measured measured;
+    std::vector<compile::Tunables> all;
+    for (int gen = 0; gen < 6; ++gen) {
+      auto batch = evolve::propose_points(p, space, measured, 8, rng, o);
+      EXPECT_EQ(batch.size(), 8u);
+      for (const auto& t : batch) {
+        EXPECT_FALSE(measured.count(t)) << "proposed twice";
+        // A bowl with its floor at A=6, B=3, C=2.
+        measured[t] = std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0;
+        all.push_back(t);
+      }
+    }
+    return all;
+  };
+  auto a = run(7), b = run(7), c = run(8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // 48 of 256 points, and the search got within one step of the floor: random alone would need luck.
+  double best = 1e9;
+  for (const auto& t : a) best = std::min(best, std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0);
+  EXPECT_LE(best, 2.0);
+}
+
+struct Rig {
+  TempDir dir;
+  FakeGpu gpu;
+  std::unique_ptr<evolve::Evaluator> evaluator;
+  Rig() {
+    evolve::EvaluatorOptions eo;
+    eo.facts = compile::DeviceFacts::for_arch("sm_90a");
+    eo.db = (dir.path() / "a.db").string();
+    eo.compiler.workers = 2;
+    evaluator = std::make_unique<evolve::Evaluator>(eo, &gpu);
+  }
+  archive::Database& db() { return evaluator->archive().db(); }
+  int64_t count(const std::string& sql) {
+    archive::Statement s = db().prepare(sql);
+    s.step();
+    return s.integer(0);
+  }
+};
+
+evolve::RunConfig small_config() {
+  evolve::RunConfig c;
+  c.tasks = {"smoke/relu"};
+  c.generations = 3;
+  c.children = 6;
+  c.judge_top = 2;
+  c.islands = 2;
+  c.migration_interval = 2;
+  c.tuner.exhaustive_max = 8;  // relu's seed has 36 points: the evolutionary search runs
+  return c;
+}
+
+TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
+  Rig s;
+  evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  ASSERT_EQ(r.tasks.size(), 1u);
+  const evolve::TaskStatus& t = r.tasks[0];
+  EXPECT_EQ(t.generation, 3);
+  EXPECT_EQ(t.screened, 1 + 3 * 6) << "the seed, then six children a generation";
+  EXPECT_EQ(s.gpu.screened, t.screened);
+  EXPECT_EQ(s.gpu.verified, t.judged);
+  ASSERT_TRUE(t.best_ms);
+  // The best is the fastest point judged, and at least as fast as the seed's default point.
+  EXPECT_LE(*t.best_ms, FakeGpu::time_of({{"BLOCK", 128}, {"BLOCKS_PER_SM", 65536}, {"UNROLL", 2}}));
+  EXPECT_EQ(s.count("SELECT count(*) FROM screens WHERE run_id = " + std::to_string(r.run)), t.screened);
+  // Children: made by the tuner, one parent each, generation and island recorded.
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'tune' AND model = 'offline-tuner' AND run_id = " +
+                    std::to_string(r.run)),
+            18);
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE prompt_kind = 'tune' AND (SELECT count(*) FROM "
+                    "candidate_parents p WHERE p.candidate_id = c.id) != 1"),
+            0);
+  EXPECT_EQ(s.count("SELECT count(DISTINCT island) FROM candidates WHERE prompt_kind = 'tune'"), 2);
+  EXPECT_EQ(s.count("SELECT max(generation) FROM candidates"), 3);
+  // No point screened twice; every new best admitted.
+  EXPECT_EQ(s.count("SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id HAVING count(*) > 1)"), 0);
+  EXPECT_GE(s.gpu.admitted, 1);
+  EXPECT_EQ(s.count("SELECT status = 'finished' FROM runs WHERE id = " + std::to_string(r.run)), 1);
+}
+
+TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
+  {
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.evaluations = 7;
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    EXPECT_EQ(r.stopped, "evaluation budget reached");
+    EXPECT_EQ(r.evaluations, 7);
+    EXPECT_EQ(s.gpu.screened + s.gpu.verified, 7);
+  }
+  {
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.task_evaluations = 5;
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    EXPECT_EQ(r.tasks[0].stopped, "task evaluation budget reached");
+    EXPECT_LE(r.evaluations, 5 + c.children + c.judge_top);  // checked between generations
+  }
+  {
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.target_speedup = 1.0;  // eager is 1 ms; every fake time is at most 1.5 ms, so the first best below 1 ms ends it
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    if (r.tasks[0].best_ms && *r.tasks[0].best_ms <= 1.0) EXPECT_EQ(r.tasks[0].stopped, "target speedup reached");
+  }
+  {
+    Rig s;
+    std::atomic<int> stop{0};
+    evolve::LoopHooks hooks;
+    hooks.stop = &stop;
+    int events = 0;
+    hooks.on_event = [&](const json&) {
+      if (++events == 4) stop = 1;  // Ctrl-C: what is in flight finishes, nothing new starts
+    };
+    evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt, hooks);
+    EXPECT_EQ(r.stopped, "interrupted");
+    EXPECT_EQ(r.evaluations, 4);
+    EXPECT_EQ(s.count("SELECT status = 'interrupted' FROM runs"), 1);
+  }
+}
+
+// What a run recorded: per candidate identity, its screens and judgments.
+std::multiset<std::string> records(const std::string& db) {
+  archive::Database raw(db, archive::Access::ReadOnly);
+  archive::Statement s = raw.prepare(
+      "SELECT 'screen ' || c.identity || ' ' || c.generation || ' ' || c.island FROM screens x JOIN candidates c ON "
+      "c.id = x.candidate_id UNION ALL SELECT 'judge ' || c.identity || ' ' || e.admitted FROM evaluations e JOIN "
+      "candidates c ON c.id = e.candidate_id");
+  std::multiset<std::string> out;
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
+  TempDir dir;
+  std::string fake = KFORGE_EVOLVE_FAKE;
+  auto launch = [&](const std::string& db, std::optional<int64_t> run) {
+    SpawnOptions o;
+    o.argv = {fake, db, tasks_dir(), "smoke/relu", "5", "6"};
+    if (run) o.argv.push_back(std::to_string(*run));
+    o.env = child_environment({{"KFORGE_CACHE_DIR", (dir.path() / "cache").string()}});
+    return Process::spawn(o);
+  };
+  // Uninterrupted.
+  std::string whole = (dir.path() / "whole.db").string();
+  {
+    Process p = launch(whole, std::nullopt);
+    int status = *p.wait_exit(std::chrono::minutes(5));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
+  }
+  std::multiset<std::string> expected = records(whole);
+  ASSERT_GT(expected.size(), 10u);
+  // Killed with SIGKILL 20 times, each time once it has recorded something new, then resumed.
+  std::string killed = (dir.path() / "killed.db").string();
+  std::mt19937_64 rng(20261203);
+  auto recorded = [&]() -> int64_t {
+    if (::access(killed.c_str(), F_OK) != 0) return 0;
+    try {
+      archive::Database raw(killed, archive::Access::ReadOnly);
+      archive::Statement s = raw.prepare("SELECT (SELECT count(*) FROM screens) + (SELECT count(*) FROM evaluations)");
+      return s.step() ? s.integer(0) : 0;
+    } catch (const std::exception&) {
+      return 0;  // not created (or migrated) yet
+    }
+  };
+  auto run_id = [&]() -> std::optional<int64_t> {
+    if (::access(killed.c_str(), F_OK) != 0) return std::nullopt;
+    try {
+      archive::Database raw(killed, archive::Access::ReadOnly);
+      archive::Statement s = raw.prepare("SELECT max(id) FROM runs");
+      if (s.step() && !s.is_null(0)) return s.integer(0);
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  };
+  int kills = 0;
+  bool finished = false;
+  while (!finished) {
+    int64_t before = recorded();
+    Process p = launch(killed, run_id());
+    if (kills < 20) {
+      // Wait for new records, then kill at a random moment shortly after.
+      for (;;) {
+        if (auto status = p.wait_exit(std::chrono::milliseconds(1))) {
+          finished = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+          ASSERT_TRUE(finished) << describe_exit(*status);
+          break;
+        }
+        if (recorded() > before) {
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+          p.kill();
+          ++kills;
+          break;
+        }
+      }
+    } else {
+      int status = *p.wait_exit(std::chrono::minutes(5));
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
+      finished = true;
+    }
+  }
+  EXPECT_GE(kills, 10) << "the run ended before most kills";
+  EXPECT_EQ(records(killed), expected);  // none lost, none repeated
+}
+
+TEST(Evolve, CellsComeFromTheCompiledCode) {
+  Rig s;
+  evolve::Proposal p;
+  p.task = task("smoke/relu");
+  auto seeds = evolve::starting_population(p.task, s.evaluator->archive());
+  ASSERT_FALSE(seeds.empty());
+  evolve::Checked c = s.evaluator->check(seeds.front());
+  ASSERT_TRUE(c.report.ok()) << c.report.errors.front();
+  evolve::Features f = evolve::features_of(c.report);
+  EXPECT_EQ(f.load_width, 4);  // the seed loads float4
+  EXPECT_FALSE(f.tensor_cores);
+  EXPECT_EQ(f.shared_band, 0);
+  EXPECT_EQ(evolve::cell_of(f).substr(0, 1), "r");
+}
+
+TEST(Evolve, RunConfigNamesTheBadField) {
+  TempDir dir;
+  auto good = dir.write("run.toml", "tasks = [\"smoke\"]\ngenerations = 4\n[budget]\nevaluations = 100\n[selection]\nbest = 0.6\n");
+  evolve::RunConfig c = evolve::load_run_config(good.string());
+  EXPECT_EQ(c.generations, 4);
+  EXPECT_EQ(c.evaluations, 100);
+  EXPECT_DOUBLE_EQ(c.select_best, 0.6);
+  EXPECT_EQ(evolve::RunConfig::from_json(c.to_json()).to_json(), c.to_json());
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {"generatoins = 4\n", "generatoins: unknown key"},
+           {"[budget]\nminutes = -1\n", "budget.minutes: must be a number, 0 or more"},
+           {"[selection]\nbest = 0.8\nelite = 0.5\n", "selection: best + elite must be at most 1"},
+           {"tasks = \"smoke\"\n", "tasks: must be a list of strings"}}) {
+    auto bad = dir.write("bad.toml", text);
+    try {
+      evolve::load_run_config(bad.string());
+      ADD_FAILURE() << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.string() + ": " + field), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Evolve, MigratesAVersionTwoArchive) {
+  TempDir dir;
+  std::string path = (dir.path() / "v2.db").string();
+  {
+    // A version 2 archive: today's, less what version 3 added.
+    archive::Archive a = archive::Archive::open(path);
+    a.db().exec("DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA user_version = 2");
+  }
+  archive::Archive a = archive::Archive::open(path);
+  EXPECT_EQ(a.schema_version(), 3);
+  archive::Statement s = a.db().prepare("SELECT count(*) FROM screens");
+  EXPECT_TRUE(s.step());
+}
+
+}  // namespace
