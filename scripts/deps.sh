@@ -6,6 +6,7 @@ PACKAGES=(
   libtorch-dev                      # LibTorch 1.13 (CPU) for references
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
   libsqlite3-dev sqlite3 libcurl4-openssl-dev libcpp-httplib-dev libxxhash-dev
+  zlib1g-dev                        # gzipped JSONL for `kforge archive import`
   libgtest-dev libgmock-dev
 )
 missing=()
