@@ -2,19 +2,22 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "command_list.h"
 #include "commands.h"
-#include "kforge/common/strings.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/task.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -74,6 +77,43 @@ int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json,
   return kExitOk;
 }
 
+// Why a list of winners is empty, and where the seeds' times are instead.
+std::string no_winners(const std::string& suite) {
+  return "no winners yet: no candidate of these tasks has been admitted as a winner (correct, "
+         "admitted by `kforge verify --admit` or `kforge corpus --admit`, unflagged, measured by "
+         "kforge).\n"
+         "Seeds are stored as kind seed: `kforge archive results " +
+         (suite.empty() ? std::string("SUITE") : suite) +
+         " --kind seed` shows each task's fastest correct seed.";
+}
+
+// A suite named on the command line must exist: in the tasks folder, or in the archive (imports
+// make suites of their own). Otherwise a usage error naming it and the suites there are.
+void require_suite(archive::Archive& ar, const std::string& option, const std::string& suite) {
+  std::set<std::string> known;
+  std::filesystem::path root = tasks::default_tasks_root();
+  std::error_code ec;
+  for (const auto& dir : std::filesystem::directory_iterator(root, ec)) {
+    if (!dir.is_directory(ec)) continue;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path(), ec))
+      if (f.path().extension() == ".toml") {
+        known.insert(dir.path().filename().string());
+        break;
+      }
+  }
+  for (const auto& t : ar.tasks_overview()) {
+    std::string id = t["task"].get<std::string>();
+    known.insert(id.substr(0, id.find('/')));
+  }
+  if (known.count(suite)) return;
+  throw InputError(
+      option, std::nullopt, "",
+      "no suite '" + suite + "' in the tasks folder (" + root.string() + ") or in " +
+          ar.db().path() + "; suites: " +
+          (known.empty() ? "none"
+                         : join(std::vector<std::string>(known.begin(), known.end()), ", ")));
+}
+
 json require_candidate(archive::Archive& ar, int64_t id) {
   json c = ar.show(archive::CandidateId{id});
   if (c.is_null()) throw archive::ArchiveError("no candidate " + std::to_string(id) + " in " + ar.db().path());
@@ -102,6 +142,19 @@ std::string diff_lines(const std::string& a, const std::string& b) {
   return out;
 }
 
+// A failed import into an archive it created leaves no empty archive behind: the file (and its WAL
+// and journal files) go when no candidate is in it. An archive that existed before is never
+// touched.
+void remove_if_empty(const std::string& path) {
+  try {
+    if (archive::Archive::open_read_only(path).stats().candidates != 0) return;
+  } catch (const Error&) {
+    std::error_code ec;  // not readable as an archive: removed only when the creation left it empty
+    if (std::filesystem::file_size(path, ec) != 0 || ec) return;
+  }
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
 }  // namespace
 
 void add_archive_command(CLI::App& app, int& exit_code) {
@@ -110,6 +163,7 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   cmd->require_subcommand(1);
   cmd->add_option("--db", a->db, "Archive file (default: $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  add_wide_flag(cmd);
   auto sub = [&](const char* name, const char* help) {
     auto* s = cmd->add_subcommand(name, help);
     s->fallthrough();
@@ -134,12 +188,24 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     json j = ar.tasks_overview();
     if (a->json) {
       std::cout << j.dump(2) << "\n";
+    } else if (j.empty()) {
+      std::cout << "no tasks in " << ar.db().path()
+                << " yet: `kforge verify`, `kforge corpus` and `kforge archive import` "
+                << "store candidates with their tasks\n";
     } else {
       Table t({"TASK", "VERSION", "CANDIDATES", "CORRECT", "BEST MS"});
-      for (const auto& r : j)
+      std::set<std::string> suites;
+      bool any_winner = false;
+      for (const auto& r : j) {
         t.add({r["task"], r["version"].get<std::string>().substr(0, 12), std::to_string(r["candidates"].get<int64_t>()),
                std::to_string(r["correct_evaluations"].get<int64_t>()), r["best_ms"].is_null() ? "-" : ms(r["best_ms"].get<double>())});
+        std::string id = r["task"].get<std::string>();
+        suites.insert(id.substr(0, id.find('/')));
+        any_winner = any_winner || !r["best_ms"].is_null();
+      }
       t.print();
+      if (!any_winner)  // BEST MS is a winner's time
+        std::cout << "\n" << no_winners(suites.size() == 1 ? *suites.begin() : "") << "\n";
     }
     exit_code = kExitOk;
   });
@@ -149,7 +215,12 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   top->add_option("--limit", a->limit, "rows")->capture_default_str();
   top->callback([&exit_code, a] {
     auto ar = open_existing(*a);
-    exit_code = print_summaries(ar.top(!a->task.empty() ? a->task : a->suite, a->limit), a->json, "no winners yet");
+    if (!a->suite.empty()) require_suite(ar, "--suite", a->suite);
+    std::string suite = a->suite.empty() && a->task.find('/') != std::string::npos
+                            ? a->task.substr(0, a->task.find('/'))
+                            : a->suite;
+    exit_code = print_summaries(ar.top(!a->task.empty() ? a->task : a->suite, a->limit), a->json,
+                                no_winners(suite));
   });
   auto* results = sub("results", "Per task of a suite: the fastest correct kernel (of one kind, e.g. seed) with eager, "
                                  "scripted, speedups and roofline fraction, as a markdown table (docs/results.md)");
@@ -157,6 +228,7 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   results->add_option("--kind", a->kind, "only candidates made as this kind (seed, optimize, manual, ...)");
   results->callback([&exit_code, a] {
     auto ar = open_existing(*a);
+    require_suite(ar, "suite", a->suite);
     json rows = ar.results(a->suite, a->kind);
     if (a->json) {
       std::cout << rows.dump(2) << "\n";
@@ -308,18 +380,34 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   imp->add_flag("--trust", a->trust,
                 "The file is your own export: keep its evaluations as verified (winners possible); recorded on every row");
   imp->callback([&exit_code, a] {
-    std::ifstream in(a->file);
-    if (!in) throw InputError(a->file, std::nullopt, "", "cannot read the file");
-    auto ar = archive::Archive::open(archive::database_path(a->db).string(), /*create=*/true);
-    archive::ImportReport r = ar.import_jsonl(in, a->file, {a->trust});
-    std::cout << "imported " << r.lines << " line(s) from " << a->file << " into " << ar.db().path() << ": "
-              << r.new_candidates << " new candidate(s), " << r.known_candidates << " already there; " << r.compiles
-              << " compile report(s) and " << r.evaluations << " evaluation(s) added, " << r.duplicates
-              << " already there\n";
+    if (std::filesystem::is_directory(a->file))
+      throw InputError(a->file, std::nullopt, "", "is a folder, not a JSONL file");
+    std::ifstream in(a->file, std::ios::binary);
+    if (!in)
+      throw InputError(a->file, std::nullopt, "",
+                       std::string("cannot read the file: ") + std::strerror(errno));
+    std::string path = archive::database_path(a->db).string();
+    bool existed = ::access(path.c_str(), F_OK) == 0;
+    archive::ImportReport r;
+    try {
+      auto ar = archive::Archive::open(path, /*create=*/true);
+      r = ar.import_jsonl(in, a->file, {a->trust});  // plain or gzipped JSONL (by its first bytes)
+      if (r.lines == 0)
+        throw InputError(a->file, std::nullopt, "", "holds no JSONL line; nothing was imported");
+    } catch (...) {
+      if (!existed) remove_if_empty(path);  // an archive this import created, and nothing went in
+      throw;
+    }
+    std::cout << "imported " << r.lines << " line(s) from " << a->file << " into " << path << ": "
+              << r.new_candidates << " new candidate(s), " << r.known_candidates
+              << " already there; " << r.compiles << " compile report(s) and " << r.evaluations
+              << " evaluation(s) added, " << r.duplicates << " already there\n";
     if (r.claimed)
       std::cout << r.claimed << " evaluation(s) are unverified claims: never winners until kforge measures them "
                 << "(--trust for your own exports)\n";
-    if (r.trusted) std::cout << r.trusted << " evaluation(s) trusted as measured (--trust; recorded on each row)\n";
+    if (r.trusted)
+      std::cout << r.trusted
+                << " evaluation(s) trusted as measured (--trust; recorded on each row)\n";
     exit_code = kExitOk;
   });
   sub("migrate", "Upgrade an archive written by an older kforge to this kforge's schema (read commands never do)")

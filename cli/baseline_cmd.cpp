@@ -74,6 +74,7 @@ void add_baseline_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Print only; do not write the archive");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  add_wide_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = run_baseline(*a); });
 }
 

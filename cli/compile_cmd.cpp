@@ -152,6 +152,7 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-cache", a->no_cache, "Compile even when the cache has the result");
   cmd->add_flag("--in-process", a->in_process, "Compile in this process instead of a worker (debugging)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  add_wide_flag(cmd);
   auto ref_limit = std::make_shared<std::string>();
   auto* ref_limit_opt = cmd->add_option("--reference-time-limit", *ref_limit,
                                         "Seconds the task's reference may run for its outputs' dtypes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");

@@ -265,6 +265,7 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdicts to the archive");
   cmd->add_option("--kind", a->kind, "How these candidates were made, as stored (manual, seed, ...)")->capture_default_str();
+  add_wide_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = run_corpus(*a); });
 }
 

@@ -295,6 +295,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   tasks_cmd->require_subcommand(1);
   auto root = std::make_shared<std::string>();
   tasks_cmd->add_option("--tasks-dir", *root, "Folder holding the suites (default: $KFORGE_TASKS, ./tasks, or the source tree's)");
+  add_wide_flag(tasks_cmd);  // list and show print tables
   auto root_path = [root] { return root->empty() ? tasks::default_tasks_root() : fs::path(*root); };
 
   auto* list = tasks_cmd->add_subcommand("list", "List tasks of every suite, or of the given suites");

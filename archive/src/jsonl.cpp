@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <istream>
+#include <memory>
 #include <ostream>
 
 #include "evaluation_columns.h"
+#include "gzip_input.h"
 #include "import_check.h"
 #include "kforge/archive/archive.h"
 #include "kforge/common/hash.h"
@@ -278,7 +280,16 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
   line.commit();
 }
 
-ImportReport Archive::import_jsonl(std::istream& in, const std::string& source_name, const ImportOptions& options) {
+ImportReport Archive::import_jsonl(std::istream& raw, const std::string& source_name,
+                                   const ImportOptions& options) {
+  // Gzip (the magic bytes, whatever the name) is read through zlib as it streams.
+  std::unique_ptr<detail::GzipBuf> gzip;
+  std::unique_ptr<std::istream> inflated;
+  if (detail::starts_with_gzip(raw)) {
+    gzip = std::make_unique<detail::GzipBuf>(raw.rdbuf(), source_name);
+    inflated = std::make_unique<std::istream>(gzip.get());
+  }
+  std::istream& in = inflated ? *inflated : raw;
   ImportReport report;
   std::string text;
   int line_no = 0;
@@ -305,7 +316,9 @@ ImportReport Archive::import_jsonl(std::istream& in, const std::string& source_n
                          what_happened() + ")");
     }
   }
-  if (in.bad()) throw InputError(source_name, std::nullopt, "", "reading failed after line " + std::to_string(line_no));
+  if (in.bad() || raw.bad())
+    throw InputError(source_name, std::nullopt, "",
+                     "reading failed after line " + std::to_string(line_no));
   return report;
 }
 

@@ -168,7 +168,8 @@ class Archive {
   // are stored as unverified claims unless options.trust. Each line is one transaction, and rows
   // already present are not added again, so a re-run (after an interruption) adds nothing twice.
   // The first bad line stops the import with an InputError naming the file, line and field; the
-  // lines before it stay imported, nothing of the bad line does.
+  // lines before it stay imported, nothing of the bad line does. A stream that starts with gzip's
+  // magic bytes (1f 8b) is decompressed as it is read; damaged gzip is an InputError too.
   ImportReport import_jsonl(std::istream& in, const std::string& source_name, const ImportOptions& options = {});
 
   Database& db() { return *db_; }
