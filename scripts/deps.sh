@@ -8,7 +8,7 @@ has_header() { echo "#include <$1>" | ${CXX:-c++} -std=c++20 -E -x c++ - > /dev/
 has_tool() { command -v "$1" > /dev/null; }
 # package, then how to see it: "tool NAME" or "header PATH"
 NEEDS=(
-  "build-essential tool c++" "cmake tool cmake" "ninja-build tool ninja" "pkg-config tool pkg-config"
+  "build-essential tool c++" "cmake tool cmake" "ninja-build tool ninja"
   "nlohmann-json3-dev header nlohmann/json.hpp" "libcli11-dev header CLI/CLI.hpp"
   "libtomlplusplus-dev header toml++/toml.h" "libfmt-dev header fmt/format.h"
   "libsqlite3-dev header sqlite3.h" "libcurl4-openssl-dev header curl/curl.h"
