@@ -248,8 +248,14 @@ class Loop {
   Judgment judge(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
     int64_t device = ev_.device_id();
     if (std::optional<Judgment> known = find_judgment(db_, id, device)) {
-      ++reused_, ++s.evaluations;
-      return *known;
+      // A correct judgment without admission (from `kforge corpus`, say) that would be the new best
+      // is judged again, with admission: admission is what makes a winner.
+      bool needs_admission = config_.admit && known->outcome == verify::Outcome::Correct && !known->admitted &&
+                             !known->flagged && known->time_ms && (!s.best || *known->time_ms < s.best->time_ms);
+      if (!needs_admission) {
+        ++reused_, ++s.evaluations;
+        return *known;
+      }
     }
     auto t0 = Clock::now();
     Evaluation e = ev_.judge(c, false);

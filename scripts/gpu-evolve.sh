@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The search loop on the GPU machine: `kforge evolve` killed with SIGKILL mid-run and resumed (the
+# records are checked for repeats), then an offline run over level1 under a time budget, with its
+# report. Logs and the reports go to $OUT.
+#   device run:  source .device/env.sh && scripts/gpu-evolve.sh
+set -uo pipefail
+source "$(dirname "$0")/gpu-common.sh"
+build_kforge || exit 1
+K="$PWD/$K"
+count() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])" "$@"; }
+
+# 1. kill -9 in the middle of a GPU run, then resume.
+DB=/tmp/kforge-kill.db
+rm -f $DB*
+"$K" evolve smoke --llm none --generations 4 --db $DB > "$OUT/evolve-killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  n=$(count $DB "SELECT count(*) FROM screens" 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge 30 ] && break
+  sleep 0.1
+done
+kill -9 $pid; wait $pid 2>/dev/null
+echo "killed after $(count $DB 'SELECT count(*) FROM screens') screens, $(count $DB 'SELECT count(*) FROM evaluations') judgments" | tee "$OUT/evolve-resume.log"
+timeout 240 "$K" evolve --resume 1 --db $DB >> "$OUT/evolve-resume.log" 2>&1
+echo "after resume: $(count $DB 'SELECT count(*) FROM screens') screens, $(count $DB 'SELECT count(*) FROM evaluations') judgments;" \
+  "candidates judged more than once without a new admission: $(count $DB "SELECT count(*) FROM (SELECT candidate_id FROM evaluations GROUP BY candidate_id HAVING count(*) > 1 AND max(admitted) = 0)")" \
+  | tee -a "$OUT/evolve-resume.log"
+"$K" report 1 --db $DB > "$OUT/evolve-smoke-report.md"
+
+# 2. level1 offline, four minutes.
+DB2=/tmp/kforge-level1.db
+rm -f $DB2*
+timeout 330 "$K" evolve level1 --llm none --generations 3 --budget-minutes 4 --db $DB2 --log-json "$OUT/level1.jsonl" \
+  > "$OUT/evolve-level1.log" 2>&1
+"$K" report 1 --db $DB2 > "$OUT/evolve-level1-report.md"
+tail -3 "$OUT/evolve-resume.log"
+sed -n '/^TASK/,$p' "$OUT/evolve-level1.log" | tail -75
