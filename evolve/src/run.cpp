@@ -149,7 +149,7 @@ class Loop {
         s.status.generation = g;
         if (g == 0) start(s);
         else generation(s, g);
-        if (s.members.empty() && g == 0) s.status.stopped = "no correct starting kernel";
+        if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
         if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
             *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
           s.status.stopped = "target speedup reached";
@@ -273,7 +273,8 @@ class Loop {
     event({{"event", "judge"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
            {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(j.outcome)},
            {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)}, {"admitted", j.admitted},
-           {"summary", j.summary.substr(0, 200)}});
+           {"summary", j.summary.substr(0, 200)},
+           {"admission", e.admission ? json(e.admission->summary.substr(0, 300)) : json(nullptr)}});
     return j;
   }
 
