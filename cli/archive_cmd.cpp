@@ -259,6 +259,22 @@ void add_archive_command(CLI::App& app, int& exit_code) {
               << "; roofline = floor / time.\n";
     exit_code = kExitOk;
   });
+  auto* review = sub("review", "Accept or reject a candidate whose timing was flagged suspicious");
+  auto note = std::make_shared<std::string>();
+  review->add_option("id", a->id, "The candidate")->required();
+  auto accept = std::make_shared<bool>(false), reject = std::make_shared<bool>(false);
+  auto* accept_flag = review->add_flag("--accept", *accept, "The speedup is real: the flag goes, the kernel may win");
+  auto* reject_flag = review->add_flag("--reject", *reject, "It is not: the evaluation stays flagged, marked rejected");
+  accept_flag->excludes(reject_flag);
+  review->add_option("--note", *note, "Why (kept with the decision)");
+  review->callback([&exit_code, a, accept, reject, note] {
+    if (!*accept && !*reject) throw UsageError("kforge archive review: give --accept or --reject");
+    archive::Archive ar = archive::Archive::open(archive::database_path(a->db).string(), /*create=*/false);
+    int64_t e = ar.review(archive::CandidateId{a->id}, *accept, *note);
+    std::cout << "candidate " << a->id << ": evaluation " << e << (*accept ? " accepted" : " rejected") << "\n";
+    exit_code = kExitOk;
+  });
+
   auto* show = sub("show", "Everything about one candidate: lineage, compile report, evaluations");
   show->add_option("id", a->id)->required();
   show->callback([&exit_code, a] {

@@ -14,6 +14,7 @@
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/identity.h"
+#include "kforge/verify/outcome.h"
 #include "test_util.h"
 
 namespace {
@@ -455,4 +456,41 @@ TEST(Archive, CreatesItsFolderOnAFreshMachine) {
   auto ar = kforge::archive::Archive::open(path, /*create=*/true);
   EXPECT_EQ(ar.schema_version(), kforge::archive::kSchemaVersion);
   EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+}
+
+// Issue 18: `kforge archive review` decides on a suspicious evaluation; a time below the floor is
+// never accepted.
+TEST(Archive, ReviewAcceptsOrRejectsASuspiciousEvaluation) {
+  TempDir dir;
+  std::string path = (dir.path() / "a.db").string();
+  CandidateId fast, impossible;
+  TaskId t;
+  {
+    Archive a = Archive::open(path);
+    t = a.upsert_task(make_task("level1", "matmul_diag", {"matmul"}, "diag(a) @ b"));
+    EvaluationRecord e = eval("correct", 0.07, true, {"suspicious"});
+    e.evidence["timing"] = {{"suspicion", "more than 10x eager ...: awaiting review (kforge archive review)"}};
+    fast = a.add_candidate(candidate(t, "fast"), std::nullopt, {e});
+    EvaluationRecord below = eval("correct", 0.01, true, {"suspicious"});
+    below.evidence["timing"] = {{"suspicion", std::string(kforge::verify::kSuspicionBelowFloor) + " (300% of it)"}};
+    impossible = a.add_candidate(candidate(t, "impossible"), std::nullopt, {below});
+    EXPECT_FALSE(a.best(t)) << "flagged: no winner yet";
+  }
+  auto cli = [&](const std::string& args) { return kforge::test::run_kforge("archive review " + args + " --db " + path); };
+  EXPECT_EQ(cli(std::to_string(fast.value)).code, 2);  // neither --accept nor --reject
+  auto accepted = cli(std::to_string(fast.value) + " --accept --note 'diag: eager does the full matmul'");
+  EXPECT_EQ(accepted.code, 0) << accepted.out;
+  auto refused = cli(std::to_string(impossible.value) + " --accept");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("cannot be accepted: its time is faster than the roofline floor"), std::string::npos)
+      << refused.out;
+  EXPECT_EQ(cli(std::to_string(impossible.value) + " --reject").code, 0);
+  auto again = cli(std::to_string(fast.value) + " --accept");
+  EXPECT_EQ(again.code, 2) << "nothing flagged any more: " << again.out;
+  Archive a = Archive::open(path);
+  ASSERT_TRUE(a.best(t));
+  EXPECT_EQ(a.best(t)->id.value, fast.value);
+  json shown = a.show(impossible);
+  EXPECT_EQ(shown["evaluations"][0]["flags"], json({"suspicious", "rejected"}));
+  EXPECT_EQ(a.show(fast)["evaluations"][0]["evidence"]["review"]["note"], "diag: eager does the full matmul");
 }

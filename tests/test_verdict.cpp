@@ -133,3 +133,37 @@ TEST(Buffers, TheTensorEndsAtItsAllocationAlignedWithSlackBefore) {
   EXPECT_EQ(buffer_layout(67108864, gran).allocation_bytes, 67108864u + gran);  // 64 MiB + room for slack
   EXPECT_EQ(buffer_layout(12, gran).offset, gran - 256);
 }
+
+// Issue 18: a large speedup is suspicious unless eager itself is far from the floor; faster than
+// the floor is impossible.
+TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
+  auto timing = [](double ms, double eager_ms, std::optional<double> floor_ms) {
+    TimingResult t;
+    t.time.median_ms = ms;
+    t.eager.median_ms = eager_ms;
+    t.speedup_eager = eager_ms / ms;
+    t.floor_ms = floor_ms;
+    assess_speed(t);
+    return t;
+  };
+  TimingResult plain = timing(1.0, 2.0, 0.5);
+  EXPECT_FALSE(plain.suspicious);
+  EXPECT_EQ(plain.suspicion, "");
+  TimingResult below = timing(0.4, 2.0, 0.5);
+  EXPECT_TRUE(below.suspicious);
+  EXPECT_EQ(below.suspicion.rfind(kSuspicionBelowFloor, 0), 0u) << below.suspicion;
+  // Eager at 5 % of its floor (one block per row, say): 15x is expected, and the reason is kept.
+  TimingResult explained = timing(1.0, 15.0, 0.75);
+  EXPECT_FALSE(explained.suspicious);
+  EXPECT_NE(explained.suspicion.find("explained: eager runs at 5% of the roofline floor, the kernel at 75%"),
+            std::string::npos)
+      << explained.suspicion;
+  // Eager at 50 % of its floor: 15x cannot be honest without skipping work (or a wrong floor).
+  TimingResult review = timing(1.0, 15.0, 7.5);
+  EXPECT_TRUE(review.suspicious);  // 1 ms < 7.5 ms floor: impossible
+  TimingResult unexplained = timing(1.0, 15.0, std::nullopt);
+  EXPECT_TRUE(unexplained.suspicious);
+  EXPECT_NE(unexplained.suspicion.find("awaiting review"), std::string::npos) << unexplained.suspicion;
+  EXPECT_FALSE(timing(1.0, 15.0, 0.8).suspicious);  // eager at 5.3 % of its floor: explained
+  EXPECT_TRUE(timing(1.0, 12.0, 2.0).suspicious);   // eager at 17 %: 12x awaits review
+}

@@ -475,6 +475,31 @@ json Archive::show(CandidateId id) {
   return j;
 }
 
+int64_t Archive::review(CandidateId id, bool accept, const std::string& note) {
+  Transaction t(*db_);
+  Statement s = db_->prepare(
+      "SELECT id, flags, evidence FROM evaluations WHERE candidate_id = ? AND EXISTS (SELECT 1 FROM "
+      "json_each(evaluations.flags) WHERE value = 'suspicious') ORDER BY id DESC LIMIT 1");
+  s.bind(1, id.value);
+  if (!s.step())
+    throw UsageError("candidate " + std::to_string(id.value) + " has no evaluation flagged suspicious to review");
+  int64_t evaluation = s.integer(0);
+  json flags = stored_json(*db_, s, 1, "evaluations", "flags", evaluation);
+  json evidence = stored_json(*db_, s, 2, "evaluations", "evidence", evaluation);
+  std::string suspicion = evidence.contains("timing") ? evidence["timing"].value("suspicion", "") : "";
+  if (accept && suspicion.rfind("faster than the roofline floor", 0) == 0)
+    throw UsageError("candidate " + std::to_string(id.value) + " cannot be accepted: its time is " + suspicion);
+  json kept = json::array();
+  for (const auto& f : flags)
+    if (!(accept && f == "suspicious") && f != "rejected") kept.push_back(f);
+  if (!accept) kept.push_back("rejected");
+  evidence["review"] = {{"decision", accept ? "accepted" : "rejected"}, {"note", note}};
+  Statement u = db_->prepare("UPDATE evaluations SET flags = ?, evidence = ? WHERE id = ?");
+  u.bind(1, kept.dump()).bind(2, evidence.dump()).bind(3, evaluation).run();
+  t.commit();
+  return evaluation;
+}
+
 std::vector<CandidateId> Archive::lineage(CandidateId id) {
   Statement s = db_->prepare(
       "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION SELECT p.parent_id, up.depth + 1 FROM candidate_parents p "

@@ -207,11 +207,22 @@ Evaluation Evaluator::judge(const Checked& c, bool admit_it) {
 
 verify::Verdict Evaluator::admit(const Checked& c, uint64_t seed) {
   const tasks::Task& task = *c.proposal.task;
-  std::optional<tasks::Task> unseen = verify::unseen_task(task, seed, options_.admission_configurations);
+  // Unseen dims where the plan can run at the tunables it was judged with (its constraints, say
+  // "N % VEC == 0", may rule some out: those are not the candidate's failure).
+  compile::Plan plan = compile::parse_plan_text(c.proposal.plan, task, task_tensors(task));
+  auto usable = [&](const tasks::Dims& d) {
+    try {
+      return compile::constraints_hold(plan, d, c.report.tunables, options_.facts);
+    } catch (const compile::PlanError&) {
+      return false;
+    }
+  };
+  std::optional<tasks::Task> unseen = verify::unseen_task(task, seed, options_.admission_configurations, usable);
   if (!unseen) {
     verify::Verdict v;
     v.outcome = verify::Outcome::HarnessError;
-    v.summary = "admission: the task's constraints leave no dims configuration that was not shown";
+    v.summary = "admission: no dims configuration that was not shown satisfies the task's constraints and the "
+                "plan's at these tunables";
     return v;
   }
   compile::CandidateReport report = compile::check_candidate(*unseen, task_tensors(task), c.proposal.source, c.proposal.plan,

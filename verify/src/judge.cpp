@@ -704,7 +704,7 @@ class Verification {
     t.flops = flops;
     t.floor_ms = roofline_floor_ms(facts, bytes, flops, dt);
     if (t.floor_ms) t.roofline_fraction = *t.floor_ms / t.time.median_ms;
-    t.suspicious = (t.floor_ms && t.time.median_ms < *t.floor_ms) || t.speedup_eager > kSuspiciousSpeedup;
+    assess_speed(t);
     t.device = facts.to_json();
     t.clocks = clocks.summary();
     t.math_mode = task_.allow_tf32 ? "tf32" : "ieee";
@@ -935,8 +935,12 @@ Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& 
   return v;
 }
 
-std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations) {
-  std::vector<tasks::Dims> dims = tasks::draw_unseen_dims(task, seed, configurations);
+std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations,
+                                       const std::function<bool(const tasks::Dims&)>& usable) {
+  // Drawn generously when some may be unusable, then the first `configurations` usable ones.
+  std::vector<tasks::Dims> dims;
+  for (const tasks::Dims& d : tasks::draw_unseen_dims(task, seed, usable ? 8 * configurations : configurations))
+    if ((!usable || usable(d)) && static_cast<int>(dims.size()) < configurations) dims.push_back(d);
   if (dims.empty()) return std::nullopt;
   tasks::Task unseen = task;
   unseen.dims = dims.front();

@@ -52,9 +52,34 @@ nlohmann::json TimingResult::to_json() const {
           {"floor_ms", opt(floor_ms)},
           {"roofline_fraction", opt(roofline_fraction)},
           {"suspicious", suspicious},
+          {"suspicion", suspicion},
           {"math_mode", math_mode},
           {"device", device},
           {"clocks", clocks}};
+}
+
+void assess_speed(TimingResult& t) {
+  auto pct = [](double fraction) { return std::to_string(static_cast<int>(100 * fraction + 0.5)) + "%"; };
+  t.suspicious = false;
+  t.suspicion.clear();
+  double ms = t.time.median_ms;
+  if (t.floor_ms && ms < *t.floor_ms) {
+    t.suspicious = true;
+    t.suspicion = std::string(kSuspicionBelowFloor) + " (" + pct(*t.floor_ms / ms) +
+                  " of it): impossible, so the kernel skipped work or the timing is wrong";
+  } else if (t.speedup_eager > kSuspiciousSpeedup) {
+    double eager_fraction = t.floor_ms && t.eager.median_ms > 0 ? *t.floor_ms / t.eager.median_ms : 1.0;
+    if (t.floor_ms && eager_fraction * kSuspiciousSpeedup < 1.0) {
+      t.suspicion = "explained: eager runs at " + pct(eager_fraction) + " of the roofline floor, the kernel at " +
+                    pct(*t.floor_ms / ms) + ", so a large speedup over eager is expected";
+    } else {
+      t.suspicious = true;
+      t.suspicion = "more than " + std::to_string(static_cast<int>(kSuspiciousSpeedup)) +
+                    "x eager, while eager runs within " + std::to_string(static_cast<int>(kSuspiciousSpeedup)) +
+                    "x of the roofline floor" + (t.floor_ms ? "" : " (no floor known)") +
+                    ": awaiting review (kforge archive review)";
+    }
+  }
 }
 
 }  // namespace kforge::verify

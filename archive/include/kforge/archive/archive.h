@@ -147,6 +147,12 @@ class Archive {
   std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
   std::vector<KernelSummary> search(const std::string& query, size_t limit);
   nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent
+  // A person's decision on the candidate's newest evaluation flagged "suspicious" (`kforge archive
+  // review`). Accepted: the flag goes and the evaluation may win; rejected: "rejected" joins the
+  // flag. The decision and `note` stay in its evidence ("review"). Returns the evaluation's id.
+  // UsageError when nothing is flagged, or when acceptance is asked of a time below the roofline
+  // floor (impossible, so never accepted).
+  int64_t review(CandidateId id, bool accept, const std::string& note);
   std::vector<CandidateId> lineage(CandidateId id);  // the candidate and its ancestors, nearest first
   nlohmann::json tasks_overview();
   // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest

@@ -103,9 +103,11 @@ class Judge {
 };
 
 // The task with its dims replaced by `configurations` configurations no candidate saw (drawn,
-// seeded, from tasks::draw_unseen_dims): the first timed, the rest checked; nullopt when its
-// constraints leave none.
-std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations = 3);
+// seeded, from tasks::draw_unseen_dims) and that `usable` accepts (default: all; e.g. those where
+// a plan's constraints hold at the candidate's tunables): the first timed, the rest checked;
+// nullopt when none is left.
+std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations = 3,
+                                       const std::function<bool(const tasks::Dims&)>& usable = {});
 
 // Admission end to end: draws `configurations` unseen dims from the task (seeded), checks the
 // candidate there with the tunables it was judged with (the compile cache answers), and asks the

@@ -49,7 +49,8 @@ struct TimingResult {
   TimeStats time, eager, scripted;
   double speedup_eager = 0, speedup_scripted = 0;
   std::optional<double> bytes, flops, floor_ms, roofline_fraction;  // fraction = floor / time
-  bool suspicious = false;  // faster than the floor, or more than kSuspiciousSpeedup x eager
+  bool suspicious = false;  // see assess_speed
+  std::string suspicion;    // why it is suspicious, or why a large speedup stands ("" when neither)
   std::string math_mode;    // "ieee" (TF32 off) or "tf32"
   nlohmann::json device = nlohmann::json::object();  // measured facts the floor came from
   nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h)
@@ -57,6 +58,15 @@ struct TimingResult {
 };
 
 inline constexpr double kSuspiciousSpeedup = 10;
+
+// Sets t.suspicious and t.suspicion (docs/design.md, "Suspicious timings"):
+// - faster than the roofline floor: impossible, suspicious (a review cannot accept it);
+// - more than kSuspiciousSpeedup x eager while eager itself runs at least that far from the floor
+//   (LayerNorm over a whole sample, where eager launches one block per row; a diagonal matmul that
+//   eager does in full): explained, not suspicious, the reason recorded;
+// - more than kSuspiciousSpeedup x eager otherwise: suspicious until `kforge archive review`.
+void assess_speed(TimingResult& t);
+inline constexpr const char* kSuspicionBelowFloor = "faster than the roofline floor";
 
 struct Verdict {
   Outcome outcome = Outcome::HarnessError;
