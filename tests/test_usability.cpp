@@ -169,25 +169,10 @@ TEST(Usability, PromptParentMustBeOfTheTaskAndQuotesItsEagerTime) {
 
 TEST(Usability, TimedDimsOnTheCpuAskBeforeMovingGigabytes) {
   TempDir dir;
-  auto big = dir.write("big/huge.toml", R"(name = "huge"
-summary = "a task whose timed dims move 4 GiB"
-reference = """
-def forward(x: Tensor) -> Tensor:
-    return x + 1.0
-"""
+  std::string text = kforge::test::valid_task("huge");  // a 4 GiB input at its timed dims
+  text.replace(text.find("N = 64"), 6, "N = 1073741824");
+  dir.write("big/huge.toml", text);
 
-[dims]
-N = 1073741824
-
-[[inputs]]
-name = "x"
-dtype = "float32"
-shape = ["N"]
-init = "randn"
-
-[check]
-dims = [{ N = 5 }, { N = 1000 }]
-)");
   auto r = run_kforge("tasks check big --dims timed --tasks-dir " + dir.path().string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.out, "big/huge: 4.29 GB")) << r.out;
