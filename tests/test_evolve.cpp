@@ -295,6 +295,21 @@ TEST(Evolve, CellsComeFromTheCompiledCode) {
   EXPECT_EQ(evolve::cell_of(f).substr(0, 1), "r");
 }
 
+// Admission draws unseen dims the candidate's plan supports at its tunables: instance_norm's seed
+// at CLUSTER=2, BLOCK=1024, VEC=7 needs H * W >= 28672, beyond the usual unseen range (run 22).
+TEST(Evolve, AdmissionDrawsUnseenDimsThePlanSupports) {
+  Rig s;
+  auto t = task("level1/instance_norm");
+  auto seeds = evolve::starting_population(t, s.evaluator->archive());
+  ASSERT_FALSE(seeds.empty());
+  evolve::Checked c = s.evaluator->check(seeds.front());
+  ASSERT_TRUE(c.report.ok()) << c.report.errors.front();
+  EXPECT_EQ(c.report.tunables, (compile::Tunables{{"BLOCK", 1024}, {"CLUSTER", 2}, {"VEC", 7}}));
+  verify::Verdict v = s.evaluator->admit(c, 7);
+  EXPECT_TRUE(v.correct()) << v.summary;
+  EXPECT_EQ(s.gpu.admitted, 1);
+}
+
 TEST(Evolve, RunConfigNamesTheBadField) {
   TempDir dir;
   auto good = dir.write("run.toml", "tasks = [\"smoke\"]\ngenerations = 4\n[budget]\nevaluations = 100\n[selection]\nbest = 0.6\n");

@@ -615,7 +615,8 @@ std::vector<Dims> Task::all_dims() const {
   return out;
 }
 
-std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, int64_t max_input_bytes) {
+std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, int64_t max_input_bytes,
+                                   const std::function<bool(const Dims&)>& accept) {
   std::map<std::string, int64_t> high;
   for (const auto& [name, timed] : task.dims) {
     int64_t checked = 1;
@@ -632,17 +633,21 @@ std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, i
       for (const InputSpec& in : task.inputs)
         for (int64_t v : task.shape_of(in, d))
           if (v < 1) return false;
-      return task.input_bytes(d) <= max_input_bytes;
+      return task.input_bytes(d) <= max_input_bytes && (!accept || accept(d));
     } catch (const ExprError&) {
       return false;
     }
   };
+  // Attempts: the usual range; then, for a candidate's own conditions, up to the timed values; then
+  // small values (for constraints that big ones break).
+  int wide_from = 10000, small_from = accept ? 15000 : 10000;
   for (int attempt = 0; attempt < 20000 && static_cast<int>(out.size()) < count; ++attempt) {
     Dims d;
     for (const auto& [name, hi] : high) {
-      int64_t v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi));
+      int64_t top = attempt >= wide_from && attempt < small_from ? std::max<int64_t>(1, task.dims.at(name)) : hi;
+      int64_t v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(top));
       if (rng() % 3 == 0 && v % 2 == 0 && v > 1) v -= 1;  // odd sizes catch vector-width assumptions
-      if (attempt > 10000) v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(hi, 64)));
+      if (attempt >= small_from) v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(hi, 64)));
       d[name] = v;
     }
     if (valid(d)) {

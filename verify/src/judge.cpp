@@ -937,10 +937,7 @@ Verdict Judge::admit(const tasks::Task& unseen, const compile::CandidateReport& 
 
 std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations,
                                        const std::function<bool(const tasks::Dims&)>& usable) {
-  // Drawn generously when some may be unusable, then the first `configurations` usable ones.
-  std::vector<tasks::Dims> dims;
-  for (const tasks::Dims& d : tasks::draw_unseen_dims(task, seed, usable ? 8 * configurations : configurations))
-    if ((!usable || usable(d)) && static_cast<int>(dims.size()) < configurations) dims.push_back(d);
+  std::vector<tasks::Dims> dims = tasks::draw_unseen_dims(task, seed, configurations, int64_t{256} << 20, usable);
   if (dims.empty()) return std::nullopt;
   tasks::Task unseen = task;
   unseen.dims = dims.front();
