@@ -121,12 +121,6 @@ Loaded load(const Entry& e, const CorpusArgs& a, evolve::Evaluator& evaluator) {
   return l;
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
-
 // --tune-points: screens every point and makes the fastest correct one the candidate that is then
 // judged in full. A point that screens wrong is printed: an honest kernel should be correct at
 // every point of its tune space. Returns one record per point (none for a single point).

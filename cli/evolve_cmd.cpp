@@ -42,12 +42,6 @@ extern "C" void on_interrupt(int) {
   if (g_stop.fetch_add(1) >= 1) std::_Exit(130);  // the second Ctrl-C: at once (everything recorded is committed)
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
-
 std::string status_line(const evolve::TaskStatus& s) {
   std::string best = s.best_ms ? fixed(*s.best_ms, 4) + " ms" : "none yet";
   if (s.best_ms && s.eager_ms) best += ", " + fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";

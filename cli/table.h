@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -19,6 +21,13 @@
 #include "kforge/common/strings.h"
 
 namespace kforge::cli {
+
+// `v` with `digits` digits after the point, for table cells and summary lines.
+inline std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
 
 // Set by --wide: tables print whole cells whatever the width.
 inline bool& wide_tables() {

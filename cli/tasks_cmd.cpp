@@ -34,12 +34,6 @@ std::string human_bytes(double b) {
   return os.str();
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
-
 std::string general(double v) {
   std::ostringstream os;
   os << std::setprecision(4) << v;
