@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -50,6 +51,24 @@ std::string status_line(const evolve::TaskStatus& s) {
   return s.task + ": generation " + std::to_string(s.generation) + ", best " + best + "; " +
          std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" + std::to_string(s.correct) +
          " correct, " + std::to_string(s.failed) + " failed)";
+}
+
+// The live line: "g2 level1/softmax 1.71x eager 1.71x scripted 80% | 83 evals, 0:33/4:00, GPU 96%".
+std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
+  auto clock = [](double sec) {
+    int t = static_cast<int>(sec);
+    return std::to_string(t / 60) + ":" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60);
+  };
+  std::string best = "no best yet";
+  if (s.best_ms && s.eager_ms) best = fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
+  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += " " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.roofline_fraction) best += " " + fixed(100 * *s.roofline_fraction, 0) + "%";
+  double t = e.value("t", 0.0);
+  std::string evals = std::to_string(e.value("evaluations", int64_t{0})) + (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
+  std::string wall = clock(t) + (c.minutes > 0 ? "/" + clock(60 * c.minutes) : "");
+  return "g" + std::to_string(s.generation) + " " + s.task + " " + best + " (" + std::to_string(s.correct) + " ok " +
+         std::to_string(s.failed) + " failed) | " + evals + " evals, " + wall + ", GPU " +
+         (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "%";
 }
 
 evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_from) {
@@ -99,16 +118,22 @@ int run_evolve(const EvolveArgs& a) {
     log = std::make_unique<std::ofstream>(a.log_json, std::ios::app);
     if (!*log) throw UsageError("--log-json: cannot write " + a.log_json);
   }
+  // On a terminal: a live line (the task being measured and the run's budget), and a line that
+  // stays for each task's generation that found a new best or ended it. Otherwise a line for every
+  // task's generation.
   Progress progress;
+  std::map<std::string, std::optional<int64_t>> shown_best;
   evolve::LoopHooks hooks;
   hooks.stop = &g_stop;
   hooks.on_progress = [&](const evolve::TaskStatus& s) {
+    bool news = shown_best[s.task] != s.best || !s.stopped.empty();
+    shown_best[s.task] = s.best;
+    if (progress.on() && !news) return;
     progress.clear();
-    std::cout << "  " << printable(status_line(s)) << std::endl;
+    std::cout << "  " << printable(status_line(s)) << (s.stopped.empty() ? "" : " [" + s.stopped + "]") << std::endl;
   };
-  hooks.on_event = [&](const json& e) {
-    progress.show(e.value("task", "") + " gen " + std::to_string(e.value("generation", 0)) + ": " +
-                  e.value("event", "") + " " + e.value("outcome", ""));
+  hooks.on_event = [&](const json& e, const evolve::TaskStatus& s) {
+    if (progress.on()) progress.show(live_line(s, e, config));
     if (log) *log << e.dump() << "\n" << std::flush;
   };
   std::signal(SIGINT, on_interrupt);

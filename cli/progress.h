@@ -32,6 +32,7 @@ class Progress {
     std::cerr << "\r\033[K" << line << std::flush;  // carriage return, erase the line
     shown_ = true;
   }
+  bool on() const { return on_; }
   void clear() {
     if (!on_ || !shown_) return;
     std::cerr << "\r\033[K" << std::flush;

@@ -128,6 +128,17 @@ struct TaskState {
   int64_t evaluations = 0;  // screens and judgments, measured or read back
 };
 
+// A task's children for one generation, their compiles queued.
+struct Child {
+  std::future<std::vector<Checked>> ready;
+  std::string family;  // "" for a starting kernel (its family is known once it compiles)
+  int island = 0;
+};
+struct Pending {
+  std::vector<Child> children;
+  std::string stopped;  // why the task cannot go on ("" when it can)
+};
+
 class Loop {
  public:
   Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks)
@@ -138,17 +149,26 @@ class Loop {
     wall_before_ = wall_before;
     start_ = t0;
     for (int g = 0; g <= config_.generations && !stopping(); ++g) {
-      bool any = false;
-      for (TaskState& s : states) {
-        if (!s.status.stopped.empty() || stopping()) continue;
+      // Every task's children for this generation are proposed (their compiles queued) before the
+      // GPU takes the first, so the GPU does not wait on compiles while work is queued.
+      std::vector<std::optional<Pending>> pending(states.size());
+      for (size_t i = 0; i < states.size(); ++i) {
+        TaskState& s = states[i];
+        if (!s.status.stopped.empty()) continue;
         if (std::string why = task_budget_reached(s); !why.empty()) {
           s.status.stopped = why;
           continue;
         }
-        any = true;
         s.status.generation = g;
-        if (g == 0) start(s);
-        else generation(s, g);
+        pending[i] = g == 0 ? propose_start(s) : propose_generation(s, g);
+      }
+      bool any = false;
+      for (size_t i = 0; i < states.size() && !stopping(); ++i) {
+        if (!pending[i]) continue;
+        TaskState& s = states[i];
+        any = true;
+        if (g == 0) start(s, *pending[i]);
+        else generation(s, g, *pending[i]);
         if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
         if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
             *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
@@ -221,8 +241,13 @@ class Loop {
     return ev_.record(c, std::nullopt);
   }
 
-  void event(json e) {
-    if (hooks_.on_event) hooks_.on_event(e);
+  // Every event carries the run's clock and what it has spent (the --log-json lines; the
+  // throughput benchmark reads them).
+  void event(const TaskState& s, json e) {
+    e["t"] = wall_s();
+    e["gpu_s"] = gpu_s_;
+    e["evaluations"] = spent();
+    if (hooks_.on_event) hooks_.on_event(e, s.status);
   }
 
   Screen screen(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
@@ -238,7 +263,7 @@ class Loop {
     Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
              v.summary};
     add_screen(db_, id, device, run_, r);
-    event({{"event", "screen"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
+    event(s, {{"event", "screen"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
            {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(r.outcome)},
            {"median_ms", r.median_ms ? json(*r.median_ms) : json(nullptr)}});
     return r;
@@ -273,7 +298,7 @@ class Loop {
     ++measured_, ++s.evaluations;
     ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
     Judgment j = judgment_of(e);
-    event({{"event", "judge"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
+    event(s, {{"event", "judge"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
            {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(j.outcome)},
            {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)}, {"admitted", j.admitted},
            {"summary", j.summary.substr(0, 200)},
@@ -304,31 +329,34 @@ class Loop {
   }
 
   // Generation 0: every starting kernel screened (its point joins its family) and judged.
-  void start(TaskState& s) {
-    std::vector<Proposal> starters = starting_population(s.task, ev_.archive());
-    std::vector<std::future<std::vector<Checked>>> ready;
-    for (Proposal& p : starters) {
-      p.lineage.run = run_;
-      ready.push_back(ev_.check_async(p, 1));
-    }
+  Pending propose_start(TaskState& s) {
+    Pending out;
     int island = 0;
-    for (auto& r : ready) {
+    for (Proposal& p : starting_population(s.task, ev_.archive())) {
+      p.lineage.run = run_;
+      out.children.push_back({ev_.check_async(std::move(p), 1), "", island});
+      island = (island + 1) % std::max(config_.islands, 1);
+    }
+    return out;
+  }
+
+  void start(TaskState& s, Pending& pending) {
+    for (Child& child : pending.children) {
       if (stopping()) break;
-      Checked c = std::move(r.get().front());
+      Checked c = std::move(child.ready.get().front());
       int64_t id = candidate_id(s, c);
       if (!c.report.ok()) {
         ++s.status.failed;
         continue;
       }
       Family& f = family_of(s, c.proposal);
-      Screen sc = screen(s, c, id, 0, island);
+      Screen sc = screen(s, c, id, 0, child.island);
       ++s.status.screened;
       f.measured[c.report.tunables] = sc.median_ms;
       if (stopping()) break;
-      Judgment j = judge(s, c, id, 0, island);
+      Judgment j = judge(s, c, id, 0, child.island);
       ++s.status.judged;
-      accept(s, c, id, j, island);
-      island = (island + 1) % std::max(config_.islands, 1);
+      accept(s, c, id, j, child.island);
     }
   }
 
@@ -370,19 +398,14 @@ class Loop {
     s.members.insert(s.members.end(), moved.begin(), moved.end());
   }
 
-  void generation(TaskState& s, int g) {
+  Pending propose_generation(TaskState& s, int g) {
+    Pending out;
     if (s.members.empty()) {
-      s.status.stopped = "no correct kernel to start from";
-      return;
+      out.stopped = "no correct kernel to start from";
+      return out;
     }
     int islands = std::max(config_.islands, 1);
     if (config_.migration_interval > 0 && g % config_.migration_interval == 0) migrate(s);
-    struct Child {
-      std::future<std::vector<Checked>> ready;
-      std::string family;
-      int island;
-    };
-    std::vector<Child> children;
     for (int i = 0; i < islands; ++i) {
       std::mt19937_64 rng = rng_for(s, g, i);
       const Member& parent = select_parent(s, i, rng);
@@ -390,20 +413,26 @@ class Loop {
       size_t count = static_cast<size_t>(config_.children / islands + (i < config_.children % islands ? 1 : 0));
       // Each point is reserved as it is proposed, so another island proposes others.
       for (const compile::Tunables& t : propose_points(f.parsed, f.space, f.measured, count, rng, config_.tuner)) {
-        f.measured.emplace(t, std::nullopt);  // the screen below sets it
+        f.measured.emplace(t, std::nullopt);  // the screen sets it
         Proposal p;
         p.task = s.task;
         p.source = f.source;
         p.plan = f.plan;
         p.tunables = t;
         p.lineage = {run_, {parent.id}, g, i, "tune", "offline-tuner"};
-        children.push_back({ev_.check_async(p, 1), parent.family, i});
+        out.children.push_back({ev_.check_async(p, 1), parent.family, i});
       }
     }
-    if (children.empty()) {
-      s.status.stopped = "tune spaces exhausted";
+    if (out.children.empty()) out.stopped = "tune spaces exhausted";
+    return out;
+  }
+
+  void generation(TaskState& s, int g, Pending& pending) {
+    if (!pending.stopped.empty()) {
+      s.status.stopped = pending.stopped;
       return;
     }
+    std::vector<Child>& children = pending.children;
     struct Screened {
       Checked checked;
       int64_t id;

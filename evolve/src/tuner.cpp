@@ -77,4 +77,43 @@ std::vector<Tunables> propose_points(const compile::Plan& plan, const std::vecto
   return out;
 }
 
+std::optional<size_t> evaluations_to_reach(const compile::Plan& plan, const std::vector<Tunables>& space,
+                                           const Measured& table, const Tunables& start, int children,
+                                           int islands, double within, uint64_t seed, const TunerOptions& options) {
+  std::optional<double> best_known;
+  for (const auto& [t, ms] : table)
+    if (ms && (!best_known || *ms < *best_known)) best_known = ms;
+  if (!best_known) return std::nullopt;
+  Measured measured;
+  std::optional<double> best;
+  auto measure = [&](const Tunables& t) {
+    auto it = table.find(t);
+    std::optional<double> ms = it == table.end() ? std::nullopt : it->second;
+    measured[t] = ms;
+    if (ms && (!best || *ms < *best)) best = ms;
+  };
+  auto reached = [&] { return best && *best <= (1 + within) * *best_known; };
+  measure(start);
+  if (reached()) return measured.size();
+  islands = std::max(islands, 1);
+  // A generation's children are all screened before the loop looks at them: counted whole.
+  for (int g = 1; measured.size() < space.size(); ++g) {
+    std::vector<Tunables> generation;
+    for (int i = 0; i < islands; ++i) {
+      std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(g),
+                        static_cast<uint32_t>(i)};
+      std::mt19937_64 rng(seq);
+      size_t count = static_cast<size_t>(children / islands + (i < children % islands ? 1 : 0));
+      for (const Tunables& t : propose_points(plan, space, measured, count, rng, options)) {
+        measured.emplace(t, std::nullopt);  // reserved, as the loop does
+        generation.push_back(t);
+      }
+    }
+    if (generation.empty()) break;
+    for (const Tunables& t : generation) measure(t);
+    if (reached()) return measured.size();
+  }
+  return std::nullopt;
+}
+
 }  // namespace kforge::evolve

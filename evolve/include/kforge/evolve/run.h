@@ -68,7 +68,9 @@ struct RunSummary {
 
 struct LoopHooks {
   std::function<void(const TaskStatus&)> on_progress;  // after each task's generation
-  std::function<void(const nlohmann::json&)> on_event;  // every screen and judgment (--log-json)
+  // Every screen and judgment (the --log-json lines: with the run's wall clock `t`, `gpu_s` and
+  // `evaluations` so far), with the task's status before the event counts in it.
+  std::function<void(const nlohmann::json&, const TaskStatus&)> on_event;
   std::atomic<int>* stop = nullptr;  // 1: drain what is in flight and end; checked between steps
 };
 
