@@ -88,7 +88,7 @@ class Judge {
   RunnerClient& runner() { return runner_; }
   const VerifyOptions& options() const { return options_; }
 
-  struct Session;  // internal: the timing gate and the baselines timed so far (judge.cpp)
+  struct Session;  // internal: the timing gate and the baselines timed so far (judge_parts.h)
 
  private:
   // Runs `judge`; a CUDA out-of-memory or any other exception becomes harness_error for this

@@ -1,0 +1,217 @@
+// Timing and baselines (docs/design.md, Verification 3-5; judge_parts.h): the candidate over a
+// pool of input sets, eager and scripted timed the same way, and the roofline floor.
+#include <algorithm>
+
+#include "judge_parts.h"
+#include "kforge/verify/device_facts.h"
+#include "kforge/verify/driver.h"
+#include "kforge/verify/gpu_generator.h"
+
+namespace kforge::verify {
+
+using nlohmann::json;
+
+namespace {
+
+using parts::synchronize;
+
+// Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, then
+// hold, flush, events around the call, release.
+Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
+                          const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate,
+                          const TimingOptions& o, ClockMonitor& clocks) {
+  std::vector<torch::Tensor> fixed;
+  for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
+  Baselines b;
+  b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
+  for (bool scripted : {false, true}) {
+    EventTimer timer(&gate);
+    TimingOptions bo = o;
+    if (scripted)
+      bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
+    TimeStats s = time_repeatedly(
+        [&](int rep) {
+          const auto& set = pool[static_cast<size_t>(rep) % pool.size()];
+          for (size_t i = 0; i < fixed.size(); ++i) fixed[i].copy_(set[i]);
+          synchronize();
+        },
+        [&](int) {
+          timer.start();
+          parts::run_reference(task, ref, fixed, scripted);
+          double ms = timer.stop_ms();
+          clocks.sample();
+          return ms;
+        },
+        [](int) {}, bo);
+    s.held = timer.held();
+    (scripted ? b.scripted : b.eager) = s;
+  }
+  return b;
+}
+
+}  // namespace
+
+Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& options) {
+  Driver::get().require("timing baselines");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  std::vector<std::vector<torch::Tensor>> pool;
+  uint64_t seed = options.seed.value_or(1);
+  for (int k = 0; k < options.timing.pool; ++k) {
+    std::vector<torch::Tensor> set;
+    for (size_t i = 0; i < task.inputs.size(); ++i)
+      set.push_back(generate_cuda(task, i, task.dims, seed + 50 + static_cast<uint64_t>(k), 0,
+                                  options.device));
+    pool.push_back(std::move(set));
+  }
+  TimingGate gate(options.device);
+  ClockMonitor clocks = clock_monitor(options.device);
+  Baselines b = time_references(task, ref, pool, gate, options.timing, clocks);
+  b.clocks = clocks.summary();
+  return b;
+}
+
+namespace parts {
+namespace {
+
+struct TimedFailure {
+  RunResult result;
+};
+struct TimedWrong {
+  std::string summary;
+  json detail;
+};
+
+// Eager and scripted on the timed dims: timed now, or reused from this judge's last timing of
+// the same task version, dims and math mode within options.baseline_reuse.
+Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>& pool,
+                    ClockMonitor& clocks) {
+  const tasks::Task& task = j.task;
+  std::string key =
+      task.content_hash + " " + tasks::format_dims(c.dims) + (task.allow_tf32 ? " tf32" : " ieee");
+  auto it = j.session.baselines.find(key);
+  if (it != j.session.baselines.end() && Clock::now() - it->second.at < j.options.baseline_reuse) {
+    j.evidence["baselines_reused_from_s_ago"] =
+        std::chrono::duration<double>(Clock::now() - it->second.at).count();
+    return it->second.baselines;
+  }
+  std::vector<std::vector<torch::Tensor>> inputs;
+  for (const PoolSet& p : pool) inputs.push_back(p.inputs);
+  Baselines b = time_references(task, j.reference, inputs, j.session.gate(j.options.device),
+                                j.options.timing, clocks);
+  j.session.baselines[key] = {b, Clock::now()};
+  return b;
+}
+
+// A timed repetition's outputs against eager's on the same set; throws TimedWrong.
+void check_timed_outputs(Config& c, const PoolSet& set, int rep) {
+  for (size_t o = 0; o < c.outputs; ++o) {
+    const torch::Tensor& out = c.buffers[c.inputs + o]->tensor();
+    double worst = 0;
+    bool ok = set.allowed[o] == 0
+                  ? torch::equal(out, set.eager[o])
+                  : (worst = max_abs_difference(out, set.eager[o])) <= set.allowed[o];
+    if (!ok)
+      throw TimedWrong{"output '" + c.names[c.inputs + o] + "' differs from eager's by " +
+                           std::to_string(worst) + " (allowed " + std::to_string(set.allowed[o]) +
+                           ") at timed repetition " + std::to_string(rep),
+                       {{"output", c.names[c.inputs + o]},
+                        {"repetition", rep},
+                        {"max_abs_difference", worst},
+                        {"allowed", set.allowed[o]}}};
+  }
+}
+
+}  // namespace
+
+std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
+                                                   std::vector<PoolSet> pool) {
+  const VerifyOptions& options = j.options;
+  const tasks::Task& task = j.task;
+  const TimingOptions& o = options.timing;
+  Clock::time_point phase = Clock::now();
+  RunResult shared = j.runner.set_buffers(specs(c, true), fds(c));
+  if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
+  for (int k = 0; static_cast<int>(pool.size()) < o.pool; ++k) {
+    PoolSet p;
+    p.inputs = draw_inputs(j, c.dims, j.seed + 50 + static_cast<uint64_t>(k), 0);
+    std::vector<torch::Tensor> e = eager(j, p.inputs), r64 = reference64(j, p.inputs);
+    for (size_t i = 0; i < e.size(); ++i) {
+      tasks::Dtype dt = tasks::from_scalar_type(e[i].scalar_type()).value_or(tasks::Dtype::Float32);
+      double allowed = 0;
+      if (tasks::is_floating(dt)) {
+        Comparison self =
+            compare_output(e[i], r64[i].to(torch::kFloat64), e[i], dt, tolerance_for(task, i, dt));
+        allowed = self.threshold + self.max_abs_error;
+      }
+      p.eager.push_back(e[i]);
+      p.allowed.push_back(allowed);
+    }
+    pool.push_back(std::move(p));
+  }
+  note_phase(j.evidence, "timing_pool", phase);
+  RunRequest request = c.request;
+  request.timed = true;
+  auto set_of = [&](int rep) -> PoolSet& { return pool[static_cast<size_t>(rep) % pool.size()]; };
+
+  TimingResult t;
+  bool held = true;
+  ClockMonitor clocks = clock_monitor(options.device);
+  try {
+    TimeStats candidate = time_repeatedly(
+        [&](int rep) {
+          for (size_t i = 0; i < c.inputs; ++i) c.buffers[i]->tensor().copy_(set_of(rep).inputs[i]);
+          for (size_t i = c.inputs; i < c.buffers.size(); ++i)
+            poison(c.buffers[i]->tensor(), Poison::NaN, 0);
+          synchronize();  // the runner holds its stream, flushes the L2 and times (timing_gate.h)
+        },
+        [&](int) {
+          RunResult r = j.runner.run(request, j.watchdog);
+          if (!r.ok()) throw TimedFailure{r};
+          if (r.reply.hold_timed_out) held = false;
+          clocks.sample();  // right after the GPU finished: the clock it ran at
+          return r.reply.gpu_ms;
+        },
+        [&](int rep) { check_timed_outputs(c, set_of(rep), rep); }, o);
+    t.time = candidate;
+    t.time.held = held;
+    note_phase(j.evidence, "timing_candidate", phase);
+  } catch (const TimedFailure& f) {
+    Place at{&c, j.seed + 50, 0, 3};
+    return runner_failure(j, f.result, &c, set_of(0).inputs, at);
+  } catch (const TimedWrong& w) {
+    Place at{&c, j.seed + 50, 0, 3};
+    return fail(j.evidence, Outcome::WrongResult, w.summary + " (while timing)", w.detail, at);
+  }
+
+  if (options.baselines) {
+    Baselines b = baselines(j, c, pool, clocks);
+    note_phase(j.evidence, "baselines", phase);
+    t.eager = b.eager;
+    t.scripted = b.scripted;
+    t.speedup_eager = t.eager.median_ms / t.time.median_ms;
+    t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
+  }
+
+  MeasuredFacts facts = device_facts(options.device);
+  // Inputs and outputs once (their real sizes: meta shapes are unknown for some ops), or the
+  // task's min_bytes.
+  double moved = static_cast<double>(task.input_bytes(c.dims));
+  for (size_t o = 0; o < c.outputs; ++o)
+    moved += static_cast<double>(c.buffers[c.inputs + o]->tensor().nbytes());
+  std::optional<double> bytes = task.min_bytes ? task.min_bytes->eval_real(c.dims) : moved;
+  std::optional<double> flops;
+  if (task.flops) flops = task.flops->eval_real(c.dims);
+  tasks::Dtype dt = task.inputs.empty() ? tasks::Dtype::Float32 : task.inputs.front().dtype;
+  t.bytes = bytes;
+  t.flops = flops;
+  t.floor_ms = roofline_floor_ms(facts, bytes, flops, dt);
+  if (t.floor_ms) t.roofline_fraction = *t.floor_ms / t.time.median_ms;
+  assess_speed(t);
+  t.device = facts.to_json();
+  t.clocks = clocks.summary();
+  t.math_mode = task.allow_tf32 ? "tf32" : "ieee";
+  return t;
+}
+
+}  // namespace parts
+}  // namespace kforge::verify
