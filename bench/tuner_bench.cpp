@@ -1,4 +1,4 @@
-// bench/tuner: how many evaluations the offline tuner needs (bench/tuner.md).
+// bench/tuner: how many evaluations the offline tuner needs (docs/benchmarks.md, "The tuner").
 //   spaces [SUITE...]            each seed's tune space size at the timed dims (CPU; GPU facts when present)
 //   measure TASK... --out FILE   screens every point of each seed's space on the GPU (the exhaustive table)
 //   replay FILE [--streams N]    replays the loop's tuner against the table, N random streams (CPU)
@@ -106,8 +106,8 @@ int measure(const std::vector<std::string>& specs, const std::string& out_file) 
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "%s: %zu points screened in %.1f s\n", s->task->id().c_str(), s->space.size(), secs);
     tables.push_back({{"task", s->task->id()}, {"device", gpu->device().name}, {"seconds", secs}, {"points", points}});
+    std::ofstream(out_file) << tables.dump(1) << "\n";  // after each task: a time limit keeps what was measured
   }
-  std::ofstream(out_file) << tables.dump(1) << "\n";
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,12 +30,35 @@ struct ArchiveArgs {
   std::string db, task, suite, query, file, kind;
   int64_t id = 0, other = 0;
   size_t limit = 20;
-  bool json = false, trust = false;
+  bool json = false, trust = false, winners = false;
 };
 
 // Read commands open the file read-only: they never create, migrate or change it.
 archive::Archive open_existing(const ArchiveArgs& a) {
   return archive::Archive::open_read_only(archive::database_path(a.db).string());
+}
+
+// "Geometric mean over the 58 of 61 tasks with a kernel: 1.42x eager, 1.40x scripted; median roofline 61%."
+std::string results_summary(const json& rows) {
+  double log_eager = 0, log_scripted = 0;
+  size_t with = 0, scripted = 0;
+  std::vector<double> roofline;
+  for (const auto& r : rows) {
+    if (!r["speedup_eager"].is_number()) continue;
+    ++with, log_eager += std::log(r["speedup_eager"].get<double>());
+    if (r["speedup_scripted"].is_number() && r["speedup_scripted"].get<double>() > 0)
+      ++scripted, log_scripted += std::log(r["speedup_scripted"].get<double>());
+    if (r["roofline_fraction"].is_number()) roofline.push_back(r["roofline_fraction"].get<double>());
+  }
+  if (with == 0) return "No task has a kernel here yet.\n";
+  std::string out = "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
+                    " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) + "x eager";
+  if (scripted > 0) out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
+  if (!roofline.empty()) {
+    std::sort(roofline.begin(), roofline.end());
+    out += "; median roofline fraction " + fixed(100 * roofline[roofline.size() / 2], 0) + "%";
+  }
+  return out + ".\n";
 }
 
 std::string ms(const std::optional<double>& v) {
@@ -226,10 +250,11 @@ void add_archive_command(CLI::App& app, int& exit_code) {
                                  "scripted, speedups and roofline fraction, as a markdown table (docs/results.md)");
   results->add_option("suite", a->suite, "suite")->required();
   results->add_option("--kind", a->kind, "only candidates made as this kind (seed, optimize, manual, ...)");
+  results->add_flag("--winners", a->winners, "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
   results->callback([&exit_code, a] {
     auto ar = open_existing(*a);
     require_suite(ar, "suite", a->suite);
-    json rows = ar.results(a->suite, a->kind);
+    json rows = ar.results(a->suite, a->kind, a->winners);
     if (a->json) {
       std::cout << rows.dump(2) << "\n";
       exit_code = kExitOk;
@@ -254,7 +279,7 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
       if (!r["harness_version"].is_null()) harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
     }
-    std::cout << "\nDevice: " << (devices.empty() ? "-" : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
+    std::cout << "\n" << results_summary(rows) << "\nDevice: " << (devices.empty() ? "-" : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
               << "; harness version " << (harness.empty() ? "-" : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
               << "; roofline = floor / time.\n";
     exit_code = kExitOk;

@@ -3,11 +3,29 @@
 # records are checked for repeats), then an offline run over level1 under a time budget, with its
 # report. Logs and the reports go to $OUT.
 #   device run:  source .device/env.sh && scripts/gpu-evolve.sh
+#                source .device/env.sh && MINUTES=8 scripts/gpu-evolve.sh levels
+# `levels`: one offline run over level1 and level2 under a MINUTES budget: its report, each suite's
+# winners table (docs/results.md) and the loop's throughput (bench/loop_throughput.py).
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 build_kforge || exit 1
 K="$PWD/$K"
 count() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])" "$@"; }
+
+if [ "${1:-}" = levels ]; then
+  DB=/tmp/kforge-levels.db
+  rm -f $DB*
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/levels.log" 2>&1
+  timeout $(( ${MINUTES:-8} * 60 + 60 )) "$K" evolve level1 level2 --llm none --generations 50 \
+    --budget-minutes "${MINUTES:-8}" --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
+  echo "evolve rc=$?" >> "$OUT/levels.log"
+  "$K" report 1 --db $DB > "$OUT/levels-report.md"
+  for suite in level1 level2; do "$K" archive results $suite --winners --db $DB > "$OUT/results-$suite.md"; done
+  python3 bench/loop_throughput.py "$OUT/levels.jsonl" | tee "$OUT/throughput.md"
+  gzip -c $DB > "$OUT/levels.db.gz"
+  tail -4 "$OUT/levels.log"; tail -3 "$OUT/results-level1.md" "$OUT/results-level2.md"
+  exit 0
+fi
 
 # 1. kill -9 in the middle of a GPU run, then resume.
 DB=/tmp/kforge-kill.db

@@ -3,7 +3,9 @@
 // Compiles, the archive and the loop are the real ones.
 #pragma once
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "kforge/common/hash.h"
 #include "kforge/evolve/evaluator.h"
@@ -20,10 +22,12 @@ class FakeGpu : public evolve::Gpu {
   }
   verify::Verdict verify(const tasks::Task&, const compile::CandidateReport& r) override {
     if (!r.ok()) return verify::verdict_from_report(r);
+    busy();
     ++verified;
     return correct(time_of(r.tunables));
   }
   verify::Verdict screen(const tasks::Task&, const compile::CandidateReport& r) override {
+    busy();
     ++screened;
     return correct(time_of(r.tunables) * 1.01);  // a screen reads a little slower
   }
@@ -44,8 +48,10 @@ class FakeGpu : public evolve::Gpu {
   std::string driver() const override { return "fake"; }
 
   int verified = 0, screened = 0, admitted = 0;
+  int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)
 
  private:
+  void busy() const { std::this_thread::sleep_for(std::chrono::milliseconds(busy_ms)); }
   static verify::Verdict correct(double ms) {
     verify::Verdict v;
     v.outcome = verify::Outcome::Correct;

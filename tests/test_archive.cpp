@@ -383,6 +383,13 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
     EXPECT_DOUBLE_EQ(seeds[1]["time_ms"].get<double>(), 0.9);
     EXPECT_DOUBLE_EQ(seeds[1]["eager_ms"].get<double>(), 2.0);
     EXPECT_DOUBLE_EQ(a.results("level1", "")[1]["time_ms"].get<double>(), 0.3);
+    // Winners only: the not-admitted 0.9 and a flagged 0.2 do not count.
+    NewCandidate flagged = candidate(softmax, "flagged");
+    flagged.prompt_kind = "optimize";
+    a.add_candidate(flagged, std::nullopt, {eval("correct", 0.2, true, {"suspicious"})});
+    EXPECT_DOUBLE_EQ(a.results("level1", "")[1]["time_ms"].get<double>(), 0.2);
+    EXPECT_DOUBLE_EQ(a.results("level1", "", true)[1]["time_ms"].get<double>(), 0.3);
+    EXPECT_DOUBLE_EQ(a.results("level1", "seed", true)[1]["time_ms"].get<double>(), 1.5);
   }
   FILE* p = popen((std::string(KFORGE_BINARY) + " archive results level1 --kind seed --db " + path + " 2>&1").c_str(), "r");
   std::string out;
@@ -393,6 +400,7 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
   EXPECT_NE(out.find("| task | eager ms | scripted ms | seed ms |"), std::string::npos) << out;
   EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | 0.9000 | 2.22 |"), std::string::npos) << out;
   EXPECT_NE(out.find("| level1/relu | - | - | - |"), std::string::npos) << out;
+  EXPECT_NE(out.find("Geometric mean over the 1 of 2 tasks with a kernel: 2.22x eager"), std::string::npos) << out;
 }
 
 TEST(Archive, BrowsesFromTheCommandLineInBothForms) {

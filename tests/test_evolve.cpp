@@ -210,6 +210,21 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     EXPECT_EQ(r.tasks[0].stopped, "task evaluation budget reached");
     EXPECT_LE(r.evaluations, 5 + c.children + c.judge_top);  // checked between generations
   }
+  // The time budgets: each screen and judgment takes 30 ms, the budgets a quarter of a second.
+  for (std::string budget : {"minutes", "gpu_minutes", "task_gpu_minutes"}) {
+    Rig s;
+    s.gpu.busy_ms = 30;
+    evolve::RunConfig c = small_config();
+    c.generations = 50;
+    (budget == "minutes" ? c.minutes : budget == "gpu_minutes" ? c.gpu_minutes : c.task_gpu_minutes) = 0.25 / 60;
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    std::string why = budget == "minutes" ? "time budget reached" : budget == "gpu_minutes" ? "GPU time budget reached"
+                                                                                          : "task GPU time budget reached";
+    EXPECT_EQ(budget == "task_gpu_minutes" ? r.tasks[0].stopped : r.stopped, why) << budget;
+    EXPECT_GE(budget == "minutes" ? r.wall_s : r.gpu_s, 0.25) << budget;
+    // Stopped near the limit: checked before each measurement (per task: between generations).
+    EXPECT_LE(r.evaluations, budget == "task_gpu_minutes" ? 8 + c.children + c.judge_top : 9) << budget;
+  }
   {
     Rig s;
     evolve::RunConfig c = small_config();

@@ -330,19 +330,19 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
   return out;
 }
 
-nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind) {
+nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind, bool winners_only) {
   Statement s = db_->prepare(
       "WITH newest AS (SELECT t.* FROM tasks t WHERE t.suite = ?1 AND t.id = (SELECT t2.id FROM tasks t2 WHERE t2.suite = t.suite "
       "  AND t2.name = t.name ORDER BY t2.created_at DESC, t2.id DESC LIMIT 1)), "
       "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY c.task_id ORDER BY e.time_ms) AS k "
       "  FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
       "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
-      "  AND (?2 = '' OR c.prompt_kind = ?2)) "
+      "  AND (?2 = '' OR c.prompt_kind = ?2) AND (?3 = 0 OR (e.admitted = 1 AND e.flags = '[]'))) "
       "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, b.speedup_eager, b.speedup_scripted, "
       "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at "
       "  , b.id, b.candidate_id FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id "
       "ORDER BY n.name");
-  s.bind(1, suite).bind(2, prompt_kind);
+  s.bind(1, suite).bind(2, prompt_kind).bind(3, int64_t{winners_only});
   nlohmann::json out = nlohmann::json::array();
   auto real = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i)); };
   auto text_json = [&](int i) {

@@ -126,6 +126,7 @@ struct TaskState {
   std::optional<Member> best;
   TaskStatus status;
   int64_t evaluations = 0;  // screens and judgments, measured or read back
+  double gpu_s = 0;         // spent measuring this task in this process
 };
 
 // A task's children for one generation, their compiles queued.
@@ -206,6 +207,7 @@ class Loop {
   }
   std::string task_budget_reached(const TaskState& s) const {
     if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations) return "task evaluation budget reached";
+    if (config_.task_gpu_minutes > 0 && s.gpu_s >= 60 * config_.task_gpu_minutes) return "task GPU time budget reached";
     return "";
   }
 
@@ -241,6 +243,11 @@ class Loop {
     return ev_.record(c, std::nullopt);
   }
 
+  void spend_gpu(TaskState& s, Clock::time_point since) {
+    double spent = seconds_since(since);
+    gpu_s_ += spent, s.gpu_s += spent;
+  }
+
   // Every event carries the run's clock and what it has spent (the --log-json lines; the
   // throughput benchmark reads them).
   void event(const TaskState& s, json e) {
@@ -258,7 +265,7 @@ class Loop {
     }
     auto t0 = Clock::now();
     verify::Verdict v = ev_.screen(c);
-    gpu_s_ += seconds_since(t0);
+    spend_gpu(s, t0);
     ++measured_, ++s.evaluations;
     Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
              v.summary};
@@ -294,7 +301,7 @@ class Loop {
       e.admission = ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1}));
       e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     }
-    gpu_s_ += seconds_since(t0);
+    spend_gpu(s, t0);
     ++measured_, ++s.evaluations;
     ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
     Judgment j = judgment_of(e);

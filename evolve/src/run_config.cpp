@@ -23,7 +23,7 @@ const std::map<std::string, std::map<std::string, Kind>>& known() {
             {"migration_interval", Kind::Integer}, {"target_speedup", Kind::Number}, {"admit", Kind::Bool}}},
       {"budget",
        {{"evaluations", Kind::Integer}, {"task_evaluations", Kind::Integer}, {"minutes", Kind::Number},
-        {"gpu_minutes", Kind::Number}}},
+        {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}}},
       {"selection", {{"best", Kind::Number}, {"elite", Kind::Number}}},
       {"tuner", {{"exhaustive_max", Kind::Integer}, {"elite", Kind::Integer}, {"random_share", Kind::Number}}},
   };
@@ -89,7 +89,7 @@ json RunConfig::to_json() const {
           {"target_speedup", target_speedup},
           {"admit", admit},
           {"budget", {{"evaluations", evaluations}, {"task_evaluations", task_evaluations}, {"minutes", minutes},
-                      {"gpu_minutes", gpu_minutes}}},
+                      {"gpu_minutes", gpu_minutes}, {"task_gpu_minutes", task_gpu_minutes}}},
           {"selection", {{"best", select_best}, {"elite", select_elite}}},
           {"tuner", {{"exhaustive_max", tuner.exhaustive_max}, {"elite", tuner.elite},
                      {"random_share", tuner.random_share}}}};
@@ -115,6 +115,7 @@ RunConfig RunConfig::from_json(const json& j) {
   get("budget", "task_evaluations", c.task_evaluations);
   get("budget", "minutes", c.minutes);
   get("budget", "gpu_minutes", c.gpu_minutes);
+  get("budget", "task_gpu_minutes", c.task_gpu_minutes);
   get("selection", "best", c.select_best);
   get("selection", "elite", c.select_elite);
   get("tuner", "exhaustive_max", c.tuner.exhaustive_max);

@@ -158,8 +158,9 @@ class Archive {
   // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest
   // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines,
   // speedups, roofline fraction, tunables, device and harness version; tasks without one too
-  // (nulls), so a table shows what is missing.
-  nlohmann::json results(const std::string& suite, const std::string& prompt_kind);
+  // (nulls), so a table shows what is missing. `winners_only`: admitted and unflagged evaluations
+  // only (what `kforge evolve` and export count as a winner).
+  nlohmann::json results(const std::string& suite, const std::string& prompt_kind, bool winners_only = false);
   nlohmann::json runs();
   Stats stats();
 

@@ -29,7 +29,7 @@ struct RunConfig {
   uint64_t seed = 1;               // the run's random streams
   // Budgets; 0 means none. Evaluations are screens plus full judgments.
   int64_t evaluations = 0, task_evaluations = 0;
-  double minutes = 0, gpu_minutes = 0;
+  double minutes = 0, gpu_minutes = 0, task_gpu_minutes = 0;
   int generations = 8;          // per task
   double target_speedup = 0;    // per task, over eager: reached, the task stops
   int children = 8;             // proposals per task and generation, spread over the islands

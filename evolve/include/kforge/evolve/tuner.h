@@ -30,7 +30,7 @@ std::vector<compile::Tunables> propose_points(const compile::Plan& plan, const s
                                               const Measured& measured, size_t count, std::mt19937_64& rng,
                                               const TunerOptions& options = {});
 
-// The loop's tuning of one kernel replayed against a table of measured points (bench/tuner.md):
+// The loop's tuning of one kernel replayed against a table of measured points (docs/benchmarks.md, "The tuner"):
 // the start point first, then per generation `islands` batches of `children / islands` points
 // from propose_points, each "measured" by looking it up in `table` (a point not in the table did
 // not screen correct). Returns how many points were measured, the start included, until the
