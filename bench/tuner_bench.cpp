@@ -119,8 +119,9 @@ size_t percentile(std::vector<size_t> v, double p) {
 int replay(const std::string& file, int streams) {
   evolve::Evaluator ev(options(), nullptr);
   json tables = json::parse(*read_file(file));
-  std::printf("| seed | points | correct | start ms | best ms | tuner: median evals (p90) | %% of exhaustive | "
-              "random search: median (p90) |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("| seed | points | correct | best ms | slowest | within 3 %% | seed's point | from it: evals | "
+              "from a random point: evals, median (p90) | %% of exhaustive | random search (p90) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<double> fractions;
   for (const json& t : tables) {
     std::optional<Seed> s = load_seed(task_files({t["task"].get<std::string>()}).at(0), ev);
@@ -135,26 +136,34 @@ int replay(const std::string& file, int streams) {
       table[tun] = p["median_ms"].get<double>();
       ++correct, best = std::min(best, p["median_ms"].get<double>());
     }
-    auto runs = [&](const evolve::TunerOptions& o) {
+    // From the seed's own point (its author's pick, often the best already) and from a random
+    // point of the space (the search itself), each over `streams` random streams.
+    auto runs = [&](const evolve::TunerOptions& o, bool random_start) {
       std::vector<size_t> n;
-      for (int k = 0; k < streams; ++k)
-        n.push_back(evolve::evaluations_to_reach(s->plan, space, table, space.front(), 8, 2, 0.03,
-                                                 static_cast<uint64_t>(k + 1), o)
+      for (int k = 0; k < streams; ++k) {
+        const compile::Tunables& start = random_start ? space[(static_cast<size_t>(k) * 7919u) % space.size()] : space.front();
+        n.push_back(evolve::evaluations_to_reach(s->plan, space, table, start, 8, 2, 0.03, static_cast<uint64_t>(k + 1), o)
                         .value_or(space.size()));
+      }
       return n;
     };
-    std::vector<size_t> tuner = runs({}), random = runs({.exhaustive_max = 0, .elite = 0, .random_share = 1});
+    evolve::TunerOptions pure_random{.exhaustive_max = 0, .elite = 0, .random_share = 1};
+    std::vector<size_t> from_seed = runs({}, false), tuner = runs({}, true), random = runs(pure_random, true);
     double fraction = static_cast<double>(percentile(tuner, 0.5)) / static_cast<double>(space.size());
     fractions.push_back(fraction);
+    size_t near = 0;
+    double slowest = 0;
+    for (const auto& [t, ms] : table) near += *ms <= 1.03 * best, slowest = std::max(slowest, *ms);
     auto start = table.find(space.front());
-    std::printf("| %s | %zu | %zu | %s | %.4f | %zu (%zu) | %.0f %% | %zu (%zu) |\n", t["task"].get<std::string>().c_str(),
-                space.size(), correct, start == table.end() ? "-" : std::to_string(*start->second).c_str(), best,
-                percentile(tuner, 0.5), percentile(tuner, 0.9), 100 * fraction, percentile(random, 0.5),
-                percentile(random, 0.9));
+    std::printf("| %s | %zu | %zu | %.4f | %.1fx | %zu | %s | %zu | %zu (%zu) | %.0f %% | %zu (%zu) |\n",
+                t["task"].get<std::string>().c_str(), space.size(), correct, best, slowest / best, near,
+                start == table.end() ? "-" : (std::to_string(*start->second / best).substr(0, 4) + "x").c_str(),
+                percentile(from_seed, 0.5), percentile(tuner, 0.5), percentile(tuner, 0.9), 100 * fraction,
+                percentile(random, 0.5), percentile(random, 0.9));
   }
   std::sort(fractions.begin(), fractions.end());
   if (!fractions.empty())
-    std::printf("\nmedian over seeds: %.0f %% of the exhaustive evaluations (%d random streams each)\n",
+    std::printf("\nFrom a random point, median over seeds: %.0f %% of the exhaustive evaluations (%d random streams each)\n",
                 100 * fractions[fractions.size() / 2], streams);
   return 0;
 }

@@ -23,7 +23,7 @@ if [ "${1:-}" = levels ]; then
   for suite in level1 level2; do "$K" archive results $suite --winners --db $DB > "$OUT/results-$suite.md"; done
   python3 bench/loop_throughput.py "$OUT/levels.jsonl" | tee "$OUT/throughput.md"
   gzip -c $DB > "$OUT/levels.db.gz"
-  tail -4 "$OUT/levels.log"; tail -3 "$OUT/results-level1.md" "$OUT/results-level2.md"
+  tail -n 4 "$OUT/levels.log"; tail -n 3 "$OUT/results-level1.md" "$OUT/results-level2.md"
   exit 0
 fi
 
@@ -45,7 +45,8 @@ echo "after resume: $(count $DB 'SELECT count(*) FROM screens') screens, $(count
   | tee -a "$OUT/evolve-resume.log"
 "$K" report 1 --db $DB > "$OUT/evolve-smoke-report.md"
 
-# 2. level1 offline, four minutes.
+# 2. level1 offline, four minutes (LEVEL1=0 skips it).
+[ "${LEVEL1:-1}" = 1 ] || exit 0
 DB2=/tmp/kforge-level1.db
 rm -f $DB2*
 timeout 330 "$K" evolve level1 --llm none --generations 3 --budget-minutes 4 --db $DB2 --log-json "$OUT/level1.jsonl" \

@@ -33,6 +33,21 @@ Tunables mutate(const compile::Plan& plan, Tunables t, std::mt19937_64& rng) {
   return t;
 }
 
+// Every point one listed value away from `t` in one tunable.
+std::vector<Tunables> neighbours(const compile::Plan& plan, const Tunables& t) {
+  std::vector<Tunables> out;
+  for (const auto& [name, values] : plan.tune) {
+    size_t at = static_cast<size_t>(std::find(values.begin(), values.end(), t.at(name)) - values.begin());
+    for (size_t to : {at - 1, at + 1})
+      if (at < values.size() && to < values.size()) {
+        Tunables n = t;
+        n[name] = values[to];
+        out.push_back(std::move(n));
+      }
+  }
+  return out;
+}
+
 // Each tunable from one of two points.
 Tunables cross(const Tunables& a, const Tunables& b, std::mt19937_64& rng) {
   Tunables t = a;
@@ -58,7 +73,17 @@ std::vector<Tunables> propose_points(const compile::Plan& plan, const std::vecto
   std::vector<Tunables> elite = elite_points(measured, options.elite);
   if (!elite.empty()) {
     size_t evolutionary = count - static_cast<size_t>(options.random_share * static_cast<double>(count));
-    // A bounded number of tries: near the elite, most neighbours may be measured already.
+    // First the unmeasured neighbours of the fastest point (one tunable moved one listed value),
+    // in random order, then of the next fastest: a local search that follows the best.
+    for (const Tunables& e : elite) {
+      std::vector<Tunables> near = neighbours(plan, e);
+      std::shuffle(near.begin(), near.end(), rng);
+      for (const Tunables& t : near) {
+        if (out.size() >= evolutionary) break;
+        take(t);
+      }
+    }
+    // Then mutations and crossovers of the elite (a bounded number of tries: most may be measured).
     for (size_t tries = 0; out.size() < evolutionary && tries < 20 * count; ++tries) {
       const Tunables& a = elite[rng() % elite.size()];
       take(elite.size() > 1 && rng() % 3 == 0 ? cross(a, elite[rng() % elite.size()], rng) : mutate(plan, a, rng));
