@@ -39,7 +39,7 @@ for _ in $(seq 1 600); do
 done
 kill -9 $pid; wait $pid 2>/dev/null
 echo "killed after $(count $DB 'SELECT count(*) FROM screens') screens, $(count $DB 'SELECT count(*) FROM evaluations') judgments" | tee "$OUT/evolve-resume.log"
-timeout 240 "$K" evolve --resume 1 --db $DB >> "$OUT/evolve-resume.log" 2>&1
+KFORGE_PROGRESS=always timeout 240 "$K" evolve --resume 1 --db $DB >> "$OUT/evolve-resume.log" 2>&1
 echo "after resume: $(count $DB 'SELECT count(*) FROM screens') screens, $(count $DB 'SELECT count(*) FROM evaluations') judgments;" \
   "candidates judged more than once without a new admission: $(count $DB "SELECT count(*) FROM (SELECT candidate_id FROM evaluations GROUP BY candidate_id HAVING count(*) > 1 AND max(admitted) = 0)")" \
   | tee -a "$OUT/evolve-resume.log"
