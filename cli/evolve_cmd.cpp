@@ -53,7 +53,8 @@ std::string status_line(const evolve::TaskStatus& s) {
          " correct, " + std::to_string(s.failed) + " failed)";
 }
 
-// The live line: "g2 level1/softmax 1.71x eager 1.71x scripted 80% | 83 evals, 0:33/4:00, GPU 96%".
+// The live line, the run's budget first (a narrow terminal cuts the end):
+// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 80%, 3 ok 0 failed".
 std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
   auto clock = [](double sec) {
     int t = static_cast<int>(sec);
@@ -66,9 +67,9 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
   double t = e.value("t", 0.0);
   std::string evals = std::to_string(e.value("evaluations", int64_t{0})) + (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
   std::string wall = clock(t) + (c.minutes > 0 ? "/" + clock(60 * c.minutes) : "");
-  return "g" + std::to_string(s.generation) + " " + s.task + " " + best + " (" + std::to_string(s.correct) + " ok " +
-         std::to_string(s.failed) + " failed) | " + evals + " evals, " + wall + ", GPU " +
-         (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "%";
+  return evals + " evals, " + wall + ", GPU " + (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "% | g" +
+         std::to_string(s.generation) + " " + s.task + " " + best + ", " + std::to_string(s.correct) + " ok " +
+         std::to_string(s.failed) + " failed";
 }
 
 evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_from) {
