@@ -38,6 +38,8 @@ evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks:
 
 // GPU 0's facts where a GPU is present, else the usual GPU of `arch` (default sm_90a).
 compile::DeviceFacts facts_for(const std::string& arch_flag);
+// The prompts' line about the target GPU: this machine's, else a Hopper's.
+std::string device_line();
 
 // NAME=V items of --tune.
 compile::Tunables parse_tune(const std::vector<std::string>& items);

@@ -28,7 +28,7 @@ using nlohmann::json;
 
 struct EvolveArgs {
   std::vector<std::string> tasks;
-  std::string config_file, tasks_dir, db, llm = "auto", log_json;
+  std::string config_file, tasks_dir, db, llm = "auto", log_json, model;
   std::optional<int64_t> resume;
   std::optional<uint64_t> seed;
   std::optional<int> generations, jobs;
@@ -84,6 +84,8 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   if (!a.config_file.empty()) c = evolve::load_run_config(a.config_file);
   if (!a.tasks.empty()) c.tasks = a.tasks;
   if (a.seed) c.seed = *a.seed;
+  if (!a.model.empty()) c.model = a.model;
+  if (a.llm == "none") c.model.clear();
   if (a.generations) c.generations = *a.generations;
   if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
   if (a.budget_minutes) c.minutes = *a.budget_minutes;
@@ -94,18 +96,20 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
 }
 
 int run_evolve(const EvolveArgs& a) {
-  if (a.llm != "auto" && a.llm != "none")
-    throw UsageError("--llm: '" + a.llm + "' is not known yet; only the offline proposer (--llm none) exists");
+  if (a.llm != "auto" && a.llm != "none") throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
+  if (a.llm == "none" && !a.model.empty()) throw UsageError("--llm none and --model " + a.model + " contradict each other");
   verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
-  if (a.llm == "auto")
-    std::cout << "kforge evolve: no LLM proposer yet: the offline proposer (the autotuner over the tune spaces of the "
-                 "seeds and the archive's kernels) makes every child. (--llm none says so explicitly.)\n";
   evolve::EvaluatorOptions eo;
   eo.facts = facts_for("");
   eo.db = a.db;
   eo.compiler.workers = static_cast<size_t>(a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
   evolve::RunConfig config = config_from(a, &evaluator.archive());
+  if (config.model.empty() && a.llm == "auto")
+    std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the tune spaces of the "
+                 "seeds and the archive's kernels) makes every child. To add a model: --model openai:MODEL with "
+                 "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model anthropic:MODEL with "
+                 "ANTHROPIC_API_KEY (docs/evolve.md). --llm none says offline on purpose.\n";
   std::vector<std::shared_ptr<const tasks::Task>> tasks;
   std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
   for (const std::string& spec : config.tasks)
@@ -141,7 +145,14 @@ int run_evolve(const EvolveArgs& a) {
   std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations << " generation(s), "
             << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
             << std::endl;
-  evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks);
+  std::unique_ptr<evolve::LlmProposer> llm;
+  if (!config.model.empty()) {
+    auto client = std::make_shared<const evolve::LlmClient>(
+        evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr, std::make_shared<evolve::ConcurrencyLimit>(4),
+        std::make_shared<evolve::ResponseCache>(""));
+    llm = std::make_unique<evolve::LlmProposer>(client, evolve::default_prompts_dir(), device_line());
+  }
+  evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
   Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"});
@@ -156,6 +167,10 @@ int run_evolve(const EvolveArgs& a) {
   std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations << " evaluation(s) measured, " << s.reused
             << " read back from the archive; " << fixed(s.wall_s, 1) << " s wall, GPU busy "
             << (s.wall_s > 0 ? fixed(100 * s.gpu_s / s.wall_s, 0) : "0") << "%\n"
+            << (llm ? "LLM " + config.model + ": " + std::to_string(s.llm.calls) + " answer(s) (" + std::to_string(s.llm.cached) +
+                          " from the response cache), " + std::to_string(s.llm.failed_calls) + " failed call(s), " +
+                          std::to_string(s.llm.tokens_in) + " tokens in, " + std::to_string(s.llm.tokens_out) + " out\n"
+                    : "")
             << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume " << s.run
             << "` continues it.\n";
   return s.stopped == "interrupted" ? 130 : kExitOk;
@@ -248,7 +263,10 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("tasks", a->tasks, "Suites, task files or names (default: the config's `tasks`)");
   cmd->add_option("--config", a->config_file, "Run config (TOML, docs/evolve.md); flags override it");
   cmd->add_option("--resume", a->resume, "Continue run RUN (its recorded config; nothing measured twice)");
-  cmd->add_option("--llm", a->llm, "none: the offline proposer only (the only one so far)");
+  cmd->add_option("--llm", a->llm, "none: the offline proposer only; auto (default): the LLM of --model when given");
+  cmd->add_option("--model", a->model,
+                  "The LLM proposer's model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (endpoint and key from "
+                  "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; docs/llm-config.md)");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
   cmd->add_option("--budget-evaluations", a->budget_evaluations, "Stop after this many screens and judgments");

@@ -1,9 +1,11 @@
 // The search loop (issue 18) on the CPU: the real compiler (NVRTC workers), the real archive (a
 // SQLite file), the real loop; only the GPU is fake (fake_gpu.h).
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
+#include "kforge/common/files.h"
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
 #include "kforge/evolve/tuner.h"
@@ -251,6 +254,135 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     EXPECT_EQ(r.stopped, "interrupted");
     EXPECT_EQ(r.evaluations, 4);
     EXPECT_EQ(s.count("SELECT status = 'interrupted' FROM runs"), 1);
+  }
+}
+
+// A loopback LLM endpoint answering as a model would: every optimize request with code that does
+// not compile (the model's mistake), every repair with working code; it records what it was asked.
+class ScriptedModel {
+ public:
+  // `mode`: "" as above; "prose": every answer is words without code; "down": every call is a 500.
+  explicit ScriptedModel(std::string mode = "") {
+    std::string seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string());
+    server_.Post(".*", [this, seed, mode](const httplib::Request& req, httplib::Response& res) {
+      std::string prompt = json::parse(req.body)["messages"].back()["content"].get<std::string>();
+      if (mode == "down") {
+        res.status = 500;
+        res.set_content("{\"error\": \"overloaded\"}", "application/json");
+        return;
+      }
+      bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
+      std::string answer = seed;
+      size_t code = answer.find("```cuda\n") + 8;
+      answer.insert(code, repair ? "// repaired after: " + std::to_string(++repairs_) + "\n"
+                                 : "#error deliberately broken " + std::to_string(++asks_) + "\n");
+      if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        prompts_.push_back(prompt);
+      }
+      json reply = {{"model", "scripted"},
+                    {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", answer}}}}}},
+                    {"usage", {{"prompt_tokens", 1000}, {"completion_tokens", 500}}}};
+      res.set_content(reply.dump(), "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~ScriptedModel() {
+    server_.stop();
+    thread_.join();
+  }
+  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) {
+    evolve::Endpoint e;
+    e.base_url = "http://127.0.0.1:" + std::to_string(port_) + "/v1";
+    e.model = "scripted";
+    e.api_key = "sk-test-not-a-real-key";
+    evolve::RetryPolicy quick;
+    quick.max_attempts = 2;
+    quick.base_delay = std::chrono::milliseconds(1);
+    auto client = std::make_shared<const evolve::LlmClient>(e, quick, nullptr, nullptr,
+                                                            std::make_shared<evolve::ResponseCache>(cache));
+    return std::make_unique<evolve::LlmProposer>(client, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
+  }
+  std::vector<std::string> prompts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return prompts_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<int> asks_{0}, repairs_{0};
+  std::mutex mutex_;
+  std::vector<std::string> prompts_;
+};
+
+TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
+  ScriptedModel model;
+  Rig s;
+  std::string cache = (s.dir.path() / "llm-cache").string();
+  evolve::RunConfig c = small_config();
+  c.generations = 2;
+  c.llm_children = 2;
+  c.children = 2;  // the tuner's children beside them
+  {
+    auto llm = model.proposer(cache);
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    EXPECT_EQ(r.llm.calls, 4);  // two optimizations in generation 1, their two repairs in generation 2
+    EXPECT_EQ(r.llm.tokens_in, 4000);
+    EXPECT_EQ(r.llm.tokens_out, 2000);
+  }
+  // Every child recorded with its lineage: the broken ones too, with their compile failure.
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = 'scripted' AND generation = 1"), 2);
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'repair_compile' AND generation = 2"), 2);
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c JOIN candidate_parents p ON p.candidate_id = c.id JOIN candidates q "
+                    "ON q.id = p.parent_id WHERE c.prompt_kind = 'repair_compile' AND q.prompt_kind = 'optimize'"),
+            2);
+  EXPECT_EQ(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id WHERE c.prompt_kind = "
+                    "'repair_compile' AND sc.outcome = 'correct'"),
+            2);
+  // The repair prompts carry the compile log of the child they repair.
+  int with_evidence = 0;
+  for (const std::string& p : model.prompts()) with_evidence += p.find("deliberately broken") != std::string::npos &&
+                                                               p.find("#error") != std::string::npos &&
+                                                               p.find("// repaired") == std::string::npos;
+  EXPECT_GE(with_evidence, 2);
+  // Resumed, the run asks the model nothing it already answered (the response cache).
+  size_t asked = model.prompts().size();
+  {
+    auto llm = model.proposer(cache);
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, llm.get());
+    EXPECT_EQ(r.llm.cached, r.llm.calls);
+    EXPECT_EQ(r.evaluations, 0);
+  }
+  EXPECT_EQ(model.prompts().size(), asked);
+}
+
+TEST(Evolve, AModelThatAnswersWithoutCodeOrIsDownLosesNothingAndTheRunGoesOn) {
+  for (std::string mode : {"prose", "down"}) {
+    ScriptedModel model(mode);
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.generations = 2;
+    c.llm_children = 2;
+    auto llm = model.proposer((s.dir.path() / "llm-cache").string());
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    EXPECT_EQ(r.tasks[0].stopped, "generations done") << mode;
+    EXPECT_EQ(r.llm.calls, mode == "prose" ? 4 : 0) << mode;
+    EXPECT_EQ(r.llm.failed_calls, mode == "down" ? 4 : 0) << mode;
+    // Each LLM child is recorded with what went wrong; no repair is asked for an answer with no code.
+    // (Four calls that failed alike are one candidate: the same identity.)
+    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'scripted'"), mode == "prose" ? 4 : 1) << mode;
+    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind LIKE 'repair%'"), 0) << mode;
+    archive::Statement why = s.db().prepare(
+        "SELECT r.errors FROM compiles r JOIN candidates c ON c.id = r.candidate_id WHERE c.model = 'scripted' LIMIT 1");
+    ASSERT_TRUE(why.step()) << mode;
+    EXPECT_NE(why.text(0).find(mode == "down" ? "no answer from the model" : "code"), std::string::npos) << why.text(0);
+    // The tuner's children went on beside them.
+    EXPECT_GT(s.count("SELECT count(*) FROM candidates WHERE model = 'offline-tuner'"), 0) << mode;
   }
 }
 

@@ -362,7 +362,7 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
   return out;
 }
 
-std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k) {
+std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k, std::optional<int64_t> before_run) {
   std::string tags;
   for (const auto& t : task.tags) tags += t + " ";
   std::string q = fts_query(task.name + " " + tags + " " + task.summary);
@@ -375,8 +375,9 @@ std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k) {
   while (tasks.step() && out.size() < k) {
     Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
                                " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? "
+                               "AND (?2 IS NULL OR c.run_id IS NULL OR c.run_id < ?2) "
                                "ORDER BY 7 IS NULL, 7 ASC, c.verified DESC, c.id DESC LIMIT 1");
-    s.bind(1, tasks.integer(0));
+    s.bind(1, tasks.integer(0)).bind(2, before_run);
     if (s.step()) {
       KernelSummary ks = summary_row(s);
       ks.score = tasks.real(1);

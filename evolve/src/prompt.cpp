@@ -204,7 +204,7 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   v["answer_format"] = in.answer_format;
   std::string retrieved;
   if (in.archive)
-    for (const auto& k : in.archive->similar(t, in.retrieved)) {
+    for (const auto& k : in.archive->similar(t, in.retrieved, in.run)) {
       json c = in.archive->show(k.id);
       retrieved += "### " + k.task + " (candidate " + std::to_string(k.id.value) + ", " + numbers_of(c) +
                    (k.verified ? "" : " Imported, unverified.") + ")\n```cuda\n" + trim_lines(c["source"].get<std::string>(), 80) + "```\n\n";

@@ -14,6 +14,8 @@
 #include "kforge/evolve/features.h"
 #include "kforge/verify/protocol.h"
 
+#include <future>
+
 namespace kforge::evolve {
 namespace {
 
@@ -127,6 +129,9 @@ struct TaskState {
   TaskStatus status;
   int64_t evaluations = 0;  // screens and judgments, measured or read back
   double gpu_s = 0;         // spent measuring this task in this process
+  // The LLM's failed children waiting for a repair, and how deep in repairs each child is.
+  std::vector<std::pair<int64_t, PromptKind>> repairs;
+  std::map<int64_t, int> repair_depth;
 };
 
 // A task's children for one generation, their compiles queued.
@@ -137,13 +142,14 @@ struct Child {
 };
 struct Pending {
   std::vector<Child> children;
+  std::map<size_t, int> repaired;  // child index -> its repair depth (a repair of a repair: 2)
   std::string stopped;  // why the task cannot go on ("" when it can)
 };
 
 class Loop {
  public:
-  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks)
-      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks) {}
+  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks, LlmProposer* llm)
+      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm) {}
 
   RunSummary run(std::vector<TaskState>& states, double wall_before) {
     auto t0 = Clock::now();
@@ -185,6 +191,7 @@ class Loop {
     out.wall_s = seconds_since(t0);
     out.gpu_s = gpu_s_;
     out.stopped = stopped_;
+    if (llm_) out.llm = llm_->spent();
     for (TaskState& s : states) {
       if (s.status.stopped.empty()) s.status.stopped = stopped_.empty() ? "generations done" : stopped_;
       out.tasks.push_back(s.status);
@@ -203,6 +210,9 @@ class Loop {
     else if (config_.evaluations > 0 && spent() >= config_.evaluations) stopped_ = "evaluation budget reached";
     else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes) stopped_ = "time budget reached";
     else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes) stopped_ = "GPU time budget reached";
+    else if (llm_ && config_.llm_calls > 0 && llm_->spent().calls >= config_.llm_calls) stopped_ = "LLM call budget reached";
+    else if (llm_ && config_.llm_tokens > 0 && llm_->spent().tokens_in + llm_->spent().tokens_out >= config_.llm_tokens)
+      stopped_ = "LLM token budget reached";
     return !stopped_.empty();
   }
   std::string task_budget_reached(const TaskState& s) const {
@@ -339,21 +349,60 @@ class Loop {
   Pending propose_start(TaskState& s) {
     Pending out;
     int island = 0;
-    for (Proposal& p : starting_population(s.task, ev_.archive())) {
+    for (Proposal& p : starting_population(s.task, ev_.archive(), 4, run_)) {
       p.lineage.run = run_;
       out.children.push_back({ev_.check_async(std::move(p), 1), "", island});
       island = (island + 1) % std::max(config_.islands, 1);
     }
+    if (out.children.empty()) ask_llm(s, 0, out);  // nothing to start from: translations
     return out;
   }
 
+  // The LLM's children for a generation: repairs of last generation's failed children first, then
+  // translations while the task has no correct kernel, else optimizations of selected parents.
+  // Each request is on a thread of its own; its answer is compiled there too.
+  void ask_llm(TaskState& s, int g, Pending& out) {
+    if (!llm_) return;
+    int islands = std::max(config_.islands, 1);
+    std::vector<std::pair<int64_t, PromptKind>> repairs = std::move(s.repairs);
+    s.repairs.clear();
+    for (int k = 0; k < config_.llm_children; ++k) {
+      int island = k % islands;
+      std::mt19937_64 rng = rng_for(s, g, 1000 + k);
+      std::optional<int64_t> parent;
+      PromptKind kind = PromptKind::Translate;
+      if (static_cast<size_t>(k) < repairs.size()) {
+        parent = repairs[k].first, kind = repairs[k].second;
+      } else if (!s.members.empty()) {
+        parent = select_parent(s, island, rng).id, kind = PromptKind::Optimize;
+      }
+      Lineage lineage{run_, parent ? std::vector<int64_t>{*parent} : std::vector<int64_t>{}, g, island, "", ""};
+      std::function<Proposal()> ask = llm_->prepare(kind, s.task, ev_.archive(), parent, lineage, g * 100 + k);
+      Evaluator* ev = &ev_;
+      out.children.push_back(
+          {std::async(std::launch::async, [ask, ev] { return std::vector<Checked>{ev->check(ask())}; }), "", island});
+      if (parent && (kind == PromptKind::RepairCompile || kind == PromptKind::RepairWrong))
+        out.repaired[out.children.size() - 1] = s.repair_depth[*parent] + 1;
+    }
+  }
+
+  // A failed LLM child (it did not compile, or did not screen correct) waits for a repair.
+  void note_failure(TaskState& s, const Checked& c, int64_t id, PromptKind kind) {
+    if (!llm_ || c.proposal.lineage.model != llm_->model()) return;
+    if (s.repair_depth[id] >= config_.repair_attempts || c.proposal.answer_error) return;
+    s.repairs.emplace_back(id, kind);
+  }
+
   void start(TaskState& s, Pending& pending) {
-    for (Child& child : pending.children) {
+    for (size_t k = 0; k < pending.children.size(); ++k) {
+      Child& child = pending.children[k];
       if (stopping()) break;
       Checked c = std::move(child.ready.get().front());
       int64_t id = candidate_id(s, c);
+      if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
       if (!c.report.ok()) {
         ++s.status.failed;
+        note_failure(s, c, id, PromptKind::RepairCompile);
         continue;
       }
       Family& f = family_of(s, c.proposal);
@@ -364,6 +413,7 @@ class Loop {
       Judgment j = judge(s, c, id, 0, child.island);
       ++s.status.judged;
       accept(s, c, id, j, child.island);
+      if (j.outcome != verify::Outcome::Correct) note_failure(s, c, id, PromptKind::RepairWrong);
     }
   }
 
@@ -408,7 +458,8 @@ class Loop {
   Pending propose_generation(TaskState& s, int g) {
     Pending out;
     if (s.members.empty()) {
-      out.stopped = "no correct kernel to start from";
+      ask_llm(s, g, out);  // fix mode: translations (and repairs) until one kernel is correct
+      if (out.children.empty()) out.stopped = "no correct kernel to start from";
       return out;
     }
     int islands = std::max(config_.islands, 1);
@@ -430,6 +481,7 @@ class Loop {
         out.children.push_back({ev_.check_async(p, 1), parent.family, i});
       }
     }
+    ask_llm(s, g, out);
     if (out.children.empty()) out.stopped = "tune spaces exhausted";
     return out;
   }
@@ -447,20 +499,33 @@ class Loop {
       int island;
     };
     std::vector<Screened> correct;
-    for (Child& child : children) {
+    for (size_t k = 0; k < children.size(); ++k) {
+      Child& child = children[k];
       if (stopping()) break;
       Checked c = std::move(child.ready.get().front());
       int64_t id = candidate_id(s, c);
-      Family& f = s.families.at(child.family);
-      if (!c.report.ok()) {  // its point stays reserved, as not correct
+      if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
+      if (!c.report.ok()) {  // a tuner point stays reserved, as not correct
         ++s.status.failed;
+        note_failure(s, c, id, PromptKind::RepairCompile);
         continue;
       }
+      Family& f = child.family.empty() ? family_of(s, c.proposal) : s.families.at(child.family);
       Screen sc = screen(s, c, id, g, child.island);
       ++s.status.screened;
       f.measured[c.report.tunables] = sc.median_ms;
-      if (sc.median_ms) correct.push_back({std::move(c), id, *sc.median_ms, child.island});
-      else ++s.status.failed;
+      if (sc.median_ms) {
+        correct.push_back({std::move(c), id, *sc.median_ms, child.island});
+      } else if (llm_ && c.proposal.lineage.model == llm_->model()) {
+        // A wrong LLM child is judged in full: its evidence (where, which dims, expected vs got) is
+        // what the repair prompt shows.
+        Judgment j = judge(s, c, id, g, child.island);
+        ++s.status.judged;
+        accept(s, c, id, j, child.island);
+        note_failure(s, c, id, PromptKind::RepairWrong);
+      } else {
+        ++s.status.failed;
+      }
     }
     std::stable_sort(correct.begin(), correct.end(),
                      [](const Screened& a, const Screened& b) { return a.median_ms < b.median_ms; });
@@ -479,6 +544,7 @@ class Loop {
   archive::Database& db_;
   int64_t run_;
   const LoopHooks& hooks_;
+  LlmProposer* llm_;
   int64_t measured_ = 0, reused_ = 0;
   double gpu_s_ = 0, wall_before_ = 0;
   Clock::time_point start_;
@@ -507,7 +573,7 @@ double recorded_wall_s(archive::Database& db, int64_t run) {
 }  // namespace
 
 std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task, archive::Archive& ar,
-                                          size_t from_archive) {
+                                          size_t from_archive, std::optional<int64_t> run) {
   std::vector<Proposal> out;
   std::filesystem::path seed = task->file.parent_path() / "seeds" / (task->name + ".md");
   if (std::optional<std::string> text = read_file(seed.string())) {
@@ -528,8 +594,9 @@ std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Tas
       "SELECT c.source, c.plan, c.tunables, c.id, MIN(e.time_ms) AS t FROM candidates c JOIN tasks k ON k.id = c.task_id "
       "JOIN evaluations e ON e.candidate_id = c.id WHERE k.suite = ? AND k.name = ? AND k.version = ? AND "
       "e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
-      "GROUP BY c.source, c.plan ORDER BY t LIMIT ?");
+      "AND (?5 IS NULL OR c.run_id IS NULL OR c.run_id != ?5) GROUP BY c.source, c.plan ORDER BY t LIMIT ?4");
   s.bind(1, task->suite).bind(2, task->name).bind(3, task->content_hash).bind(4, static_cast<int64_t>(from_archive));
+  s.bind(5, run);
   while (s.step()) {
     Proposal p;
     p.task = task;
@@ -545,7 +612,8 @@ std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Tas
 }
 
 RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
-                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks) {
+                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks,
+                         LlmProposer* llm) {
   archive::Database& db = evaluator.archive().db();
   int64_t run = resume ? *resume : start_run(db, config);
   double wall_before = resume ? recorded_wall_s(db, run) : 0;
@@ -559,7 +627,7 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
     s.status.task = t->id();
     states.push_back(std::move(s));
   }
-  Loop loop(config, evaluator, run, hooks);
+  Loop loop(config, evaluator, run, hooks, llm);
   RunSummary summary;
   try {
     summary = loop.run(states, wall_before);
@@ -568,7 +636,10 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
     throw;
   }
   finish_run(db, run, summary.stopped == "interrupted" ? "interrupted" : "finished",
-             {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s}});
+             {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s},
+              {"llm_calls", summary.llm.calls}, {"llm_failed_calls", summary.llm.failed_calls},
+              {"llm_tokens_in", summary.llm.tokens_in}, {"llm_tokens_out", summary.llm.tokens_out},
+              {"llm_cached", summary.llm.cached}});
   return summary;
 }
 

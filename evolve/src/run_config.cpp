@@ -15,15 +15,17 @@ using nlohmann::json;
 
 // Every key kforge knows, by section ("" the top level), with whether it is a number, a bool,
 // or a list of strings.
-enum class Kind { Number, Integer, Bool, Strings };
+enum class Kind { Number, Integer, Bool, String, Strings };
 const std::map<std::string, std::map<std::string, Kind>>& known() {
   static const std::map<std::string, std::map<std::string, Kind>> k = {
-      {"", {{"tasks", Kind::Strings}, {"seed", Kind::Integer}, {"generations", Kind::Integer},
+      {"", {{"tasks", Kind::Strings}, {"seed", Kind::Integer}, {"model", Kind::String}, {"generations", Kind::Integer},
             {"children", Kind::Integer}, {"judge_top", Kind::Integer}, {"islands", Kind::Integer},
             {"migration_interval", Kind::Integer}, {"target_speedup", Kind::Number}, {"admit", Kind::Bool}}},
+      {"llm", {{"children", Kind::Integer}, {"repair_attempts", Kind::Integer}}},
       {"budget",
        {{"evaluations", Kind::Integer}, {"task_evaluations", Kind::Integer}, {"minutes", Kind::Number},
-        {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}}},
+        {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}, {"llm_calls", Kind::Integer},
+        {"llm_tokens", Kind::Integer}}},
       {"selection", {{"best", Kind::Number}, {"elite", Kind::Number}}},
       {"tuner", {{"exhaustive_max", Kind::Integer}, {"elite", Kind::Integer}, {"random_share", Kind::Number}}},
   };
@@ -43,6 +45,7 @@ void check(const json& j, const std::string& file) {
       auto it = keys.find(name);
       if (it == keys.end()) throw InputError(file, std::nullopt, field, "unknown key (docs/evolve.md lists them)");
       bool ok = it->second == Kind::Bool      ? v.is_boolean()
+                : it->second == Kind::String  ? v.is_string()
                 : it->second == Kind::Strings ? v.is_array() && std::all_of(v.begin(), v.end(), [](const json& s) {
                                                   return s.is_string();
                                                 })
@@ -51,6 +54,7 @@ void check(const json& j, const std::string& file) {
       if (!ok)
         throw InputError(file, std::nullopt, field,
                          it->second == Kind::Bool      ? "must be true or false"
+                         : it->second == Kind::String  ? "must be a string"
                          : it->second == Kind::Strings ? "must be a list of strings"
                          : it->second == Kind::Integer ? "must be a whole number, 0 or more"
                                                        : "must be a number, 0 or more");
@@ -80,6 +84,7 @@ json toml_to_json(const toml::node& n) {
 
 json RunConfig::to_json() const {
   return {{"tasks", tasks},
+          {"model", model},
           {"seed", seed},
           {"generations", generations},
           {"children", children},
@@ -89,7 +94,9 @@ json RunConfig::to_json() const {
           {"target_speedup", target_speedup},
           {"admit", admit},
           {"budget", {{"evaluations", evaluations}, {"task_evaluations", task_evaluations}, {"minutes", minutes},
-                      {"gpu_minutes", gpu_minutes}, {"task_gpu_minutes", task_gpu_minutes}}},
+                      {"gpu_minutes", gpu_minutes}, {"task_gpu_minutes", task_gpu_minutes}, {"llm_calls", llm_calls},
+                      {"llm_tokens", llm_tokens}}},
+          {"llm", {{"children", llm_children}, {"repair_attempts", repair_attempts}}},
           {"selection", {{"best", select_best}, {"elite", select_elite}}},
           {"tuner", {{"exhaustive_max", tuner.exhaustive_max}, {"elite", tuner.elite},
                      {"random_share", tuner.random_share}}}};
@@ -103,6 +110,7 @@ RunConfig RunConfig::from_json(const json& j) {
     if (from.contains(key)) out = from[key].get<std::decay_t<decltype(out)>>();
   };
   get("", "tasks", c.tasks);
+  get("", "model", c.model);
   get("", "seed", c.seed);
   get("", "generations", c.generations);
   get("", "children", c.children);
@@ -116,6 +124,10 @@ RunConfig RunConfig::from_json(const json& j) {
   get("budget", "minutes", c.minutes);
   get("budget", "gpu_minutes", c.gpu_minutes);
   get("budget", "task_gpu_minutes", c.task_gpu_minutes);
+  get("budget", "llm_calls", c.llm_calls);
+  get("budget", "llm_tokens", c.llm_tokens);
+  get("llm", "children", c.llm_children);
+  get("llm", "repair_attempts", c.repair_attempts);
   get("selection", "best", c.select_best);
   get("selection", "elite", c.select_elite);
   get("tuner", "exhaustive_max", c.tuner.exhaustive_max);

@@ -143,7 +143,9 @@ class Archive {
   std::vector<KernelSummary> top(const std::string& task_or_suite, size_t limit);
   // Retrieval for prompts: kernels of tasks like this one (BM25 over names, tags and summary), the
   // best first per task; and failures of this task with their evidence.
-  std::vector<KernelSummary> similar(const tasks::Task& task, size_t k);
+  // `before_run`: only candidates made outside that run and the ones after it (a run's prompts then
+  // read the same retrieval when it is resumed).
+  std::vector<KernelSummary> similar(const tasks::Task& task, size_t k, std::optional<int64_t> before_run = std::nullopt);
   std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
   std::vector<KernelSummary> search(const std::string& query, size_t limit);
   nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent

@@ -46,6 +46,7 @@ struct PromptInputs {
   std::string device;                   // a line describing the target GPU
   std::string answer_format;
   size_t retrieved = 3;
+  std::optional<int64_t> run;           // retrieval reads only what earlier runs made (resume asks the same)
 };
 
 // The values of every known placeholder (those without data say so in words).

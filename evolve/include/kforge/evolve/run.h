@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/proposer.h"
 #include "kforge/evolve/tuner.h"
 #include "kforge/tasks/task.h"
 
@@ -27,9 +28,11 @@ namespace kforge::evolve {
 struct RunConfig {
   std::vector<std::string> tasks;  // suites, task files or names
   uint64_t seed = 1;               // the run's random streams
+  std::string model;               // the LLM proposer's "provider:model"; "" offline
   // Budgets; 0 means none. Evaluations are screens plus full judgments.
   int64_t evaluations = 0, task_evaluations = 0;
   double minutes = 0, gpu_minutes = 0, task_gpu_minutes = 0;
+  int64_t llm_calls = 0, llm_tokens = 0;  // per run: requests answered, tokens in plus out
   int generations = 8;          // per task
   double target_speedup = 0;    // per task, over eager: reached, the task stops
   int children = 8;             // proposals per task and generation, spread over the islands
@@ -38,6 +41,11 @@ struct RunConfig {
   int migration_interval = 3;   // generations between migrations (each island's best to the next)
   double select_best = 0.5, select_elite = 0.3;  // the rest: a random member
   bool admit = true;            // admission of every new best
+  // With an LLM proposer: its children per task and generation (translate while a task has no
+  // correct kernel, then optimize a selected parent), and repairs of a failed child, at most
+  // `repair_attempts` deep.
+  int llm_children = 2;
+  int repair_attempts = 1;
   TunerOptions tuner;
 
   nlohmann::json to_json() const;
@@ -64,6 +72,7 @@ struct RunSummary {
   int64_t reused = 0;            // read back from the archive instead of measured
   double wall_s = 0, gpu_s = 0;  // this process's
   std::string stopped;           // why the run ended
+  LlmSpent llm;                  // this process's requests (cached answers included)
 };
 
 struct LoopHooks {
@@ -75,12 +84,15 @@ struct LoopHooks {
 };
 
 // Starting kernels for a task: its shipped seed (tasks/<suite>/seeds/<name>.md) and the archive's
-// correct kernels of this task version (distinct code, the fastest first).
+// correct kernels of this task version (distinct code, the fastest first), made outside `run` (a
+// resumed run starts from what it started from the first time).
 std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task, archive::Archive& archive,
-                                          size_t from_archive = 4);
+                                          size_t from_archive = 4, std::optional<int64_t> run = std::nullopt);
 
-// Runs (or, with `resume`, resumes) a run over `tasks`. The evaluator's GPU does the measuring.
+// Runs (or, with `resume`, resumes) a run over `tasks`. The evaluator's GPU does the measuring;
+// `llm`, when given, proposes children beside the tuner.
 RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
-                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks = {});
+                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks = {},
+                         LlmProposer* llm = nullptr);
 
 }  // namespace kforge::evolve
