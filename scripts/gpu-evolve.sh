@@ -12,6 +12,27 @@ build_kforge || exit 1
 K="$PWD/$K"
 count() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])" "$@"; }
 
+if [ "${1:-}" = llm ]; then  # the LLM proposer end to end, against the replay server on loopback
+  DB=/tmp/kforge-llm.db
+  rm -f $DB*
+  python3 scripts/llm-replay-server.py 8765 & server=$!
+  sleep 1
+  OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=none timeout 240 "$K" evolve smoke --model openai:replay \
+    --generations 2 --db $DB > "$OUT/evolve-llm.log" 2>&1
+  echo "evolve rc=$?" >> "$OUT/evolve-llm.log"
+  kill $server
+  "$K" report 1 --db $DB > "$OUT/evolve-llm-report.md"
+  python3 - $DB <<'PY' | tee "$OUT/evolve-llm-kinds.txt"
+import sqlite3, sys
+q = """SELECT c.prompt_kind, c.model, coalesce(e.outcome, s.outcome, 'compile failed'), count(*) FROM candidates c
+       LEFT JOIN screens s ON s.candidate_id = c.id LEFT JOIN evaluations e ON e.candidate_id = c.id GROUP BY 1, 2, 3"""
+for row in sqlite3.connect(sys.argv[1]).execute(q):
+    print(*row)
+PY
+  tail -n 12 "$OUT/evolve-llm.log"
+  exit 0
+fi
+
 if [ "${1:-}" = levels ]; then
   DB=/tmp/kforge-levels.db
   rm -f $DB*
