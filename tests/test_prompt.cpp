@@ -50,6 +50,14 @@ TEST(Prompt, TranslateIsFilledFromTheTask) {
   EXPECT_NE(p.find("input `x`: float32 [4096, 4096]"), std::string::npos) << p.substr(0, 800);
   EXPECT_NE(p.find("B=37, N=1000"), std::string::npos);
   EXPECT_NE(p.find("# Answer format"), std::string::npos);
+  // What the model is held to: the tolerance, the math mode, the compile flags, what is timed, the
+  // inputs' values.
+  EXPECT_NE(p.find("max(tol * rms(reference), 8 * eager's own largest error); here `out` tol = 0.0001"), std::string::npos)
+      << p;
+  EXPECT_NE(p.find("TF32 is off"), std::string::npos);
+  EXPECT_NE(p.find("without --use_fast_math"), std::string::npos);
+  EXPECT_NE(p.find("L2 cache flushed"), std::string::npos);
+  EXPECT_NE(p.find("values randn"), std::string::npos);
   EXPECT_EQ(p.find("{{"), std::string::npos) << "an unfilled placeholder";
 }
 

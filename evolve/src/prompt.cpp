@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kforge/common/files.h"
+#include "kforge/verify/compare.h"
 #include "kforge/common/strings.h"
 
 namespace kforge::evolve {
@@ -109,7 +110,7 @@ const std::set<std::string>& known_placeholders() {
   static const std::set<std::string> names = {
       "task_id", "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "device", "eager_time",
       "roofline_floor", "retrieved_kernels", "answer_format", "parent_id", "parent_source", "parent_plan", "parent_numbers",
-      "parent_resources", "failure_evidence", "second_parent_id", "second_parent_source", "second_parent_plan",
+      "parent_resources", "failure_evidence", "judging", "second_parent_id", "second_parent_source", "second_parent_plan",
       "second_parent_numbers"};
   return names;
 }
@@ -172,6 +173,36 @@ std::string load_answer_format(const std::string& prompts_dir) {
   return *text;
 }
 
+namespace {
+
+// How a candidate is held to account: the acceptance rule with this task's tolerances, the math
+// mode, the compile flags and what is timed (docs/design.md, "Acceptance rule"; docs/protocol.md).
+std::string judging(const tasks::Task& t, const std::vector<tasks::OutputInfo>& outs) {
+  std::string tols;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::optional<double> given = k < t.outputs.size() ? t.outputs[k].tolerance : std::nullopt;
+    double tol = given.value_or(verify::default_tolerance(outs[k].dtype));
+    std::ostringstream os;
+    os << tol;
+    tols += (tols.empty() ? "" : ", ") + std::string("`") + outs[k].name + "` " +
+            (tasks::is_floating(outs[k].dtype) ? "tol = " + os.str() : "exactly equal to eager's output");
+  }
+  std::ostringstream k;
+  k << verify::kEagerErrorFactor;
+  return "Correctness: each output is compared in float64 with the reference run in float64, over several "
+         "seeds, two input distributions and every size above. The largest |yours - reference| may not exceed "
+         "max(tol * rms(reference), " + k.str() + " * eager's own largest error); here " + tols + ". " +
+         (t.allow_tf32 ? "TF32 is allowed for this task. "
+                       : "Math is IEEE: TF32 is off, and float32 work must stay float32 (no fp16/TF32 shortcuts). ") +
+         "NVRTC compiles with -std=c++17 and without --use_fast_math (fast intrinsics such as __expf are yours "
+         "to call, and must still meet the tolerance).\n"
+         "Timing: each launch of your plan in order, at the timed sizes, with the L2 cache flushed and the inputs "
+         "taken from a pool of fresh sets before every repetition; the median of many repetitions, beside PyTorch "
+         "eager on the same inputs.";
+}
+
+}  // namespace
+
 std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   const tasks::Task& t = *in.task;
   std::map<std::string, std::string> v;
@@ -185,13 +216,14 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   std::string tensors;
   for (const auto& i : t.inputs)
     tensors += "- input `" + i.name + "`: " + std::string(tasks::dtype_name(i.dtype)) + " " + format_shape(t.shape_of(i, t.dims)) +
-             " (shape " + tasks::shape_expressions(i) + ")\n";
+             " (shape " + tasks::shape_expressions(i) + "), values " + (i.init.text.empty() ? "randn" : i.init.text) + "\n";
   auto shapes = tasks::output_shapes(t, *in.reference, t.dims);
   auto outs = tasks::describe_outputs(t, *in.reference);
   for (size_t k = 0; k < outs.size(); ++k)
     tensors += "- output `" + outs[k].name + "`: " + std::string(tasks::dtype_name(outs[k].dtype)) + " " +
                (shapes ? format_shape((*shapes)[k].sizes) : "(rank " + std::to_string(outs[k].rank) + ")") + "\n";
   v["task_tensors"] = tensors;
+  v["judging"] = judging(t, outs);
   v["device"] = in.device;
   v["eager_time"] = "not measured yet";
   v["roofline_floor"] = "not measured yet";
