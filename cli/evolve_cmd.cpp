@@ -15,6 +15,7 @@
 #include "kforge/archive/location.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/strings.h"
+#include "kforge/evolve/batch.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/run.h"
 #include "kforge/verify/driver.h"
@@ -146,7 +147,13 @@ int run_evolve(const EvolveArgs& a) {
             << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
             << std::endl;
   std::unique_ptr<evolve::LlmProposer> llm;
-  if (!config.model.empty()) {
+  if (config.model.rfind("batch:", 0) == 0) {
+    auto batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch");
+    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
+              << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there (its output "
+                 "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+    llm = std::make_unique<evolve::LlmProposer>(batch, evolve::default_prompts_dir(), device_line());
+  } else if (!config.model.empty()) {
     auto client = std::make_shared<const evolve::LlmClient>(
         evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr, std::make_shared<evolve::ConcurrencyLimit>(4),
         std::make_shared<evolve::ResponseCache>(""));
@@ -266,7 +273,8 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--llm", a->llm, "none: the offline proposer only; auto (default): the LLM of --model when given");
   cmd->add_option("--model", a->model,
                   "The LLM proposer's model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (endpoint and key from "
-                  "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; docs/llm-config.md)");
+                  "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; docs/llm-config.md), or "
+                  "batch:DIR (requests and answers as OpenAI Batch API files in DIR)");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
   cmd->add_option("--budget-evaluations", a->budget_evaluations, "Stop after this many screens and judgments");

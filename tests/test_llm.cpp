@@ -7,16 +7,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "kforge/common/files.h"
+#include "kforge/evolve/batch.h"
 #include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
+#include "test_util.h"
 
 namespace {
 
@@ -623,6 +628,78 @@ TEST(Llm, NegativeTokenCountsAreABadResponse) {
   std::string anthropic =
       R"({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 3, "output_tokens": -1}})";
   EXPECT_THROW(parse_reply(Provider::Anthropic, anthropic), LlmError);
+}
+
+}  // namespace
+
+namespace {
+
+using nlohmann::json;
+
+// A batch output line as the OpenAI Batch API writes it.
+std::string batch_output(const std::string& id, const std::string& text, int status = 200) {
+  json body = {{"model", "m"},
+               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}}}},
+               {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
+  return json{{"id", "batch_req_1"}, {"custom_id", id}, {"response", {{"status_code", status}, {"body", body}}}, {"error", nullptr}}
+      .dump();
+}
+
+TEST(Batch, RequestsGoOutAsBatchLinesAndAnswersComeBackWhenTheyAppear) {
+  kforge::test::TempDir dir;
+  BatchExchange ex(dir.path(), "batch", std::chrono::seconds(20), std::chrono::milliseconds(10));
+  ChatRequest r;
+  r.system = "sys";
+  r.user = "make it fast " + std::string(kKey);  // a secret never reaches the file
+  std::string id = ex.custom_id(r, 3);
+  EXPECT_NE(id, ex.custom_id(r, 4));
+  std::thread answer([&] {
+    // Wait for the request line, then write the output: a partial line first, a malformed line,
+    // an unrelated answer, then the answer.
+    for (int i = 0; i < 2000 && !std::filesystem::exists(ex.requests_file()); ++i) std::this_thread::sleep_for(5ms);
+    std::ofstream out(dir.path() / "output.jsonl");
+    out << batch_output("kf-other", "not yours") << "\n" << "{\"custom_id\": \"" << id << "\", \"resp" << std::flush;
+    std::this_thread::sleep_for(100ms);
+    out << "\n" << batch_output(id, "```cuda\n__global__ void k() {}\n```") << "\n" << std::flush;
+  });
+  ChatResponse got = ex.chat(r, 3);
+  answer.join();
+  EXPECT_NE(got.text.find("__global__ void k"), std::string::npos);
+  EXPECT_EQ(got.tokens_in, 7);
+  EXPECT_EQ(got.tokens_out, 3);
+  std::string requests = *kforge::read_file(ex.requests_file().string());
+  json line = json::parse(requests.substr(0, requests.find('\n')));
+  EXPECT_EQ(line["custom_id"], id);
+  EXPECT_EQ(line["method"], "POST");
+  EXPECT_EQ(line["url"], "/v1/chat/completions");
+  EXPECT_EQ(line["body"]["messages"][1]["role"], "user");
+  EXPECT_EQ(requests.find(kKey), std::string::npos) << "the API key reached the requests file";
+  // Asked again (a resumed run, a new process): answered from the folder, nothing written twice.
+  BatchExchange again(dir.path(), "batch", std::chrono::seconds(1), std::chrono::milliseconds(10));
+  EXPECT_EQ(again.chat(r, 3).text, got.text);
+  EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 1);
+  EXPECT_EQ(kforge::read_file(ex.requests_file().string())->size(), requests.size());
+}
+
+TEST(Batch, AnErrorAnswerOrNoAnswerInTimeIsAnLlmError) {
+  kforge::test::TempDir dir;
+  BatchExchange ex(dir.path(), "batch", std::chrono::milliseconds(300), std::chrono::milliseconds(10));
+  ChatRequest r;
+  r.user = "a";
+  std::ofstream(dir.path() / "out.jsonl") << batch_output(ex.custom_id(r, 0), "x", 429) << "\n";
+  try {
+    ex.chat(r, 0);
+    FAIL() << "a 429 answer was accepted";
+  } catch (const LlmError& e) {
+    EXPECT_EQ(e.http_status(), 429);
+  }
+  r.user = "b";
+  try {
+    ex.chat(r, 0);
+    FAIL() << "no answer, yet chat returned";
+  } catch (const LlmError& e) {
+    EXPECT_EQ(e.kind(), LlmError::Kind::Timeout);
+  }
 }
 
 }  // namespace

@@ -137,6 +137,15 @@ Endpoint endpoint_from_spec(const std::string& spec) {
   return e;
 }
 
+json openai_chat_body(const std::string& model, ChatRequest req) {
+  req.system = redact_secrets(std::move(req.system));
+  req.user = redact_secrets(std::move(req.user));
+  json messages = json::array();
+  if (!req.system.empty()) messages.push_back({{"role", "system"}, {"content", req.system}});
+  messages.push_back({{"role", "user"}, {"content", req.user}});
+  return {{"model", model}, {"messages", messages}, {"temperature", req.temperature}, {"max_tokens", req.max_tokens}};
+}
+
 ChatResponse parse_reply(Provider provider, const std::string& body) {
   json j;
   try {
@@ -272,10 +281,7 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
   std::vector<std::string> headers = {"Content-Type: application/json"};
   if (endpoint_.provider == Provider::OpenAI) {
     url = endpoint_.base_url + "/chat/completions";
-    json messages = json::array();
-    if (!req.system.empty()) messages.push_back({{"role", "system"}, {"content", req.system}});
-    messages.push_back({{"role", "user"}, {"content", req.user}});
-    body = {{"model", endpoint_.model}, {"messages", messages}, {"temperature", req.temperature}, {"max_tokens", req.max_tokens}};
+    body = openai_chat_body(endpoint_.model, req);
     if (!endpoint_.api_key.empty()) headers.push_back("Authorization: Bearer " + endpoint_.api_key);
   } else {
     url = endpoint_.base_url + "/v1/messages";

@@ -4,9 +4,10 @@
 
 namespace kforge::evolve {
 
-LlmProposer::LlmProposer(std::shared_ptr<const LlmClient> client, const std::string& prompts_dir, std::string device,
+LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device,
                          double temperature)
     : client_(std::move(client)),
+      model_(client_->model()),
       templates_(PromptTemplates::load(prompts_dir)),
       answer_format_(load_answer_format(prompts_dir)),
       device_(std::move(device)),
@@ -35,7 +36,7 @@ std::function<Proposal()> LlmProposer::prepare(PromptKind kind, const std::share
   request.user = templates_.render(kind, prompt_context(in));
   request.temperature = temperature_;
   lineage.prompt_kind = std::string(prompt_kind_name(kind));
-  lineage.model = client_->endpoint().model;
+  lineage.model = model_;
   return [this, request, task, lineage, sample, kind]() {
     Proposal p;
     p.task = task;

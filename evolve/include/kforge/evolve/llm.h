@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kforge/common/error.h"
 
 namespace kforge::evolve {
@@ -115,14 +117,29 @@ class ResponseCache {
   std::string dir_;
 };
 
-class LlmClient {
+// Whatever answers a chat request: an endpoint over HTTP (LlmClient) or a folder exchanged with a
+// batch API (BatchExchange, batch.h).
+class ChatModel {
+ public:
+  virtual ~ChatModel() = default;
+  // Thread-safe. `sample` distinguishes repeated samples of one request. Throws LlmError.
+  virtual ChatResponse chat(const ChatRequest& request, int sample = 0) const = 0;
+  virtual std::string model() const = 0;  // as recorded with each candidate
+};
+
+// The OpenAI chat-completions body for `request` (its secrets redacted): what an OpenAI endpoint
+// is sent, and a batch request line's "body".
+nlohmann::json openai_chat_body(const std::string& model, ChatRequest request);
+
+class LlmClient : public ChatModel {
  public:
   // `sleep` is how the client waits between attempts (tests observe it); default: really sleep.
   explicit LlmClient(Endpoint endpoint, RetryPolicy policy = {},
                      std::function<void(std::chrono::milliseconds)> sleep = {},
                      std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr);
   // Thread-safe. `sample` distinguishes repeated samples of one request in the cache.
-  ChatResponse chat(const ChatRequest& request, int sample = 0) const;  // throws LlmError after the last attempt
+  ChatResponse chat(const ChatRequest& request, int sample = 0) const override;  // throws LlmError after the last attempt
+  std::string model() const override { return endpoint_.model; }
   const Endpoint& endpoint() const { return endpoint_; }
 
   // The delay before retry `attempt` (1-based): Retry-After when given, else exponential with jitter.

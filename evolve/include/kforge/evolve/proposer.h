@@ -29,7 +29,7 @@ struct LlmSpent {
 class LlmProposer {
  public:
   // `device` is the prompt's line about the target GPU.
-  LlmProposer(std::shared_ptr<const LlmClient> client, const std::string& prompts_dir, std::string device,
+  LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device,
               double temperature = 1.0);
 
   // One child of `kind` (its parent: none for translate, the failed child for a repair). Renders
@@ -42,10 +42,11 @@ class LlmProposer {
                                     int sample);
 
   LlmSpent spent() const;
-  const std::string& model() const { return client_->endpoint().model; }
+  const std::string& model() const { return model_; }
 
  private:
-  std::shared_ptr<const LlmClient> client_;
+  std::shared_ptr<const ChatModel> client_;
+  std::string model_;
   PromptTemplates templates_;
   std::string answer_format_, device_;
   double temperature_;

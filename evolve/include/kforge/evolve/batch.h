@@ -1,0 +1,48 @@
+// The batch exchange (`--model batch:DIR`, docs/evolve.md): requests are written to
+// DIR/requests.jsonl in the OpenAI Batch API's input format (custom_id, method, url, body), and
+// answers are read from any other *.jsonl file in DIR in its output format (custom_id, response:
+// status_code and body, error), whenever they appear. For batch APIs at a lower price, air-gapped
+// machines, or any client that can read and write files. The custom_id is a hash of the request
+// and its sample index, so a resumed run asks again for what is still unanswered and reads what
+// was answered: the folder is the record.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "kforge/evolve/llm.h"
+
+namespace kforge::evolve {
+
+class BatchExchange : public ChatModel {
+ public:
+  // `model`: the body's "model" and the name recorded with each candidate. `wait`: how long a
+  // request waits for its answer before it fails (LlmError, Timeout); `poll`: how often DIR is read.
+  BatchExchange(std::filesystem::path dir, std::string model,
+                std::chrono::milliseconds wait = std::chrono::hours(24),
+                std::chrono::milliseconds poll = std::chrono::milliseconds(1000));
+
+  // Writes the request (once) and waits for its answer. Throws LlmError: Http when the answer's
+  // status is not 200 or it carries an error, BadResponse when its body is not a chat completion,
+  // Timeout after `wait`.
+  ChatResponse chat(const ChatRequest& request, int sample = 0) const override;
+  std::string model() const override { return model_; }
+
+  // "kf-" and 24 hex digits of the request's hash with the sample.
+  std::string custom_id(const ChatRequest& request, int sample) const;
+  const std::filesystem::path& requests_file() const { return requests_; }
+
+ private:
+  std::optional<nlohmann::json> find_answer(const std::string& id) const;
+  std::filesystem::path dir_, requests_;
+  std::string model_;
+  std::chrono::milliseconds wait_, poll_;
+  mutable std::mutex mutex_;
+  mutable std::set<std::string> written_;  // custom_ids in requests.jsonl
+  mutable std::set<std::string> warned_;   // "file:line" of malformed output lines, said once
+};
+
+}  // namespace kforge::evolve
