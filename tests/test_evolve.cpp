@@ -15,6 +15,7 @@
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/files.h"
+#include "kforge/evolve/batch.h"
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
 #include "kforge/evolve/tuner.h"
@@ -384,6 +385,76 @@ TEST(Evolve, AModelThatAnswersWithoutCodeOrIsDownLosesNothingAndTheRunGoesOn) {
     // The tuner's children went on beside them.
     EXPECT_GT(s.count("SELECT count(*) FROM candidates WHERE model = 'offline-tuner'"), 0) << mode;
   }
+}
+
+// Answers every line of DIR/requests.jsonl as a model would, from the request text alone: the
+// task's seed (named in the prompt), written to DIR/answers.jsonl in the Batch API's output format.
+size_t answer_batch(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "requests.jsonl");
+  std::ofstream out(dir / "answers.jsonl", std::ios::app);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line); ++n) {
+    json req = json::parse(line);
+    std::string prompt = req["body"]["messages"].back()["content"];
+    size_t at = prompt.find("## The operation: ") + 18;
+    std::string task = prompt.substr(at, prompt.find('\n', at) - at);
+    std::string seed = *read_file((kforge::test::source_dir() / "tasks" / task.substr(0, task.find('/')) / "seeds" /
+                                   (task.substr(task.find('/') + 1) + ".md")).string());
+    seed.insert(seed.find("```cuda\n") + 8, "// batch answer " + std::to_string(n) + "\n");
+    json body = {{"model", "batch"},
+                 {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", seed}}}}}},
+                 {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 50}}}};
+    out << json{{"id", "r" + std::to_string(n)}, {"custom_id", req["custom_id"]},
+                {"response", {{"status_code", 200}, {"body", body}}}, {"error", nullptr}}.dump()
+        << "\n";
+  }
+  return n;
+}
+
+TEST(Evolve, TheBatchExchangeWaitsForAnswersAndAResumedRunReadsThem) {
+  Rig s;
+  TempDir batch;
+  evolve::RunConfig c = small_config();
+  c.generations = 1;
+  c.llm_children = 2;
+  c.children = 2;
+  std::string prompts = (kforge::test::source_dir() / "prompts").string();
+  {
+    // Ctrl-C while the run waits for its two requests: it stops, recording nothing unanswered.
+    auto exchange = std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::seconds(60),
+                                                                  std::chrono::milliseconds(10));
+    evolve::LlmProposer llm(exchange, prompts, "a test GPU");
+    std::atomic<int> stop{0};
+    std::thread ctrl_c([&] {
+      for (int i = 0; i < 3000; ++i) {
+        std::optional<std::string> r = read_file(exchange->requests_file().string());
+        if (r && std::count(r->begin(), r->end(), '\n') == 2) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      stop = 1;
+    });
+    evolve::LoopHooks hooks;
+    hooks.stop = &stop;
+    auto t0 = std::chrono::steady_clock::now();
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, hooks, &llm);
+    ctrl_c.join();
+    EXPECT_EQ(r.stopped, "interrupted");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(50)) << "the stop did not cut the wait short";
+    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch'"), 0);
+  }
+  EXPECT_EQ(answer_batch(batch.path()), 2u);
+  {
+    auto exchange = std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::seconds(5),
+                                                                  std::chrono::milliseconds(10));
+    evolve::LlmProposer llm(exchange, prompts, "a test GPU");
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, &llm);
+    EXPECT_EQ(r.llm.calls, 2);
+    EXPECT_EQ(r.llm.failed_calls, 0);
+    EXPECT_EQ(r.llm.tokens_out, 100);
+  }
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch' AND prompt_kind = 'optimize'"), 2);
+  std::string requests = *read_file((batch.path() / "requests.jsonl").string());
+  EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 2) << "a request was written twice";
 }
 
 // What a run recorded: per candidate identity, its screens and judgments.

@@ -81,6 +81,7 @@ ChatResponse BatchExchange::chat(const ChatRequest& request, int sample) const {
       r.attempts = 1;
       return r;
     }
+    if (cancelled_) throw LlmError(LlmError::Kind::Timeout, 0, "the run stopped before " + id + " was answered");
     if (std::chrono::steady_clock::now() - t0 >= wait_)
       throw LlmError(LlmError::Kind::Timeout, 0,
                      "no answer to " + id + " in " + dir_.string() + " after " + std::to_string(wait_.count() / 1000) + " s");

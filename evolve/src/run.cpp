@@ -182,6 +182,7 @@ class Loop {
           s.status.stopped = "target speedup reached";
         if (hooks_.on_progress) hooks_.on_progress(s.status);
       }
+      if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
       if (!any) break;
     }
     RunSummary out;
@@ -386,6 +387,13 @@ class Loop {
     }
   }
 
+  // A child once compiled; while it waits (for the model's answer), a stop request cancels the wait.
+  Checked take(Child& child) {
+    while (child.ready.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      if (llm_ && hooks_.stop && hooks_.stop->load() > 0) llm_->cancel();
+    return std::move(child.ready.get().front());
+  }
+
   // A failed LLM child (it did not compile, or did not screen correct) waits for a repair.
   void note_failure(TaskState& s, const Checked& c, int64_t id, PromptKind kind) {
     if (!llm_ || c.proposal.lineage.model != llm_->model()) return;
@@ -397,7 +405,8 @@ class Loop {
     for (size_t k = 0; k < pending.children.size(); ++k) {
       Child& child = pending.children[k];
       if (stopping()) break;
-      Checked c = std::move(child.ready.get().front());
+      Checked c = take(child);
+      if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
       int64_t id = candidate_id(s, c);
       if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
       if (!c.report.ok()) {
@@ -502,7 +511,8 @@ class Loop {
     for (size_t k = 0; k < children.size(); ++k) {
       Child& child = children[k];
       if (stopping()) break;
-      Checked c = std::move(child.ready.get().front());
+      Checked c = take(child);
+      if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
       int64_t id = candidate_id(s, c);
       if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
       if (!c.report.ok()) {  // a tuner point stays reserved, as not correct

@@ -7,6 +7,7 @@
 // was answered: the folder is the record.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -30,6 +31,7 @@ class BatchExchange : public ChatModel {
   // Timeout after `wait`.
   ChatResponse chat(const ChatRequest& request, int sample = 0) const override;
   std::string model() const override { return model_; }
+  void cancel() const override { cancelled_ = true; }
 
   // "kf-" and 24 hex digits of the request's hash with the sample.
   std::string custom_id(const ChatRequest& request, int sample) const;
@@ -40,6 +42,7 @@ class BatchExchange : public ChatModel {
   std::filesystem::path dir_, requests_;
   std::string model_;
   std::chrono::milliseconds wait_, poll_;
+  mutable std::atomic<bool> cancelled_{false};
   mutable std::mutex mutex_;
   mutable std::set<std::string> written_;  // custom_ids in requests.jsonl
   mutable std::set<std::string> warned_;   // "file:line" of malformed output lines, said once

@@ -125,6 +125,8 @@ class ChatModel {
   // Thread-safe. `sample` distinguishes repeated samples of one request. Throws LlmError.
   virtual ChatResponse chat(const ChatRequest& request, int sample = 0) const = 0;
   virtual std::string model() const = 0;  // as recorded with each candidate
+  // Requests waiting now and later fail at once (LlmError, Timeout): the run is stopping.
+  virtual void cancel() const {}
 };
 
 // The OpenAI chat-completions body for `request` (its secrets redacted): what an OpenAI endpoint

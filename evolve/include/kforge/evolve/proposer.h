@@ -42,6 +42,8 @@ class LlmProposer {
                                     int sample);
 
   LlmSpent spent() const;
+  // The run is stopping: requests still waiting (a batch exchange) give up.
+  void cancel() const { client_->cancel(); }
   const std::string& model() const { return model_; }
 
  private:
