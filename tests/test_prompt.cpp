@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "kforge/common/files.h"
+#include "kforge/archive/sqlite.h"
 #include "kforge/common/hash.h"
 #include "kforge/evolve/prompt.h"
 #include "test_util.h"
@@ -129,6 +130,39 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   std::string fix = t.render(PromptKind::RepairWrong, prompt_context(in));
   EXPECT_NE(fix.find("first_bad_index"), std::string::npos);
   EXPECT_NE(fix.find("wrong_result"), std::string::npos);
+  // Before any candidate of the task was timed, a translation says so; after one was (any
+  // candidate of this task version), it quotes eager, scripted and the roofline floor.
+  in.parent.reset();
+  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: not measured yet"),
+            std::string::npos);
+  kforge::archive::NewCandidate timed;
+  timed.task = t1;
+  timed.source = "__global__ void softmax_timed() {}\n";
+  timed.identity = kforge::content_hash(timed.source);
+  kforge::archive::EvaluationRecord measured;
+  measured.outcome = "correct";
+  measured.harness_version = 1;
+  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.scripted_ms = 0.07, measured.roofline_fraction = 0.5;
+  auto tid = ar.add_candidate(timed, std::nullopt, {measured});
+  std::string tr = t.render(PromptKind::Translate, prompt_context(in));
+  EXPECT_NE(tr.find("PyTorch eager time: 0.08 ms, TorchScript-scripted 0.07 ms (measured beside candidate " +
+                    std::to_string(tid.value)),
+            std::string::npos)
+      << tr.substr(0, 1500);
+  EXPECT_NE(tr.find("Roofline floor: 0.025 ms"), std::string::npos);
+  // A run's own measurements are left out of its prompts (a resumed run asks the same).
+  ar.db().prepare("INSERT INTO runs (config) VALUES ('{}')").run();
+  kforge::archive::NewCandidate mine;
+  mine.task = t1;
+  mine.source = "__global__ void softmax_this_run() {}\n";
+  mine.identity = kforge::content_hash(mine.source);
+  mine.run = kforge::archive::RunId{ar.db().last_insert_id()};
+  measured.eager_ms = 0.5;
+  ar.add_candidate(mine, std::nullopt, {measured});
+  in.run = mine.run->value;
+  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.08 ms"), std::string::npos);
+  in.run.reset();
+  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.5 ms"), std::string::npos);
 }
 
 }  // namespace

@@ -6,9 +6,10 @@
 #include <regex>
 #include <sstream>
 
+#include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
-#include "kforge/verify/compare.h"
 #include "kforge/common/strings.h"
+#include "kforge/verify/compare.h"
 
 namespace kforge::evolve {
 namespace {
@@ -175,6 +176,24 @@ std::string load_answer_format(const std::string& prompts_dir) {
 
 namespace {
 
+// The task's newest measured eager and scripted times and roofline floor at the timed dims, from any
+// judged candidate of this task version made before `run` (so a resumed run's prompts repeat).
+void fill_measured(archive::Archive& ar, const tasks::Task& t, std::optional<int64_t> run,
+                   std::map<std::string, std::string>& v) {
+  archive::Statement s = ar.db().prepare(
+      "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a GPU'), c.id "
+      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = c.task_id "
+      "LEFT JOIN devices d ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 "
+      "AND e.eager_ms IS NOT NULL AND e.import_trust IS NOT 'claimed' "
+      "AND (?4 IS NULL OR c.run_id IS NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
+  s.bind(1, t.suite).bind(2, t.name).bind(3, t.content_hash).bind(4, run);
+  if (!s.step()) return;
+  std::string on = " (measured beside candidate " + std::to_string(s.integer(4)) + " on " + s.text(3) + ")";
+  v["eager_time"] = format_ms(s.real(0)) + " ms" +
+                    (s.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(s.real(1)) + " ms") + on;
+  if (!s.is_null(2)) v["roofline_floor"] = format_ms(s.real(2)) + " ms" + on;
+}
+
 // How a candidate is held to account: the acceptance rule with this task's tolerances, the math
 // mode, the compile flags and what is timed (docs/design.md, "Acceptance rule"; docs/protocol.md).
 std::string judging(const tasks::Task& t, const std::vector<tasks::OutputInfo>& outs) {
@@ -233,6 +252,7 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
     if (t.min_bytes) f += (f.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(t.min_bytes->eval_real(t.dims))) + " bytes that must move";
     v["roofline_floor"] = "not measured yet (the work: " + f + ")";
   }
+  if (in.archive) fill_measured(*in.archive, t, in.run, v);  // a parent's own measurement, below, wins
   v["answer_format"] = in.answer_format;
   std::string retrieved;
   if (in.archive)
