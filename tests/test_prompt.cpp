@@ -96,6 +96,18 @@ TEST(Prompt, UnknownPlaceholderAndMissingTemplateFailAtLoad) {
   }
 }
 
+// A kernel of `task` in the archive with one evaluation (of run `run`, when given).
+kforge::archive::CandidateId add_kernel(kforge::archive::Archive& ar, kforge::archive::TaskId task, const std::string& name,
+                                        kforge::archive::EvaluationRecord e, std::optional<int64_t> run = std::nullopt) {
+  kforge::archive::NewCandidate c;
+  c.task = task;
+  c.source = "__global__ void " + name + "() {}\n";
+  c.identity = kforge::content_hash(c.source);
+  if (run) c.run = kforge::archive::RunId{*run};
+  e.harness_version = 1;
+  return ar.add_candidate(c, std::nullopt, {e});
+}
+
 TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   TempDir dir;
   Fixture softmax = Fixture::load("smoke/softmax");
@@ -103,24 +115,14 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
   auto t1 = ar.upsert_task(softmax.task);
   auto t2 = ar.upsert_task(logsm.task);
-  kforge::archive::NewCandidate parent;
-  parent.task = t1;
-  parent.source = "__global__ void softmax_rows_parent() {}\n";
-  parent.identity = kforge::content_hash(parent.source);
   kforge::archive::EvaluationRecord wrong;
   wrong.outcome = "wrong_result";
-  wrong.harness_version = 1;
   wrong.evidence = {{"first_bad_index", 4095}, {"max_abs_error", 0.5}};
-  auto pid = ar.add_candidate(parent, std::nullopt, {wrong});
-  kforge::archive::NewCandidate other;
-  other.task = t2;
-  other.source = "__global__ void log_softmax_rows() {}\n";
-  other.identity = kforge::content_hash(other.source);
+  auto pid = add_kernel(ar, t1, "softmax_rows_parent", wrong);
   kforge::archive::EvaluationRecord ok;
   ok.outcome = "correct";
   ok.time_ms = 2.0;
-  ok.harness_version = 1;
-  ar.add_candidate(other, std::nullopt, {ok});
+  add_kernel(ar, t2, "log_softmax_rows", ok);
   PromptInputs in = inputs(softmax, &ar);
   in.parent = pid;
   PromptTemplates t = PromptTemplates::load(prompts_dir());
@@ -135,15 +137,10 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   in.parent.reset();
   EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: not measured yet"),
             std::string::npos);
-  kforge::archive::NewCandidate timed;
-  timed.task = t1;
-  timed.source = "__global__ void softmax_timed() {}\n";
-  timed.identity = kforge::content_hash(timed.source);
   kforge::archive::EvaluationRecord measured;
   measured.outcome = "correct";
-  measured.harness_version = 1;
   measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.scripted_ms = 0.07, measured.roofline_fraction = 0.5;
-  auto tid = ar.add_candidate(timed, std::nullopt, {measured});
+  auto tid = add_kernel(ar, t1, "softmax_timed", measured);
   std::string tr = t.render(PromptKind::Translate, prompt_context(in));
   EXPECT_NE(tr.find("PyTorch eager time: 0.08 ms, TorchScript-scripted 0.07 ms (measured beside candidate " +
                     std::to_string(tid.value)),
@@ -152,14 +149,10 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   EXPECT_NE(tr.find("Roofline floor: 0.025 ms"), std::string::npos);
   // A run's own measurements are left out of its prompts (a resumed run asks the same).
   ar.db().prepare("INSERT INTO runs (config) VALUES ('{}')").run();
-  kforge::archive::NewCandidate mine;
-  mine.task = t1;
-  mine.source = "__global__ void softmax_this_run() {}\n";
-  mine.identity = kforge::content_hash(mine.source);
-  mine.run = kforge::archive::RunId{ar.db().last_insert_id()};
+  int64_t run = ar.db().last_insert_id();
   measured.eager_ms = 0.5;
-  ar.add_candidate(mine, std::nullopt, {measured});
-  in.run = mine.run->value;
+  add_kernel(ar, t1, "softmax_this_run", measured, run);
+  in.run = run;
   EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.08 ms"), std::string::npos);
   in.run.reset();
   EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.5 ms"), std::string::npos);
