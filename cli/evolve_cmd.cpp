@@ -240,6 +240,28 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
   outcomes.bind(1, run).bind(2, run);
   md << "\n## Outcomes\n\n";
   while (outcomes.step()) md << "- " << outcomes.text(0) << ": " << outcomes.integer(1) << "\n";
+  // Who proposed what, and how much of it was correct (a screen or a judgment).
+  archive::Statement kinds = db.prepare(
+      "SELECT c.prompt_kind, c.model, count(*), sum(EXISTS (SELECT 1 FROM screens s WHERE s.candidate_id = c.id AND "
+      "s.outcome = 'correct') OR EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id AND e.outcome = "
+      "'correct')) FROM candidates c WHERE c.run_id = ? GROUP BY 1, 2 ORDER BY 1, 2");
+  kinds.bind(1, run);
+  md << "\n## Proposers\n\n| kind | model | candidates | correct | share correct |\n|---|---|---|---|---|\n";
+  int64_t candidates = 0;
+  while (kinds.step()) {
+    candidates += kinds.integer(2);
+    md << "| " << kinds.text(0) << " | " << kinds.text(1) << " | " << kinds.integer(2) << " | " << kinds.integer(3) << " | "
+       << fixed(100.0 * static_cast<double>(kinds.integer(3)) / static_cast<double>(std::max<int64_t>(kinds.integer(2), 1)), 0)
+       << "% |\n";
+  }
+  const json& used = r["budgets_used"];
+  if (used.is_object() && used.value("llm_calls", int64_t{0}) + used.value("llm_failed_calls", int64_t{0}) > 0) {
+    int64_t tokens = used.value("llm_tokens_in", int64_t{0}) + used.value("llm_tokens_out", int64_t{0});
+    md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) (" << used.value("llm_cached", int64_t{0})
+       << " from the cache), " << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
+       << used.value("llm_tokens_in", int64_t{0}) << " tokens in, " << used.value("llm_tokens_out", int64_t{0})
+       << " out; " << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
+  }
   md << "\n## Winners' lineage\n\n";
   for (const auto& [name, id] : winners) {
     md << "- " << name << ": ";

@@ -336,6 +336,16 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
     EXPECT_EQ(r.llm.tokens_in, 4000);
     EXPECT_EQ(r.llm.tokens_out, 2000);
   }
+  // The run's report: per task, the proposers with their share correct, what the model cost.
+  kforge::test::CliResult report = kforge::test::run_kforge("report 1 --db " + (s.dir.path() / "a.db").string());
+  EXPECT_EQ(report.code, 0) << report.out;
+  EXPECT_NE(report.out.find("| smoke/relu |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| optimize | scripted | 2 | 0 | 0% |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| repair_compile | scripted | 2 | 2 | 100% |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("LLM: 4 answer(s) (0 from the cache), 0 failed call(s); 4000 tokens in, 2000 out"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("## Winners' lineage"), std::string::npos);
   // Every child recorded with its lineage: the broken ones too, with their compile failure.
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = 'scripted' AND generation = 1"), 2);
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'repair_compile' AND generation = 2"), 2);
