@@ -147,18 +147,20 @@ int run_evolve(const EvolveArgs& a) {
             << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
             << std::endl;
   std::unique_ptr<evolve::LlmProposer> llm;
+  // The LLM proposer's model: a batch folder or an endpoint over HTTP (both a ChatModel).
+  std::shared_ptr<const evolve::ChatModel> model;
   if (config.model.rfind("batch:", 0) == 0) {
     auto batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch");
     std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
               << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there (its output "
                  "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
-    llm = std::make_unique<evolve::LlmProposer>(batch, evolve::default_prompts_dir(), device_line());
+    model = batch;
   } else if (!config.model.empty()) {
-    auto client = std::make_shared<const evolve::LlmClient>(
+    model = std::make_shared<const evolve::LlmClient>(
         evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr, std::make_shared<evolve::ConcurrencyLimit>(4),
         std::make_shared<evolve::ResponseCache>(""));
-    llm = std::make_unique<evolve::LlmProposer>(client, evolve::default_prompts_dir(), device_line());
   }
+  if (model) llm = std::make_unique<evolve::LlmProposer>(model, evolve::default_prompts_dir(), device_line());
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();

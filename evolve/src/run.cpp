@@ -322,9 +322,11 @@ class Loop {
     return std::move(child.ready.get().front());
   }
 
+  bool from_llm(const Checked& c) const { return llm_ && c.proposal.lineage.model == llm_->model(); }
+
   // A failed LLM child (it did not compile, or did not screen correct) waits for a repair.
   void note_failure(TaskState& s, const Checked& c, int64_t id, PromptKind kind) {
-    if (!llm_ || c.proposal.lineage.model != llm_->model()) return;
+    if (!from_llm(c)) return;
     if (s.repair_depth[id] >= config_.repair_attempts || c.proposal.answer_error) return;
     s.repairs.emplace_back(id, kind);
   }
@@ -454,7 +456,7 @@ class Loop {
       f.measured[c.report.tunables] = sc.median_ms;
       if (sc.median_ms) {
         correct.push_back({std::move(c), id, *sc.median_ms, child.island});
-      } else if (llm_ && c.proposal.lineage.model == llm_->model()) {
+      } else if (from_llm(c)) {
         // A wrong LLM child is judged in full: its evidence (where, which dims, expected vs got) is
         // what the repair prompt shows.
         Judgment j = judge(s, c, id, g, child.island);
