@@ -47,7 +47,8 @@ int run_baseline(const BaselineArgs& a) {
   for (const auto& file : files) {
     tasks::Task task = tasks::load_task(file);
     verify::Baselines b = verify::measure_baselines(task, options);
-    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, b.eager.median_ms, b.scripted.median_ms);
+    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, b.eager.median_ms, b.scripted.median_ms,
+                               /*replace=*/true);
     table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms), ms(b.scripted.median_ms),
                ms(b.scripted.iqr_ms), b.math_mode});
     rows.push_back({{"task", task.id()}, {"dims", task.dims}, {"eager", b.eager.to_json()}, {"scripted", b.scripted.to_json()},

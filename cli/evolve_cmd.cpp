@@ -29,7 +29,8 @@ using nlohmann::json;
 
 struct EvolveArgs {
   std::vector<std::string> tasks;
-  std::string config_file, tasks_dir, db, llm = "auto", log_json, model;
+  std::string config_file, tasks_dir, db, llm = "auto", log_json, model, llm_config;
+  std::optional<double> batch_wait_s;
   std::optional<int64_t> resume;
   std::optional<uint64_t> seed;
   std::optional<int> generations, jobs;
@@ -85,8 +86,9 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   if (!a.config_file.empty()) c = evolve::load_run_config(a.config_file);
   if (!a.tasks.empty()) c.tasks = a.tasks;
   if (a.seed) c.seed = *a.seed;
-  if (!a.model.empty()) c.model = a.model;
-  if (a.llm == "none") c.model.clear();
+  if (!a.model.empty()) c.model = a.model, c.llm_config.clear();
+  if (!a.llm_config.empty()) c.llm_config = a.llm_config, c.model.clear();
+  if (a.llm == "none") c.model.clear(), c.llm_config.clear();
   if (a.generations) c.generations = *a.generations;
   if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
   if (a.budget_minutes) c.minutes = *a.budget_minutes;
@@ -96,9 +98,42 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   return c;
 }
 
+// The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
+// none offline.
+std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& config, const EvolveArgs& a,
+                                                   std::shared_ptr<const evolve::BatchExchange>& batch) {
+  std::vector<evolve::Voice> voices;
+  auto cache = std::make_shared<evolve::ResponseCache>("");
+  if (!config.llm_config.empty()) {
+    evolve::LlmConfig cfg = evolve::load_llm_config(config.llm_config);
+    std::map<std::string, std::shared_ptr<evolve::ConcurrencyLimit>> limits;  // one per provider
+    for (const evolve::ModelConfig& m : cfg.models) {
+      std::string provider = m.spec.substr(0, m.spec.find(':'));
+      auto p = cfg.providers.find(provider);
+      auto& limit = limits[provider];
+      if (!limit) limit = std::make_shared<evolve::ConcurrencyLimit>(p == cfg.providers.end() ? 4 : p->second.concurrency);
+      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m), nullptr, limit, cache)});
+    }
+  } else if (config.model.rfind("batch:", 0) == 0) {
+    auto wait = a.batch_wait_s ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *a.batch_wait_s)) : std::chrono::hours(24);
+    batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch", wait);
+    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
+              << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there (its output "
+                 "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+    voices.push_back({evolve::ModelConfig{"batch"}, batch});
+  } else if (!config.model.empty()) {
+    auto client = std::make_shared<const evolve::LlmClient>(evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{},
+                                                            nullptr, std::make_shared<evolve::ConcurrencyLimit>(4), cache);
+    voices.push_back({evolve::ModelConfig{client->model()}, client});
+  }
+  if (voices.empty()) return nullptr;
+  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device_line());
+}
+
 int run_evolve(const EvolveArgs& a) {
   if (a.llm != "auto" && a.llm != "none") throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
   if (a.llm == "none" && !a.model.empty()) throw UsageError("--llm none and --model " + a.model + " contradict each other");
+  if (!a.model.empty() && !a.llm_config.empty()) throw UsageError("--model and --llm-config: give one (the config's ensemble or one model)");
   verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
   evolve::EvaluatorOptions eo;
   eo.facts = facts_for("");
@@ -106,7 +141,7 @@ int run_evolve(const EvolveArgs& a) {
   eo.compiler.workers = static_cast<size_t>(a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
   evolve::RunConfig config = config_from(a, &evaluator.archive());
-  if (config.model.empty() && a.llm == "auto")
+  if (config.model.empty() && config.llm_config.empty() && a.llm == "auto")
     std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the tune spaces of the "
                  "seeds and the archive's kernels) makes every child. To add a model: --model openai:MODEL with "
                  "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model anthropic:MODEL with "
@@ -146,21 +181,8 @@ int run_evolve(const EvolveArgs& a) {
   std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations << " generation(s), "
             << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
             << std::endl;
-  std::unique_ptr<evolve::LlmProposer> llm;
-  // The LLM proposer's model: a batch folder or an endpoint over HTTP (both a ChatModel).
-  std::shared_ptr<const evolve::ChatModel> model;
-  if (config.model.rfind("batch:", 0) == 0) {
-    auto batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch");
-    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
-              << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there (its output "
-                 "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
-    model = batch;
-  } else if (!config.model.empty()) {
-    model = std::make_shared<const evolve::LlmClient>(
-        evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr, std::make_shared<evolve::ConcurrencyLimit>(4),
-        std::make_shared<evolve::ResponseCache>(""));
-  }
-  if (model) llm = std::make_unique<evolve::LlmProposer>(model, evolve::default_prompts_dir(), device_line());
+  std::shared_ptr<const evolve::BatchExchange> batch;
+  std::unique_ptr<evolve::LlmProposer> llm = make_proposer(config, a, batch);
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
@@ -176,18 +198,72 @@ int run_evolve(const EvolveArgs& a) {
   std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations << " evaluation(s) measured, " << s.reused
             << " read back from the archive; " << fixed(s.wall_s, 1) << " s wall, GPU busy "
             << (s.wall_s > 0 ? fixed(100 * s.gpu_s / s.wall_s, 0) : "0") << "%\n"
-            << (llm ? "LLM " + config.model + ": " + std::to_string(s.llm.calls) + " answer(s) (" + std::to_string(s.llm.cached) +
+            << (llm ? "LLM " + llm->models() + ": " + std::to_string(s.llm.calls) + " answer(s) (" + std::to_string(s.llm.cached) +
                           " from the response cache), " + std::to_string(s.llm.failed_calls) + " failed call(s), " +
-                          std::to_string(s.llm.tokens_in) + " tokens in, " + std::to_string(s.llm.tokens_out) + " out\n"
+                          std::to_string(s.llm.tokens_in) + " tokens in, " + std::to_string(s.llm.tokens_out) + " out" +
+                          (s.llm.cost_usd > 0 ? ", $" + fixed(s.llm.cost_usd, 4) + " at list price" : "") + "\n"
                     : "")
             << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume " << s.run
             << "` continues it.\n";
+  if (s.stopped == evolve::kWaitingForAnswers && batch) {
+    std::cout << "run " << s.run << " waits for " << batch->unanswered() << " answer(s) to the requests in "
+              << batch->requests_file().string() << ". Put the answers (Batch API output lines) in a .jsonl file beside it, then `kforge evolve --resume "
+              << s.run << "`.\n";
+    return kExitWaiting;
+  }
   return s.stopped == "interrupted" ? 130 : kExitOk;
 }
 
 // ---- kforge report RUN ----
 
 std::string md_ms(const json& v) { return v.is_null() ? "-" : fixed(v.get<double>(), 4); }
+
+// Per task, the best after each generation (x eager) and the proposer of each new best: where the
+// search found its speed.
+std::string best_by_generation(archive::Database& db, int64_t run) {
+  archive::Statement q = db.prepare(
+      "SELECT t.suite || '/' || t.name, c.generation, e.time_ms, e.eager_ms, c.prompt_kind FROM evaluations e JOIN "
+      "candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? AND e.outcome = "
+      "'correct' AND e.admitted = 1 AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY 1, c.generation, e.time_ms");
+  q.bind(1, run);
+  struct Step {
+    double ms, eager_ms;
+    std::string kind;
+  };
+  std::map<std::string, std::map<int64_t, Step>> best;  // task -> generation -> the best so far, once it improved
+  while (q.step()) {
+    std::map<int64_t, Step>& steps = best[q.text(0)];
+    int64_t g = q.integer(1);
+    double ms = q.real(2);
+    if (steps.empty() || ms < std::prev(steps.end())->second.ms)
+      steps[g] = {ms, q.is_null(3) ? 0 : q.real(3), q.text(4)};
+  }
+  if (best.empty()) return "";
+  archive::Statement generations = db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
+  generations.bind(1, run);
+  generations.step();
+  int64_t last = generations.integer(0);
+  std::ostringstream md;
+  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each generation, and the "
+        "proposer of each new best.\n\n| task |";
+  for (int64_t g = 0; g <= last; ++g) md << " g" << g << " |";
+  md << "\n|---|";
+  for (int64_t g = 0; g <= last; ++g) md << "---|";
+  md << "\n";
+  for (const auto& [task, steps] : best) {
+    md << "| " << task << " |";
+    const Step* now = nullptr;
+    for (int64_t g = 0; g <= last; ++g) {
+      auto it = steps.find(g);
+      bool improved = it != steps.end();
+      if (improved) now = &it->second;
+      md << " " << (now && now->eager_ms > 0 ? fixed(now->eager_ms / now->ms, 2) + "x" : now ? fixed(now->ms, 4) + " ms" : "-")
+         << (improved ? " (" + now->kind + ")" : "") << " |";
+    }
+    md << "\n";
+  }
+  return md.str();
+}
 
 int run_report(int64_t run, const std::string& db_flag, const std::string& out_file) {
   std::string path = archive::database_path(db_flag).string();
@@ -264,6 +340,7 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
        << used.value("llm_tokens_in", int64_t{0}) << " tokens in, " << used.value("llm_tokens_out", int64_t{0})
        << " out; " << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
   }
+  md << best_by_generation(db, run);
   md << "\n## Winners' lineage\n\n";
   for (const auto& [name, id] : winners) {
     md << "- " << name << ": ";
@@ -299,6 +376,12 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
                   "The LLM proposer's model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (endpoint and key from "
                   "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; docs/llm-config.md), or "
                   "batch:DIR (requests and answers as OpenAI Batch API files in DIR)");
+  cmd->add_option("--llm-config", a->llm_config,
+                  "An LLM config file (docs/llm-config.md): an ensemble of models with weights, temperatures per role "
+                  "and prices; instead of --model");
+  cmd->add_option("--batch-wait", a->batch_wait_s,
+                  "With --model batch:DIR: seconds a request waits for its answer before the run pauses (exit 75; "
+                  "--resume goes on); default 24 h");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
   cmd->add_option("--budget-evaluations", a->budget_evaluations, "Stop after this many screens and judgments");

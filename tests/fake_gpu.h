@@ -26,6 +26,14 @@ class FakeGpu : public evolve::Gpu {
     ++verified;
     return correct(time_of(r.tunables));
   }
+  std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
+    ++baselined;
+    verify::Baselines b;
+    b.eager.median_ms = 1.0;
+    b.scripted.median_ms = 1.1;
+    b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
+    return b;
+  }
   verify::Verdict screen(const tasks::Task&, const compile::CandidateReport& r) override {
     busy();
     ++screened;
@@ -40,14 +48,15 @@ class FakeGpu : public evolve::Gpu {
   }
   verify::DeviceInfo device() const override {
     verify::DeviceInfo d;
-    d.name = "Fake GPU";
-    d.uuid = "GPU-fake-0000";
+    d.name = name;
+    d.uuid = uuid;
     d.cc_major = 9, d.cc_minor = 0, d.sm_count = 132;
     return d;
   }
   std::string driver() const override { return "fake"; }
 
-  int verified = 0, screened = 0, admitted = 0;
+  int verified = 0, screened = 0, admitted = 0, baselined = 0;
+  std::string name = "Fake GPU", uuid = "GPU-fake-0000";  // another machine: another uuid
   int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)
 
  private:

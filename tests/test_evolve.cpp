@@ -165,6 +165,7 @@ evolve::RunConfig small_config() {
   c.islands = 2;
   c.migration_interval = 2;
   c.tuner.exhaustive_max = 8;  // relu's seed has 36 points: the evolutionary search runs
+  c.operators = {1, 0, 0};     // the LLM's children optimize (tests of the other operators set their mix)
   return c;
 }
 
@@ -194,6 +195,38 @@ TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
   EXPECT_EQ(s.count("SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id HAVING count(*) > 1)"), 0);
   EXPECT_GE(s.gpu.admitted, 1);
   EXPECT_EQ(s.count("SELECT status = 'finished' FROM runs WHERE id = " + std::to_string(r.run)), 1);
+  // The task's references were timed once, before generation 0, and kept for the prompts; a second
+  // run on this GPU does not time them again.
+  EXPECT_EQ(s.gpu.baselined, 1);
+  EXPECT_EQ(s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND eager_ms = 1.0 AND scripted_ms = 1.1"), 1);
+  evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  EXPECT_EQ(s.gpu.baselined, 1);
+}
+
+// Issue 19: a run resumed on another machine of the same kind (a batch API's answers can take
+// hours) reads its records back instead of measuring its history again; another kind measures.
+TEST(Evolve, AResumedRunReadsBackWhatAnotherGpuOfTheSameKindMeasured) {
+  Rig s;
+  evolve::RunSummary first = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  for (bool same_kind : {true, false}) {
+    FakeGpu other;
+    other.uuid = same_kind ? "GPU-fake-1111" : "GPU-fake-2222";
+    if (!same_kind) other.name = "Another Fake GPU";
+    evolve::EvaluatorOptions eo;
+    eo.facts = compile::DeviceFacts::for_arch("sm_90a");
+    eo.db = (s.dir.path() / "a.db").string();
+    eo.compiler.workers = 2;
+    evolve::Evaluator ev(eo, &other);
+    evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, ev, first.run);
+    if (same_kind) {
+      EXPECT_EQ(r.evaluations, 0);
+      EXPECT_EQ(r.reused, first.evaluations);
+      EXPECT_EQ(other.screened + other.verified + other.baselined, 0);
+    } else {
+      EXPECT_EQ(r.evaluations, first.evaluations) << "another kind of GPU measures everything itself";
+      EXPECT_EQ(other.baselined, 1);
+    }
+  }
 }
 
 TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
@@ -275,12 +308,17 @@ class ScriptedModel {
       bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
       std::string answer = seed;
       size_t code = answer.find("```cuda\n") + 8;
-      answer.insert(code, repair ? "// repaired after: " + std::to_string(++repairs_) + "\n"
-                                 : "#error deliberately broken " + std::to_string(++asks_) + "\n");
+      // "good": every kernel answer compiles and is correct (marked, so each is new code).
+      answer.insert(code, repair || mode == "good" ? "// answer " + std::to_string(++repairs_) + "\n"
+                                                   : "#error deliberately broken " + std::to_string(++asks_) + "\n");
       if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
+      if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)  // prompts/ideas.md
+        answer = "Here are my ideas.\n\n1. Vectorise the loads\n   with float4.\n2) Unroll by four.\n3. Use a grid-stride loop.\n";
       {
         std::lock_guard<std::mutex> lock(mutex_);
         prompts_.push_back(prompt);
+        json body = json::parse(req.body);
+        requests_.push_back(body);
       }
       json reply = {{"model", "scripted"},
                     {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", answer}}}}}},
@@ -311,6 +349,11 @@ class ScriptedModel {
     std::lock_guard<std::mutex> lock(mutex_);
     return prompts_;
   }
+  std::vector<json> requests() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_;
+  }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
 
  private:
   httplib::Server server_;
@@ -319,6 +362,7 @@ class ScriptedModel {
   std::atomic<int> asks_{0}, repairs_{0};
   std::mutex mutex_;
   std::vector<std::string> prompts_;
+  std::vector<json> requests_;
 };
 
 TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
@@ -346,6 +390,10 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
             std::string::npos)
       << report.out;
   EXPECT_NE(report.out.find("## Winners' lineage"), std::string::npos);
+  // Where the speed came from: the best after each generation and who proposed each new best.
+  EXPECT_NE(report.out.find("## Best by generation"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| g0 | g1 | g2 |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("x (seed) |"), std::string::npos) << report.out;
   // Every child recorded with its lineage: the broken ones too, with their compile failure.
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = 'scripted' AND generation = 1"), 2);
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'repair_compile' AND generation = 2"), 2);
@@ -465,6 +513,157 @@ TEST(Evolve, TheBatchExchangeWaitsForAnswersAndAResumedRunReadsThem) {
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch' AND prompt_kind = 'optimize'"), 2);
   std::string requests = *read_file((batch.path() / "requests.jsonl").string());
   EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 2) << "a request was written twice";
+}
+
+// Issue 19: with no answer in the folder yet, the run pauses (nothing recorded for the waiting
+// children, every request of the generation written) and a resumed run goes on once the answers
+// are there.
+TEST(Evolve, ABatchFolderWithoutAnswersPausesTheRunAndResumeGoesOn) {
+  Rig s;
+  TempDir batch;
+  evolve::RunConfig c = small_config();
+  c.tasks = {"smoke/relu", "smoke/softmax"};
+  c.generations = 1;
+  c.llm_children = 2;
+  c.children = 2;
+  std::string prompts = (kforge::test::source_dir() / "prompts").string();
+  auto tasks = std::vector<std::shared_ptr<const tasks::Task>>{task("smoke/relu"), task("smoke/softmax")};
+  auto exchange = [&] {
+    return std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::milliseconds(0),
+                                                         std::chrono::milliseconds(10));
+  };
+  {
+    evolve::LlmProposer llm(exchange(), prompts, "a test GPU");
+    evolve::RunSummary r = evolve::run_evolution(c, tasks, *s.evaluator, std::nullopt, {}, &llm);
+    EXPECT_EQ(r.stopped, evolve::kWaitingForAnswers);
+    EXPECT_EQ(r.llm.failed_calls, 0);
+  }
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch'"), 0);
+  EXPECT_EQ(s.count("SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
+  EXPECT_EQ(exchange()->unanswered(), 4) << "both tasks' requests are out before the run pauses";
+  EXPECT_EQ(answer_batch(batch.path()), 4u);
+  EXPECT_EQ(exchange()->unanswered(), 0);
+  {
+    evolve::LlmProposer llm(exchange(), prompts, "a test GPU");
+    evolve::RunSummary r = evolve::run_evolution(c, tasks, *s.evaluator, int64_t{1}, {}, &llm);
+    EXPECT_EQ(r.stopped, "every task ended");
+    EXPECT_EQ(r.llm.calls, 4);
+  }
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch'"), 4);
+  std::string requests = *read_file((batch.path() / "requests.jsonl").string());
+  EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 4) << "a request was written twice";
+}
+
+TEST(Evolve, IdeasAnswersAreParsedIntoNumberedItems) {
+  std::vector<std::string> ideas = evolve::parse_ideas(
+      "Sure.\n1. Vectorise\n   with float4.\n```cuda\n2. not an idea\n```\n2) Unroll.\n**3.** Tiles\n4. Fourth\n", 3);
+  ASSERT_EQ(ideas.size(), 3u);
+  EXPECT_EQ(ideas[0], "Vectorise\n   with float4.");
+  EXPECT_EQ(ideas[1], "Unroll.");
+  EXPECT_EQ(ideas[2], "Tiles");
+  EXPECT_TRUE(evolve::parse_ideas("No list here, only prose.", 3).empty());
+}
+
+// Issue 19: crossover asks for two parents of different code, ideas for ideas in words and then
+// one child per idea, each implementing its idea; every child is recorded with its parents.
+TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild) {
+  ScriptedModel model("good");
+  Rig s;
+  evolve::RunConfig c = small_config();
+  c.generations = 3;
+  c.llm_children = 2;
+  c.children = 0;  // the LLM's children alone: each correct one is judged and joins the population
+  c.operators = {0, 0.5, 0.5};
+  c.ideas_count = 3;
+  auto llm = model.proposer((s.dir.path() / "llm-cache").string());
+  evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+  EXPECT_EQ(r.tasks[0].stopped, "generations done");
+  EXPECT_EQ(r.llm.failed_calls, 0);
+  int64_t crossovers = s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'crossover'");
+  int64_t ideas = s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'idea'");
+  EXPECT_GT(crossovers, 0);
+  EXPECT_GT(ideas, 0);
+  EXPECT_EQ(ideas % 3, 0) << "each ideas answer lists three ideas: three children";
+  // A crossover child has two parents, of different code.
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'crossover' AND (SELECT count(DISTINCT q.source) "
+                    "FROM candidate_parents p JOIN candidates q ON q.id = p.parent_id WHERE p.candidate_id = c.id) = 2"),
+            crossovers);
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'idea' AND (SELECT count(*) FROM "
+                    "candidate_parents p WHERE p.candidate_id = c.id) = 1"),
+            ideas);
+  // The idea prompts each carry one of the listed ideas, the continuation line included.
+  int with_idea = 0, crossover_prompts = 0;
+  for (const std::string& p : model.prompts()) {
+    if (p.find("## The idea to implement\nVectorise the loads\n   with float4.") != std::string::npos ||
+        p.find("## The idea to implement\nUnroll by four.") != std::string::npos ||
+        p.find("## The idea to implement\nUse a grid-stride loop.") != std::string::npos)
+      ++with_idea;
+    if (p.find("## Kernel B (candidate") != std::string::npos) ++crossover_prompts;
+  }
+  EXPECT_EQ(with_idea, ideas);
+  EXPECT_EQ(crossover_prompts, crossovers);
+  EXPECT_GT(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id WHERE c.prompt_kind = "
+                    "'idea' AND sc.outcome = 'correct'"),
+            0);
+}
+
+// Issue 19: the LLM config's ensemble: models drawn by weight, each role's temperature, prices
+// turned into dollars that stop the run at the budget, and per-task budgets.
+TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
+  ScriptedModel model("good");
+  TempDir dir;
+  std::string cfg_path = (dir.path() / "llm.toml").string();
+  {
+    std::ofstream cfg(cfg_path);
+    cfg << "[[models]]\nmodel = \"openai:cheap\"\nweight = 3\nprice = { input = 1.0, output = 2.0 }\n"
+           "temperature = { optimize = 0.3, repair = 0.1 }\n"
+           "[[models]]\nmodel = \"openai:dear\"\nweight = 1\nprice = { input = 10.0, output = 30.0 }\n"
+           "[providers.openai]\nbase_url = \""
+        << model.base_url() << "\"\n";
+  }
+  evolve::LlmConfig cfg = evolve::load_llm_config(cfg_path);
+  auto proposer = [&](const std::string& cache) {
+    std::vector<evolve::Voice> voices;
+    for (const evolve::ModelConfig& m : cfg.models)
+      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m), nullptr, nullptr,
+                                                                     std::make_shared<evolve::ResponseCache>(cache))});
+    return std::make_unique<evolve::LlmProposer>(voices, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
+  };
+  {
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.generations = 4;
+    c.llm_children = 4;
+    c.children = 1;
+    auto llm = proposer((s.dir.path() / "cache").string());
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    // 16 answers of 1000 tokens in and 500 out: $0.002 each from the cheap model, $0.025 from the dear one.
+    EXPECT_EQ(r.llm.calls, 16);
+    int64_t cheap = s.count("SELECT count(*) FROM candidates WHERE model = 'openai:cheap'");
+    int64_t dear = s.count("SELECT count(*) FROM candidates WHERE model = 'openai:dear'");
+    EXPECT_EQ(cheap + dear, 16);
+    EXPECT_GT(cheap, dear) << "weights 3:1";
+    EXPECT_GT(dear, 0);
+    EXPECT_NEAR(r.llm.cost_usd, static_cast<double>(cheap) * 0.002 + static_cast<double>(dear) * 0.025, 1e-9);
+    for (const json& req : model.requests())
+      if (req["model"] == "cheap") EXPECT_DOUBLE_EQ(req["temperature"].get<double>(), 0.3);
+      else EXPECT_DOUBLE_EQ(req["temperature"].get<double>(), 1.0);
+  }
+  for (bool per_task : {false, true}) {
+    Rig s;
+    evolve::RunConfig c = small_config();
+    c.generations = 8;
+    c.llm_children = 4;
+    c.children = 1;
+    if (per_task) c.task_llm_dollars = 0.01;
+    else c.llm_dollars = 0.01;
+    auto llm = proposer((s.dir.path() / "cache").string());
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    EXPECT_GE(r.llm.cost_usd, 0.01);
+    EXPECT_LT(r.llm.calls, 32) << "the budget stopped the run before its generations were done";
+    if (per_task) EXPECT_EQ(r.tasks[0].stopped, "task LLM dollar budget reached");
+    else EXPECT_EQ(r.stopped, "LLM dollar budget reached");
+  }
 }
 
 // What a run recorded: per candidate identity, its screens and judgments.

@@ -74,7 +74,7 @@ TEST(Prompt, KindsThatNeedAParentSaySo) {
 
 TEST(Prompt, UnknownPlaceholderAndMissingTemplateFailAtLoad) {
   TempDir dir;
-  for (const char* k : {"translate", "optimize", "crossover", "repair_compile", "repair_wrong"})
+  for (const char* k : {"translate", "optimize", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"})
     dir.write(std::string("p/") + k + ".md", "Task {{task_id}}\n");
   EXPECT_NO_THROW(PromptTemplates::load((dir.path() / "p").string()));
   auto bad = dir.write("p/optimize.md", "line one\nTask {{task_id}} with {{parent_sauce}}\n");

@@ -265,11 +265,12 @@ void Archive::record_llm_call(const LlmCall& call) {
 }
 
 void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode,
-                             std::optional<double> eager_ms, std::optional<double> scripted_ms) {
+                             std::optional<double> eager_ms, std::optional<double> scripted_ms, bool replace) {
   Statement s = db_->prepare(
-      "INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms) VALUES (?, ?, ?, ?, ?, ?) "
-      "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = excluded.eager_ms, "
-      "scripted_ms = excluded.scripted_ms, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
+      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms) VALUES (?, ?, ?, ?, ?, ?) ") +
+      (replace ? "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = excluded.eager_ms, "
+                 "scripted_ms = excluded.scripted_ms, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+               : "ON CONFLICT (task_id, dims, device_id, math_mode) DO NOTHING"));
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode).bind(5, eager_ms).bind(6, scripted_ms);
   s.run();
 }
@@ -277,8 +278,11 @@ void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, con
 std::optional<std::pair<std::optional<double>, std::optional<double>>> Archive::baseline(TaskId task, const json& dims,
                                                                                          DeviceId device,
                                                                                          const std::string& math_mode) {
+  // This device's row, else the first timed on a device of its kind (the same name and arch).
   Statement s = db_->prepare(
-      "SELECT eager_ms, scripted_ms FROM baselines WHERE task_id = ? AND dims = ? AND device_id = ? AND math_mode = ?");
+      "SELECT b.eager_ms, b.scripted_ms FROM baselines b JOIN devices d ON d.id = b.device_id JOIN devices k ON "
+      "k.name = d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? AND k.id = ? AND b.math_mode = ? "
+      "ORDER BY b.device_id = k.id DESC, b.id LIMIT 1");
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
   if (!s.step()) return std::nullopt;
   return std::make_pair(s.maybe_real(0), s.maybe_real(1));

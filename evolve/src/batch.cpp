@@ -81,12 +81,23 @@ ChatResponse BatchExchange::chat(const ChatRequest& request, int sample) const {
       r.attempts = 1;
       return r;
     }
-    if (cancelled_) throw LlmError(LlmError::Kind::Timeout, 0, "the run stopped before " + id + " was answered");
+    if (cancelled_) throw LlmError(LlmError::Kind::Unanswered, 0, "the run stopped before " + id + " was answered");
     if (std::chrono::steady_clock::now() - t0 >= wait_)
-      throw LlmError(LlmError::Kind::Timeout, 0,
+      throw LlmError(LlmError::Kind::Unanswered, 0,
                      "no answer to " + id + " in " + dir_.string() + " after " + std::to_string(wait_.count() / 1000) + " s");
     std::this_thread::sleep_for(poll_);
   }
+}
+
+int BatchExchange::unanswered() const {
+  std::set<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ids = written_;
+  }
+  int n = 0;
+  for (const std::string& id : ids) n += find_answer(id) ? 0 : 1;
+  return n;
 }
 
 }  // namespace kforge::evolve

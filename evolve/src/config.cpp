@@ -10,7 +10,7 @@
 namespace kforge::evolve {
 namespace {
 
-const std::set<std::string> kRoles = {"translate", "optimize", "crossover", "repair"};
+const std::set<std::string> kRoles = {"translate", "optimize", "crossover", "repair", "ideas"};
 
 std::optional<int> line_of(const toml::node* n) {
   if (!n || n->source().begin.line == 0) return std::nullopt;
@@ -138,7 +138,7 @@ LlmConfig load_llm_config(const std::string& path) {
         if (!v.is_table()) fail(&v, f, "must be a table like { translate = 0.7, repair = 0.2 }");
         for (auto&& [role, tv] : *v.as_table()) {
           std::string rf = f + "." + std::string(role.str());
-          if (!kRoles.count(std::string(role.str()))) fail(&tv, rf, "unknown role (translate, optimize, crossover, repair)");
+          if (!kRoles.count(std::string(role.str()))) fail(&tv, rf, "unknown role (translate, optimize, crossover, repair, ideas)");
           if (!tv.is_number() || tv.value<double>().value() < 0 || tv.value<double>().value() > 2) fail(&tv, rf, "must be a number in [0, 2]");
           m.temperature[std::string(role.str())] = tv.value<double>().value();
         }

@@ -23,7 +23,7 @@ using nlohmann::json;
 class JudgeGpu : public Gpu {
  public:
   explicit JudgeGpu(const verify::VerifyOptions& options)
-      : judge_(options), device_(verify::list_devices().at(static_cast<size_t>(options.device))) {}
+      : options_(options), judge_(options), device_(verify::list_devices().at(static_cast<size_t>(options.device))) {}
   verify::Verdict verify(const tasks::Task& task, const compile::CandidateReport& r) override {
     return judge_.verify(task, r);
   }
@@ -33,10 +33,14 @@ class JudgeGpu : public Gpu {
   verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& r) override {
     return judge_.admit(unseen, r);
   }
+  std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
+    return verify::measure_baselines(task, options_);
+  }
   verify::DeviceInfo device() const override { return device_; }
   std::string driver() const override { return std::to_string(verify::driver_version()); }
 
  private:
+  verify::VerifyOptions options_;
   verify::Judge judge_;
   verify::DeviceInfo device_;
 };

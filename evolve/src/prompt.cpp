@@ -20,7 +20,9 @@ constexpr std::pair<PromptKind, std::string_view> kKinds[] = {{PromptKind::Trans
                                                                {PromptKind::Optimize, "optimize"},
                                                                {PromptKind::Crossover, "crossover"},
                                                                {PromptKind::RepairCompile, "repair_compile"},
-                                                               {PromptKind::RepairWrong, "repair_wrong"}};
+                                                               {PromptKind::RepairWrong, "repair_wrong"},
+                                                               {PromptKind::Ideas, "ideas"},
+                                                               {PromptKind::Idea, "idea"}};
 
 const std::regex& placeholder_re() {
   static const std::regex re(R"(\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\})");
@@ -112,7 +114,7 @@ const std::set<std::string>& known_placeholders() {
       "task_id", "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "device", "eager_time",
       "roofline_floor", "retrieved_kernels", "answer_format", "parent_id", "parent_source", "parent_plan", "parent_numbers",
       "parent_resources", "failure_evidence", "judging", "second_parent_id", "second_parent_source", "second_parent_plan",
-      "second_parent_numbers"};
+      "second_parent_numbers", "second_parent_resources", "idea", "idea_count"};
   return names;
 }
 
@@ -121,7 +123,7 @@ PromptTemplates PromptTemplates::load(const std::string& dir) {
   for (const auto& [kind, name] : kKinds) {
     std::string file = dir + "/" + std::string(name) + ".md";
     auto text = read_file(file);
-    if (!text) throw InputError(file, std::nullopt, "", "missing prompt template (every kind needs one: translate, optimize, crossover, repair_compile, repair_wrong)");
+    if (!text) throw InputError(file, std::nullopt, "", "missing prompt template (every kind needs one: translate, optimize, crossover, repair_compile, repair_wrong, ideas, idea)");
     std::istringstream lines(*text);
     std::string line;
     int n = 0;
@@ -148,7 +150,9 @@ std::string PromptTemplates::render(PromptKind kind, const std::map<std::string,
   for (const std::string& p : placeholders(kind))
     if (!values.count(p))
       throw UsageError(file_.at(kind) + ": {{" + p + "}} has no value for this prompt" +
-                  (p.rfind("parent", 0) == 0 ? " (this kind needs --parent)" : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)" : ""));
+                  (p.rfind("parent", 0) == 0 ? " (this kind needs --parent)" : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)"
+                       : p == "idea"                      ? " (this kind implements one idea from an ideas answer)"
+                                                          : ""));
   const std::string& text = text_.at(kind);
   std::string out;
   auto last = text.cbegin();
@@ -273,10 +277,10 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
     v[prefix + "source"] = c["source"].get<std::string>();
     v[prefix + "plan"] = c["plan"].dump(2);
     v[prefix + "numbers"] = numbers_of(c);
+    v[prefix + "resources"] = c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
     if (prefix == "parent_") {
       if (std::optional<std::string> eager = measured_eager(c, *id)) v["eager_time"] = *eager;
       if (std::optional<std::string> floor = measured_floor(c, *id)) v["roofline_floor"] = *floor;
-      v["parent_resources"] = c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
       v["failure_evidence"] = evidence_of(c);
     }
   };

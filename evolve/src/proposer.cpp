@@ -1,21 +1,50 @@
 #include "kforge/evolve/proposer.h"
 
+#include <future>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "kforge/common/hash.h"
 #include "kforge/compile/answer.h"
 
 namespace kforge::evolve {
 
-LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device,
-                         double temperature)
-    : client_(std::move(client)),
-      model_(client_->model()),
+void LlmSpent::add(const LlmSpent& o) {
+  calls += o.calls, failed_calls += o.failed_calls, tokens_in += o.tokens_in, tokens_out += o.tokens_out;
+  cached += o.cached, cost_usd += o.cost_usd;
+}
+
+LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device,
+                         std::optional<compile::DeviceFacts> facts)
+    : voices_(std::move(voices)),
       templates_(PromptTemplates::load(prompts_dir)),
       answer_format_(load_answer_format(prompts_dir)),
       device_(std::move(device)),
-      temperature_(temperature) {}
+      facts_(std::move(facts)) {
+  if (voices_.empty()) throw Error("LlmProposer: no model");
+}
 
-std::function<Proposal()> LlmProposer::prepare(PromptKind kind, const std::shared_ptr<const tasks::Task>& task,
-                                               archive::Archive& archive, std::optional<int64_t> parent,
-                                               Lineage lineage, int sample) {
+LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device)
+    : LlmProposer(std::vector<Voice>{{ModelConfig{client->model()}, client}}, prompts_dir, std::move(device)) {}
+
+namespace {
+
+// The ensemble's role for a prompt kind (the LLM config's temperature keys).
+std::string role_of(PromptKind kind) {
+  switch (kind) {
+    case PromptKind::RepairCompile:
+    case PromptKind::RepairWrong: return "repair";
+    case PromptKind::Ideas:
+    case PromptKind::Idea: return "ideas";
+    default: return std::string(prompt_kind_name(kind));
+  }
+}
+
+}  // namespace
+
+std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, const std::shared_ptr<const tasks::Task>& task,
+                                                            archive::Archive& archive) {
   const tasks::Reference* reference;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -27,46 +56,154 @@ std::function<Proposal()> LlmProposer::prepare(PromptKind kind, const std::share
   in.task = task.get();
   in.reference = reference;
   in.archive = &archive;
-  if (parent) in.parent = archive::CandidateId{*parent};
-  in.run = lineage.run;
+  if (ask.parent) in.parent = archive::CandidateId{*ask.parent};
+  if (ask.second_parent) in.second_parent = archive::CandidateId{*ask.second_parent};
+  in.run = ask.lineage.run;
   in.device = device_;
   in.answer_format = answer_format_;
+  std::map<std::string, std::string> values = prompt_context(in);
+  values["idea_count"] = std::to_string(ideas);
+
+  // The model: drawn by weight from the ensemble, the same draw for the same ask (resume asks the
+  // same model the same thing).
+  std::seed_seq seq{static_cast<uint32_t>(ask.sample), static_cast<uint32_t>(ask.lineage.generation),
+                    static_cast<uint32_t>(std::stoull(content_hash(task->id()).substr(0, 8), nullptr, 16))};
+  std::mt19937_64 rng(seq);
+  std::vector<double> weights;
+  for (const Voice& v : voices_) weights.push_back(v.config.weight);
+  const Voice& voice = voices_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
+
   ChatRequest request;
   request.system = "You are an expert CUDA engineer. Answer in the format the prompt gives.";
-  request.user = templates_.render(kind, prompt_context(in));
-  request.temperature = temperature_;
-  lineage.prompt_kind = std::string(prompt_kind_name(kind));
-  lineage.model = model_;
-  return [this, request, task, lineage, sample, kind]() {
-    Proposal p;
-    p.task = task;
-    p.lineage = lineage;
-    p.label = std::string(prompt_kind_name(kind)) + "-answer.md";
-    ChatResponse r;
-    try {
-      r = client_->chat(request, sample);
-      {
-        std::lock_guard<std::mutex> lock(spent_mutex_);
-        ++spent_.calls;
-        spent_.tokens_in += r.tokens_in, spent_.tokens_out += r.tokens_out, spent_.cached += r.cached;
-      }
-      compile::Answer a = compile::parse_answer(r.text);
-      p.source = a.source, p.plan = a.plan, p.first_line = a.source_first_line;
-    } catch (const LlmError& e) {
-      std::lock_guard<std::mutex> lock(spent_mutex_);
-      ++spent_.failed_calls;
-      p.answer_error = std::string("no answer from the model: ") + e.what();
-    } catch (const compile::AnswerError& e) {
-      p.source = r.text;  // what the model said instead, kept as the candidate's evidence
-      p.answer_error = e.what();
+  request.user = templates_.render(ask.kind, values);
+  request.temperature = voice.config.temperature_for(role_of(ask.kind));
+  request.max_tokens = voice.config.max_tokens;
+  Proposal blank;
+  blank.task = task;
+  blank.lineage = ask.lineage;
+  blank.lineage.prompt_kind = std::string(prompt_kind_name(ask.kind == PromptKind::Ideas ? PromptKind::Idea : ask.kind));
+  blank.lineage.model = voice.config.spec;
+  blank.label = std::string(prompt_kind_name(ask.kind)) + "-answer.md";
+  if (ask.kind != PromptKind::Ideas)
+    return [this, &voice, request, blank, sample = ask.sample] { return answer(voice, request, blank, sample, true); };
+
+  // Ideas: the ideas in words first, then each one's implementation, asked at once.
+  return [this, &voice, request, blank, values, sample = ask.sample]() -> std::vector<Proposal> {
+    std::vector<Proposal> listed = answer(voice, request, blank, sample, false);
+    if (listed.front().unanswered || listed.front().answer_error) return listed;
+    std::vector<std::string> ideas = parse_ideas(listed.front().source, static_cast<size_t>(this->ideas));
+    if (ideas.empty()) {
+      listed.front().answer_error = "the answer lists no numbered ideas";
+      return listed;
     }
-    return p;
+    std::vector<std::future<std::vector<Proposal>>> asked;
+    for (size_t i = 0; i < ideas.size(); ++i) {
+      std::map<std::string, std::string> with_idea = values;
+      with_idea["idea"] = ideas[i];
+      ChatRequest r = request;
+      r.user = templates_.render(PromptKind::Idea, with_idea);
+      asked.push_back(std::async(std::launch::async, [this, &voice, r, blank, i] {
+        return answer(voice, r, blank, static_cast<int>(i), true);
+      }));
+    }
+    std::vector<Proposal> out;
+    for (auto& f : asked)
+      for (Proposal& p : f.get()) out.push_back(std::move(p));
+    return out;
   };
+}
+
+// One request and its answer as a proposal (without `expect_code`, the answer's text is its source).
+std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
+                                          bool expect_code) {
+  Proposal p = blank;
+  LlmSpent s;
+  ChatResponse r;
+  try {
+    r = v.client->chat(request, sample);
+    s.calls = 1, s.tokens_in = r.tokens_in, s.tokens_out = r.tokens_out, s.cached = r.cached;
+    s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out);
+    if (!expect_code) {
+      p.source = r.text;
+      count(blank.task->id(), s);
+      return {p};
+    }
+    compile::Answer a = compile::parse_answer(r.text);
+    p.source = a.source, p.plan = a.plan, p.first_line = a.source_first_line;
+  } catch (const LlmError& e) {
+    if (e.kind() == LlmError::Kind::Unanswered) {
+      p.unanswered = true;
+      return {p};
+    }
+    s.failed_calls = 1;
+    p.answer_error = std::string("no answer from the model: ") + e.what();
+  } catch (const compile::AnswerError& e) {
+    p.source = r.text;  // what the model said instead, kept as the candidate's evidence (or the ideas)
+    p.answer_error = e.what();
+  }
+  count(blank.task->id(), s);
+  return {p};
+}
+
+void LlmProposer::count(const std::string& task, const LlmSpent& s) {
+  std::lock_guard<std::mutex> lock(spent_mutex_);
+  spent_.add(s);
+  by_task_[task].add(s);
 }
 
 LlmSpent LlmProposer::spent() const {
   std::lock_guard<std::mutex> lock(spent_mutex_);
   return spent_;
+}
+
+LlmSpent LlmProposer::spent(const std::string& task) const {
+  std::lock_guard<std::mutex> lock(spent_mutex_);
+  auto it = by_task_.find(task);
+  return it == by_task_.end() ? LlmSpent{} : it->second;
+}
+
+void LlmProposer::cancel() const {
+  for (const Voice& v : voices_) v.client->cancel();
+}
+
+bool LlmProposer::proposes_as(const std::string& model) const {
+  for (const Voice& v : voices_)
+    if (v.config.spec == model) return true;
+  return false;
+}
+
+std::string LlmProposer::models() const {
+  if (voices_.size() == 1) return voices_[0].config.spec;
+  std::string out;
+  for (const Voice& v : voices_) {
+    std::ostringstream w;
+    w << v.config.weight;
+    out += (out.empty() ? "" : ", ") + v.config.spec + " x" + w.str();
+  }
+  return out;
+}
+
+std::vector<std::string> parse_ideas(const std::string& text, size_t max) {
+  static const std::regex item(R"(^\s*(?:[-*]\s*)?(?:\*\*)?(?:Idea\s*)?(\d{1,2})[.):](?:\*\*)?\s*(.*)$)",
+                               std::regex::icase);
+  std::vector<std::string> ideas;
+  std::istringstream in(text);
+  bool in_code = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("```", 0) == 0) in_code = !in_code;
+    if (in_code || line.rfind("```", 0) == 0) continue;
+    std::smatch m;
+    if (std::regex_match(line, m, item) && std::stoi(m[1]) == static_cast<int>(ideas.size()) + 1) {
+      if (ideas.size() == max) break;
+      ideas.push_back(m[2]);
+    } else if (!ideas.empty() && !line.empty()) {
+      ideas.back() += "\n" + line;
+    }
+  }
+  for (std::string& i : ideas) {
+    while (!i.empty() && (i.back() == '\n' || i.back() == ' ')) i.pop_back();
+  }
+  return ideas;
 }
 
 }  // namespace kforge::evolve

@@ -77,7 +77,9 @@ struct Pending {
 class Loop {
  public:
   Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks, LlmProposer* llm)
-      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm) {}
+      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm) {
+    if (llm_) llm_->ideas = config_.ideas_count;
+  }
 
   RunSummary run(std::vector<TaskState>& states, double wall_before) {
     auto t0 = Clock::now();
@@ -140,13 +142,19 @@ class Loop {
     else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes) stopped_ = "time budget reached";
     else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes) stopped_ = "GPU time budget reached";
     else if (llm_ && config_.llm_calls > 0 && llm_->spent().calls >= config_.llm_calls) stopped_ = "LLM call budget reached";
-    else if (llm_ && config_.llm_tokens > 0 && llm_->spent().tokens_in + llm_->spent().tokens_out >= config_.llm_tokens)
+    else if (llm_ && config_.llm_tokens > 0 && llm_->spent().tokens() >= config_.llm_tokens)
       stopped_ = "LLM token budget reached";
+    else if (llm_ && config_.llm_dollars > 0 && llm_->spent().cost_usd >= config_.llm_dollars)
+      stopped_ = "LLM dollar budget reached";
     return !stopped_.empty();
   }
   std::string task_budget_reached(const TaskState& s) const {
     if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations) return "task evaluation budget reached";
     if (config_.task_gpu_minutes > 0 && s.gpu_s >= 60 * config_.task_gpu_minutes) return "task GPU time budget reached";
+    if (llm_ && config_.task_llm_tokens > 0 && llm_->spent(s.task->id()).tokens() >= config_.task_llm_tokens)
+      return "task LLM token budget reached";
+    if (llm_ && config_.task_llm_dollars > 0 && llm_->spent(s.task->id()).cost_usd >= config_.task_llm_dollars)
+      return "task LLM dollar budget reached";
     return "";
   }
 
@@ -288,8 +296,9 @@ class Loop {
   }
 
   // The LLM's children for a generation: repairs of last generation's failed children first, then
-  // translations while the task has no correct kernel, else optimizations of selected parents.
-  // Each request is on a thread of its own; its answer is compiled there too.
+  // translations while the task has no correct kernel, else the operators' mix (optimize,
+  // crossover, ideas) over selected parents. Each request is on a thread of its own; its answer is
+  // compiled there too.
   void ask_llm(TaskState& s, int g, Pending& out) {
     if (!llm_) return;
     int islands = std::max(config_.islands, 1);
@@ -298,31 +307,66 @@ class Loop {
     for (int k = 0; k < config_.llm_children; ++k) {
       int island = k % islands;
       std::mt19937_64 rng = rng_for(s, g, 1000 + k);
-      std::optional<int64_t> parent;
-      PromptKind kind = PromptKind::Translate;
+      Ask ask;
+      ask.sample = g * 100 + k;
       if (static_cast<size_t>(k) < repairs.size()) {
-        parent = repairs[k].first, kind = repairs[k].second;
-      } else if (!s.members.empty()) {
-        parent = select_parent(s, island, rng).id, kind = PromptKind::Optimize;
+        ask.parent = repairs[k].first, ask.kind = repairs[k].second;
+      } else if (s.members.empty()) {
+        ask.kind = PromptKind::Translate;
+      } else {
+        choose_operator(s, island, rng, ask);
       }
-      Lineage lineage{run_, parent ? std::vector<int64_t>{*parent} : std::vector<int64_t>{}, g, island, "", ""};
-      std::function<Proposal()> ask = llm_->prepare(kind, s.task, ev_.archive(), parent, lineage, g * 100 + k);
+      std::vector<int64_t> parents;
+      for (const auto& p : {ask.parent, ask.second_parent})
+        if (p) parents.push_back(*p);
+      ask.lineage = {run_, parents, g, island, "", ""};
+      std::function<std::vector<Proposal>()> job = llm_->prepare(ask, s.task, ev_.archive());
       Evaluator* ev = &ev_;
-      out.children.push_back(
-          {std::async(std::launch::async, [ask, ev] { return std::vector<Checked>{ev->check(ask())}; }), "", island});
-      if (parent && (kind == PromptKind::RepairCompile || kind == PromptKind::RepairWrong))
-        out.repaired[out.children.size() - 1] = s.repair_depth[*parent] + 1;
+      out.children.push_back({std::async(std::launch::async,
+                                         [job, ev] {
+                                           std::vector<Checked> checked;
+                                           for (Proposal& p : job())
+                                             checked.push_back(p.unanswered ? Checked{std::move(p), {}} : ev->check(std::move(p)));
+                                           return checked;
+                                         }),
+                              "", island});
+      if (ask.kind == PromptKind::RepairCompile || ask.kind == PromptKind::RepairWrong)
+        out.repaired[out.children.size() - 1] = s.repair_depth[*ask.parent] + 1;
     }
   }
 
-  // A child once compiled; while it waits (for the model's answer), a stop request cancels the wait.
-  Checked take(Child& child) {
-    while (child.ready.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
-      if (llm_ && hooks_.stop && hooks_.stop->load() > 0) llm_->cancel();
-    return std::move(child.ready.get().front());
+  // Optimize, crossover or ideas, drawn by the config's weights. Crossover needs a second parent of
+  // other code (from another island first, else another cell, else any); without one it optimizes.
+  void choose_operator(const TaskState& s, int island, std::mt19937_64& rng, Ask& ask) const {
+    const RunConfig::Operators& w = config_.operators;
+    std::discrete_distribution<int> pick({w.optimize, w.crossover, w.ideas});
+    int op = pick(rng);
+    const Member& a = select_parent(s, island, rng);
+    ask.parent = a.id;
+    ask.kind = op == 2 ? PromptKind::Ideas : PromptKind::Optimize;
+    if (op != 1) return;
+    const Member* b = nullptr;
+    auto rank = [&](const Member& m) { return (m.island != a.island ? 0 : 2) + (m.cell != a.cell ? 0 : 1); };
+    for (const Member& m : s.members)
+      if (m.family != a.family && (!b || rank(m) < rank(*b) || (rank(m) == rank(*b) && m.time_ms < b->time_ms))) b = &m;
+    if (!b) return;
+    ask.second_parent = b->id;
+    ask.kind = PromptKind::Crossover;
   }
 
-  bool from_llm(const Checked& c) const { return llm_ && c.proposal.lineage.model == llm_->model(); }
+  // A child once compiled (an ideas child: one per idea); while it waits (for the model's answer),
+  // a stop request cancels the wait. An answer that has not come (a batch folder) pauses the run.
+  std::vector<Checked> take(Child& child) {
+    while (child.ready.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      if (llm_ && hooks_.stop && hooks_.stop->load() > 0) llm_->cancel();
+    std::vector<Checked> got = child.ready.get();
+    if (!stopping())  // a stop request's cancel leaves children unanswered too: that is an interrupt
+      for (const Checked& c : got)
+        if (c.proposal.unanswered && stopped_.empty()) stopped_ = kWaitingForAnswers;
+    return got;
+  }
+
+  bool from_llm(const Checked& c) const { return llm_ && llm_->proposes_as(c.proposal.lineage.model); }
 
   // A failed LLM child (it did not compile, or did not screen correct) waits for a repair.
   void note_failure(TaskState& s, const Checked& c, int64_t id, PromptKind kind) {
@@ -335,24 +379,27 @@ class Loop {
     for (size_t k = 0; k < pending.children.size(); ++k) {
       Child& child = pending.children[k];
       if (stopping()) break;
-      Checked c = take(child);
+      std::vector<Checked> got = take(child);
       if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
-      int64_t id = candidate_id(s, c);
-      if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
-      if (!c.report.ok()) {
-        ++s.status.failed;
-        note_failure(s, c, id, PromptKind::RepairCompile);
-        continue;
+      for (Checked& c : got) {
+        if (stopping()) break;
+        int64_t id = candidate_id(s, c);
+        if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
+        if (!c.report.ok()) {
+          ++s.status.failed;
+          note_failure(s, c, id, PromptKind::RepairCompile);
+          continue;
+        }
+        Family& f = family_of(s, c.proposal);
+        Screen sc = screen(s, c, id, 0, child.island);
+        ++s.status.screened;
+        f.measured[c.report.tunables] = sc.median_ms;
+        if (stopping()) break;
+        Judgment j = judge(s, c, id, 0, child.island);
+        ++s.status.judged;
+        accept(s, c, id, j, child.island);
+        if (j.outcome != verify::Outcome::Correct) note_failure(s, c, id, PromptKind::RepairWrong);
       }
-      Family& f = family_of(s, c.proposal);
-      Screen sc = screen(s, c, id, 0, child.island);
-      ++s.status.screened;
-      f.measured[c.report.tunables] = sc.median_ms;
-      if (stopping()) break;
-      Judgment j = judge(s, c, id, 0, child.island);
-      ++s.status.judged;
-      accept(s, c, id, j, child.island);
-      if (j.outcome != verify::Outcome::Correct) note_failure(s, c, id, PromptKind::RepairWrong);
     }
   }
 
@@ -441,30 +488,33 @@ class Loop {
     for (size_t k = 0; k < children.size(); ++k) {
       Child& child = children[k];
       if (stopping()) break;
-      Checked c = take(child);
+      std::vector<Checked> got = take(child);
       if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
-      int64_t id = candidate_id(s, c);
-      if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
-      if (!c.report.ok()) {  // a tuner point stays reserved, as not correct
-        ++s.status.failed;
-        note_failure(s, c, id, PromptKind::RepairCompile);
-        continue;
-      }
-      Family& f = child.family.empty() ? family_of(s, c.proposal) : s.families.at(child.family);
-      Screen sc = screen(s, c, id, g, child.island);
-      ++s.status.screened;
-      f.measured[c.report.tunables] = sc.median_ms;
-      if (sc.median_ms) {
-        correct.push_back({std::move(c), id, *sc.median_ms, child.island});
-      } else if (from_llm(c)) {
-        // A wrong LLM child is judged in full: its evidence (where, which dims, expected vs got) is
-        // what the repair prompt shows.
-        Judgment j = judge(s, c, id, g, child.island);
-        ++s.status.judged;
-        accept(s, c, id, j, child.island);
-        note_failure(s, c, id, PromptKind::RepairWrong);
-      } else {
-        ++s.status.failed;
+      for (Checked& c : got) {
+        if (stopping()) break;
+        int64_t id = candidate_id(s, c);
+        if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
+        if (!c.report.ok()) {  // a tuner point stays reserved, as not correct
+          ++s.status.failed;
+          note_failure(s, c, id, PromptKind::RepairCompile);
+          continue;
+        }
+        Family& f = child.family.empty() ? family_of(s, c.proposal) : s.families.at(child.family);
+        Screen sc = screen(s, c, id, g, child.island);
+        ++s.status.screened;
+        f.measured[c.report.tunables] = sc.median_ms;
+        if (sc.median_ms) {
+          correct.push_back({std::move(c), id, *sc.median_ms, child.island});
+        } else if (from_llm(c)) {
+          // A wrong LLM child is judged in full: its evidence (where, which dims, expected vs got)
+          // is what the repair prompt shows.
+          Judgment j = judge(s, c, id, g, child.island);
+          ++s.status.judged;
+          accept(s, c, id, j, child.island);
+          note_failure(s, c, id, PromptKind::RepairWrong);
+        } else {
+          ++s.status.failed;
+        }
       }
     }
     std::stable_sort(correct.begin(), correct.end(),
@@ -491,6 +541,21 @@ class Loop {
   std::string stopped_;
 };
 
+// Each task's references timed before generation 0 where no GPU of this kind timed them at these
+// dims yet, so that every prompt, the first included, quotes the times to beat; the first timing
+// of a kind stays what prompts quote (a resumed run renders the same prompts).
+void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const LoopHooks& hooks) {
+  Gpu* gpu = ev.gpu();
+  if (!gpu) return;
+  archive::DeviceId device{ev.device_id()};
+  for (const TaskState& s : states) {
+    if (hooks.stop && hooks.stop->load() > 0) return;
+    if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
+    if (std::optional<verify::Baselines> b = gpu->baselines(*s.task))
+      ev.archive().store_baseline(s.task_id, s.task->dims, device, b->math_mode, b->eager.median_ms, b->scripted.median_ms);
+  }
+}
+
 }  // namespace
 
 RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
@@ -509,6 +574,7 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
     s.status.task = t->id();
     states.push_back(std::move(s));
   }
+  time_baselines(evaluator, states, hooks);
   Loop loop(config, evaluator, run, hooks, llm);
   RunSummary summary;
   try {
@@ -517,11 +583,12 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
     finish_run(db, run, "failed", {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
     throw;
   }
-  finish_run(db, run, summary.stopped == "interrupted" ? "interrupted" : "finished",
+  bool paused = summary.stopped == "interrupted" || summary.stopped == kWaitingForAnswers;
+  finish_run(db, run, paused ? "interrupted" : "finished",
              {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s},
               {"llm_calls", summary.llm.calls}, {"llm_failed_calls", summary.llm.failed_calls},
               {"llm_tokens_in", summary.llm.tokens_in}, {"llm_tokens_out", summary.llm.tokens_out},
-              {"llm_cached", summary.llm.cached}});
+              {"llm_cached", summary.llm.cached}, {"llm_cost_usd", summary.llm.cost_usd}});
   return summary;
 }
 

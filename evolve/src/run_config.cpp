@@ -18,14 +18,18 @@ using nlohmann::json;
 enum class Kind { Number, Integer, Bool, String, Strings };
 const std::map<std::string, std::map<std::string, Kind>>& known() {
   static const std::map<std::string, std::map<std::string, Kind>> k = {
-      {"", {{"tasks", Kind::Strings}, {"seed", Kind::Integer}, {"model", Kind::String}, {"generations", Kind::Integer},
+      {"", {{"tasks", Kind::Strings}, {"seed", Kind::Integer}, {"model", Kind::String}, {"llm_config", Kind::String},
+            {"generations", Kind::Integer},
             {"children", Kind::Integer}, {"judge_top", Kind::Integer}, {"islands", Kind::Integer},
             {"migration_interval", Kind::Integer}, {"target_speedup", Kind::Number}, {"admit", Kind::Bool}}},
-      {"llm", {{"children", Kind::Integer}, {"repair_attempts", Kind::Integer}}},
+      {"llm",
+       {{"children", Kind::Integer}, {"repair_attempts", Kind::Integer}, {"optimize", Kind::Number},
+        {"crossover", Kind::Number}, {"ideas", Kind::Number}, {"ideas_count", Kind::Integer}}},
       {"budget",
        {{"evaluations", Kind::Integer}, {"task_evaluations", Kind::Integer}, {"minutes", Kind::Number},
         {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}, {"llm_calls", Kind::Integer},
-        {"llm_tokens", Kind::Integer}}},
+        {"llm_tokens", Kind::Integer}, {"llm_dollars", Kind::Number}, {"task_llm_tokens", Kind::Integer},
+        {"task_llm_dollars", Kind::Number}}},
       {"selection", {{"best", Kind::Number}, {"elite", Kind::Number}}},
       {"tuner", {{"exhaustive_max", Kind::Integer}, {"elite", Kind::Integer}, {"random_share", Kind::Number}}},
   };
@@ -85,6 +89,7 @@ json toml_to_json(const toml::node& n) {
 json RunConfig::to_json() const {
   return {{"tasks", tasks},
           {"model", model},
+          {"llm_config", llm_config},
           {"seed", seed},
           {"generations", generations},
           {"children", children},
@@ -95,8 +100,10 @@ json RunConfig::to_json() const {
           {"admit", admit},
           {"budget", {{"evaluations", evaluations}, {"task_evaluations", task_evaluations}, {"minutes", minutes},
                       {"gpu_minutes", gpu_minutes}, {"task_gpu_minutes", task_gpu_minutes}, {"llm_calls", llm_calls},
-                      {"llm_tokens", llm_tokens}}},
-          {"llm", {{"children", llm_children}, {"repair_attempts", repair_attempts}}},
+                      {"llm_tokens", llm_tokens}, {"llm_dollars", llm_dollars}, {"task_llm_tokens", task_llm_tokens},
+                      {"task_llm_dollars", task_llm_dollars}}},
+          {"llm", {{"children", llm_children}, {"repair_attempts", repair_attempts}, {"optimize", operators.optimize},
+                   {"crossover", operators.crossover}, {"ideas", operators.ideas}, {"ideas_count", ideas_count}}},
           {"selection", {{"best", select_best}, {"elite", select_elite}}},
           {"tuner", {{"exhaustive_max", tuner.exhaustive_max}, {"elite", tuner.elite},
                      {"random_share", tuner.random_share}}}};
@@ -111,6 +118,7 @@ RunConfig RunConfig::from_json(const json& j) {
   };
   get("", "tasks", c.tasks);
   get("", "model", c.model);
+  get("", "llm_config", c.llm_config);
   get("", "seed", c.seed);
   get("", "generations", c.generations);
   get("", "children", c.children);
@@ -126,8 +134,15 @@ RunConfig RunConfig::from_json(const json& j) {
   get("budget", "task_gpu_minutes", c.task_gpu_minutes);
   get("budget", "llm_calls", c.llm_calls);
   get("budget", "llm_tokens", c.llm_tokens);
+  get("budget", "llm_dollars", c.llm_dollars);
+  get("budget", "task_llm_tokens", c.task_llm_tokens);
+  get("budget", "task_llm_dollars", c.task_llm_dollars);
   get("llm", "children", c.llm_children);
   get("llm", "repair_attempts", c.repair_attempts);
+  get("llm", "optimize", c.operators.optimize);
+  get("llm", "crossover", c.operators.crossover);
+  get("llm", "ideas", c.operators.ideas);
+  get("llm", "ideas_count", c.ideas_count);
   get("selection", "best", c.select_best);
   get("selection", "elite", c.select_elite);
   get("tuner", "exhaustive_max", c.tuner.exhaustive_max);
@@ -137,6 +152,9 @@ RunConfig RunConfig::from_json(const json& j) {
     throw InputError("run config", std::nullopt, "selection", "best + elite must be at most 1 (the rest is random)");
   if (c.tuner.random_share > 1)
     throw InputError("run config", std::nullopt, "tuner.random_share", "must be at most 1");
+  if (c.operators.optimize + c.operators.crossover + c.operators.ideas <= 0)
+    throw InputError("run config", std::nullopt, "llm", "optimize + crossover + ideas must be above 0 (they are the mix of operators)");
+  if (c.ideas_count < 1) throw InputError("run config", std::nullopt, "llm.ideas_count", "must be at least 1");
   if (c.islands < 1) throw InputError("run config", std::nullopt, "islands", "must be at least 1");
   return c;
 }

@@ -21,10 +21,16 @@ std::optional<int64_t> find_candidate(archive::Database& db, archive::TaskId tas
   return std::nullopt;
 }
 
+// The devices of the same kind as device ?: the same name and architecture (two H200s; a resumed run
+// on another machine of the kind reads its records back, docs/decisions.md).
+const std::string kSameKind =
+    "(SELECT k.id FROM devices d JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE d.id = ?)";
+
 std::optional<Screen> find_screen(archive::Database& db, int64_t candidate, int64_t device) {
   Statement s = db.prepare(
-      "SELECT outcome, median_ms, summary FROM screens WHERE candidate_id = ? AND device_id = ? AND harness_version = ?");
-  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion});
+      "SELECT outcome, median_ms, summary FROM screens WHERE candidate_id = ? AND device_id IN " + kSameKind +
+      " AND harness_version = ? ORDER BY device_id = ? DESC, id LIMIT 1");
+  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion}).bind(4, device);
   if (!s.step()) return std::nullopt;
   Screen r;
   r.outcome = verify::outcome_from_string(s.text(0)).value_or(verify::Outcome::HarnessError);
@@ -44,10 +50,10 @@ void add_screen(archive::Database& db, int64_t candidate, int64_t device, int64_
 
 std::optional<Judgment> find_judgment(archive::Database& db, int64_t candidate, int64_t device) {
   Statement s = db.prepare(
-      "SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, admitted, flags "
-      "FROM evaluations WHERE candidate_id = ? AND device_id = ? "
-      "AND harness_version = ? AND import_source IS NULL ORDER BY id DESC LIMIT 1");
-  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion});
+      std::string("SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, admitted, flags ") +
+      "FROM evaluations WHERE candidate_id = ? AND device_id IN " + kSameKind +
+      " AND harness_version = ? AND import_source IS NULL ORDER BY device_id = ? DESC, id DESC LIMIT 1");
+  s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion}).bind(4, device);
   if (!s.step()) return std::nullopt;
   Judgment j;
   j.outcome = verify::outcome_from_string(s.text(0)).value_or(verify::Outcome::HarnessError);

@@ -132,9 +132,12 @@ class Archive {
   void add_evaluation(CandidateId candidate, const EvaluationRecord& e);
   void record_llm_call(const LlmCall& call);
 
-  // Baselines per (task version, dims, device, math mode); re-timing replaces the row.
+  // Baselines per (task version, dims, device, math mode): the first timing stays (what prompts
+  // quote, so a resumed run renders the same prompts) unless `replace` (`kforge baseline` re-timing).
+  // baseline() reads the device's row, else the first one timed on a GPU of its kind (same name
+  // and arch).
   void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device, const std::string& math_mode,
-                      std::optional<double> eager_ms, std::optional<double> scripted_ms);
+                      std::optional<double> eager_ms, std::optional<double> scripted_ms, bool replace = false);
   std::optional<std::pair<std::optional<double>, std::optional<double>>> baseline(TaskId task, const nlohmann::json& dims,
                                                                                   DeviceId device, const std::string& math_mode);
 

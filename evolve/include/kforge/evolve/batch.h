@@ -21,14 +21,15 @@ namespace kforge::evolve {
 class BatchExchange : public ChatModel {
  public:
   // `model`: the body's "model" and the name recorded with each candidate. `wait`: how long a
-  // request waits for its answer before it fails (LlmError, Timeout); `poll`: how often DIR is read.
+  // request waits for its answer before the run pauses (LlmError, Unanswered: `kforge evolve
+  // --resume` goes on once it is answered); `poll`: how often DIR is read.
   BatchExchange(std::filesystem::path dir, std::string model,
                 std::chrono::milliseconds wait = std::chrono::hours(24),
                 std::chrono::milliseconds poll = std::chrono::milliseconds(1000));
 
   // Writes the request (once) and waits for its answer. Throws LlmError: Http when the answer's
   // status is not 200 or it carries an error, BadResponse when its body is not a chat completion,
-  // Timeout after `wait`.
+  // Unanswered after `wait` or a cancel().
   ChatResponse chat(const ChatRequest& request, int sample = 0) const override;
   std::string model() const override { return model_; }
   void cancel() const override { cancelled_ = true; }
@@ -36,6 +37,8 @@ class BatchExchange : public ChatModel {
   // "kf-" and 24 hex digits of the request's hash with the sample.
   std::string custom_id(const ChatRequest& request, int sample) const;
   const std::filesystem::path& requests_file() const { return requests_; }
+  // Requests in requests.jsonl with no answer in the folder yet.
+  int unanswered() const;
 
  private:
   std::optional<nlohmann::json> find_answer(const std::string& id) const;

@@ -41,6 +41,7 @@ struct Proposal {
   std::string label = "candidate.cu";       // the file compile errors refer to
   int first_line = 1;                       // of the source within that file
   std::optional<std::string> answer_error;  // the answer had no usable code or plan
+  bool unanswered = false;                  // no answer yet (a batch folder): not recorded, the run pauses
 };
 
 // A proposal after the CPU stage (plan, NVRTC, signatures, limits).
@@ -75,6 +76,8 @@ class Gpu {
   virtual verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& report) = 0;
   // After verify() found it correct: `unseen` holds configurations no candidate saw.
   virtual verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report) = 0;
+  // The task's eager and scripted references timed at its timed dims; none where it cannot be.
+  virtual std::optional<verify::Baselines> baselines(const tasks::Task& task) = 0;
   virtual verify::DeviceInfo device() const = 0;  // the GPU the verdicts are recorded against
   virtual std::string driver() const = 0;         // its driver version, for the archive
 };

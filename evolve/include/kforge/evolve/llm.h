@@ -80,7 +80,9 @@ void validate_policy(const RetryPolicy& policy);
 
 class LlmError : public Error {
  public:
-  enum class Kind { Http, Timeout, Network, BadResponse };
+  // Unanswered: no answer yet where one may come later (a batch folder); the run pauses and a
+  // resumed run asks again, nothing recorded for the child.
+  enum class Kind { Http, Timeout, Network, BadResponse, Unanswered };
   LlmError(Kind kind, int http_status, const std::string& what) : Error(what), kind_(kind), status_(http_status) {}
   Kind kind() const { return kind_; }
   int http_status() const { return status_; }
@@ -125,7 +127,7 @@ class ChatModel {
   // Thread-safe. `sample` distinguishes repeated samples of one request. Throws LlmError.
   virtual ChatResponse chat(const ChatRequest& request, int sample = 0) const = 0;
   virtual std::string model() const = 0;  // as recorded with each candidate
-  // Requests waiting now and later fail at once (LlmError, Timeout): the run is stopping.
+  // Requests waiting now and later fail at once (LlmError, Unanswered): the run is stopping.
   virtual void cancel() const {}
 };
 

@@ -13,8 +13,10 @@
 
 namespace kforge::evolve {
 
-enum class PromptKind { Translate, Optimize, Crossover, RepairCompile, RepairWrong };
-std::string_view prompt_kind_name(PromptKind k);  // translate, optimize, crossover, repair_compile, repair_wrong
+// Ideas asks for optimisation ideas in words; Idea for one idea's implementation ({{idea}}).
+enum class PromptKind { Translate, Optimize, Crossover, RepairCompile, RepairWrong, Ideas, Idea };
+// translate, optimize, crossover, repair_compile, repair_wrong, ideas, idea
+std::string_view prompt_kind_name(PromptKind k);
 std::optional<PromptKind> parse_prompt_kind(std::string_view name);
 
 // Every placeholder a template may use ({{name}}).

@@ -1,8 +1,9 @@
 // The LLM proposer (docs/evolve.md, "The LLM proposer"): a child's prompt rendered from a template
-// and the archive (the task, the parent's code, numbers, resources and failure evidence, similar
-// tasks' kernels), sent through an LlmClient, and the answer turned into a Proposal. The prompt is
-// rendered on the loop's thread (it reads the archive); the request runs on a thread of its own, so
-// the GPU goes on measuring while the model answers. Calls and tokens are counted for the budgets.
+// and the archive (the task, the parents' code, numbers, resources and failure evidence, similar
+// tasks' kernels), sent to a model of the ensemble, and the answer turned into proposals. The
+// prompt is rendered on the loop's thread (it reads the archive); the requests run on a thread of
+// their own, so the GPU goes on measuring while the model answers. Calls, tokens and dollars are
+// counted per run and per task for the budgets.
 #pragma once
 
 #include <atomic>
@@ -13,8 +14,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kforge/archive/archive.h"
+#include "kforge/evolve/config.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/llm.h"
 #include "kforge/evolve/prompt.h"
@@ -22,40 +25,75 @@
 
 namespace kforge::evolve {
 
+// What answers cost: every answer the run used, the response cache's too (a resumed run counts
+// what the uninterrupted one did, so budgets stop both at the same place); `cached` says how many
+// of them this process did not pay for.
 struct LlmSpent {
   int64_t calls = 0, failed_calls = 0, tokens_in = 0, tokens_out = 0, cached = 0;
+  double cost_usd = 0;
+  int64_t tokens() const { return tokens_in + tokens_out; }
+  void add(const LlmSpent& o);
+};
+
+// One model of the ensemble and what answers it.
+struct Voice {
+  ModelConfig config;  // spec (recorded with each candidate), weight, temperatures, prices
+  std::shared_ptr<const ChatModel> client;
+};
+
+// A child to ask for. `parent`: none for translate, the failed child for a repair, the parent to
+// optimize or implement ideas for; `second_parent` for crossover. `sample` tells repeated asks of
+// one prompt apart (the response cache's key, and the ensemble's draw), so a resumed run that asks
+// the same things again is answered from the cache.
+struct Ask {
+  PromptKind kind = PromptKind::Optimize;
+  std::optional<int64_t> parent, second_parent;
+  Lineage lineage;  // its generation is also the prompt's memory horizon
+  int sample = 0;
 };
 
 class LlmProposer {
  public:
-  // `device` is the prompt's line about the target GPU.
-  LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device,
-              double temperature = 1.0);
+  // `device`: the prompt's line about the target GPU; `facts`, when given, its numbers.
+  LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device,
+              std::optional<compile::DeviceFacts> facts = std::nullopt);
+  // One model at temperature 1, no prices.
+  LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device);
 
-  // One child of `kind` (its parent: none for translate, the failed child for a repair). Renders
-  // the prompt now; the returned job sends it and parses the answer (call it on any thread). A
-  // failed call or an answer without code becomes a Proposal with answer_error: recorded, never
-  // thrown. `sample` tells repeated asks of one prompt apart (the response cache's key), so a
-  // resumed run that asks the same things again is answered from the cache.
-  std::function<Proposal()> prepare(PromptKind kind, const std::shared_ptr<const tasks::Task>& task,
-                                    archive::Archive& archive, std::optional<int64_t> parent, Lineage lineage,
-                                    int sample);
+  // Renders the prompt now; the returned job sends it and parses the answer (call it on any
+  // thread). A failed call or an answer without code becomes a Proposal with answer_error:
+  // recorded, never thrown; an answer that has not come yet (a batch folder) one with
+  // `unanswered`. Ideas asks for `ideas` ideas in words and then for each one's implementation:
+  // one proposal per idea.
+  std::function<std::vector<Proposal>()> prepare(const Ask& ask, const std::shared_ptr<const tasks::Task>& task,
+                                                 archive::Archive& archive);
 
   LlmSpent spent() const;
+  LlmSpent spent(const std::string& task) const;  // by task id
   // The run is stopping: requests still waiting (a batch exchange) give up.
-  void cancel() const { client_->cancel(); }
-  const std::string& model() const { return model_; }
+  void cancel() const;
+  // Whether `model` (a lineage's) is one of the ensemble's.
+  bool proposes_as(const std::string& model) const;
+  std::string models() const;  // "openai:a x2, anthropic:b x1" or the one spec
+  int ideas = 3;               // per ideas child
 
  private:
-  std::shared_ptr<const ChatModel> client_;
-  std::string model_;
+  std::vector<Proposal> answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
+                               bool expect_code);
+  void count(const std::string& task, const LlmSpent& s);
+  std::vector<Voice> voices_;
   PromptTemplates templates_;
   std::string answer_format_, device_;
-  double temperature_;
+  std::optional<compile::DeviceFacts> facts_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<tasks::Reference>> references_;  // by task content hash
   mutable std::mutex spent_mutex_;
   LlmSpent spent_;
+  std::map<std::string, LlmSpent> by_task_;
 };
+
+// The ideas in a model's answer to the ideas prompt: its numbered items ("1. ...", "2) ..."), each
+// with the lines that continue it; at most `max`.
+std::vector<std::string> parse_ideas(const std::string& text, size_t max);
 
 }  // namespace kforge::evolve

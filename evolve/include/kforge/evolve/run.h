@@ -28,11 +28,15 @@ namespace kforge::evolve {
 struct RunConfig {
   std::vector<std::string> tasks;  // suites, task files or names
   uint64_t seed = 1;               // the run's random streams
-  std::string model;               // the LLM proposer's "provider:model"; "" offline
+  std::string model;               // the LLM proposer's "provider:model" or "batch:DIR"; "" offline
+  std::string llm_config;          // an LLM config file (docs/llm-config.md): the ensemble instead of `model`
   // Budgets; 0 means none. Evaluations are screens plus full judgments.
   int64_t evaluations = 0, task_evaluations = 0;
   double minutes = 0, gpu_minutes = 0, task_gpu_minutes = 0;
   int64_t llm_calls = 0, llm_tokens = 0;  // per run: requests answered, tokens in plus out
+  double llm_dollars = 0;                 // per run: the answers' list price (the LLM config's prices)
+  int64_t task_llm_tokens = 0;            // per task
+  double task_llm_dollars = 0;
   int generations = 8;          // per task
   double target_speedup = 0;    // per task, over eager: reached, the task stops
   int children = 8;             // proposals per task and generation, spread over the islands
@@ -46,6 +50,13 @@ struct RunConfig {
   // `repair_attempts` deep.
   int llm_children = 2;
   int repair_attempts = 1;
+  // The mix of operators for a child that is not a repair or a translation (weights): optimize one
+  // parent, crossover of two parents of different code, ideas (`ideas_count` ideas in words, then
+  // one child implementing each).
+  struct Operators {
+    double optimize = 0.5, crossover = 0.25, ideas = 0.25;
+  } operators;
+  int ideas_count = 3;
   TunerOptions tuner;
 
   nlohmann::json to_json() const;
@@ -64,6 +75,10 @@ struct TaskStatus {
   std::optional<double> best_ms, eager_ms, scripted_ms, roofline_fraction;
   std::string stopped;  // why it stopped ("" while it runs)
 };
+
+// RunSummary::stopped when a batch folder has not answered yet: the run pauses (recorded as
+// interrupted) and `--resume` goes on once the answers are there.
+inline constexpr const char* kWaitingForAnswers = "waiting for the model's answers";
 
 struct RunSummary {
   int64_t run = 0;
