@@ -160,7 +160,10 @@ int run_evolve(const EvolveArgs& a) {
         evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr, std::make_shared<evolve::ConcurrencyLimit>(4),
         std::make_shared<evolve::ResponseCache>(""));
   }
-  if (model) llm = std::make_unique<evolve::LlmProposer>(model, evolve::default_prompts_dir(), device_line());
+  if (model) {
+    llm = std::make_unique<evolve::LlmProposer>(model, evolve::default_prompts_dir(), device_line());
+    llm->set_target(prompt_gpu(), evaluator.device_id());
+  }
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();

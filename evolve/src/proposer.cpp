@@ -29,11 +29,14 @@ std::function<Proposal()> LlmProposer::prepare(PromptKind kind, const std::share
   in.archive = &archive;
   if (parent) in.parent = archive::CandidateId{*parent};
   in.run = lineage.run;
+  in.generation = lineage.generation;
   in.device = device_;
+  in.gpu = gpu_;
+  in.device_id = device_id_;
   in.answer_format = answer_format_;
   ChatRequest request;
   request.system = "You are an expert CUDA engineer. Answer in the format the prompt gives.";
-  request.user = templates_.render(kind, prompt_context(in));
+  request.user = render_prompt(templates_, kind, in);
   request.temperature = temperature_;
   lineage.prompt_kind = std::string(prompt_kind_name(kind));
   lineage.model = model_;

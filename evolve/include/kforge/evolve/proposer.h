@@ -41,6 +41,13 @@ class LlmProposer {
                                     archive::Archive& archive, std::optional<int64_t> parent, Lineage lineage,
                                     int sample);
 
+  // The target GPU's facts and archive id for the prompts (docs/evolve.md); without them a prompt
+  // has the device line alone and no measured baselines.
+  void set_target(PromptGpu gpu, std::optional<int64_t> device_id) {
+    gpu_ = std::move(gpu);
+    device_id_ = device_id;
+  }
+
   LlmSpent spent() const;
   // The run is stopping: requests still waiting (a batch exchange) give up.
   void cancel() const { client_->cancel(); }
@@ -51,6 +58,8 @@ class LlmProposer {
   std::string model_;
   PromptTemplates templates_;
   std::string answer_format_, device_;
+  std::optional<PromptGpu> gpu_;
+  std::optional<int64_t> device_id_;
   double temperature_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<tasks::Reference>> references_;  // by task content hash
