@@ -85,6 +85,18 @@ std::string device_line() {
   return "An NVIDIA Hopper GPU, sm_90a (H100/H200 class: 132 SMs, 50-60 MiB L2, 232448 bytes of shared memory per block)";
 }
 
+evolve::PromptGpu prompt_gpu() {
+  evolve::PromptGpu g;
+  g.plan = facts_for("");
+  if (!verify::Driver::get().available()) return g;
+  verify::DeviceInfo info = verify::list_devices().at(0);
+  g.name = info.name;
+  g.l2_bytes = info.l2_bytes;
+  if (info.memory_clock_khz > 0 && info.memory_bus_bits > 0)  // double data rate
+    g.spec_gbps = 2.0 * info.memory_clock_khz * 1e3 * (info.memory_bus_bits / 8.0) / 1e9;
+  g.measured = verify::device_facts(0);
+  return g;
+}
 
 compile::DeviceFacts facts_for(const std::string& arch_flag) {
   if (!arch_flag.empty())

@@ -8,6 +8,7 @@
 
 #include "kforge/compile/plan.h"
 #include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/prompt.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::cli {
@@ -40,6 +41,9 @@ evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks:
 compile::DeviceFacts facts_for(const std::string& arch_flag);
 // The prompts' line about the target GPU: this machine's, else a Hopper's.
 std::string device_line();
+// The prompts' facts about the target GPU: GPU 0's (its bandwidth and peaks measured once, then
+// cached), else the usual sm_90a GPU's.
+evolve::PromptGpu prompt_gpu();
 
 // NAME=V items of --tune.
 compile::Tunables parse_tune(const std::vector<std::string>& items);

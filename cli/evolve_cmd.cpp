@@ -183,6 +183,7 @@ int run_evolve(const EvolveArgs& a) {
             << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm = make_proposer(config, a, batch);
+  if (llm) llm->set_target(prompt_gpu(), evaluator.device_id());
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();

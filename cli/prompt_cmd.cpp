@@ -7,6 +7,7 @@
 #include "command_list.h"
 #include "commands.h"
 #include "kforge/archive/location.h"
+#include "kforge/archive/sqlite.h"
 #include "kforge/evolve/prompt.h"
 #include "kforge/verify/driver.h"
 
@@ -50,8 +51,14 @@ void add_prompt_command(CLI::App& app, int& exit_code) {
     if (a->parent) in.parent = archive::CandidateId{a->parent};
     if (a->second_parent) in.second_parent = archive::CandidateId{a->second_parent};
     in.device = device_line();
+    in.gpu = prompt_gpu();
+    if (ar && verify::Driver::get().available()) {  // this GPU's measured baselines, when the archive knows it
+      archive::Statement s = ar->db().prepare("SELECT id FROM devices WHERE uuid = ?");
+      s.bind(1, verify::list_devices().at(0).uuid);
+      if (s.step()) in.device_id = s.integer(0);
+    }
     in.answer_format = evolve::load_answer_format(dir);
-    std::cout << templates.render(*kind, evolve::prompt_context(in));
+    std::cout << evolve::render_prompt(templates, *kind, in);
     exit_code = kExitOk;
   });
 }

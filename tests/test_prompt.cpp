@@ -4,7 +4,9 @@
 #include "kforge/common/files.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/hash.h"
+#include "kforge/compile/candidate.h"
 #include "kforge/evolve/prompt.h"
+#include "compile_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -42,6 +44,11 @@ TEST(Prompt, ShippedTemplatesLoadAndUseOnlyKnownPlaceholders) {
   }
   EXPECT_TRUE(t.placeholders(PromptKind::Crossover).count("second_parent_source"));
   EXPECT_TRUE(t.placeholders(PromptKind::RepairWrong).count("failure_evidence"));
+  // The prompts that write new code carry the GPU's facts and the task's earlier failures.
+  for (auto kind : {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover}) {
+    EXPECT_TRUE(t.placeholders(kind).count("gpu_facts")) << prompt_kind_name(kind);
+    EXPECT_TRUE(t.placeholders(kind).count("failures")) << prompt_kind_name(kind);
+  }
 }
 
 TEST(Prompt, TranslateIsFilledFromTheTask) {
@@ -156,6 +163,420 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.08 ms"), std::string::npos);
   in.run.reset();
   EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.5 ms"), std::string::npos);
+}
+
+// Dims in the order of the tensors' shapes (a matmul's M, K, N), not alphabetical (K, M, N).
+TEST(Prompt, DimsFollowTheShapesNotTheAlphabet) {
+  Fixture f = Fixture::load("level1/matmul_rect");
+  std::string p =
+      PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(inputs(f)));
+  EXPECT_NE(p.find("at the timed sizes (M=2048, K=8192, N=4096)"), std::string::npos)
+      << p.substr(0, 900);
+  EXPECT_NE(p.find("handle exactly: M=1, K=1, N=1; M=37, K=1000, N=61"), std::string::npos);
+  EXPECT_EQ(p.find("K=8192, M=2048"), std::string::npos);
+}
+
+// The facts of an H200 as kforge reads and measures them (numbers as the GPU machine gives them).
+PromptGpu h200() {
+  PromptGpu g;
+  g.name = "NVIDIA H200";
+  g.plan = kforge::compile::DeviceFacts::for_arch("sm_90a");
+  g.plan.measured = true;
+  g.l2_bytes = int64_t{60} << 20;
+  g.spec_gbps = 4800;
+  kforge::verify::MeasuredFacts m;
+  m.name = "NVIDIA H200";
+  m.read_gbps = 4000, m.write_gbps = 3900, m.copy_gbps = 3800;
+  m.peak_tflops = {{"float32", 51.2}, {"float16", 713.0}, {"bfloat16", 720.5}, {"float64", 60.1}};
+  g.measured = m;
+  return g;
+}
+
+TEST(Prompt, QuotesTheGpusFactsSayingWhichWereMeasured) {
+  Fixture f = Fixture::load("smoke/softmax");
+  PromptInputs in = inputs(f);
+  in.device.clear();  // the facts alone name the GPU
+  in.gpu = h200();
+  std::string p =
+      PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(in));
+  for (const char* fact :
+       {"## The target\nNVIDIA H200 (sm_90a)\n", "- 132 SMs, warp size 32 (from the driver",
+        "Memory bandwidth, measured: 4000 GB/s reading, 3900 writing, 3800 copying",
+        "spec 4800 GB/s",
+        "Matmul peaks, measured (PyTorch matmul, TF32 off): float32 51.2, float16 713.0, bfloat16 "
+        "720.5, float64 60.1 TFLOP/s",
+        "L2 cache: 60 MiB (from the driver)", "48 KiB without opt-in; up to 232448 bytes (227 KiB",
+        "Per SM (spec of sm_90): 65536 32-bit registers (at most 255 per thread), 2048 resident "
+        "threads (64 warps), "
+        "32 resident blocks, 228 KiB of shared memory",
+        "at most 1024 threads", "at most 8 blocks per cluster"})
+    EXPECT_NE(p.find(fact), std::string::npos) << fact << "\n" << p.substr(0, 2500);
+  // The roofline floor from the measured bandwidth: 2 x 4096 x 4096 float32 moved at 4000 GB/s, x
+  // 0.9.
+  EXPECT_NE(p.find("Roofline floor: 0.0302 ms (from this GPU's measured bandwidth"),
+            std::string::npos);
+  // Spec facts only, where nothing was measured: they say so.
+  in.gpu->plan.measured = false;
+  in.gpu->measured.reset();
+  p = PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(in));
+  EXPECT_NE(p.find("132 SMs, warp size 32 (spec of the usual sm_90a GPU"), std::string::npos);
+  EXPECT_NE(p.find("Memory bandwidth and matmul peaks: not measured yet"), std::string::npos);
+  EXPECT_NE(p.find("Roofline floor: not measured yet"), std::string::npos);
+}
+
+// docs/answer-format.md keeps what only kforge needs for people; the prompts' copy leaves it out.
+TEST(Prompt, AnswerFormatLeavesOutWhatOnlyKforgeNeeds) {
+  std::string whole =
+      *kforge::read_file((kforge::test::source_dir() / "docs/answer-format.md").string());
+  std::string prompt = load_answer_format(prompts_dir());
+  for (const char* kforge_only :
+       {"XXH3-128", "## Identity", "compile/src/answer.cpp", "kforge tasks show"}) {
+    EXPECT_NE(whole.find(kforge_only), std::string::npos) << kforge_only;
+    EXPECT_EQ(prompt.find(kforge_only), std::string::npos) << kforge_only;
+  }
+  EXPECT_EQ(prompt.find("not-in-prompt"), std::string::npos);
+  EXPECT_EQ(prompt.find("\n\n\n"), std::string::npos);
+  EXPECT_NE(prompt.find("A candidate is **CUDA device code** plus a **JSON launch plan**"),
+            std::string::npos);
+  // A marker left open is the document's error, named with its line.
+  TempDir dir;
+  dir.write("p/translate.md", "x\n");
+  dir.write("docs/answer-format.md", "# A\nkept\n<!-- not-in-prompt -->\ndropped\n");
+  try {
+    load_answer_format((dir.path() / "p").string());
+    FAIL();
+  } catch (const kforge::InputError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_NE(e.problem().find("never closed"), std::string::npos);
+  }
+  dir.write("docs/answer-format.md",
+            "# A\nkept\n<!-- not-in-prompt -->\ndropped\n<!-- /not-in-prompt -->\nalso kept\n");
+  EXPECT_EQ(load_answer_format((dir.path() / "p").string()), "# A\nkept\nalso kept\n");
+}
+
+// What the answer format now says, each against what the code does.
+TEST(Prompt, AnswerFormatSaysWhatThePlanCheckerDoes) {
+  std::string spec = load_answer_format(prompts_dir());
+  for (const char* statement :
+       {"The default tunables are the first valid combination", "the default is `BLOCK=256, VEC=2`",
+        "tunables sorted by name", "`\"C * H * W\"`", "`\"tile<float, 4>\"`", "A dim cannot be a",
+        "Constraints are checked at the timed dims only", "starts on a 256-byte boundary",
+        "(the default) its contents are undefined",
+        "nothing survives from one run of the plan to the next",
+        "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES",
+        "for plain, cooperative and cluster launches alike", "so 8 blocks is the limit"})
+    EXPECT_NE(spec.find(statement), std::string::npos) << statement;
+
+  kforge::test::CompileFixture fx = kforge::test::CompileFixture::load("smoke/relu");
+  auto plan = [&](const std::string& kernel, const std::string& extra) {
+    return R"js({"launch": [{"kernel": ")js" + kernel +
+           R"js(", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+               "args": ["x", "out", "B * N", 7]}])js" +
+           extra + "}";
+  };
+  // The first valid combination, the tunables in name order whatever the key order: VEC=4 breaks
+  // the constraint at BLOCK=256, so BLOCK=256, VEC=2 (not BLOCK=128, VEC=4).
+  auto p = kforge::compile::parse_plan_text(
+      plan(
+          "relu",
+          R"js(, "tune": {"VEC": [4, 2], "BLOCK": [256, 128]}, "constraints": ["BLOCK * VEC <= 512"])js"),
+      fx.task, fx.tensors);
+  kforge::compile::DeviceFacts facts = kforge::compile::DeviceFacts::for_arch("sm_90a");
+  EXPECT_EQ(kforge::compile::choose_tunables(p, {}, fx.task.dims, facts),
+            (kforge::compile::Tunables{{"BLOCK", 256}, {"VEC", 2}}));
+  // Integer literals, type names and tunable arithmetic as template arguments; dim expressions and
+  // literals as kernel arguments; a dim as a template argument does not compile.
+  TempDir dir;
+  kforge::compile::Compiler compiler(kforge::test::private_cache(dir));
+  const std::string source =
+      "template <typename T, int kV> __global__ void relu(const T* x, T* out, long long n, int "
+      "seven) {\n"
+      "  long long i = blockIdx.x * 256LL + threadIdx.x;\n"
+      "  if (i < n && seven == 7 && kV > 0) out[i] = x[i] > 0 ? x[i] : T(0);\n}\n";
+  auto check = [&](const std::string& kernel) {
+    return kforge::compile::check_candidate(fx.task, fx.tensors, source,
+                                            plan(kernel, R"(, "tune": {"BLOCK": [128]})"),
+                                            std::nullopt, facts, compiler);
+  };
+  for (const char* ok : {"relu<float, 4>", "relu<float, BLOCK * 2>"}) {
+    auto r = check(ok);
+    EXPECT_TRUE(r.ok()) << ok << ": " << (r.errors.empty() ? "" : r.errors[0]);
+  }
+  EXPECT_FALSE(check("relu<float, N>").ok()) << "a dim is no macro";
+}
+
+// A task version's measured baselines on the target GPU come before any candidate's measurement.
+TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
+  TempDir dir;
+  Fixture f = Fixture::load("smoke/softmax");
+  auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+  auto task = ar.upsert_task(f.task);
+  auto h200 = ar.upsert_device("GPU-h200", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
+  auto other = ar.upsert_device("GPU-other", "NVIDIA A100", "sm_80", 108, std::nullopt, "580");
+  kforge::archive::EvaluationRecord measured;
+  measured.outcome = "correct";
+  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.roofline_fraction = 0.5;
+  add_kernel(ar, task, "softmax_timed", measured);
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  PromptInputs in = inputs(f, &ar);
+  in.device_id = h200.value;
+  auto eager = [&] {
+    std::string p = t.render(PromptKind::Translate, prompt_context(in));
+    size_t at = p.find("PyTorch eager time: ");
+    return p.substr(at, p.find('\n', at) - at);
+  };
+  EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos)
+      << "no baseline yet: the fallback";
+  ar.store_baseline(task, f.task.dims, other, "ieee", 0.2, 0.19);           // another GPU
+  ar.store_baseline(task, f.task.dims, h200, "tf32", 0.03, 0.03);           // another math mode
+  ar.store_baseline(task, {{"B", 1}, {"N", 3}}, h200, "ieee", 0.01, 0.01);  // other dims
+  EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos) << eager();
+  ar.store_baseline(task, f.task.dims, h200, "ieee", 0.123, 0.111);
+  EXPECT_EQ(eager(),
+            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms (measured on NVIDIA H200, "
+            "TF32 off). "
+            "Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
+  in.device_id.reset();  // no target GPU: no baselines
+  EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos);
+}
+
+// ---- Failure memory ----
+
+struct FailureArchive {
+  TempDir dir;
+  Fixture f = Fixture::load("smoke/softmax");
+  kforge::archive::Archive ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+  kforge::archive::TaskId task = ar.upsert_task(f.task);
+  kforge::archive::DeviceId gpu =
+      ar.upsert_device("GPU-1", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
+
+  int64_t run(const std::string& started_at) {
+    ar.db()
+        .prepare("INSERT INTO runs (started_at, config) VALUES (?, '{}')")
+        .bind(1, started_at)
+        .run();
+    return ar.db().last_insert_id();
+  }
+  // A candidate (of `run`, generation `g`) made at `at`, with a compile report and evaluations.
+  kforge::archive::CandidateId candidate(
+      const std::string& name, std::optional<int64_t> run, int g, const std::string& at,
+      std::optional<kforge::archive::CompileRecord> compile,
+      std::vector<kforge::archive::EvaluationRecord> evaluations = {}) {
+    kforge::archive::NewCandidate c;
+    c.task = task;
+    c.source = "__global__ void " + name + "() {}\n";
+    c.identity = kforge::content_hash(c.source);
+    if (run) c.run = kforge::archive::RunId{*run};
+    c.generation = g;
+    c.created_at = at;
+    if (compile) compile->created_at = at;
+    for (auto& e : evaluations) {
+      e.harness_version = 1;
+      if (!e.created_at) e.created_at = at;
+    }
+    return ar.add_candidate(c, compile, evaluations);
+  }
+  static kforge::archive::CompileRecord compile_error(const std::string& line) {
+    kforge::archive::CompileRecord cr;
+    cr.stage = "compile";
+    cr.errors = {"the source does not compile:\noptimize-answer.md:14: warning: unused\n" + line +
+                 "\n1 error detected"};
+    return cr;
+  }
+  static kforge::archive::CompileRecord compiled() {
+    kforge::archive::CompileRecord cr;
+    cr.ok = true;
+    cr.stage = "passed";
+    return cr;
+  }
+  static kforge::archive::EvaluationRecord wrong(double got, const std::string& at = "") {
+    kforge::archive::EvaluationRecord e;
+    e.outcome = "wrong_result";
+    e.evidence = {{"where", {{"dims", {{"N", 1000}, {"B", 37}}}, {"timed", false}, {"seed", 5}}},
+                  {"detail",
+                   {{"output", "out"},
+                    {"comparison",
+                     {{"max_abs_error", 0.25},
+                      {"threshold", 1e-4},
+                      {"mismatches", 37},
+                      {"numel", 37000},
+                      {"first_bad_index", 999},
+                      {"first_bad_position", {0, 999}},
+                      {"first_bad_value", got},
+                      {"first_bad_expected", 0.25},
+                      {"nan_count", 0}}},
+                    {"unwritten_elements", 0}}}};
+    if (!at.empty()) e.created_at = at;
+    return e;
+  }
+  void screen(kforge::archive::CandidateId c, int64_t run, const std::string& outcome,
+              const std::string& summary, const std::string& at) {
+    ar.db()
+        .prepare(
+            "INSERT INTO screens (candidate_id, device_id, harness_version, run_id, outcome, "
+            "summary, created_at) "
+            "VALUES (?, ?, 1, ?, ?, ?, ?)")
+        .bind(1, c.value)
+        .bind(2, gpu.value)
+        .bind(3, run)
+        .bind(4, outcome)
+        .bind(5, summary)
+        .bind(6, at)
+        .run();
+  }
+  std::string failures(std::optional<int64_t> run, std::optional<int> generation) {
+    PromptInputs in = inputs(f, &ar);
+    in.run = run;
+    in.generation = generation;
+    return prompt_context(in).at("failures");
+  }
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Prompt, FailuresOfEarlierRunsAndThisRunsEarlierGenerations) {
+  FailureArchive fa;
+  EXPECT_EQ(fa.failures(std::nullopt, std::nullopt), "No failures recorded yet.");
+  int64_t r1 = fa.run("2025-01-01T00:00:00.000Z");
+  fa.candidate(
+      "c1", r1, 1, "2025-01-01T00:01:00.000Z",
+      FailureArchive::compile_error("optimize-answer.md:15: error: identifier \"Q\" is undefined"));
+  fa.candidate("w1", r1, 2, "2025-01-01T00:02:00.000Z", FailureArchive::compiled(),
+               {FailureArchive::wrong(0.5)});
+  // The same lesson again (other numbers): shown once.
+  fa.candidate("w2", r1, 3, "2025-01-01T00:03:00.000Z", FailureArchive::compiled(),
+               {FailureArchive::wrong(0.75)});
+  kforge::archive::EvaluationRecord harness;
+  harness.outcome = "harness_error";  // the harness's failure, not the kernel's
+  auto h =
+      fa.candidate("h1", r1, 3, "2025-01-01T00:04:00.000Z", FailureArchive::compiled(), {harness});
+
+  int64_t r2 = fa.run("2025-02-01T00:00:00.000Z");
+  auto oob = fa.candidate("o2", r2, 1, "2025-02-01T00:01:00.000Z", FailureArchive::compiled());
+  fa.screen(oob, r2, "out_of_bounds_write",
+            "writes past the end of 'out' (canaries overwritten) at dims B=37, N=1000",
+            "2025-02-01T00:01:01.000Z");
+  std::string before = fa.failures(r2, 2);
+  // This run's generation 2 (the child's own) and what happened to earlier runs' kernels after this
+  // run started are left out: a resumed run renders generation 2's prompts before they exist.
+  fa.candidate(
+      "c2", r2, 2, "2025-02-01T00:02:00.000Z",
+      FailureArchive::compile_error("optimize-answer.md:9: error: identifier \"Z\" is undefined"));
+  kforge::archive::EvaluationRecord late;
+  late.outcome = "timeout";
+  late.harness_version = 1;
+  late.created_at = "2025-02-01T00:03:00.000Z";
+  late.evidence = {{"watchdog_ms", 2000},
+                   {"where", {{"dims", {{"B", 4096}, {"N", 4096}}}, {"timed", true}}}};
+  fa.ar.add_evaluation(h, late);
+  std::string now = fa.failures(r2, 2);
+  EXPECT_EQ(now, before) << "a resumed run must render the same prompt";
+
+  EXPECT_EQ(count(now, "\n"), 3u) << now;
+  EXPECT_NE(now.find("- **out_of_bounds_write** (candidate " + std::to_string(oob.value) +
+                     ", this run, generation 1): writes past the end of 'out'"),
+            std::string::npos)
+      << now;
+  EXPECT_NE(
+      now.find(
+          "**wrong_result** (candidate 3, run 1): output 'out': max abs error 0.25 > threshold "
+          "0.0001; 37 of "
+          "37000 elements wrong, first at [0, 999]: got 0.75, expected 0.25 at dims B=37, N=1000"),
+      std::string::npos)
+      << now;
+  EXPECT_EQ(count(now, "wrong_result"), 1u);
+  EXPECT_NE(now.find("**compile error** (candidate 1, run 1): the source does not compile: "
+                     "optimize-answer.md:15: error: "
+                     "identifier \"Q\" is undefined"),
+            std::string::npos)
+      << now;
+  EXPECT_EQ(now.find("harness_error"), std::string::npos);
+  EXPECT_EQ(now.find("\"Z\""), std::string::npos);
+  EXPECT_EQ(now.find("timeout"), std::string::npos);
+  // Without the child's generation, none of this run's; the next generation sees generation 2's.
+  EXPECT_EQ(fa.failures(r2, std::nullopt).find("out_of_bounds"), std::string::npos);
+  EXPECT_NE(fa.failures(r2, 3).find("identifier \"Z\""), std::string::npos);
+  // Outside a run (kforge prompt render) everything counts, at most 3, each kind's newest first.
+  std::string all = fa.failures(std::nullopt, std::nullopt);
+  EXPECT_EQ(count(all, "\n"), 3u) << all;
+  EXPECT_NE(all.find("**timeout** (candidate " + std::to_string(h.value) +
+                     ", run 1): no answer within the 2000 ms watchdog "
+                     "at dims B=4096, N=4096 (the timed sizes)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("identifier \"Z\""), std::string::npos);
+  EXPECT_NE(all.find("out_of_bounds_write"), std::string::npos);
+  // The optimize and translate prompts quote them.
+  PromptInputs in = inputs(fa.f, &fa.ar);
+  in.parent = kforge::archive::CandidateId{2};
+  std::string opt =
+      PromptTemplates::load(prompts_dir()).render(PromptKind::Optimize, prompt_context(in));
+  EXPECT_NE(opt.find("## Earlier attempts at this task that failed\n" + all), std::string::npos)
+      << opt;
+}
+
+// Over the token budget, retrieved kernels go first (the lowest ranked first), then failures; the
+// task, the parent and the answer format stay.
+TEST(Prompt, TokenBudgetLeavesOutRetrievedKernelsThenFailures) {
+  FailureArchive fa;
+  std::string filler;
+  for (int i = 0; i < 60; ++i) filler += "  // " + std::string(70, 'x') + "\n";
+  auto parent = fa.candidate(
+      "softmax_parent", std::nullopt, 0, "2025-01-01T00:00:00.000Z",
+      FailureArchive::compile_error("optimize-answer.md:15: error: identifier \"Q\" is undefined"));
+  for (const char* spec : {"level1/softmax", "level1/log_softmax", "level2/matmul_softmax"}) {
+    Fixture other = Fixture::load(spec);
+    kforge::archive::NewCandidate c;
+    c.task = fa.ar.upsert_task(other.task);
+    c.source = "__global__ void k_" + other.task.name + "() {\n" + filler + "}\n";
+    c.identity = kforge::content_hash(c.source);
+    kforge::archive::EvaluationRecord ok;
+    ok.outcome = "correct";
+    ok.time_ms = 1.0;
+    ok.harness_version = 1;
+    fa.ar.add_candidate(c, std::nullopt, {ok});
+  }
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  PromptInputs in = inputs(fa.f, &fa.ar);
+  in.parent = parent;
+  in.max_tokens = 1000000;
+  // The retrieved kernels' headings ("### suite/name (candidate ..."), best ranked first.
+  auto kernels = [](const std::string& p) {
+    std::vector<std::string> out;
+    size_t end = p.find("## Earlier attempts");
+    for (size_t at = p.find("\n### ", p.find("## What others wrote")); at < end;
+         at = p.find("\n### ", at + 1))
+      out.push_back(p.substr(at + 5, p.find(' ', at + 5) - at - 5));
+    return out;
+  };
+  std::string whole = render_prompt(t, PromptKind::Optimize, in);
+  std::vector<std::string> ranked = kernels(whole);
+  ASSERT_EQ(ranked.size(), 3u) << whole;
+  EXPECT_EQ(whole, t.render(PromptKind::Optimize, prompt_context(in)))
+      << "within budget: everything";
+  size_t tokens = (whole.size() + 3) / 4;
+
+  in.max_tokens = tokens - 1;
+  std::string one_less = render_prompt(t, PromptKind::Optimize, in);
+  EXPECT_LE((one_less.size() + 3) / 4, in.max_tokens);
+  EXPECT_EQ(kernels(one_less), (std::vector<std::string>{ranked[0], ranked[1]}))
+      << "the lowest ranked goes first";
+  EXPECT_NE(one_less.find("(1 more similar kernel(s) left out for length.)"), std::string::npos);
+  EXPECT_NE(one_less.find("identifier \"Q\""), std::string::npos)
+      << "failures stay while kernels can go";
+
+  in.max_tokens = 10;  // nothing fits: every kernel and failure goes, nothing else does
+  std::string tiny = render_prompt(t, PromptKind::Optimize, in);
+  EXPECT_TRUE(kernels(tiny).empty());
+  EXPECT_NE(tiny.find("(3 more similar kernel(s) left out for length.)"), std::string::npos);
+  EXPECT_NE(tiny.find("(1 more failure(s) left out for length.)"), std::string::npos);
+  EXPECT_NE(tiny.find("torch.softmax(x, dim=-1)"), std::string::npos);
+  EXPECT_NE(tiny.find("__global__ void softmax_parent()"), std::string::npos);
+  EXPECT_NE(tiny.find(load_answer_format(prompts_dir())), std::string::npos);
 }
 
 }  // namespace

@@ -290,6 +290,7 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
     e.outcome = verify::to_string(v.outcome);
     e.flags = v.flags;
     e.evidence = v.evidence;
+    e.evidence["summary"] = v.summary;  // what went wrong in words (the prompts quote failures)
     if (ev->admission) e.evidence["admission"] = admission_json(*ev->admission);
     e.admitted = ev->admitted();
     e.dims = task.dims;

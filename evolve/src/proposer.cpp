@@ -15,13 +15,11 @@ void LlmSpent::add(const LlmSpent& o) {
   cached += o.cached, cost_usd += o.cost_usd;
 }
 
-LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device,
-                         std::optional<compile::DeviceFacts> facts)
+LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device)
     : voices_(std::move(voices)),
       templates_(PromptTemplates::load(prompts_dir)),
       answer_format_(load_answer_format(prompts_dir)),
-      device_(std::move(device)),
-      facts_(std::move(facts)) {
+      device_(std::move(device)) {
   if (voices_.empty()) throw Error("LlmProposer: no model");
 }
 
@@ -29,6 +27,8 @@ LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::str
     : LlmProposer(std::vector<Voice>{{ModelConfig{client->model()}, client}}, prompts_dir, std::move(device)) {}
 
 namespace {
+
+constexpr const char* kIdeaMark = "\x01the idea\x01";
 
 // The ensemble's role for a prompt kind (the LLM config's temperature keys).
 std::string role_of(PromptKind kind) {
@@ -59,10 +59,13 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
   if (ask.parent) in.parent = archive::CandidateId{*ask.parent};
   if (ask.second_parent) in.second_parent = archive::CandidateId{*ask.second_parent};
   in.run = ask.lineage.run;
+  in.generation = ask.lineage.generation;
   in.device = device_;
+  in.gpu = gpu_;
+  in.device_id = device_id_;
   in.answer_format = answer_format_;
-  std::map<std::string, std::string> values = prompt_context(in);
-  values["idea_count"] = std::to_string(ideas);
+  in.extra["idea_count"] = std::to_string(ideas);
+  in.extra["idea"] = kIdeaMark;  // an Idea prompt is rendered here, its idea filled in when it is known
 
   // The model: drawn by weight from the ensemble, the same draw for the same ask (resume asks the
   // same model the same thing).
@@ -75,7 +78,7 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
 
   ChatRequest request;
   request.system = "You are an expert CUDA engineer. Answer in the format the prompt gives.";
-  request.user = templates_.render(ask.kind, values);
+  request.user = render_prompt(templates_, ask.kind, in);
   request.temperature = voice.config.temperature_for(role_of(ask.kind));
   request.max_tokens = voice.config.max_tokens;
   Proposal blank;
@@ -88,7 +91,8 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
     return [this, &voice, request, blank, sample = ask.sample] { return answer(voice, request, blank, sample, true); };
 
   // Ideas: the ideas in words first, then each one's implementation, asked at once.
-  return [this, &voice, request, blank, values, sample = ask.sample]() -> std::vector<Proposal> {
+  std::string idea_prompt = render_prompt(templates_, PromptKind::Idea, in);
+  return [this, &voice, request, blank, idea_prompt, sample = ask.sample]() -> std::vector<Proposal> {
     std::vector<Proposal> listed = answer(voice, request, blank, sample, false);
     if (listed.front().unanswered || listed.front().answer_error) return listed;
     std::vector<std::string> ideas = parse_ideas(listed.front().source, static_cast<size_t>(this->ideas));
@@ -98,10 +102,9 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
     }
     std::vector<std::future<std::vector<Proposal>>> asked;
     for (size_t i = 0; i < ideas.size(); ++i) {
-      std::map<std::string, std::string> with_idea = values;
-      with_idea["idea"] = ideas[i];
       ChatRequest r = request;
-      r.user = templates_.render(PromptKind::Idea, with_idea);
+      r.user = idea_prompt;
+      r.user.replace(r.user.find(kIdeaMark), std::string(kIdeaMark).size(), ideas[i]);
       asked.push_back(std::async(std::launch::async, [this, &voice, r, blank, i] {
         return answer(voice, r, blank, static_cast<int>(i), true);
       }));

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "kforge/archive/archive.h"
+#include "kforge/compile/plan.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/verify/device_facts.h"
 
 namespace kforge::evolve {
 
@@ -37,8 +39,20 @@ class PromptTemplates {
 
 // $KFORGE_PROMPTS, else ./prompts, else the source tree's prompts/.
 std::string default_prompts_dir();
-// docs/answer-format.md beside the prompts folder: the one answer specification.
+// docs/answer-format.md beside the prompts folder: the one answer specification, less the parts
+// between <!-- not-in-prompt --> and <!-- /not-in-prompt --> (what only kforge needs).
 std::string load_answer_format(const std::string& prompts_dir);
+
+// The target GPU's facts for {{gpu_facts}}: what plans may assume (`plan.measured`: SMs and shared
+// memory read from the driver, else the usual GPU of `plan.arch`) and, where the GPU was measured,
+// its bandwidth and matmul peaks. What neither holds is quoted from the arch's specification.
+struct PromptGpu {
+  std::string name;                               // "NVIDIA H200"; "" when no GPU was read
+  compile::DeviceFacts plan;
+  std::optional<int64_t> l2_bytes;                // from the driver
+  std::optional<double> spec_gbps;                // memory clock x bus width, from the driver
+  std::optional<verify::MeasuredFacts> measured;  // stream bandwidth and matmul peaks
+};
 
 struct PromptInputs {
   const tasks::Task* task = nullptr;
@@ -46,12 +60,25 @@ struct PromptInputs {
   archive::Archive* archive = nullptr;  // for parents and retrieval; may be null
   std::optional<archive::CandidateId> parent, second_parent;
   std::string device;                   // a line describing the target GPU
+  std::optional<PromptGpu> gpu;         // its facts ({{gpu_facts}}); none: the line alone
+  std::optional<int64_t> device_id;     // the target GPU's archive id: measured baselines are read for it
   std::string answer_format;
   size_t retrieved = 3;
   std::optional<int64_t> run;           // retrieval reads only what earlier runs made (resume asks the same)
+  // The child's generation in `run`: failures of this run's candidates of earlier generations are
+  // quoted (none of this run's without it), so a resumed run renders the same prompt.
+  std::optional<int> generation;
+  // render_prompt's budget (tokens estimated as characters / 4): retrieved kernels, the lowest
+  // ranked first, then failures are left out (the prompt says how many) until the prompt fits.
+  size_t max_tokens = 12000;
+  // Values for placeholders the archive does not fill (an ideas prompt's idea_count, idea).
+  std::map<std::string, std::string> extra;
 };
 
-// The values of every known placeholder (those without data say so in words).
+// The values of every known placeholder (those without data say so in words), everything
+// retrieved included (no budget: it depends on the template).
 std::map<std::string, std::string> prompt_context(const PromptInputs& in);
+// The prompt of `kind` for `in`, within in.max_tokens.
+std::string render_prompt(const PromptTemplates& templates, PromptKind kind, const PromptInputs& in);
 
 }  // namespace kforge::evolve

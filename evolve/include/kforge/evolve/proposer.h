@@ -54,9 +54,8 @@ struct Ask {
 
 class LlmProposer {
  public:
-  // `device`: the prompt's line about the target GPU; `facts`, when given, its numbers.
-  LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device,
-              std::optional<compile::DeviceFacts> facts = std::nullopt);
+  // `device`: the prompt's line about the target GPU (set_target adds its numbers).
+  LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device);
   // One model at temperature 1, no prices.
   LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device);
 
@@ -67,6 +66,13 @@ class LlmProposer {
   // one proposal per idea.
   std::function<std::vector<Proposal>()> prepare(const Ask& ask, const std::shared_ptr<const tasks::Task>& task,
                                                  archive::Archive& archive);
+
+  // The target GPU's facts and archive id for the prompts (docs/evolve.md); without them a prompt
+  // has the device line alone and no measured baselines.
+  void set_target(PromptGpu gpu, std::optional<int64_t> device_id) {
+    gpu_ = std::move(gpu);
+    device_id_ = device_id;
+  }
 
   LlmSpent spent() const;
   LlmSpent spent(const std::string& task) const;  // by task id
@@ -84,7 +90,8 @@ class LlmProposer {
   std::vector<Voice> voices_;
   PromptTemplates templates_;
   std::string answer_format_, device_;
-  std::optional<compile::DeviceFacts> facts_;
+  std::optional<PromptGpu> gpu_;
+  std::optional<int64_t> device_id_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<tasks::Reference>> references_;  // by task content hash
   mutable std::mutex spent_mutex_;

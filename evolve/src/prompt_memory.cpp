@@ -1,0 +1,383 @@
+// What the archive remembers, for the prompts (prompt_parts.h): measurements, parents, similar
+// tasks' kernels and this task's failures. Everything read here is limited to what a resumed run
+// reads again: earlier runs' rows, and this run's rows of generations before the child's.
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/strings.h"
+#include "prompt_parts.h"
+
+namespace kforge::evolve::prompt_parts {
+namespace {
+
+using nlohmann::json;
+
+std::string trim_lines(const std::string& text, size_t max_lines) {
+  std::istringstream in(text);
+  std::string out, line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    if (++n > max_lines)
+      return out + "// ... (" + std::to_string(max_lines) + " of more lines shown)\n";
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string numbers_of(const json& c) {
+  if (c["evaluations"].empty()) return "Not evaluated yet.";
+  const json& e = c["evaluations"].back();
+  std::string s = "Outcome: " + e["outcome"].get<std::string>();
+  if (!e["flags"].empty()) s += " (flags: " + e["flags"].dump() + ")";
+  if (!e["time_ms"].is_null()) s += "; time " + std::to_string(e["time_ms"].get<double>()) + " ms";
+  if (!e["speedup_eager"].is_null())
+    s += "; " + std::to_string(e["speedup_eager"].get<double>()) + "x eager";
+  if (!e["roofline_fraction"].is_null())
+    s += "; " + std::to_string(e["roofline_fraction"].get<double>()) + " of the roofline floor";
+  return s + ".";
+}
+
+std::string evidence_of(const json& c) {
+  std::string s;
+  for (const auto& cr : c["compiles"])
+    if (!cr["ok"].get<bool>())
+      for (const auto& err : cr["errors"]) s += "- " + err.get<std::string>() + "\n";
+  for (const auto& e : c["evaluations"])
+    if (e["outcome"] != "correct")
+      s += "- " + e["outcome"].get<std::string>() + ": " + e["evidence"].dump() + "\n";
+  return s.empty() ? "No failure recorded for this candidate." : s;
+}
+
+// The newest evaluation of `c` that was timed and measured `field` (eager_ms, roofline_fraction),
+// or null.
+const json* newest_with(const json& c, const char* field) {
+  const json* found = nullptr;
+  for (const auto& e : c["evaluations"])
+    if (!e[field].is_null() && !e["time_ms"].is_null()) found = &e;
+  return found;
+}
+
+std::string measured_on(const json& e, archive::CandidateId id) {
+  return " (measured beside candidate " + std::to_string(id.value) +
+         (e["device"].is_null() ? "" : " on GPU " + e["device"].get<std::string>()) + ")";
+}
+
+std::string math_mode(const tasks::Task& t) {
+  return t.allow_tf32 ? "tf32" : "ieee";
+}
+
+// ---- Failures ----
+
+struct FailureRow {
+  std::string when;  // created_at
+  int source = 0;    // 0 evaluation, 1 screen, 2 compile: ties at one instant in this order
+  int64_t row = 0, candidate = 0;
+  std::optional<int64_t> run;
+  int generation = 0;
+  std::string kind;  // the outcome, or "compile" for a compile report with errors
+  std::string text;  // what went wrong, in one line
+};
+
+std::string one_line(std::string s, size_t max = 400) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  if (s.size() > max) s = s.substr(0, max) + " ...";
+  return s;
+}
+
+// The first line that says what the compiler or the plan checker rejected.
+std::string first_error_line(const json& errors, const std::string& log) {
+  if (!errors.is_array() || errors.empty() || !errors[0].is_string()) return "rejected";
+  std::string first = errors[0].get<std::string>();
+  std::istringstream lines(first.find('\n') == std::string::npos ? first : first + "\n" + log);
+  std::string line;
+  std::getline(lines, line);
+  if (first.find('\n') == std::string::npos) return line;
+  std::string head = line;
+  while (std::getline(lines, line))
+    if (line.find("error:") != std::string::npos) return head + " " + line;
+  return head;
+}
+
+tasks::Dims dims_of(const json& j) {
+  tasks::Dims d;
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.value().is_number_integer()) d[it.key()] = it.value().get<int64_t>();
+  return d;
+}
+
+std::string number(const json& v) {
+  if (!v.is_number()) return "?";
+  if (v.is_number_integer()) return v.dump();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+  return buf;
+}
+
+// An evaluation's failure in one line: the verdict's summary where it was kept, else what its
+// evidence says (where; expected against got; the runner's or memcheck's words).
+std::string evaluation_text(const std::string& outcome, const json& ev,
+                            const std::vector<std::string>& order) {
+  if (ev.contains("summary") && ev["summary"].is_string()) return ev["summary"].get<std::string>();
+  std::string where;
+  if (ev.contains("where") && ev["where"].is_object())
+    where = " at dims " + format_dims(dims_of(ev["where"].value("dims", json::object())), order) +
+            (ev["where"].value("timed", false) ? " (the timed sizes)" : "");
+  const json detail = ev.value("detail", json::object());
+  std::string s;
+  if (detail.contains("comparison") && detail["comparison"].is_object()) {
+    const json& c = detail["comparison"];
+    s = "output '" + detail.value("output", std::string("?")) + "': max abs error " +
+        number(c["max_abs_error"]) + " > threshold " + number(c["threshold"]) + "; " +
+        number(c["mismatches"]) + " of " + number(c["numel"]) + " elements wrong";
+    if (c.value("nan_count", 0) > 0) s += " (" + number(c["nan_count"]) + " NaN)";
+    if (c.contains("first_bad_position") && c["first_bad_position"].is_array() &&
+        c.value("first_bad_index", -1) >= 0)
+      s += ", first at " + format_shape(c["first_bad_position"].get<std::vector<int64_t>>()) +
+           ": got " + number(c["first_bad_value"]) + ", expected " +
+           number(c["first_bad_expected"]);
+    if (detail.value("unwritten_elements", 0) > 0)
+      s += "; " + number(detail["unwritten_elements"]) + " never written";
+  } else if (outcome == "timeout") {
+    s = "no answer within the " +
+        (ev.contains("watchdog_ms") ? number(ev["watchdog_ms"]) + " ms " : std::string()) +
+        "watchdog";
+  } else if (detail.contains("memcheck") && detail["memcheck"].is_string()) {
+    static const std::regex line(
+        R"(Invalid __global__ (read|write) of size \d+ bytes?[^\n]*\n[^\n]*)");
+    std::smatch m;
+    std::string log = detail["memcheck"].get<std::string>();
+    s = std::regex_search(log, m, line)
+            ? std::regex_replace(m.str(), std::regex(R"(\s*=========\s*)"), " ")
+            : outcome;
+  } else if (detail.contains("cuda_error") && detail["cuda_error"].is_string()) {
+    s = detail["cuda_error"].get<std::string>();
+  } else if (detail.contains("output") && detail.contains("elements_differing")) {
+    s = "output '" + detail.value("output", std::string("?")) +
+        "' differs bitwise between two runs in " + number(detail["elements_differing"]) +
+        " element(s)";
+  } else {
+    s = outcome;
+  }
+  return s + where;
+}
+
+// Rows of `in`'s task version that a resumed run reads the same: from candidates of earlier runs
+// (or none) made before in.run started, and from in.run's own candidates of earlier generations.
+// ?1..?3 the task version, ?4 the run, ?5 the generation, ?6 the run's start.
+const char* kEligible =
+    " AND (?4 IS NULL OR ((c.run_id IS NULL OR c.run_id < ?4) AND x.created_at < ?6) "
+    "OR (c.run_id = ?4 AND ?5 IS NOT NULL AND c.generation < ?5))";
+const char* kTaskVersion =
+    " JOIN candidates c ON c.id = x.candidate_id JOIN tasks k ON k.id = c.task_id "
+    "WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND c.import_trust IS NOT 'claimed'";
+
+std::vector<FailureRow> failure_rows(const PromptInputs& in,
+                                     const std::vector<std::string>& order) {
+  archive::Database& db = in.archive->db();
+  std::string start = "9999";  // a run the archive lacks: no bound
+  if (in.run) {
+    archive::Statement r = db.prepare("SELECT started_at FROM runs WHERE id = ?");
+    r.bind(1, *in.run);
+    if (r.step()) start = r.text(0);
+  }
+  const tasks::Task& t = *in.task;
+  auto query = [&](const std::string& sql) {
+    archive::Statement s = db.prepare(sql);
+    s.bind(1, t.suite).bind(2, t.name).bind(3, t.content_hash).bind(4, in.run);
+    if (in.generation)
+      s.bind(5, int64_t{*in.generation});
+    else
+      s.bind_null(5);
+    s.bind(6, start);
+    return s;
+  };
+  std::vector<FailureRow> rows;
+  auto common = [](archive::Statement& s, int source) {
+    FailureRow f;
+    f.source = source;
+    f.when = s.text(0), f.row = s.integer(1), f.candidate = s.integer(2);
+    if (!s.is_null(3)) f.run = s.integer(3);
+    f.generation = static_cast<int>(s.integer(4));
+    return f;
+  };
+  const std::string head = "SELECT x.created_at, x.id, c.id, c.run_id, c.generation, ";
+  const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
+  archive::Statement e = query(
+      head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
+      " AND x.outcome NOT IN ('correct', 'harness_error') AND x.import_trust IS NOT 'claimed'" +
+      kEligible + tail);
+  while (e.step()) {
+    FailureRow f = common(e, 0);
+    f.kind = e.text(5);
+    json ev = json::parse(e.text(6), nullptr, false);
+    f.text = evaluation_text(f.kind, ev.is_discarded() ? json::object() : ev, order);
+    rows.push_back(f);
+  }
+  archive::Statement sc =
+      query(head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
+            " AND x.outcome NOT IN ('correct', 'harness_error')" + kEligible + tail);
+  while (sc.step()) {
+    FailureRow f = common(sc, 1);
+    f.kind = sc.text(5);
+    f.text = sc.text(6).empty() ? f.kind : sc.text(6);
+    rows.push_back(f);
+  }
+  archive::Statement co = query(head + "x.stage, x.errors, x.log FROM compiles x" + kTaskVersion +
+                                " AND x.errors NOT IN ('', '[]')" + kEligible + tail);
+  while (co.step()) {
+    FailureRow f = common(co, 2);
+    std::string stage = co.text(5);
+    json errors = json::parse(co.text(6), nullptr, false);
+    f.kind = "compile";
+    f.text = (stage == "compile" ? "" : "rejected at the " + stage + " stage: ") +
+             first_error_line(errors, co.text(7));
+    // A call that got no answer is no lesson about the task.
+    if (f.text.find("no answer from the model") != std::string::npos) continue;
+    rows.push_back(f);
+  }
+  std::sort(rows.begin(), rows.end(), [](const FailureRow& a, const FailureRow& b) {
+    if (a.when != b.when) return a.when > b.when;
+    if (a.source != b.source) return a.source < b.source;
+    return a.row > b.row;
+  });
+  return rows;
+}
+
+std::string label(const std::string& kind) {
+  return kind == "compile" ? "compile error" : kind;
+}
+
+}  // namespace
+
+bool fill_measured(const PromptInputs& in, bool floor_known,
+                   std::map<std::string, std::string>& v) {
+  archive::Archive& ar = *in.archive;
+  const tasks::Task& t = *in.task;
+  bool baselines = false;
+  if (in.device_id) {
+    archive::Statement b = ar.db().prepare(
+        "SELECT b.eager_ms, b.scripted_ms, d.name FROM baselines b JOIN tasks k ON k.id = "
+        "b.task_id "
+        "JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = "
+        "?3 AND b.dims = ?4 "
+        "AND b.device_id = ?5 AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL");
+    b.bind(1, t.suite)
+        .bind(2, t.name)
+        .bind(3, t.content_hash)
+        .bind(4, json(t.dims).dump())
+        .bind(5, *in.device_id);
+    b.bind(6, math_mode(t));
+    if (b.step()) {
+      v["eager_time"] =
+          format_ms(b.real(0)) + " ms" +
+          (b.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(b.real(1)) + " ms") +
+          " (measured on " + b.text(2) + ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
+      baselines = true;
+    }
+  }
+  // The newest judged candidate of this task version made before `run` (a resumed run's prompts
+  // repeat).
+  archive::Statement s = ar.db().prepare(
+      "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a "
+      "GPU'), c.id "
+      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = "
+      "c.task_id "
+      "LEFT JOIN devices d ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version "
+      "= ?3 "
+      "AND e.eager_ms IS NOT NULL AND e.import_trust IS NOT 'claimed' "
+      "AND (?4 IS NULL OR c.run_id IS NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
+  s.bind(1, t.suite).bind(2, t.name).bind(3, t.content_hash).bind(4, in.run);
+  if (!s.step()) return baselines;
+  std::string on =
+      " (measured beside candidate " + std::to_string(s.integer(4)) + " on " + s.text(3) + ")";
+  if (!baselines)
+    v["eager_time"] =
+        format_ms(s.real(0)) + " ms" +
+        (s.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(s.real(1)) + " ms") + on;
+  if (!s.is_null(2) && !floor_known) v["roofline_floor"] = format_ms(s.real(2)) + " ms" + on;
+  return baselines;
+}
+
+void fill_parent(const PromptInputs& in, const std::string& prefix,
+                 std::optional<archive::CandidateId> id, bool baselines_measured,
+                 std::map<std::string, std::string>& v) {
+  if (!id || !in.archive) return;
+  const tasks::Task& t = *in.task;
+  json c = in.archive->show(*id);
+  if (c.is_null())
+    throw UsageError("no candidate " + std::to_string(id->value) + " in " +
+                     in.archive->db().path());
+  if (c["task"] != t.id())
+    throw UsageError("candidate " + std::to_string(id->value) + " is a kernel of " +
+                     c["task"].get<std::string>() + ", not of " + t.id() +
+                     "; a parent must be a kernel of the task the prompt is for");
+  v[prefix + "id"] = std::to_string(id->value);
+  v[prefix + "source"] = c["source"].get<std::string>();
+  v[prefix + "plan"] = c["plan"].dump(2);
+  v[prefix + "numbers"] = numbers_of(c);
+  v[prefix + "resources"] =
+      c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
+  if (prefix != "parent_") return;
+  if (const json* e = newest_with(c, "eager_ms"); e && !baselines_measured)
+    v["eager_time"] = format_ms((*e)["eager_ms"].get<double>()) + " ms" + measured_on(*e, *id);
+  if (const json* e = newest_with(c, "roofline_fraction"))
+    v["roofline_floor"] =
+        format_ms((*e)["roofline_fraction"].get<double>() * (*e)["time_ms"].get<double>()) + " ms" +
+        measured_on(*e, *id);
+  v["failure_evidence"] = evidence_of(c);
+}
+
+std::vector<std::string> retrieved_kernels(const PromptInputs& in) {
+  std::vector<std::string> out;
+  if (!in.archive) return out;
+  for (const auto& k : in.archive->similar(*in.task, in.retrieved, in.run)) {
+    json c = in.archive->show(k.id);
+    out.push_back("### " + k.task + " (candidate " + std::to_string(k.id.value) + ", " +
+                  numbers_of(c) + (k.verified ? "" : " Imported, unverified.") + ")\n```cuda\n" +
+                  trim_lines(c["source"].get<std::string>(), 80) + "```\n\n");
+  }
+  return out;
+}
+
+std::vector<std::string> notable_failures(const PromptInputs& in, size_t k) {
+  std::vector<std::string> out;
+  if (!in.archive || k == 0) return out;
+  std::vector<std::string> order = ordered_dims(*in.task);
+  std::vector<FailureRow> rows = failure_rows(in, order);
+  // Distinct: one per candidate, and one per message (numbers aside: the same error on another
+  // line, or the same wrong output at other sizes, is the same lesson).
+  static const std::regex digits(R"([0-9][0-9.eE+-]*)");
+  std::set<int64_t> candidates;
+  std::set<std::string> messages;
+  std::vector<const FailureRow*> distinct;
+  for (const FailureRow& r : rows) {
+    std::string key = r.kind + " " + std::regex_replace(r.text, digits, "#");
+    if (candidates.count(r.candidate) || messages.count(key)) continue;
+    candidates.insert(r.candidate), messages.insert(key);
+    distinct.push_back(&r);
+  }
+  // Notable: each kind of failure's newest first, then the other rows, newest first.
+  std::vector<const FailureRow*> picked;
+  std::set<std::string> kinds;
+  for (const FailureRow* r : distinct)
+    if (picked.size() < k && kinds.insert(r->kind).second) picked.push_back(r);
+  for (const FailureRow* r : distinct)
+    if (picked.size() < k && std::find(picked.begin(), picked.end(), r) == picked.end())
+      picked.push_back(r);
+  for (const FailureRow* r : picked) {
+    std::string from = r->run ? (in.run && *r->run == *in.run
+                                     ? "this run, generation " + std::to_string(r->generation)
+                                     : "run " + std::to_string(*r->run))
+                              : "no run";
+    out.push_back("- **" + label(r->kind) + "** (candidate " + std::to_string(r->candidate) + ", " +
+                  from + "): " + one_line(r->text) + "\n");
+  }
+  return out;
+}
+
+}  // namespace kforge::evolve::prompt_parts
