@@ -1,7 +1,6 @@
 // The search loop (issue 18) on the CPU: the real compiler (NVRTC workers), the real archive (a
 // SQLite file), the real loop; only the GPU is fake (fake_gpu.h).
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -19,6 +18,7 @@
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
 #include "kforge/evolve/tuner.h"
+#include "loopback_model.h"
 #include "test_util.h"
 
 namespace {
@@ -263,62 +263,24 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
 class ScriptedModel {
  public:
   // `mode`: "" as above; "prose": every answer is words without code; "down": every call is a 500.
-  explicit ScriptedModel(std::string mode = "") {
-    std::string seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string());
-    server_.Post(".*", [this, seed, mode](const httplib::Request& req, httplib::Response& res) {
-      std::string prompt = json::parse(req.body)["messages"].back()["content"].get<std::string>();
-      if (mode == "down") {
-        res.status = 500;
-        res.set_content("{\"error\": \"overloaded\"}", "application/json");
-        return;
-      }
-      bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
-      std::string answer = seed;
-      size_t code = answer.find("```cuda\n") + 8;
-      answer.insert(code, repair ? "// repaired after: " + std::to_string(++repairs_) + "\n"
-                                 : "#error deliberately broken " + std::to_string(++asks_) + "\n");
-      if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        prompts_.push_back(prompt);
-      }
-      json reply = {{"model", "scripted"},
-                    {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", answer}}}}}},
-                    {"usage", {{"prompt_tokens", 1000}, {"completion_tokens", 500}}}};
-      res.set_content(reply.dump(), "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~ScriptedModel() {
-    server_.stop();
-    thread_.join();
-  }
-  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) {
-    evolve::Endpoint e;
-    e.base_url = "http://127.0.0.1:" + std::to_string(port_) + "/v1";
-    e.model = "scripted";
-    e.api_key = "sk-test-not-a-real-key";
-    evolve::RetryPolicy quick;
-    quick.max_attempts = 2;
-    quick.base_delay = std::chrono::milliseconds(1);
-    auto client = std::make_shared<const evolve::LlmClient>(e, quick, nullptr, nullptr,
-                                                            std::make_shared<evolve::ResponseCache>(cache));
-    return std::make_unique<evolve::LlmProposer>(client, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
-  }
-  std::vector<std::string> prompts() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return prompts_;
-  }
+  explicit ScriptedModel(std::string mode = "")
+      : model_([this, mode, seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
+                   const std::string& prompt) -> std::optional<std::string> {
+          if (mode == "down") return std::nullopt;
+          bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
+          std::string answer = seed;
+          size_t code = answer.find("```cuda\n") + 8;
+          answer.insert(code, repair ? "// repaired after: " + std::to_string(++repairs_) + "\n"
+                                     : "#error deliberately broken " + std::to_string(++asks_) + "\n");
+          if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
+          return answer;
+        }) {}
+  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) { return model_.proposer(cache); }
+  std::vector<std::string> prompts() { return model_.prompts(); }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
   std::atomic<int> asks_{0}, repairs_{0};
-  std::mutex mutex_;
-  std::vector<std::string> prompts_;
+  kforge::test::LoopbackModel model_;  // last: its server, which uses the counters, stops first
 };
 
 TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
