@@ -36,7 +36,7 @@ if ! step setup 1200 scripts/setup.sh; then
 fi
 "$BUILD_DIR"/kforge doctor > "$OUT/doctor.log" 2>&1
 cat "$OUT/doctor.log"
-step gpu-tests 360 "$BUILD_DIR"/tests/kforge_gpu_tests
+step gpu-tests 480 "$BUILD_DIR"/tests/kforge_gpu_tests  # GpuLoop.* (the loop against the exploit corpus) adds ~2 min
 # Untrusted input on this machine's kernel (Landlock or not) and toolkit: always, they are quick.
 step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*'
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax

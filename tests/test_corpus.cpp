@@ -37,4 +37,6 @@ TEST(Corpus, ExploitsCompileAndTheirManifestNamesRealOutcomes) {
       EXPECT_TRUE(c.report.ok()) << name << ": " << (c.report.errors.empty() ? "" : c.report.errors.front());
     }
   }
+  for (const auto& name : manifest["screen_passes"])  // read by tests/gpu/test_loop_exploits.cpp
+    EXPECT_TRUE(manifest["kernels"].contains(name.get<std::string>())) << name << " (screen_passes) is not an exploit";
 }

@@ -1,7 +1,6 @@
 // The search loop (issue 18) on the CPU: the real compiler (NVRTC workers), the real archive (a
 // SQLite file), the real loop; only the GPU is fake (fake_gpu.h).
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -19,6 +18,7 @@
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
 #include "kforge/evolve/tuner.h"
+#include "loopback_model.h"
 #include "test_util.h"
 
 namespace {
@@ -295,74 +295,31 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
 // not compile (the model's mistake), every repair with working code; it records what it was asked.
 class ScriptedModel {
  public:
-  // `mode`: "" as above; "prose": every answer is words without code; "down": every call is a 500.
-  explicit ScriptedModel(std::string mode = "") {
-    std::string seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string());
-    server_.Post(".*", [this, seed, mode](const httplib::Request& req, httplib::Response& res) {
-      std::string prompt = json::parse(req.body)["messages"].back()["content"].get<std::string>();
-      if (mode == "down") {
-        res.status = 500;
-        res.set_content("{\"error\": \"overloaded\"}", "application/json");
-        return;
-      }
-      bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
-      std::string answer = seed;
-      size_t code = answer.find("```cuda\n") + 8;
-      // "good": every kernel answer compiles and is correct (marked, so each is new code).
-      answer.insert(code, repair || mode == "good" ? "// answer " + std::to_string(++repairs_) + "\n"
-                                                   : "#error deliberately broken " + std::to_string(++asks_) + "\n");
-      if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
-      if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)  // prompts/ideas.md
-        answer = "Here are my ideas.\n\n1. Vectorise the loads\n   with float4.\n2) Unroll by four.\n3. Use a grid-stride loop.\n";
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        prompts_.push_back(prompt);
-        json body = json::parse(req.body);
-        requests_.push_back(body);
-      }
-      json reply = {{"model", "scripted"},
-                    {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", answer}}}}}},
-                    {"usage", {{"prompt_tokens", 1000}, {"completion_tokens", 500}}}};
-      res.set_content(reply.dump(), "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~ScriptedModel() {
-    server_.stop();
-    thread_.join();
-  }
-  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) {
-    evolve::Endpoint e;
-    e.base_url = "http://127.0.0.1:" + std::to_string(port_) + "/v1";
-    e.model = "scripted";
-    e.api_key = "sk-test-not-a-real-key";
-    evolve::RetryPolicy quick;
-    quick.max_attempts = 2;
-    quick.base_delay = std::chrono::milliseconds(1);
-    auto client = std::make_shared<const evolve::LlmClient>(e, quick, nullptr, nullptr,
-                                                            std::make_shared<evolve::ResponseCache>(cache));
-    return std::make_unique<evolve::LlmProposer>(client, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
-  }
-  std::vector<std::string> prompts() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return prompts_;
-  }
-  std::vector<json> requests() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return requests_;
-  }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  // `mode`: "" as above; "prose": every answer is words without code; "down": every call is a 500;
+  // "good": every kernel answer compiles and is correct (each marked, so each is new code).
+  explicit ScriptedModel(std::string mode = "")
+      : model_([this, mode, seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
+                   const std::string& prompt) -> std::optional<std::string> {
+          if (mode == "down") return std::nullopt;
+          if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)  // prompts/ideas.md
+            return "Here are my ideas.\n\n1. Vectorise the loads\n   with float4.\n2) Unroll by four.\n3. Use a grid-stride "
+                   "loop.\n";
+          bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
+          std::string answer = seed;
+          size_t code = answer.find("```cuda\n") + 8;
+          answer.insert(code, repair || mode == "good" ? "// answer " + std::to_string(++repairs_) + "\n"
+                                                       : "#error deliberately broken " + std::to_string(++asks_) + "\n");
+          if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
+          return answer;
+        }) {}
+  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) { return model_.proposer(cache); }
+  std::vector<std::string> prompts() { return model_.prompts(); }
+  std::vector<json> requests() { return model_.requests(); }
+  std::string base_url() const { return model_.base_url(); }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
   std::atomic<int> asks_{0}, repairs_{0};
-  std::mutex mutex_;
-  std::vector<std::string> prompts_;
-  std::vector<json> requests_;
+  kforge::test::LoopbackModel model_;  // last: its server, which uses the counters, stops first
 };
 
 TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
