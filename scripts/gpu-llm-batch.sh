@@ -4,7 +4,7 @@
 # requests and pauses (--batch-wait 0, exit 75). Between calls the requests are answered on another
 # machine (scripts/batch-exchange.py pending/collect) and the state folder travels back.
 #
-#   first call:  source .device/env.sh && TASKS="level1/sdpa ..." GENERATIONS=3 scripts/gpu-llm-batch.sh
+#   first call:  source .device/env.sh && scripts/gpu-llm-batch.sh   ($STATE/run.toml, or TASKS="..." GENERATIONS=N)
 #   later calls: source .device/env.sh && scripts/gpu-llm-batch.sh        (carry .gpu-batch)
 #
 # State (git-ignored, carried): .gpu-batch/{bin/, prompts/, docs/answer-format.md, archive.db,
@@ -26,17 +26,30 @@ else
 fi
 export KFORGE_PROMPTS="$PWD/$STATE/prompts" KFORGE_DB="$PWD/$STATE/archive.db"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/batch.log" 2>&1
-runs=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM runs').fetchone()[0])" "$KFORGE_DB" 2>/dev/null || echo 0)
+# The run to resume: the newest whose model is a batch folder (an archive imported first has runs too).
+run=$(python3 - "$KFORGE_DB" <<'PY'
+import json, sqlite3, sys
+try:
+    rows = sqlite3.connect(sys.argv[1]).execute("SELECT id, config FROM runs").fetchall()
+except sqlite3.Error:
+    rows = []
+ids = [i for i, c in rows if json.loads(c).get("model", "").startswith("batch:")]
+print(max(ids) if ids else 0)
+PY
+)
 t0=$SECONDS
-if [ "$runs" = 0 ]; then
-  echo "\$ kforge evolve ${TASKS:?TASKS is needed on the first call} --model batch:$STATE/exchange --batch-wait 0 --generations ${GENERATIONS:-3} ${EXTRA:-}" >> "$OUT/batch.log"
-  timeout 540 "$K" evolve $TASKS --model "batch:$STATE/exchange" --batch-wait 0 --generations "${GENERATIONS:-3}" \
-    ${EXTRA:-} --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
+if [ "$run" = 0 ]; then
+  # The run's settings: $STATE/run.toml when there (tasks, generations, the operators' mix), else TASKS.
+  args=(${TASKS:-} --model "batch:$STATE/exchange" --batch-wait 0 ${GENERATIONS:+--generations $GENERATIONS})
+  [ -f "$STATE/run.toml" ] && args+=(--config "$STATE/run.toml")
+  echo "\$ kforge evolve ${args[*]}" >> "$OUT/batch.log"
+  timeout "${EVOLVE_LIMIT:-540}" "$K" evolve "${args[@]}" --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
 else
-  echo "\$ kforge evolve --resume 1 --batch-wait 0" >> "$OUT/batch.log"
-  timeout 540 "$K" evolve --resume 1 --batch-wait 0 --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
+  echo "\$ kforge evolve --resume $run --batch-wait 0" >> "$OUT/batch.log"
+  timeout "${EVOLVE_LIMIT:-540}" "$K" evolve --resume "$run" --batch-wait 0 --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
 fi
 echo "evolve rc=$? in $((SECONDS - t0)) s" >> "$OUT/batch.log"
-"$K" report 1 > "$OUT/report.md" 2>&1
+[ "$run" = 0 ] && run=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(id) FROM runs').fetchone()[0])" "$KFORGE_DB")
+"$K" report "$run" > "$OUT/report.md" 2>&1
 tar czf "$OUT/state.tgz" "$STATE"
 tail -n 25 "$OUT/batch.log"
