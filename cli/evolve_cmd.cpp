@@ -98,6 +98,27 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   return c;
 }
 
+// The GPU facts the prompts quote: measured at the run's start and recorded in its config, read
+// back from it on resume (another machine of the kind measures a little differently; the prompts,
+// and the answers cached under them, must not change).
+evolve::PromptGpu recorded_target(evolve::RunConfig& config) {
+  evolve::PromptGpu g = prompt_gpu();
+  json& t = config.target;
+  if (t.is_object()) {
+    g.name = t.value("name", g.name);
+    g.l2_bytes = t.contains("l2_bytes") ? std::optional<int64_t>(t["l2_bytes"].get<int64_t>()) : std::nullopt;
+    g.spec_gbps = t.contains("spec_gbps") ? std::optional<double>(t["spec_gbps"].get<double>()) : std::nullopt;
+    if (t.contains("measured")) g.measured = verify::MeasuredFacts::from_json(t["measured"]);
+    else g.measured.reset();
+    return g;
+  }
+  t = {{"name", g.name}};
+  if (g.l2_bytes) t["l2_bytes"] = *g.l2_bytes;
+  if (g.spec_gbps) t["spec_gbps"] = *g.spec_gbps;
+  if (g.measured) t["measured"] = g.measured->to_json();
+  return g;
+}
+
 // The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
 // none offline.
 std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& config, const EvolveArgs& a,
@@ -183,7 +204,7 @@ int run_evolve(const EvolveArgs& a) {
             << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm = make_proposer(config, a, batch);
-  if (llm) llm->set_target(prompt_gpu(), evaluator.device_id());
+  if (llm) llm->set_target(recorded_target(config), evaluator.device_id());
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();

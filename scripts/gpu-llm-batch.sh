@@ -20,7 +20,7 @@ if [ -x "$STATE/bin/kforge" ]; then
 else
   build_kforge || exit 1
   mkdir -p "$STATE/bin" "$STATE/docs"
-  for b in kforge kforge-runner kforge-nvrtc-worker; do strip -o "$STATE/bin/$b" "$BUILD_DIR/$b"; done
+  for b in kforge kforge-core kforge-runner kforge-nvrtc-worker; do strip -o "$STATE/bin/$b" "$BUILD_DIR/$b"; done
   rm -rf "$STATE/prompts" && cp -r prompts "$STATE/prompts" && cp docs/answer-format.md "$STATE/docs/"
   K="$PWD/$STATE/bin/kforge"
 fi
@@ -37,6 +37,7 @@ ids = [i for i, c in rows if json.loads(c).get("model", "").startswith("batch:")
 print(max(ids) if ids else 0)
 PY
 )
+[ "${NEW_RUN:-0}" = 1 ] && run=0  # start another run (the batch folder should be a fresh one then)
 t0=$SECONDS
 if [ "$run" = 0 ]; then
   # The run's settings: $STATE/run.toml when there (tasks, generations, the operators' mix), else TASKS.

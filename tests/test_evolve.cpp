@@ -737,6 +737,17 @@ TEST(Evolve, AdmissionDrawsUnseenDimsThePlanSupports) {
   EXPECT_EQ(s.gpu.admitted, 1);
 }
 
+// Issue 19: the GPU facts a run's prompts quote are recorded with its config and come back on
+// resume, so a run resumed on another machine of the kind renders the same prompts.
+TEST(Evolve, TheRecordedTargetComesBackWithTheConfig) {
+  evolve::RunConfig c = small_config();
+  c.target = {{"name", "NVIDIA H200"}, {"measured", {{"read_gbps", 4396.0}}}};
+  evolve::RunConfig back = evolve::RunConfig::from_json(c.to_json());
+  EXPECT_EQ(back.target, c.target);
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_TRUE(evolve::RunConfig::from_json(small_config().to_json()).target.is_null());
+}
+
 TEST(Evolve, RunConfigNamesTheBadField) {
   TempDir dir;
   auto good = dir.write("run.toml", "tasks = [\"smoke\"]\ngenerations = 4\n[budget]\nevaluations = 100\n[selection]\nbest = 0.6\n");

@@ -87,6 +87,12 @@ json toml_to_json(const toml::node& n) {
 }  // namespace
 
 json RunConfig::to_json() const {
+  json j = to_json_settings();
+  if (!target.is_null()) j["target"] = target;
+  return j;
+}
+
+json RunConfig::to_json_settings() const {
   return {{"tasks", tasks},
           {"model", model},
           {"llm_config", llm_config},
@@ -109,9 +115,13 @@ json RunConfig::to_json() const {
                      {"random_share", tuner.random_share}}}};
 }
 
-RunConfig RunConfig::from_json(const json& j) {
+RunConfig RunConfig::from_json(const json& recorded) {
+  json j = recorded;
+  json target = j.is_object() && j.contains("target") ? j["target"] : json(nullptr);
+  if (j.is_object()) j.erase("target");  // recorded by kforge, not a setting a file gives
   check(j, "run config");
   RunConfig c;
+  c.target = target;
   auto get = [&](const char* section, const char* key, auto& out) {
     const json& from = *section ? j.value(section, json::object()) : j;
     if (from.contains(key)) out = from[key].get<std::decay_t<decltype(out)>>();

@@ -58,9 +58,16 @@ struct RunConfig {
   } operators;
   int ideas_count = 3;
   TunerOptions tuner;
+  // The GPU facts the prompts quote (name, L2, spec and measured bandwidth, matmul peaks), recorded
+  // at the run's start: a resumed run, on this machine or another of its kind, quotes the same, so
+  // its prompts (and the answers cached under them) are the same. Null until an LLM run starts.
+  nlohmann::json target = nullptr;
 
   nlohmann::json to_json() const;
   static RunConfig from_json(const nlohmann::json& j);  // InputError naming the field
+
+ private:
+  nlohmann::json to_json_settings() const;
 };
 
 // Reads a run config file (TOML; every key optional, docs/evolve.md lists them).
