@@ -208,6 +208,10 @@ TEST(Archive, RetrievalRanksSimilarTasksFirst) {
   auto hits = a.search("tiled_matmul", 5);
   ASSERT_EQ(hits.size(), 1u);
   EXPECT_EQ(hits[0].task, "level1/matmul_square");
+  // A task's wrong kernel (no time) is not what a prompt retrieves when the task has a correct one.
+  a.add_candidate(candidate(softmax, "__global__ void softmax_wrong() {}"), std::nullopt, {eval("wrong_result", std::nullopt, false)});
+  for (const auto& k : a.similar(query, 3))
+    if (k.task == "level1/softmax") EXPECT_EQ(a.show(k.id)["source"], "__global__ void softmax_rows() {}");
 }
 
 void populate(Archive& a) {

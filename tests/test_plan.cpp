@@ -262,3 +262,14 @@ TEST(Signature, ParsesDemangledParameters) {
 }
 
 }  // namespace
+
+// Thread-block clusters need sm_90 or newer, compared as numbers: sm_100a is newer than sm_90a.
+TEST(Plan, ClustersNeedSm90OrNewerComparedAsNumbers) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  Plan p = parse_plan_text(R"js({"launch": [{"kernel": "relu", "grid": [2], "block": [128], "cluster": [2],
+     "args": ["x", "out", "N"]}]})js",
+                           fx.task, fx.tensors);
+  for (const char* arch : {"sm_90a", "sm_100a", "sm_120"})
+    EXPECT_NO_THROW(evaluate_plan(p, fx.task.dims, {}, DeviceFacts::for_arch(arch))) << arch;
+  EXPECT_THROW(evaluate_plan(p, fx.task.dims, {}, DeviceFacts::for_arch("sm_80")), PlanError);
+}

@@ -380,7 +380,7 @@ std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k, s
     Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
                                " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? "
                                "AND (?2 IS NULL OR c.run_id IS NULL OR c.run_id < ?2) "
-                               "ORDER BY 7 IS NULL, 7 ASC, c.verified DESC, c.id DESC LIMIT 1");
+                               "ORDER BY 7 ASC NULLS LAST, c.verified DESC, c.id DESC LIMIT 1");
     s.bind(1, tasks.integer(0)).bind(2, before_run);
     if (s.step()) {
       KernelSummary ks = summary_row(s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "kforge/common/json_limits.h"
@@ -11,6 +12,12 @@
 
 namespace kforge::compile {
 namespace {
+
+// 90 for "sm_90a", 100 for "sm_100a" (arch names compare as numbers, not as text).
+int sm_number(const std::string& arch) {
+  size_t at = arch.find_first_of("0123456789");
+  return at == std::string::npos ? 0 : std::atoi(arch.c_str() + at);
+}
 
 using nlohmann::json;
 
@@ -380,7 +387,7 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
       throw PlanError(field + ".block: " + std::to_string(threads) + " threads per block" + at + "; the limit is " +
                       std::to_string(facts.max_threads_per_block));
     int64_t cluster_size = c.cluster[0] * c.cluster[1] * c.cluster[2];
-    if (cluster_size > 1 && facts.arch < std::string("sm_90"))
+    if (cluster_size > 1 && sm_number(facts.arch) < 90)
       throw PlanError(field + ".cluster: thread-block clusters need sm_90 or newer; the target is " + facts.arch);
     if (cluster_size > 8) throw PlanError(field + ".cluster: " + std::to_string(cluster_size) + " blocks per cluster" + at + "; the portable limit is 8");
     if (c.shared_bytes < 0 || c.shared_bytes > facts.max_shared_per_block)
