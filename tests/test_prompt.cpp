@@ -336,6 +336,14 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
             "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms (measured on NVIDIA H200, "
             "TF32 off). "
             "Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
+  // Another H200 (a run resumed on another machine) quotes the same first timing of the kind, also
+  // once its own judgments timed the references: the prompt, and the answer cached under it, stay.
+  std::string first = eager();
+  auto h200_b = ar.upsert_device("GPU-h200-b", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
+  in.device_id = h200_b.value;
+  EXPECT_EQ(eager(), first);
+  ar.store_baseline(task, f.task.dims, h200_b, "ieee", 0.125, 0.112);
+  EXPECT_EQ(eager(), first);
   in.device_id.reset();  // no target GPU: no baselines
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos);
 }

@@ -278,11 +278,11 @@ void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, con
 std::optional<std::pair<std::optional<double>, std::optional<double>>> Archive::baseline(TaskId task, const json& dims,
                                                                                          DeviceId device,
                                                                                          const std::string& math_mode) {
-  // This device's row, else the first timed on a device of its kind (the same name and arch).
+  // The first timed on a GPU of this device's kind (the same name and arch), whichever machine asks.
   Statement s = db_->prepare(
       "SELECT b.eager_ms, b.scripted_ms FROM baselines b JOIN devices d ON d.id = b.device_id JOIN devices k ON "
       "k.name = d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? AND k.id = ? AND b.math_mode = ? "
-      "ORDER BY b.device_id = k.id DESC, b.id LIMIT 1");
+      "ORDER BY b.id LIMIT 1");
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
   if (!s.step()) return std::nullopt;
   return std::make_pair(s.maybe_real(0), s.maybe_real(1));

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <set>
 
 #include "kforge/common/json_limits.h"
@@ -11,13 +11,12 @@
 #include "kforge/compile/source_check.h"
 
 namespace kforge::compile {
-namespace {
-
-// 90 for "sm_90a", 100 for "sm_100a" (arch names compare as numbers, not as text).
 int sm_number(const std::string& arch) {
-  size_t at = arch.find_first_of("0123456789");
-  return at == std::string::npos ? 0 : std::atoi(arch.c_str() + at);
+  int cc = 0;
+  return std::sscanf(arch.c_str(), "sm_%d", &cc) == 1 ? cc : 0;
 }
+
+namespace {
 
 using nlohmann::json;
 

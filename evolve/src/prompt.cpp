@@ -194,20 +194,15 @@ std::map<std::string, std::string> values_with(const Context& c, size_t kernels,
   auto left_out = [](size_t n, const char* what) {
     return "(" + std::to_string(n) + " more " + what + " left out for length.)\n";
   };
-  std::string retrieved;
-  for (size_t k = 0; k < kernels; ++k) retrieved += c.kernels[k];
-  if (c.kernels.empty())
-    retrieved = "None in the archive yet.";
-  else if (kernels < c.kernels.size())
-    retrieved += left_out(c.kernels.size() - kernels, "similar kernel(s)");
-  v["retrieved_kernels"] = retrieved;
-  std::string failures_text;
-  for (size_t k = 0; k < failures; ++k) failures_text += c.failures[k];
-  if (c.failures.empty())
-    failures_text = "No failures recorded yet.";
-  else if (failures < c.failures.size())
-    failures_text += left_out(c.failures.size() - failures, "failure(s)");
-  v["failures"] = failures_text;
+  // The first `n` of `items`, saying how many more were left out; `none` when there are none.
+  auto first = [&](const std::vector<std::string>& items, size_t n, const char* none, const char* what) {
+    if (items.empty()) return std::string(none);
+    std::string text;
+    for (size_t k = 0; k < n; ++k) text += items[k];
+    return n < items.size() ? text + left_out(items.size() - n, what) : text;
+  };
+  v["retrieved_kernels"] = first(c.kernels, kernels, "None in the archive yet.", "similar kernel(s)");
+  v["failures"] = first(c.failures, failures, "No failures recorded yet.", "failure(s)");
   return v;
 }
 

@@ -265,7 +265,8 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
         "b.task_id "
         "JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = "
         "?3 AND b.dims = ?4 "
-        "AND b.device_id = ?5 AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL");
+        "AND b.device_id IN (SELECT o.id FROM devices m JOIN devices o ON o.name = m.name AND o.arch = "
+        "m.arch WHERE m.id = ?5) AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id LIMIT 1");
     b.bind(1, t.suite)
         .bind(2, t.name)
         .bind(3, t.content_hash)

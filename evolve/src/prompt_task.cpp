@@ -34,12 +34,8 @@ void append_names(const Expr& e, const tasks::Dims& dims, std::vector<std::strin
 struct SmSpec {
   int64_t registers, threads, blocks, shared_bytes;
 };
-int cc_of(const std::string& arch) {
-  int cc = 0;
-  return std::sscanf(arch.c_str(), "sm_%d", &cc) == 1 ? cc : 0;
-}
 std::optional<SmSpec> sm_spec(const std::string& arch) {
-  switch (cc_of(arch)) {
+  switch (compile::sm_number(arch)) {
     case 80:
       return SmSpec{65536, 2048, 32, 167936};
     case 86:
@@ -49,7 +45,6 @@ std::optional<SmSpec> sm_spec(const std::string& arch) {
     case 89:
       return SmSpec{65536, 1536, 24, 102400};
     case 90:
-      return SmSpec{65536, 2048, 32, 233472};
     case 100:
       return SmSpec{65536, 2048, 32, 233472};
     default:
@@ -182,7 +177,7 @@ std::string gpu_facts(const PromptGpu& g) {
        "than 48 KiB (" +
        driver + ")\n";
   if (std::optional<SmSpec> sm = sm_spec(f.arch))
-    s += "- Per SM (spec of sm_" + std::to_string(cc_of(f.arch)) +
+    s += "- Per SM (spec of sm_" + std::to_string(compile::sm_number(f.arch)) +
          "): " + std::to_string(sm->registers) + " 32-bit registers (at most 255 per thread), " +
          std::to_string(sm->threads) + " resident threads (" + std::to_string(sm->threads / 32) +
          " warps), " + std::to_string(sm->blocks) + " resident blocks, " + kib(sm->shared_bytes) +
@@ -192,7 +187,7 @@ std::string gpu_facts(const PromptGpu& g) {
        ", z <= " + std::to_string(f.max_block[2]) +
        "); grid x <= " + std::to_string(f.max_grid[0]) +
        ", y and z <= " + std::to_string(f.max_grid[1]) + "\n";
-  s += cc_of(f.arch) >= 90 ? "- Thread-block clusters: at most 8 blocks per cluster (the portable "
+  s += compile::sm_number(f.arch) >= 90 ? "- Thread-block clusters: at most 8 blocks per cluster (the portable "
                              "limit; kforge does not opt in to 16)\n"
                            : "- Thread-block clusters: none (they need sm_90 or newer)\n";
   return s;

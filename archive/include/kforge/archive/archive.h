@@ -134,8 +134,8 @@ class Archive {
 
   // Baselines per (task version, dims, device, math mode): the first timing stays (what prompts
   // quote, so a resumed run renders the same prompts) unless `replace` (`kforge baseline` re-timing).
-  // baseline() reads the device's row, else the first one timed on a GPU of its kind (same name
-  // and arch).
+  // baseline() reads the first one timed on a GPU of the device's kind (same name and arch), on
+  // whichever machine of the kind asks.
   void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device, const std::string& math_mode,
                       std::optional<double> eager_ms, std::optional<double> scripted_ms, bool replace = false);
   std::optional<std::pair<std::optional<double>, std::optional<double>>> baseline(TaskId task, const nlohmann::json& dims,

@@ -20,6 +20,9 @@ class PlanError : public Error {
 };
 
 // What the plan may assume about the GPU: measured from the device, or assumed for an arch.
+// 90 for "sm_90a", 100 for "sm_100a": arch names compare as numbers, not as text (0: not an arch).
+int sm_number(const std::string& arch);
+
 struct DeviceFacts {
   std::string arch = "sm_90a";
   int64_t num_sms = 132;
