@@ -104,7 +104,8 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
     for (size_t i = 0; i < ideas.size(); ++i) {
       ChatRequest r = request;
       r.user = idea_prompt;
-      r.user.replace(r.user.find(kIdeaMark), std::string(kIdeaMark).size(), ideas[i]);
+      if (size_t at = r.user.find(kIdeaMark); at != std::string::npos)  // a template without {{idea}}: as it is
+        r.user.replace(at, std::string(kIdeaMark).size(), ideas[i]);
       asked.push_back(std::async(std::launch::async, [this, &voice, r, blank, i] {
         return answer(voice, r, blank, static_cast<int>(i), true);
       }));
