@@ -375,6 +375,17 @@ class Loop {
     s.repairs.emplace_back(id, kind);
   }
 
+  // A taken child's archive id, its repair depth noted; none when it did not compile (counted as
+  // failed, and waiting for a repair when it is the model's).
+  std::optional<int64_t> compiled_id(TaskState& s, Pending& pending, size_t k, const Checked& c) {
+    int64_t id = candidate_id(s, c);
+    if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
+    if (c.report.ok()) return id;
+    ++s.status.failed;
+    note_failure(s, c, id, PromptKind::RepairCompile);
+    return std::nullopt;
+  }
+
   void start(TaskState& s, Pending& pending) {
     for (size_t k = 0; k < pending.children.size(); ++k) {
       Child& child = pending.children[k];
@@ -383,13 +394,9 @@ class Loop {
       if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
       for (Checked& c : got) {
         if (stopping()) break;
-        int64_t id = candidate_id(s, c);
-        if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
-        if (!c.report.ok()) {
-          ++s.status.failed;
-          note_failure(s, c, id, PromptKind::RepairCompile);
-          continue;
-        }
+        std::optional<int64_t> compiled = compiled_id(s, pending, k, c);
+        if (!compiled) continue;
+        int64_t id = *compiled;
         Family& f = family_of(s, c.proposal);
         Screen sc = screen(s, c, id, 0, child.island);
         ++s.status.screened;
@@ -492,13 +499,9 @@ class Loop {
       if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
       for (Checked& c : got) {
         if (stopping()) break;
-        int64_t id = candidate_id(s, c);
-        if (pending.repaired.count(k)) s.repair_depth[id] = pending.repaired[k];
-        if (!c.report.ok()) {  // a tuner point stays reserved, as not correct
-          ++s.status.failed;
-          note_failure(s, c, id, PromptKind::RepairCompile);
-          continue;
-        }
+        std::optional<int64_t> compiled = compiled_id(s, pending, k, c);
+        if (!compiled) continue;  // a tuner point stays reserved, as not correct
+        int64_t id = *compiled;
         Family& f = child.family.empty() ? family_of(s, c.proposal) : s.families.at(child.family);
         Screen sc = screen(s, c, id, g, child.island);
         ++s.status.screened;
