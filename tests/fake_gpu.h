@@ -46,6 +46,17 @@ class FakeGpu : public evolve::Gpu {
     v.summary = "admitted (fake GPU)";
     return v;
   }
+  // With `ncu` set, a profile per candidate: its kernels' names (from the compile report).
+  nlohmann::json profile(const tasks::Task&, const compile::CandidateReport& r) override {
+    ++profiled;
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const auto& k : r.kernels)
+      kernels.push_back({{"name", k.name}, {"duration_ms", time_of(r.tunables)}, {"dram_pct", 81.25},
+                         {"sm_pct", 40.5}, {"occupancy_pct", 62.0}, {"registers", 18},
+                         {"stalls", nlohmann::json::array({nlohmann::json::array({"long_scoreboard", 12.5}), nlohmann::json::array({"wait", 2.0})})}});
+    return {{"kernels", kernels}, {"tool", ncu}};
+  }
+  std::string profiler() const override { return ncu; }
   verify::DeviceInfo device() const override {
     verify::DeviceInfo d;
     d.name = name;
@@ -55,7 +66,8 @@ class FakeGpu : public evolve::Gpu {
   }
   std::string driver() const override { return "fake"; }
 
-  int verified = 0, screened = 0, admitted = 0, baselined = 0;
+  int verified = 0, screened = 0, admitted = 0, baselined = 0, profiled = 0;
+  std::string ncu;  // "" : no profiler
   std::string name = "Fake GPU", uuid = "GPU-fake-0000";  // another machine: another uuid
   int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)
 

@@ -90,10 +90,10 @@ TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
   std::string path = (dir.path() / "old.db").string();
   { Database raw(path, true); }
   Archive a = Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 3);
-  EXPECT_EQ(kSchemaVersion, 3) << "a new schema version needs a migration test from the previous one "
+  EXPECT_EQ(a.schema_version(), 4);
+  EXPECT_EQ(kSchemaVersion, 4) << "a new schema version needs a migration test from the previous one "
                                   "(1 to 2: ArchiveImport.MigratesAVersionOneArchive; 2 to 3: "
-                                  "Evolve.MigratesAVersionTwoArchive)";
+                                  "Evolve.MigratesAVersionTwoArchive; 3 to 4: Evolve.MigratesAVersionThreeArchive)";
 }
 
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {

@@ -564,6 +564,50 @@ TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild)
             0);
 }
 
+// Issue 19's profile feedback: each parent an optimize prompt quotes is profiled once (where the GPU
+// has Nsight Compute), the profile stored with it and quoted in its children's prompts; a run
+// with `llm.profile = false`, or a GPU without the tool, profiles nothing and says so.
+TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompts) {
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "profiling" : "profile = false");
+    ScriptedModel model("good");
+    Rig s;
+    s.gpu.ncu = "/opt/fake/ncu";
+    evolve::RunConfig c = small_config();
+    c.generations = 3;
+    c.llm_children = 2;
+    c.children = 0;
+    c.profile = on;
+    auto llm = model.proposer((s.dir.path() / "llm-cache").string());
+    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    EXPECT_EQ(r.tasks[0].stopped, "generations done");
+    int64_t parents = s.count("SELECT count(DISTINCT p.parent_id) FROM candidate_parents p JOIN candidates c ON "
+                              "c.id = p.candidate_id WHERE c.prompt_kind = 'optimize'");
+    ASSERT_GT(parents, 1);
+    int64_t profiles = s.count("SELECT count(*) FROM profiles");
+    int with_profile = 0, without = 0;
+    for (const std::string& p : model.prompts()) {
+      if (p.find("Nsight Compute: one run at the timed dims\n- launch 1 `relu") != std::string::npos &&
+          p.find("DRAM throughput 81.2%, SM throughput 40.5%, achieved occupancy 62.0% (of peak); 18 registers per "
+                 "thread; top warp stalls (cycles per issued instruction): long_scoreboard 12.5, wait 2.0") != std::string::npos)
+        ++with_profile;
+      if (p.find("Nsight Compute: not measured") != std::string::npos) ++without;
+    }
+    if (on) {
+      EXPECT_EQ(profiles, parents) << "every parent profiled, each once";
+      EXPECT_EQ(s.gpu.profiled, parents) << "a parent used again is not profiled again";
+      EXPECT_EQ(with_profile, static_cast<int>(model.prompts().size()));
+      EXPECT_EQ(s.count("SELECT count(*) FROM profiles f WHERE NOT EXISTS (SELECT 1 FROM candidate_parents p WHERE "
+                        "p.parent_id = f.candidate_id)"),
+                0);
+    } else {
+      EXPECT_EQ(profiles, 0);
+      EXPECT_EQ(s.gpu.profiled, 0);
+      EXPECT_EQ(without, static_cast<int>(model.prompts().size()));
+    }
+  }
+}
+
 // Issue 19: the LLM config's ensemble: models drawn by weight, each role's temperature, prices
 // turned into dollars that stop the run at the budget, and per-task budgets.
 TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
@@ -775,13 +819,27 @@ TEST(Evolve, MigratesAVersionTwoArchive) {
   TempDir dir;
   std::string path = (dir.path() / "v2.db").string();
   {
-    // A version 2 archive: today's, less what version 3 added.
+    // A version 2 archive: today's, less what versions 3 and 4 added.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec("DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA user_version = 2");
+    a.db().exec("DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA user_version = 2");
   }
   archive::Archive a = archive::Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 3);
+  EXPECT_EQ(a.schema_version(), 4);
   archive::Statement s = a.db().prepare("SELECT count(*) FROM screens");
+  EXPECT_TRUE(s.step());
+}
+
+TEST(Evolve, MigratesAVersionThreeArchive) {
+  TempDir dir;
+  std::string path = (dir.path() / "v3.db").string();
+  {
+    // A version 3 archive: today's, less version 4's profiles.
+    archive::Archive a = archive::Archive::open(path);
+    a.db().exec("DROP TABLE profiles; PRAGMA user_version = 3");
+  }
+  archive::Archive a = archive::Archive::open(path);
+  EXPECT_EQ(a.schema_version(), 4);
+  archive::Statement s = a.db().prepare("SELECT count(*) FROM profiles");
   EXPECT_TRUE(s.step());
 }
 

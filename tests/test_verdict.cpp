@@ -167,3 +167,41 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
   EXPECT_FALSE(timing(1.0, 15.0, 0.8).suspicious);  // eager at 5.3 % of its floor: explained
   EXPECT_TRUE(timing(1.0, 12.0, 2.0).suspicious);   // eager at 17 %: 12x awaits review
 }
+
+// Profile feedback (docs/evolve.md): what kforge keeps of an `ncu --csv --metrics` log. The file
+// holds the values a real ncu 2025.3.1 run measured on an H200 (tests/data/ncu/README.md).
+TEST(Profile, AnNcuLogGivesEachLaunchItsKeyMetricsAndTopStalls) {
+  std::string log = read_file((test::source_dir() / "tests/data/ncu/vadd-h200.csv").string()).value();
+  nlohmann::json p = parse_ncu_log(log);
+  ASSERT_TRUE(p.contains("kernels")) << p.dump();
+  ASSERT_EQ(p["kernels"].size(), 1u);
+  const nlohmann::json& k = p["kernels"][0];
+  EXPECT_EQ(k["name"], "vadd");
+  EXPECT_NEAR(k["duration_ms"].get<double>(), 0.062848, 1e-9);  // "62,848" ns
+  EXPECT_DOUBLE_EQ(k["dram_pct"].get<double>(), 62.56);
+  EXPECT_DOUBLE_EQ(k["sm_pct"].get<double>(), 50.70);
+  EXPECT_DOUBLE_EQ(k["l2_pct"].get<double>(), 77.33);
+  EXPECT_DOUBLE_EQ(k["occupancy_pct"].get<double>(), 74.28);
+  EXPECT_EQ(k["registers"], 16);
+  ASSERT_EQ(k["stalls"].size(), 3u);
+  EXPECT_EQ(k["stalls"][0][0], "long_scoreboard");
+  EXPECT_DOUBLE_EQ(k["stalls"][0][1].get<double>(), 41.33);
+  EXPECT_EQ(k["stalls"][1][0], "wait");
+  EXPECT_EQ(k["stalls"][2][0], "short_scoreboard");
+  // Every metric kforge asks for is read back from the log.
+  for (const std::string& m : ncu_metrics()) EXPECT_NE(log.find("\"" + m + "\""), std::string::npos) << m;
+
+  // Two launches: in the order ncu numbered them, whatever the order of the rows.
+  std::string second = log;
+  for (size_t at = 0; (at = second.find("\"0\",\"527\"", at)) != std::string::npos; at += 9) second.replace(at, 9, "\"1\",\"527\"");
+  std::string header = log.substr(0, log.find('\n', log.find("\"ID\"")) + 1);
+  nlohmann::json two = parse_ncu_log(header + second.substr(second.find("\"1\",\"527\"")) + log.substr(log.find("\"0\",\"527\"")));
+  ASSERT_EQ(two["kernels"].size(), 2u);
+
+  // What the tool said, when it measured nothing.
+  nlohmann::json refused = parse_ncu_log(
+      "==PROF== Connected to process 7 (/x/kforge-runner)\n==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+      "permission to access NVIDIA GPU Performance Counters on the target device 0.\n");
+  EXPECT_NE(refused.value("error", "").find("ERR_NVGPUCTRPERM"), std::string::npos) << refused.dump();
+  EXPECT_EQ(parse_ncu_log("")["error"], "ncu profiled no kernel (its log has no metrics)");
+}

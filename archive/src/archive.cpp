@@ -19,7 +19,7 @@ using nlohmann::json;
 // Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
 const std::vector<std::string_view>& migrations() {
   static const std::vector<std::string_view> m = {embedded::archive_schema_v1, embedded::archive_schema_v2,
-                                                   embedded::archive_schema_v3};
+                                                   embedded::archive_schema_v3, embedded::archive_schema_v4};
   return m;
 }
 
@@ -477,7 +477,30 @@ json Archive::show(CandidateId id) {
                                 {"harness_version", es.integer(14)}, {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
                                 {"created_at", es.text(16)}, {"import", provenance(es, 17, 18)}});
   }
+  j["profiles"] = json::array();
+  Statement ps = db_->prepare(
+      "SELECT d.uuid, d.name, p.profile, p.created_at FROM profiles p JOIN devices d ON d.id = p.device_id "
+      "WHERE p.candidate_id = ? ORDER BY p.id");
+  ps.bind(1, id.value);
+  while (ps.step())
+    j["profiles"].push_back({{"device", ps.text(0)}, {"device_name", ps.text(1)},
+                             {"profile", json::parse(ps.text(2), nullptr, false)}, {"created_at", ps.text(3)}});
   return j;
+}
+
+void Archive::add_profile(CandidateId c, int64_t device_id, const json& profile) {
+  Statement s = db_->prepare("INSERT OR IGNORE INTO profiles (candidate_id, device_id, profile) VALUES (?, ?, ?)");
+  s.bind(1, c.value).bind(2, device_id).bind(3, profile.dump()).run();
+}
+
+std::optional<json> Archive::profile(CandidateId c, std::optional<int64_t> device_id) {
+  Statement s = db_->prepare(
+      "SELECT p.profile FROM profiles p WHERE p.candidate_id = ?1 AND (?2 IS NULL OR p.device_id IN "
+      "(SELECT k.id FROM devices d JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE d.id = ?2)) "
+      "ORDER BY p.id LIMIT 1");
+  s.bind(1, c.value).bind(2, device_id);
+  if (!s.step()) return std::nullopt;
+  return json::parse(s.text(0));
 }
 
 int64_t Archive::review(CandidateId id, bool accept, const std::string& note) {

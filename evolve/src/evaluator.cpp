@@ -36,6 +36,10 @@ class JudgeGpu : public Gpu {
   std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
     return verify::measure_baselines(task, options_);
   }
+  nlohmann::json profile(const tasks::Task& task, const compile::CandidateReport& r) override {
+    return judge_.profile(task, r, ncu_);
+  }
+  std::string profiler() const override { return ncu_; }
   verify::DeviceInfo device() const override { return device_; }
   std::string driver() const override { return std::to_string(verify::driver_version()); }
 
@@ -43,6 +47,7 @@ class JudgeGpu : public Gpu {
   verify::VerifyOptions options_;
   verify::Judge judge_;
   verify::DeviceInfo device_;
+  std::string ncu_ = verify::find_cuda_tool("ncu");
 };
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -175,6 +180,11 @@ std::vector<Checked> Evaluator::tune_points(const Checked& c, int count) {
 verify::Verdict Evaluator::screen(const Checked& c) {
   if (!gpu_) throw Error("Evaluator::screen without a GPU (a kforge bug)");
   return gpu_->screen(*c.proposal.task, c.report);
+}
+
+json Evaluator::profile(const Checked& c) {
+  if (!gpu_) throw Error("Evaluator::profile without a GPU (a kforge bug)");
+  return gpu_->profile(*c.proposal.task, c.report);
 }
 
 Screened Evaluator::screen_points(const std::vector<Checked>& points) {

@@ -43,7 +43,8 @@ const std::set<std::string>& known_placeholders() {
       "task_id", "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "device", "gpu_facts",
       "eager_time", "roofline_floor", "retrieved_kernels", "failures", "answer_format", "parent_id", "parent_source", "parent_plan", "parent_numbers",
       "parent_resources", "failure_evidence", "judging", "second_parent_id", "second_parent_source", "second_parent_plan",
-      "second_parent_numbers", "second_parent_resources", "idea", "idea_count"};
+      "second_parent_numbers", "second_parent_resources", "parent_profile", "second_parent_profile", "idea",
+      "idea_count"};
   return names;
 }
 

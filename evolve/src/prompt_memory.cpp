@@ -2,6 +2,7 @@
 // tasks' kernels and this task's failures. Everything read here is limited to what a resumed run
 // reads again: earlier runs' rows, and this run's rows of generations before the child's.
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -49,6 +50,39 @@ std::string evidence_of(const json& c) {
     if (e["outcome"] != "correct")
       s += "- " + e["outcome"].get<std::string>() + ": " + e["evidence"].dump() + "\n";
   return s.empty() ? "No failure recorded for this candidate." : s;
+}
+
+std::string one_decimal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// A profile (verify::parse_ncu_log's shape) in words, one line per launch.
+std::string profile_words(const std::optional<json>& p) {
+  if (!p) return "not measured (kforge profiles a parent with Nsight Compute where `ncu` is installed).";
+  if (p->contains("error")) return "not available (" + (*p)["error"].get<std::string>().substr(0, 200) + ").";
+  std::string out = "one run at the timed dims";
+  const json& kernels = p->value("kernels", json::array());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const json& k = kernels[i];
+    auto pct = [&](const char* key, const char* what) {
+      return k.contains(key) ? std::string(what) + " " + one_decimal(k[key].get<double>()) + "%" : std::string();
+    };
+    std::vector<std::string> parts;
+    for (std::string part : {pct("dram_pct", "DRAM throughput"), pct("sm_pct", "SM throughput"),
+                             pct("l2_pct", "L2 throughput"), pct("occupancy_pct", "achieved occupancy")})
+      if (!part.empty()) parts.push_back(part);
+    out += "\n- launch " + std::to_string(i + 1) + " `" + k.value("name", std::string("?")) + "`";
+    if (k.contains("duration_ms")) out += ": " + format_ms(k["duration_ms"].get<double>()) + " ms";
+    if (!parts.empty()) out += "; " + join(parts, ", ") + " (of peak)";
+    if (k.contains("registers")) out += "; " + std::to_string(k["registers"].get<int64_t>()) + " registers per thread";
+    std::vector<std::string> stalls;
+    for (const json& st : k.value("stalls", json::array()))
+      stalls.push_back(st[0].get<std::string>() + " " + one_decimal(st[1].get<double>()));
+    if (!stalls.empty()) out += "; top warp stalls (cycles per issued instruction): " + join(stalls, ", ");
+  }
+  return out;
 }
 
 // The newest evaluation of `c` that was timed and measured `field` (eager_ms, roofline_fraction),
@@ -323,6 +357,7 @@ void fill_parent(const PromptInputs& in, const std::string& prefix,
   v[prefix + "numbers"] = numbers_of(c);
   v[prefix + "resources"] =
       c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
+  v[prefix + "profile"] = profile_words(in.archive->profile(*id, in.device_id));
   if (prefix != "parent_") return;
   if (const json* e = newest_with(c, "eager_ms"); e && !baselines_measured)
     v["eager_time"] = format_ms((*e)["eager_ms"].get<double>()) + " ms" + measured_on(*e, *id);

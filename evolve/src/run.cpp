@@ -319,6 +319,8 @@ class Loop {
       std::vector<int64_t> parents;
       for (const auto& p : {ask.parent, ask.second_parent})
         if (p) parents.push_back(*p);
+      if (ask.kind == PromptKind::Optimize || ask.kind == PromptKind::Crossover || ask.kind == PromptKind::Ideas)
+        for (int64_t parent : parents) profile_parent(s, parent);
       ask.lineage = {run_, parents, g, island, "", ""};
       std::function<std::vector<Proposal>()> job = llm_->prepare(ask, s.task, ev_.archive());
       Evaluator* ev = &ev_;
@@ -333,6 +335,29 @@ class Loop {
       if (ask.kind == PromptKind::RepairCompile || ask.kind == PromptKind::RepairWrong)
         out.repaired[out.children.size() - 1] = s.repair_depth[*ask.parent] + 1;
     }
+  }
+
+  // Profile feedback: a parent's Nsight Compute profile, measured once per candidate and GPU kind
+  // (where the GPU has the tool) before a prompt quotes it. A failed profile is recorded too (with
+  // its error), so it is not tried again.
+  void profile_parent(TaskState& s, int64_t id) {
+    Gpu* gpu = ev_.gpu();
+    if (!config_.profile || !gpu || gpu->profiler().empty()) return;
+    int64_t device = ev_.device_id();
+    if (ev_.archive().profile(archive::CandidateId{id}, device)) return;
+    auto m = std::find_if(s.members.begin(), s.members.end(), [&](const Member& x) { return x.id == id; });
+    if (m == s.members.end()) return;
+    const Family& f = s.families.at(m->family);
+    Proposal p;
+    p.task = s.task;
+    p.source = f.source, p.plan = f.plan, p.tunables = m->tunables;
+    Checked c = ev_.check(std::move(p));
+    auto t0 = Clock::now();
+    json profile = ev_.profile(c);
+    spend_gpu(s, t0);
+    ev_.archive().add_profile(archive::CandidateId{id}, device, profile);
+    event(s, {{"event", "profile"}, {"task", s.task->id()}, {"candidate", id}, {"s", seconds_since(t0)},
+              {"error", profile.value("error", "")}});
   }
 
   // Optimize, crossover or ideas, drawn by the config's weights. Crossover needs a second parent of

@@ -24,7 +24,8 @@ const std::map<std::string, std::map<std::string, Kind>>& known() {
             {"migration_interval", Kind::Integer}, {"target_speedup", Kind::Number}, {"admit", Kind::Bool}}},
       {"llm",
        {{"children", Kind::Integer}, {"repair_attempts", Kind::Integer}, {"optimize", Kind::Number},
-        {"crossover", Kind::Number}, {"ideas", Kind::Number}, {"ideas_count", Kind::Integer}}},
+        {"crossover", Kind::Number}, {"ideas", Kind::Number}, {"ideas_count", Kind::Integer},
+        {"profile", Kind::Bool}}},
       {"budget",
        {{"evaluations", Kind::Integer}, {"task_evaluations", Kind::Integer}, {"minutes", Kind::Number},
         {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}, {"llm_calls", Kind::Integer},
@@ -109,7 +110,8 @@ json RunConfig::to_json_settings() const {
                       {"llm_tokens", llm_tokens}, {"llm_dollars", llm_dollars}, {"task_llm_tokens", task_llm_tokens},
                       {"task_llm_dollars", task_llm_dollars}}},
           {"llm", {{"children", llm_children}, {"repair_attempts", repair_attempts}, {"optimize", operators.optimize},
-                   {"crossover", operators.crossover}, {"ideas", operators.ideas}, {"ideas_count", ideas_count}}},
+                   {"crossover", operators.crossover}, {"ideas", operators.ideas}, {"ideas_count", ideas_count},
+                   {"profile", profile}}},
           {"selection", {{"best", select_best}, {"elite", select_elite}}},
           {"tuner", {{"exhaustive_max", tuner.exhaustive_max}, {"elite", tuner.elite},
                      {"random_share", tuner.random_share}}}};
@@ -153,6 +155,7 @@ RunConfig RunConfig::from_json(const json& recorded) {
   get("llm", "crossover", c.operators.crossover);
   get("llm", "ideas", c.operators.ideas);
   get("llm", "ideas_count", c.ideas_count);
+  get("llm", "profile", c.profile);
   get("selection", "best", c.select_best);
   get("selection", "elite", c.select_elite);
   get("tuner", "exhaustive_max", c.tuner.exhaustive_max);

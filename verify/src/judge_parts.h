@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -206,6 +207,12 @@ SanitizedRun run_sanitized(const Verification& j, const std::string& tool_path, 
                            Config& c, bool inputs_read_only,
                            const std::vector<torch::Tensor>& inputs, uint64_t seed,
                            std::chrono::milliseconds limit);
+// The same with any tool: `wrapper(log_path)` is the command line the runner runs under (empty:
+// none), the tool writing its log to log_path.
+SanitizedRun run_wrapped(const Verification& j,
+                         const std::function<std::vector<std::string>(const std::string&)>& wrapper,
+                         Config& c, bool inputs_read_only, const std::vector<torch::Tensor>& inputs,
+                         uint64_t seed, std::chrono::milliseconds limit);
 // Admission's sanitizer passes (docs/design.md, Verification 6): memcheck, initcheck and
 // racecheck each run the plan once, in a runner of their own, on the configuration with the
 // fewest input bytes. nullopt: every tool clean (or compute-sanitizer absent, said in `record`).

@@ -14,17 +14,21 @@ namespace kforge::verify {
 
 using nlohmann::json;
 
-std::string find_compute_sanitizer(const std::string& hint) {
+std::string find_cuda_tool(const std::string& tool, const std::string& hint) {
   std::vector<std::string> places;
   if (!hint.empty()) places.push_back(hint);
   if (const char* path = std::getenv("PATH"))
-    for (const std::string& dir : split(path, ':')) places.push_back(dir + "/compute-sanitizer");
+    for (const std::string& dir : split(path, ':')) places.push_back(dir + "/" + tool);
   if (const char* home = std::getenv("CUDA_HOME"))
-    places.push_back(std::string(home) + "/bin/compute-sanitizer");
-  places.push_back("/usr/local/cuda/bin/compute-sanitizer");
+    places.push_back(std::string(home) + "/bin/" + tool);
+  places.push_back("/usr/local/cuda/bin/" + tool);
   for (const std::string& p : places)
     if (!p.empty() && ::access(p.c_str(), X_OK) == 0) return p;
   return "";
+}
+
+std::string find_compute_sanitizer(const std::string& hint) {
+  return find_cuda_tool("compute-sanitizer", hint);
 }
 
 std::optional<Outcome> classify_memcheck_log(const std::string& log) {
@@ -64,16 +68,15 @@ std::optional<int64_t> sanitizer_errors(const std::string& log) {
 
 namespace parts {
 
-SanitizedRun run_sanitized(const Verification& j, const std::string& tool_path, const char* tool,
-                           Config& c, bool inputs_read_only,
-                           const std::vector<torch::Tensor>& inputs, uint64_t seed,
-                           std::chrono::milliseconds limit) {
+SanitizedRun run_wrapped(const Verification& j,
+                         const std::function<std::vector<std::string>(const std::string&)>& wrapper,
+                         Config& c, bool inputs_read_only, const std::vector<torch::Tensor>& inputs,
+                         uint64_t seed, std::chrono::milliseconds limit) {
   RunnerOptions o = j.options.runner;
   o.device = j.options.device;
-  char log_path[] = "/tmp/kforge-sanitizer-XXXXXX";
+  char log_path[] = "/tmp/kforge-tool-log-XXXXXX";
   UniqueFd log_fd(::mkstemp(log_path));
-  if (!tool_path.empty() && log_fd)
-    o.wrapper = {tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "8"};
+  if (log_fd) o.wrapper = wrapper(log_path);
   SanitizedRun out;
   auto t0 = Clock::now();
   {
@@ -90,6 +93,17 @@ SanitizedRun run_sanitized(const Verification& j, const std::string& tool_path, 
     ::unlink(log_path);
   }
   return out;
+}
+
+SanitizedRun run_sanitized(const Verification& j, const std::string& tool_path, const char* tool,
+                           Config& c, bool inputs_read_only,
+                           const std::vector<torch::Tensor>& inputs, uint64_t seed,
+                           std::chrono::milliseconds limit) {
+  auto wrapper = [&](const std::string& log) -> std::vector<std::string> {
+    if (tool_path.empty()) return {};
+    return {tool_path, "--tool", tool, "--log-file", log, "--print-limit", "8"};
+  };
+  return run_wrapped(j, wrapper, c, inputs_read_only, inputs, seed, limit);
 }
 
 std::optional<Verdict> sanitize(const Verification& j, json& record) {

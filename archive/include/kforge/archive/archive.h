@@ -23,7 +23,7 @@ struct CandidateId { int64_t value = 0; };
 struct RunId { int64_t value = 0; };
 struct DeviceId { int64_t value = 0; };
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
 inline constexpr int64_t kApplicationId = 0x6B666F72;
 
@@ -152,6 +152,11 @@ class Archive {
   std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
   std::vector<KernelSummary> search(const std::string& query, size_t limit);
   nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent
+  // Nsight Compute profiles (schema 4): one per candidate and GPU (a second is ignored).
+  void add_profile(CandidateId c, int64_t device_id, const nlohmann::json& profile);
+  // The candidate's first profile on a GPU of the same kind (name and arch) as `device_id`, or on
+  // any GPU when none is given: the first, so a resumed run quotes the same numbers.
+  std::optional<nlohmann::json> profile(CandidateId c, std::optional<int64_t> device_id);
   // A person's decision on the candidate's newest evaluation flagged "suspicious" (`kforge archive
   // review`). Accepted: the flag goes and the evaluation may win; rejected: "rejected" joins the
   // flag. The decision and `note` stay in its evidence ("review"). Returns the evaluation's id.

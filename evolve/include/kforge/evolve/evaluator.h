@@ -78,6 +78,13 @@ class Gpu {
   virtual verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report) = 0;
   // The task's eager and scripted references timed at its timed dims; none where it cannot be.
   virtual std::optional<verify::Baselines> baselines(const tasks::Task& task) = 0;
+  // Nsight Compute's profile of a correct candidate at the timed dims (verify::Judge::profile), or
+  // {"error": why}; profiler() is the tool's path, "" where this GPU cannot profile.
+  virtual nlohmann::json profile(const tasks::Task& task, const compile::CandidateReport& report) {
+    (void)task, (void)report;
+    return {{"error", "this GPU does not profile"}};
+  }
+  virtual std::string profiler() const { return ""; }
   virtual verify::DeviceInfo device() const = 0;  // the GPU the verdicts are recorded against
   virtual std::string driver() const = 0;         // its driver version, for the archive
 };
@@ -118,6 +125,8 @@ class Evaluator {
   Evaluation judge(const Checked& c, bool admit);
   // Admission alone, for a candidate judged correct before.
   verify::Verdict admit(const Checked& c, uint64_t seed);
+  // Gpu::profile of the candidate.
+  nlohmann::json profile(const Checked& c);
 
   // The candidate, its compile report and its evaluation (none: only the compile) in one archive
   // transaction, against the GPU it ran on. Returns the candidate's archive id.

@@ -57,6 +57,9 @@ struct RunConfig {
     double optimize = 0.5, crossover = 0.25, ideas = 0.25;
   } operators;
   int ideas_count = 3;
+  // Profile feedback: a parent's Nsight Compute profile (measured once, when `ncu` is installed where
+  // the run judges) is quoted in the prompts that optimize it.
+  bool profile = true;
   TunerOptions tuner;
   // The GPU facts the prompts quote (name, L2, spec and measured bandwidth, matmul peaks), recorded
   // at the run's start: a resumed run, on this machine or another of its kind, quotes the same, so

@@ -10,6 +10,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/task.h"
@@ -38,8 +41,19 @@ struct VerifyOptions {
 
 // Watchdog default (docs/design.md, Defaults).
 std::chrono::milliseconds default_watchdog(double eager_ms, size_t launches);
+// A CUDA tool's path (`hint`, else on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin), or "" when it
+// is not installed.
+std::string find_cuda_tool(const std::string& tool, const std::string& hint = "");
 // compute-sanitizer's path, or "" when it is not installed.
 std::string find_compute_sanitizer(const std::string& hint = "");
+
+// Nsight Compute's view of a kernel (docs/evolve.md, "Profile feedback"): the metrics kforge asks
+// `ncu` for, and what it keeps of them from a `--csv` log (one row per launch and metric): per
+// launch in order {name, duration_ms, dram_pct, sm_pct, l2_pct, occupancy_pct, registers,
+// stalls: [[reason, warps stalled per issued instruction], ...] the three largest}. A log without
+// metrics gives {"error": what the log says}.
+const std::vector<std::string>& ncu_metrics();
+nlohmann::json parse_ncu_log(const std::string& log);
 // Reads a memcheck log: out_of_bounds_read / _write when the first invalid access is out of
 // bounds within kNearBufferBytes of a buffer; nullopt otherwise (wild pointers, misaligned
 // accesses and other faults stay runtime errors).
@@ -84,6 +98,12 @@ class Judge {
   // and racecheck, where present, each run the plan once on the smallest of them. `correct` means
   // admitted; evidence "admission" and "sanitizers" say what ran.
   Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report);
+
+  // Nsight Compute's profile of one run of the plan at the timed dims, in a runner of its own under
+  // `ncu_path` (after verify() found the candidate correct): {"tool", "dims", "kernels": [...],
+  // "ms"}, or {"error": why} when the tool or the run failed.
+  nlohmann::json profile(const tasks::Task& task, const compile::CandidateReport& report,
+                         const std::string& ncu_path);
 
   RunnerClient& runner() { return runner_; }
   const VerifyOptions& options() const { return options_; }
