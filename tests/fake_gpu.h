@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -20,10 +21,11 @@ class FakeGpu : public evolve::Gpu {
     for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
     return 0.5 + static_cast<double>(std::stoull(content_hash(text).substr(0, 8), nullptr, 16) % 1000) / 1000.0;
   }
-  verify::Verdict verify(const tasks::Task&, const compile::CandidateReport& r) override {
+  verify::Verdict verify(const tasks::Task& task, const compile::CandidateReport& r) override {
     if (!r.ok()) return verify::verdict_from_report(r);
     busy();
     ++verified;
+    if (is_wrong(r)) return wrong(task);
     return correct(time_of(r.tunables));
   }
   std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
@@ -34,9 +36,10 @@ class FakeGpu : public evolve::Gpu {
     b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
     return b;
   }
-  verify::Verdict screen(const tasks::Task&, const compile::CandidateReport& r) override {
+  verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& r) override {
     busy();
     ++screened;
+    if (is_wrong(r)) return wrong(task);
     return correct(time_of(r.tunables) * 1.01);  // a screen reads a little slower
   }
   verify::Verdict admit(const tasks::Task&, const compile::CandidateReport&) override {
@@ -70,9 +73,32 @@ class FakeGpu : public evolve::Gpu {
   std::string ncu;  // "" : no profiler
   std::string name = "Fake GPU", uuid = "GPU-fake-0000";  // another machine: another uuid
   int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)
+  // Kernels (as plans name them) this GPU finds wrong: a candidate launching one screens and
+  // judges wrong_result, with evidence shaped as the judge's (kWrongSummary in its summary).
+  std::set<std::string> wrong_kernels;
+  static constexpr const char* kWrongSummary = "differs from the reference (fake GPU)";
 
  private:
   void busy() const { std::this_thread::sleep_for(std::chrono::milliseconds(busy_ms)); }
+  bool is_wrong(const compile::CandidateReport& r) const {
+    for (const auto& k : r.kernels)
+      if (wrong_kernels.count(k.name)) return true;
+    return false;
+  }
+  static verify::Verdict wrong(const tasks::Task& task) {
+    verify::Verdict v;
+    v.outcome = verify::Outcome::WrongResult;
+    std::string dims;
+    for (const auto& [name, value] : task.dims) dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    v.summary = "output 'out': " + std::string(kWrongSummary) + " at element [0, 1]: got 0.3989, expected 0 (dims " +
+                dims + ", seed 1)";
+    v.evidence = {{"output", "out"},
+                  {"comparison", {{"ok", false}, {"first_bad_position", {0, 1}}, {"first_bad_value", 0.3989},
+                                  {"first_bad_expected", 0.0}}},
+                  {"unwritten_elements", 0},
+                  {"seed", 1}};
+    return v;
+  }
   static verify::Verdict correct(double ms) {
     verify::Verdict v;
     v.outcome = verify::Outcome::Correct;

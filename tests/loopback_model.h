@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kforge/evolve/llm.h"
@@ -27,10 +28,13 @@ class LoopbackModel {
   // `answer` gets each request's prompt (its last message) and returns the model's answer, or
   // nullopt for an endpoint that is down (a 500). It runs on the server's threads.
   using Answer = std::function<std::optional<std::string>(const std::string& prompt)>;
+  // The usage an answer reports (prompt tokens, completion tokens); without one, 1000 and 500.
+  using Usage = std::function<std::pair<int64_t, int64_t>(const std::string& prompt, const std::string& answer)>;
 
-  explicit LoopbackModel(Answer answer, std::string model = "scripted") : model_(std::move(model)) {
-    server_.Post(".*", [this, answer = std::move(answer)](const httplib::Request& req,
-                                                          httplib::Response& res) {
+  explicit LoopbackModel(Answer answer, std::string model = "scripted", Usage usage = nullptr)
+      : model_(std::move(model)) {
+    server_.Post(".*", [this, answer = std::move(answer), usage = std::move(usage)](
+                           const httplib::Request& req, httplib::Response& res) {
       std::string prompt =
           nlohmann::json::parse(req.body)["messages"].back()["content"].get<std::string>();
       std::optional<std::string> text = answer(prompt);
@@ -39,6 +43,7 @@ class LoopbackModel {
         res.set_content("{\"error\": \"overloaded\"}", "application/json");
         return;
       }
+      std::pair<int64_t, int64_t> tokens = usage ? usage(prompt, *text) : std::pair<int64_t, int64_t>{1000, 500};
       {
         std::lock_guard<std::mutex> lock(mutex_);
         prompts_.push_back(prompt);
@@ -47,7 +52,7 @@ class LoopbackModel {
       nlohmann::json reply = {
           {"model", model_},
           {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", *text}}}}}},
-          {"usage", {{"prompt_tokens", 1000}, {"completion_tokens", 500}}}};
+          {"usage", {{"prompt_tokens", tokens.first}, {"completion_tokens", tokens.second}}}};
       res.set_content(reply.dump(), "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");

@@ -66,6 +66,44 @@ std::string source_with_tunables(const std::string& source, const std::map<std::
   return prologue + defs + "#line " + std::to_string(first_body_line) + " \"" + kCandidateFileName + "\"\n" + rest;
 }
 
+namespace {
+
+// NVRTC narrates its automatic precompiled headers; that is kforge's business, not the LLM's: its
+// "precompiled header" lines, and the warning that kforge's own `#line` directive (above) stops
+// one, with the lines it quotes and, when no other warning is left, the remark on suppressing
+// warnings (the line it names is not the candidate's).
+std::string without_pch_narration(const std::string& log) {
+  std::vector<std::string> kept;
+  std::istringstream lines(log);
+  bool in_pch_warning = false, other_warnings = false;
+  for (std::string line; std::getline(lines, line);) {
+    bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+    if (in_pch_warning) {
+      in_pch_warning = !blank;
+      continue;
+    }
+    if (line.find("precompiled header") != std::string::npos) continue;
+    if (line.find("PCH creation disabled") != std::string::npos) {
+      in_pch_warning = true;
+      continue;
+    }
+    other_warnings |= line.find(": warning") != std::string::npos;
+    kept.push_back(line);
+  }
+  std::string out;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (!other_warnings && kept[i].rfind("Remark: The warnings can be suppressed", 0) == 0) {
+      if (i + 1 < kept.size() && kept[i + 1].empty()) ++i;
+      continue;
+    }
+    out += kept[i] + "\n";
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
 Module compile_module_here(const ModuleRequest& r) {
   // In-memory headers: the shims, and C library names that forward to them.
   std::vector<std::pair<std::string, std::string>> headers;
@@ -82,11 +120,7 @@ Module compile_module_here(const ModuleRequest& r) {
   Module m;
   m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.ok = out.ok;
-  // NVRTC narrates its automatic precompiled headers; that is kforge's business, not the LLM's.
-  std::istringstream lines(out.log);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("precompiled header") == std::string::npos) m.log += line + "\n";
-  while (!m.log.empty() && m.log.back() == '\n') m.log.pop_back();
+  m.log = without_pch_narration(out.log);
   if (!out.ok) return m;
   m.ptx = std::move(out.ptx);
   m.cubin = std::move(out.cubin);

@@ -265,6 +265,25 @@ int64_t Evaluator::device_id() {
   return *device_id_;
 }
 
+namespace {
+
+json stored_plan(const std::string& plan) {
+  try {
+    return parse_json_bounded(plan, "plan", compile::kMaxPlanDepth, compile::kMaxPlanBytes);
+  } catch (const InputError&) {
+    return {{"unparsed", plan}};
+  }
+}
+
+}  // namespace
+
+std::string recorded_identity(const Checked& c) {
+  // A candidate that failed before it had an identity gets the same hash of what is stored, so an
+  // import of an export can recompute it (archive import never believes a stated identity).
+  if (!c.report.identity.empty()) return c.report.identity;
+  return candidate_identity(c.proposal.source, stored_plan(c.proposal.plan), c.report.tunables);
+}
+
 int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev, bool with_compile) {
   const tasks::Task& task = *c.proposal.task;
   const Proposal& p = c.proposal;
@@ -273,15 +292,9 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
   archive::NewCandidate nc;
   nc.task = ar.upsert_task(task);
   nc.source = p.source;
-  try {
-    nc.plan = parse_json_bounded(p.plan, "plan", compile::kMaxPlanDepth, compile::kMaxPlanBytes);
-  } catch (const InputError&) {
-    nc.plan = {{"unparsed", p.plan}};
-  }
+  nc.plan = stored_plan(p.plan);
   nc.tunables = r.tunables;
-  // A candidate that failed before it had an identity gets the same hash of what is stored, so an
-  // import of an export can recompute it (archive import never believes a stated identity).
-  nc.identity = r.identity.empty() ? candidate_identity(p.source, nc.plan, r.tunables) : r.identity;
+  nc.identity = recorded_identity(c);
   if (p.lineage.run) nc.run = archive::RunId{*p.lineage.run};
   for (int64_t parent : p.lineage.parents) nc.parents.push_back(archive::CandidateId{parent});
   nc.generation = p.lineage.generation;

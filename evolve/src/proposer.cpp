@@ -86,7 +86,8 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
   blank.lineage = ask.lineage;
   blank.lineage.prompt_kind = std::string(prompt_kind_name(ask.kind == PromptKind::Ideas ? PromptKind::Idea : ask.kind));
   blank.lineage.model = voice.config.spec;
-  blank.label = std::string(prompt_kind_name(ask.kind)) + "-answer.md";
+  // Compile errors name the candidate's own lines (label candidate.cu, from its first line): the
+  // code the archive keeps and a repair prompt shows, not the answer around it.
   if (ask.kind != PromptKind::Ideas)
     return [this, &voice, request, blank, sample = ask.sample] { return answer(voice, request, blank, sample, true); };
 
@@ -133,7 +134,7 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       return {p};
     }
     compile::Answer a = compile::parse_answer(r.text);
-    p.source = a.source, p.plan = a.plan, p.first_line = a.source_first_line;
+    p.source = a.source, p.plan = a.plan;
   } catch (const LlmError& e) {
     if (e.kind() == LlmError::Kind::Unanswered) {
       p.unanswered = true;

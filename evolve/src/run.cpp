@@ -183,10 +183,10 @@ class Loop {
     return it->second;
   }
 
-  // The candidate's archive id: found by identity, else recorded with its compile report.
+  // The candidate's archive id: found by identity (a resumed run's, or one that failed before it
+  // had an identity: by the one it was recorded with), else recorded with its compile report.
   int64_t candidate_id(TaskState& s, const Checked& c) {
-    if (!c.report.identity.empty())
-      if (std::optional<int64_t> id = find_candidate(db_, s.task_id, c.report.identity)) return *id;
+    if (std::optional<int64_t> id = find_candidate(db_, s.task_id, recorded_identity(c))) return *id;
     return ev_.record(c, std::nullopt);
   }
 

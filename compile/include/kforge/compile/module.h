@@ -44,7 +44,7 @@ struct Module {
 inline constexpr const char* kCandidateFileName = "candidate.cu";
 
 // Bumped by hand whenever shims or options change what a source compiles to (part of cache keys).
-inline constexpr int kCompileScheme = 3;
+inline constexpr int kCompileScheme = 4;
 
 // The NVRTC options kforge uses for `request` (besides the architecture).
 std::vector<std::string> module_options(const ModuleRequest& request);

@@ -65,6 +65,11 @@ struct Screened {
   std::vector<std::pair<size_t, verify::Verdict>> wrong;  // points that did not screen correct
 };
 
+// The identity record() stores a candidate under: its checks' identity, or for one that failed
+// before it had one (an answer error, a plan error) the hash of its source, plan and tunables, so
+// that a resumed run finds it again instead of recording it twice.
+std::string recorded_identity(const Checked& c);
+
 // The admission verdict as stored in the evaluation's evidence and printed by --json.
 nlohmann::json admission_json(const verify::Verdict& admission);
 
