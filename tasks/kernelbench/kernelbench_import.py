@@ -10,8 +10,15 @@ Without PyTorch it prints {"error": "no_torch", ...} and exits 3.
 import json
 import os
 import re
+import signal
 import sys
 import warnings
+
+TIME_LIMIT = 300  # seconds per problem
+
+
+class TimeLimit(BaseException):
+    """A problem ran past TIME_LIMIT (a BaseException, so no `except Exception` swallows it)."""
 
 
 def emit(obj):
@@ -63,8 +70,13 @@ def main(argv):
         prelude = f.read()
     prelude_names = set(re.findall(r"\ndef F_(\w+)\(", prelude))
     taken = set()
+
+    def on_alarm(*_):
+        raise TimeLimit()
+    signal.signal(signal.SIGALRM, on_alarm)
     for path in files:
         name = task_name(path, taken)
+        signal.alarm(TIME_LIMIT)
         try:
             r = kb_convert.convert(path, prelude, prelude_names, device)
             emit({"file": path, "ok": True, "name": name, "toml": kb_convert.task_toml(name, path, r, torch.__version__),
@@ -72,6 +84,8 @@ def main(argv):
                   "checked": r["checked"], "timed_checked": r["timed_checked"], "notes": r["notes"]})
         except Unconvertible as e:
             emit({"file": path, "ok": False, "name": name, "reason": str(e)})
+        except TimeLimit:
+            emit({"file": path, "ok": False, "name": name, "reason": f"took more than {TIME_LIMIT} s to convert and check"})
         except RecursionError:
             emit({"file": path, "ok": False, "name": name, "reason": "the Model nests too deeply to trace"})
         except Exception as e:  # a bug in this importer: reported as one, the other problems go on
@@ -80,6 +94,8 @@ def main(argv):
             emit({"file": path, "ok": False, "name": name, "internal": True,
                   "reason": f"kforge's importer failed ({type(e).__name__}: {e} at "
                             f"{os.path.basename(where.filename)}:{where.lineno})"})
+        finally:
+            signal.alarm(0)
     return 0
 
 
