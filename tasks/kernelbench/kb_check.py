@@ -5,7 +5,9 @@ task's declared inputs and parameters (the same tensors go to both), and compare
 output with the reference's. probe_dims() uses it to find, for each size, the values the Model
 accepts (a minimum and a divisor), from which the [check] configurations are built.
 """
+import contextlib
 import math
+import resource
 
 import torch
 
@@ -36,8 +38,9 @@ class Real:
 class Decl:
     """A declared input of the task: name, dtype, shape (expressions), init (kind, [Real])."""
 
-    def __init__(self, name, dtype, shape, init, qualname=None):
+    def __init__(self, name, dtype, shape, init, qualname=None, scalar=False):
         self.name, self.dtype, self.shape, self.init, self.qualname = name, dtype, shape, init, qualname
+        self.scalar = scalar  # the Model takes a Python float here
 
     def shape_at(self, vals):
         return [e_eval(e, vals) for e in self.shape]
@@ -162,8 +165,9 @@ class Problem:
                 owned[d.qualname].copy_(v)
             params = [owned[d.qualname].detach().clone() for d in self.params]
             try:
-                got = _flat(model(*[t.clone() for t in inputs]))
-                again = _flat(model(*[t.clone() for t in inputs])) if twice else None
+                args = [t.item() if d.scalar else t.clone() for d, t in zip(self.args, inputs)]
+                got = _flat(model(*args))
+                again = _flat(model(*[t.item() if d.scalar else t.clone() for d, t in zip(self.args, inputs)])) if twice else None
             except Unconvertible:
                 raise
             except Exception as e:
@@ -175,6 +179,31 @@ class Problem:
             except Exception as e:
                 return f"the reference fails: {_first_line(e)}"
         return compare(ref, got)
+
+
+@contextlib.contextmanager
+def memory_limit(extra):
+    """At most `extra` more bytes of data memory (RLIMIT_DATA) inside (None: no limit)."""
+    if extra is None:
+        yield
+        return
+    used = 0
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                used = int(line.split()[1]) * 1024
+    old = resource.getrlimit(resource.RLIMIT_DATA)
+    new = used + extra if old[0] == resource.RLIM_INFINITY else min(old[0], used + extra)
+    resource.setrlimit(resource.RLIMIT_DATA, (new, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, old)
+
+
+def out_of_memory(e):
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or "allocate" in text or "out of memory" in text
 
 
 class ConfigFailed(Exception):
@@ -201,7 +230,8 @@ def probe_dim(problem, base, d, limit):
     sizes at `base`), or None when only its base value works."""
     good, tried = {base[d]}, {}
     timed = problem.timed[d]
-    for v in PROBES:
+    near = [base[d] // 2, base[d] - 1, base[d] + 1] if base[d] > 16 else []  # for sizes small ones break
+    for v in PROBES + near:
         if v == base[d] or v > timed:
             continue
         cfg = dict(base, **{d: v})

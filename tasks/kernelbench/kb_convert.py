@@ -18,13 +18,16 @@ from kb_load import HYPERPARAMETER, Recorder, Sym, Unconvertible, e_dims, e_rend
 
 CPU_CHECK_BYTES = 64 << 20     # configurations the CPU checks: inputs and parameters at most this
 CHECK_DIMS_BYTES = 16 << 20    # [check] configurations are kept below this
+TIMED_CPU_BYTES = 32 << 20     # the timed sizes are checked on the CPU below this...
+TIMED_CPU_MEMORY = 2 << 30     # ...when the Model and reference need no more memory than this
 
 
 def small(v):
-    """A small stand-in for a size that keeps its factors of two: 4096 -> 8, 96 -> 12, 3 -> 3."""
+    """A small stand-in for a size that keeps its factors of two: 4096 -> 8, 96 -> 12, 3 -> 3,
+    and an odd large one: 8205 -> 17."""
     while v % 2 == 0 and v // 2 >= 8:
         v //= 2
-    return v
+    return v if v <= 64 else 17
 
 
 class Reference:
@@ -64,8 +67,10 @@ def _init_of_draw(d, what, param):
     if d is None or d.kind in ("unknown", "empty"):
         return None
     if d.dtype == torch.bool:
-        if d.kind == "randint":
-            return ("bernoulli", [Real.of(0.5)])
+        if d.kind == "randint" and all(isinstance(p, int) for p in d.params) and d.params[1] > d.params[0]:
+            lo, hi = int(d.params[0]), int(d.params[1])
+            nonzero = (hi - lo) - (1 if lo <= 0 < hi else 0)
+            return ("bernoulli", [Real.of(nonzero / (hi - lo))])
         return None
     integer = not (d.dtype.is_floating_point or d.dtype.is_complex)
     if integer != (d.kind == "randint") and d.kind != "const":
@@ -152,6 +157,12 @@ def convert(path, prelude, prelude_names, device):
     args = []
     for i, (t, p) in enumerate(zip(inputs, sig)):
         what = f"input {i + 1} ('{p.name}')"
+        if isinstance(t, float):  # a scalar: a 0-dim float32 input, drawn around its value
+            c = float(t)
+            lo, hi = (c - abs(c) / 2, c + abs(c) / 2) if c else (-0.2, 0.2)
+            args.append(Decl(p.name, torch.float32, [], ("uniform", [Real.of(lo), Real.of(hi)]), scalar=True))
+            notes.append(f"{what} is the Python float {c!r}: a 0-dim float32 input drawn from uniform({lo!r}, {hi!r})")
+            continue
         if not isinstance(t, torch.Tensor):
             raise Unconvertible(f"{what} is a Python {type(t).__name__}, not a tensor; kforge inputs are tensors")
         d = rec.draw_of(t)
@@ -269,14 +280,20 @@ def convert(path, prelude, prelude_names, device):
         checks = [{n: base[n] for n in variable}] if variable else []
         checked.append(dict(base))
     timed_checked = False
-    if problem.bytes_at({}) <= limit:
+    timed_limit = TIMED_CPU_BYTES if device == "cpu" else limit
+    if problem.bytes_at({}) <= timed_limit:
         try:
-            why = problem.try_config({}, check_inputs=False)
-        except ConfigFailed as e:
-            raise Unconvertible(f"at the timed sizes: {e}")
-        if why:
+            with kb_check.memory_limit(TIMED_CPU_MEMORY if device == "cpu" else None):
+                why = problem.try_config({}, check_inputs=False)
+        except (ConfigFailed, MemoryError, RuntimeError) as e:
+            if not kb_check.out_of_memory(e):
+                raise Unconvertible(f"at the timed sizes: {e}")
+            why = "memory"
+            notes.append(f"not checked against the Model at the timed sizes here (more than {TIMED_CPU_MEMORY >> 30} GB "
+                         "of memory); `--device cuda` checks them on a GPU")
+        if why and why != "memory":
             raise Unconvertible(f"the converted reference differs from the Model at the timed sizes: {why}")
-        timed_checked = True
+        timed_checked = why is None
     else:
         notes.append(f"not checked against the Model at the timed sizes here ({problem.bytes_at({}) / 1e6:.0f} MB "
                      "of inputs and parameters); `--device cuda` checks them on a GPU")
@@ -321,15 +338,21 @@ def _fmt(config):
 
 
 def _find_base(problem, base, timed, shape_dims, limit):
-    tried = []
-    for cfg in (base, {n: timed[n] for n in base}):
+    """A configuration where the reference matches the Model: the small one, else it scaled up
+    (pooling and convolutions need room), else the timed sizes; the first that fits `limit` and
+    matches."""
+    candidates = [base] + [{n: min(timed[n], v * k) for n, v in base.items()} for k in (2, 4, 8, 16, 32, 64)]
+    candidates.append({n: timed[n] for n in base})
+    tried, model_fails, last = [], False, ""
+    for cfg in candidates:
         if cfg in tried or problem.bytes_at(cfg) > limit:
             continue
         tried.append(cfg)
         try:
             why = problem.try_config(cfg, twice=True)
+            model_fails = False
         except ConfigFailed as e:
-            why = str(e)
+            why, model_fails = str(e), True
         if why is None:
             return cfg, None
         last = f"at {_fmt(cfg)}: {why}"
@@ -337,8 +360,10 @@ def _find_base(problem, base, timed, shape_dims, limit):
             break
     if not tried:
         raise Unconvertible(f"even its smallest sizes move more than {limit / 1e6:.0f} MB; `--device cuda` checks it on a GPU")
-    if len(tried) == 1 and problem.bytes_at({n: timed[n] for n in base}) > limit:
+    if problem.bytes_at({n: timed[n] for n in base}) > limit:
         last += f"; the timed sizes are too large to check here ({problem.bytes_at({}) / 1e6:.0f} MB): try `--device cuda`"
+    if model_fails:
+        raise Unconvertible(f"the Model fails at every size checked here, {last}")
     raise Unconvertible("the converted reference differs from the Model " + last)
 
 

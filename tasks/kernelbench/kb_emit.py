@@ -6,6 +6,7 @@ aten builtins of the same name (`torch.x`), torch.nn.functional calls kforge's p
 in-place operations their out-of-place forms (later uses of the mutated value read the result).
 """
 import builtins
+import inspect
 import math
 import operator
 
@@ -41,6 +42,26 @@ def _namespace(obj):
         if getattr(F, name, None) is obj and not name.startswith("_"):
             return "F", name
     return None, None
+
+
+def without_defaults(fn, name, kw):
+    """`kw` less what torch.fx spells out at its default (torch.nn.functional's deprecated
+    size_average/reduce, which kforge's prelude leaves out, among them)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    out = {}
+    for k, v in kw.items():
+        if k in ("size_average", "reduce"):
+            if v is not None:
+                raise Unconvertible(f"F.{name} with the deprecated {k}={v!r}")
+            continue
+        default = params[k].default if k in params else inspect.Parameter.empty
+        if k == "_stacklevel" or (type(default) is type(v) and default == v):
+            continue
+        out[k] = v
+    return out
 
 
 def sanitize(name, taken):
@@ -167,16 +188,35 @@ class Emitter:
                 return self.val(args[0])
             if kw.pop("inplace", False) and isinstance(args[0], torch.fx.Node):
                 self.alias_later = args[0]
+            kw = without_defaults(fn, name, kw)
             if name == "embedding":
                 return self.call("torch.embedding", [args[1], args[0]], {})
             if name in self.prelude:
                 return self.call(f"F.{name}", args, kw)
             return self.call(f"torch.{name}", args, kw)
+        if fn is torch.norm:
+            return self.norm(args, kw)
         if name.endswith("_") and not name.endswith("__") and hasattr(torch, name[:-1]):
             if args and isinstance(args[0], torch.fx.Node):
                 self.alias_later = args[0]
             name = name[:-1]
         return self.call(f"torch.{name}", args, kw)
+
+    def norm(self, args, kw):
+        """torch.norm (Python code in PyTorch, no aten op of its signature) as the vector norm it
+        computes for p = 'fro', None or a number."""
+        b = inspect.signature(torch.norm).bind(*args, **kw)
+        b.apply_defaults()
+        p, dim, keepdim, dtype = b.arguments["p"], b.arguments["dim"], b.arguments["keepdim"], b.arguments["dtype"]
+        if p in ("fro", None):
+            p = 2.0
+        if isinstance(p, str) or dtype is not None:
+            raise Unconvertible(f"torch.norm with p={p!r} or a dtype has no TorchScript form in kforge's importer")
+        x = self.val(b.arguments["input"])
+        if dim is None:
+            return f"torch.linalg_vector_norm({x}, {self.val(float(p))})"
+        dims = dim if isinstance(dim, (list, tuple)) else [dim]
+        return f"torch.linalg_vector_norm({x}, {self.val(float(p))}, {self.val(list(dims))}, {self.val(bool(keepdim))})"
 
     def call_method(self, n):
         m, args, kw = n.target, list(n.args), dict(n.kwargs)

@@ -124,9 +124,20 @@ class Sym(int):
 
 # ---- the module's size constants ----------------------------------------------------------------
 def _int_literal(node):
-    if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 1:
-        return node.value
-    return None
+    """The value of a positive int literal or of an expression of them (`2048 * 2`), else None."""
+    ops = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
+           ast.FloorDiv: lambda x, y: x // y if y else None, ast.Pow: lambda x, y: x ** y if 0 <= y <= 64 else None,
+           ast.LShift: lambda x, y: x << y if 0 <= y <= 64 else None}
+
+    def value(n):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.BinOp) and type(n.op) in ops:
+            x, y = value(n.left), value(n.right)
+            return None if x is None or y is None else ops[type(n.op)](x, y)
+        return None
+    v = value(node)
+    return v if v is not None and 1 <= v < 1 << 62 else None
 
 
 def _dims_ref(name):
@@ -166,8 +177,15 @@ def parse_problem(source, filename):
             value_node.elts = elts
         return value_node
 
+    body = []
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        body.append(stmt)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1 and _int_literal(stmt.value) is not None and all(
+                isinstance(t, ast.Name) for t in stmt.targets):
+            body.pop()  # `height = width = 128`: one constant each
+            for t in stmt.targets:
+                body.append(ast.copy_location(ast.Assign(targets=[t], value=take(t.id, stmt.value)), stmt))
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             t = stmt.targets[0]
             if isinstance(t, ast.Name):
                 stmt.value = take(t.id, stmt.value)
@@ -176,6 +194,7 @@ def parse_problem(source, filename):
                                    for n, v in zip(t.elts, stmt.value.elts)]
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             stmt.value = take(stmt.target.id, stmt.value)
+    tree.body = body
     ast.fix_missing_locations(tree)
     seen, unique = set(), []
     for name, v in constants:  # a name assigned twice: the last assignment wins, as in Python
@@ -224,13 +243,14 @@ class Recorder:
     nn.Parameter remembers the Draw of its data."""
 
     FACTORIES = ("randn", "rand", "randint", "normal", "zeros", "ones", "full", "empty")
-    MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "contiguous", "clone",
-             "detach", "requires_grad_")
+    MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "bool", "long", "int",
+             "contiguous", "clone", "detach", "requires_grad_")
 
     def __init__(self, device=None):
         self.device = device
         self.draws = {}   # id(tensor) -> Draw
         self.alive = []   # keeps recorded tensors alive, so ids are not reused
+        self.shapes = {}  # a recorded tensor's sizes -> its shape expressions (for x.shape)
 
     def draw_of(self, t):
         return self.draws.get(id(t))
@@ -239,6 +259,8 @@ class Recorder:
         if d is not None and isinstance(t, torch.Tensor):
             self.draws[id(t)] = d
             self.alive.append(t)
+            if d.shape is not None and any(e[0] != "num" for e in d.shape):
+                self.shapes.setdefault(tuple(t.shape), d.shape)
         return t
 
     def _factory(self, name, real):
@@ -273,6 +295,8 @@ class Recorder:
                 params, size = None, ()
             t = real(*args, **kw)
             shape = _shape_exprs(size) if params is not None else None
+            if len(size) == 1 and isinstance(size[0], torch.Size) and tuple(size[0]) in rec.shapes:
+                shape = rec.shapes[tuple(size[0])]  # torch.randint(0, 2, x.shape): x's sizes
             if shape is None or not isinstance(t, torch.Tensor):
                 return t
             kind = {"zeros": "const", "ones": "const", "empty": "empty", "full": "const"}.get(name, name)
