@@ -74,8 +74,9 @@ std::vector<std::string> problem_files(const std::vector<std::string>& paths) {
     }
     ::closedir(d);
     if (found.empty())
-      throw UsageError(p + ": holds no .py problem files (point at a KernelBench level folder, e.g. "
-                           "KernelBench/KernelBench/level1, or at problem files)");
+      throw UsageError(p +
+                       ": holds no .py problem files (point at a KernelBench level folder, e.g. "
+                       "KernelBench/KernelBench/level1, or at problem files)");
     std::sort(found.begin(), found.end(), problem_order);
     out.insert(out.end(), found.begin(), found.end());
   }
@@ -98,9 +99,12 @@ const std::vector<std::pair<std::string, std::string_view>>& helper_files() {
   static const std::vector<std::pair<std::string, std::string_view>> files = {
       {"kernelbench_import.py", embedded::kernelbench_helper_kernelbench_import},
       {"kb_load.py", embedded::kernelbench_helper_kb_load},
+      {"kb_record.py", embedded::kernelbench_helper_kb_record},
       {"kb_emit.py", embedded::kernelbench_helper_kb_emit},
       {"kb_modules.py", embedded::kernelbench_helper_kb_modules},
       {"kb_check.py", embedded::kernelbench_helper_kb_check},
+      {"kb_sizes.py", embedded::kernelbench_helper_kb_sizes},
+      {"kb_toml.py", embedded::kernelbench_helper_kb_toml},
       {"kb_convert.py", embedded::kernelbench_helper_kb_convert}};
   return files;
 }
@@ -127,14 +131,19 @@ class HelperDir {
 };
 
 // One run of the helper: its JSON lines, handed to `on_line` as they come.
-int run_helper(const std::string& python, const HelperDir& dir, const ImportArgs& a, const std::vector<std::string>& files,
+int run_helper(const std::string& python, const HelperDir& dir, const ImportArgs& a,
+               const std::vector<std::string>& files,
                const std::function<void(const json&)>& on_line) {
-  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}};
-  for (const char* name : {"PYTHONPATH", "PYTHONHOME", "PYENV_VERSION", "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
+  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+                                            {"PYTHONUNBUFFERED", "1"}};
+  for (const char* name :
+       {"PYTHONPATH", "PYTHONHOME", "PYENV_VERSION", "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
     if (const char* v = std::getenv(name)) env[name] = v;
   SpawnOptions o;
   o.env = child_environment(env);
-  o.argv = {python, dir.path() + "/kernelbench_import.py", "--prelude", dir.path() + "/prelude.ts", "--device", a.device};
+  o.argv = {python,      dir.path() + "/kernelbench_import.py",
+            "--prelude", dir.path() + "/prelude.ts",
+            "--device",  a.device};
   o.argv.insert(o.argv.end(), files.begin(), files.end());
   Pipe out = make_pipe();
   o.fds = {{out.write.get(), 1}};  // its stderr is the user's: a traceback shows there
@@ -152,7 +161,9 @@ int run_helper(const std::string& python, const HelperDir& dir, const ImportArgs
       std::string line = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
       json j = json::parse(line, nullptr, false);
-      if (j.is_discarded()) throw Error("the KernelBench helper printed a line that is not JSON: " + line.substr(0, 200));
+      if (j.is_discarded())
+        throw Error("the KernelBench helper printed a line that is not JSON: " +
+                    line.substr(0, 200));
       on_line(j);
     }
   }
@@ -167,11 +178,15 @@ std::string percent(size_t part, size_t whole) {
 }
 
 int run_import(const ImportArgs& a, const fs::path& tasks_root) {
-  if (a.suite.empty() || !std::all_of(a.suite.begin(), a.suite.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }))
-    throw InputError("--suite", std::nullopt, "", "must be a folder name of letters, digits, _ and -, got '" + a.suite + "'");
+  if (a.suite.empty() || !std::all_of(a.suite.begin(), a.suite.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      }))
+    throw InputError("--suite", std::nullopt, "",
+                     "must be a folder name of letters, digits, _ and -, got '" + a.suite + "'");
   if (a.device != "cpu" && a.device != "cuda")
     throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
-  if (a.device == "cuda") verify::Driver::get().require("kforge tasks import-kernelbench --device cuda");
+  if (a.device == "cuda")
+    verify::Driver::get().require("kforge tasks import-kernelbench --device cuda");
   std::vector<std::string> files = problem_files(a.paths);
   std::string out_root = a.out.empty() ? tasks_root.string() : a.out;
   std::string suite_dir = out_root + "/" + a.suite;
@@ -180,11 +195,14 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
   // The Pythons to try: the one named, else python3 on PATH, then Debian's.
   std::vector<std::string> pythons;
   const char* env_python = std::getenv("KFORGE_PYTHON");
-  if (!a.python.empty()) pythons = {a.python};
-  else if (env_python && *env_python) pythons = {env_python};
+  if (!a.python.empty())
+    pythons = {a.python};
+  else if (env_python && *env_python)
+    pythons = {env_python};
   else {
     for (const std::string& p : {find_in_path("python3"), std::string("/usr/bin/python3")})
-      if (!p.empty() && std::find(pythons.begin(), pythons.end(), p) == pythons.end()) pythons.push_back(p);
+      if (!p.empty() && std::find(pythons.begin(), pythons.end(), p) == pythons.end())
+        pythons.push_back(p);
   }
   std::vector<std::string> tried;
   std::vector<std::string> written;
@@ -200,13 +218,15 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
     int rc = run_helper(resolved, dir, a, files, [&](const json& j) {
       if (j.contains("error")) {
         missing = j.value("detail", "");
-        if (j.value("error", "") == "no_cuda") throw UsageError("--device cuda: " + j.value("detail", ""));
+        if (j.value("error", "") == "no_cuda")
+          throw UsageError("--device cuda: " + j.value("detail", ""));
         return;
       }
       if (j.contains("torch")) {
         started = true;
-        std::cout << "importing " << files.size() << " KernelBench problem(s) into " << suite_dir << " (" << j.value("python", "")
-                  << ", PyTorch " << j.value("torch", "") << ", checked on " << a.device << ")" << std::endl;
+        std::cout << "importing " << files.size() << " KernelBench problem(s) into " << suite_dir
+                  << " (" << j.value("python", "") << ", PyTorch " << j.value("torch", "")
+                  << ", checked on " << a.device << ")" << std::endl;
         return;
       }
       std::string file = j.value("file", "");
@@ -224,33 +244,42 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
         (void)tasks::load_task(path);
       } catch (const InputError& e) {  // the importer wrote what the loader rejects: a kforge bug
         ++failed, ++internal;
-        std::cout << "failed     " << file << ": the converted task does not load (a kforge bug): " << e.what() << std::endl;
+        std::cout << "failed     " << file
+                  << ": the converted task does not load (a kforge bug): " << e.what() << std::endl;
         return;
       }
       ++converted;
       written.push_back(path);
       std::string dims, fixed;
       for (const auto& [k, v] : j["dims"].items()) dims += (dims.empty() ? "" : ", ") + k;
-      for (const auto& [k, v] : j["fixed"].items()) fixed += (fixed.empty() ? "" : ", ") + k + "=" + std::to_string(v.get<int64_t>());
-      std::cout << "converted  " << file << " -> " << a.suite << "/" << name << ": dims " << (dims.empty() ? "none" : dims)
-                << (fixed.empty() ? "" : "; fixed " + fixed) << "; matches the Model at " << j["checked"].size()
-                << " check size(s)" << (j.value("timed_checked", false) ? " and the timed sizes" : "") << std::endl;
-      for (const auto& n : j["notes"]) std::cout << "           note: " << n.get<std::string>() << "\n";
+      for (const auto& [k, v] : j["fixed"].items())
+        fixed += (fixed.empty() ? "" : ", ") + k + "=" + std::to_string(v.get<int64_t>());
+      std::cout << "converted  " << file << " -> " << a.suite << "/" << name << ": dims "
+                << (dims.empty() ? "none" : dims) << (fixed.empty() ? "" : "; fixed " + fixed)
+                << "; matches the Model at " << j["checked"].size() << " check size(s)"
+                << (j.value("timed_checked", false) ? " and the timed sizes" : "") << std::endl;
+      for (const auto& n : j["notes"])
+        std::cout << "           note: " << n.get<std::string>() << "\n";
     });
     if (missing) {
       tried.push_back(resolved + ": " + *missing);
       continue;
     }
-    if (rc != 0) throw Error("the KernelBench helper (" + resolved + ") exited with status " + std::to_string(rc));
+    if (rc != 0)
+      throw Error("the KernelBench helper (" + resolved + ") exited with status " +
+                  std::to_string(rc));
     break;
   }
   if (!started) {
     std::string list;
     for (const auto& t : tried) list += "\n  " + t;
     throw UsageError(
-        "kforge tasks import-kernelbench needs a Python 3 with PyTorch (it imports each problem with "
-        "torch), and none was found:" + list +
-        "\nInstall PyTorch for one of them (Debian: apt install python3-torch; or pip install torch), or name a "
+        "kforge tasks import-kernelbench needs a Python 3 with PyTorch (it imports each problem "
+        "with "
+        "torch), and none was found:" +
+        list +
+        "\nInstall PyTorch for one of them (Debian: apt install python3-torch; or pip install "
+        "torch), or name a "
         "Python that has it with --python or $KFORGE_PYTHON.");
   }
   int check_rc = kExitOk;
@@ -262,26 +291,38 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
     c.device = a.device;
     check_rc = run_check(c, tasks_root);
   }
-  std::cout << "\nimported " << converted << " of " << total << " KernelBench problem(s) (" << percent(converted, total)
-            << ") into " << suite_dir << "; " << failed << " could not be converted"
-            << (check_rc == kExitOk ? "" : "; some converted tasks fail `kforge tasks check` (above)") << "\n";
+  std::cout << "\nimported " << converted << " of " << total << " KernelBench problem(s) ("
+            << percent(converted, total) << ") into " << suite_dir << "; " << failed
+            << " could not be converted"
+            << (check_rc == kExitOk ? ""
+                                    : "; some converted tasks fail `kforge tasks check` (above)")
+            << "\n";
   if (internal) return kExitInternal;
   return failed || check_rc != kExitOk ? kExitFindings : kExitOk;
 }
 
 }  // namespace
 
-void add_import_kernelbench_command(CLI::App* tasks, int& exit_code, std::function<fs::path()> root) {
-  auto* cmd = tasks->add_subcommand(
-      "import-kernelbench",
-      "Convert KernelBench problem files (or level folders) into a kforge suite, checked against each Model "
-      "(needs a Python with PyTorch)");
+void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,
+                                    std::function<fs::path()> root) {
+  auto* cmd = tasks->add_subcommand("import-kernelbench",
+                                    "Convert KernelBench problem files (or level folders) into a "
+                                    "kforge suite, checked against each Model "
+                                    "(needs a Python with PyTorch)");
   auto a = std::make_shared<ImportArgs>();
-  cmd->add_option("paths", a->paths, "KernelBench problem files or folders (e.g. KernelBench/KernelBench/level1)")->required();
-  cmd->add_option("--suite", a->suite, "Name of the suite (the folder the tasks are written to)")->required();
-  cmd->add_option("--out", a->out, "Folder the suite folder goes in (default: the tasks folder, see --tasks-dir)");
-  cmd->add_option("--device", a->device, "Where each task is checked against its Model: cpu or cuda")->capture_default_str();
-  cmd->add_option("--python", a->python, "Python with PyTorch (default: $KFORGE_PYTHON, else python3, then /usr/bin/python3)");
+  cmd->add_option("paths", a->paths,
+                  "KernelBench problem files or folders (e.g. KernelBench/KernelBench/level1)")
+      ->required();
+  cmd->add_option("--suite", a->suite, "Name of the suite (the folder the tasks are written to)")
+      ->required();
+  cmd->add_option("--out", a->out,
+                  "Folder the suite folder goes in (default: the tasks folder, see --tasks-dir)");
+  cmd->add_option("--device", a->device,
+                  "Where each task is checked against its Model: cpu or cuda")
+      ->capture_default_str();
+  cmd->add_option(
+      "--python", a->python,
+      "Python with PyTorch (default: $KFORGE_PYTHON, else python3, then /usr/bin/python3)");
   cmd->fallthrough();
   cmd->callback([&exit_code, a, root] { exit_code = run_import(*a, root()); });
 }

@@ -29,6 +29,7 @@ struct CheckArgs {
 int run_check(const CheckArgs& a, const std::filesystem::path& root);
 
 // Registers `kforge tasks import-kernelbench` (kernelbench_cmd.cpp) under `tasks`.
-void add_import_kernelbench_command(CLI::App* tasks, int& exit_code, std::function<std::filesystem::path()> root);
+void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,
+                                    std::function<std::filesystem::path()> root);
 
 }  // namespace kforge::cli

@@ -7,11 +7,13 @@ accepts (a minimum and a divisor), from which the [check] configurations are bui
 """
 import contextlib
 import math
+import re
 import resource
 
 import torch
 
-from kb_load import Recorder, Unconvertible, e_eval, run_module
+from kb_load import Unconvertible, e_eval, run_module
+from kb_record import Recorder
 
 DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
           torch.float64: "float64", torch.int32: "int32", torch.int64: "int64", torch.bool: "bool"}
@@ -135,7 +137,7 @@ class Problem:
                 model = ns["Model"](*ns["get_init_inputs"]())
                 inputs = ns["get_inputs"]()
             except Exception as e:
-                raise ConfigFailed(f"building the Model failed: {type(e).__name__}: {_first_line(e)}")
+                raise ConfigFailed(f"building the Model failed: {type(e).__name__}: {first_line(e)}")
         return model, list(inputs)
 
     def try_config(self, config, check_inputs=True, twice=False):
@@ -171,13 +173,15 @@ class Problem:
             except Unconvertible:
                 raise
             except Exception as e:
-                raise ConfigFailed(f"the Model fails: {type(e).__name__}: {_first_line(e)}")
+                raise ConfigFailed(f"the Model fails: {type(e).__name__}: {first_line(e)}")
             if again is not None and compare(again, got) is not None:
                 raise Unconvertible("the Model is not deterministic: two runs on the same inputs differ")
             try:
                 ref = _flat(self.reference(*inputs, *params))
             except Exception as e:
-                return f"the reference fails: {_first_line(e)}"
+                if out_of_memory(e):
+                    raise ConfigFailed(f"the reference fails: {first_line(e)}")
+                return f"the reference fails: {first_line(e)}"
         return compare(ref, got)
 
 
@@ -210,8 +214,10 @@ class ConfigFailed(Exception):
     """The Model itself does not run at a configuration."""
 
 
-def _first_line(e):
+def first_line(e):
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        lines = lines[-1:]  # the error itself is last
     return lines[0][:300] if lines else type(e).__name__
 
 
@@ -251,3 +257,34 @@ def probe_dim(problem, base, d, limit):
     if any(not okv for v, okv in tried.items() if v % q == 0 and v >= m):
         return None  # the values that work follow no rule kforge can state
     return m, q
+
+
+class Reference:
+    """The converted forward() compiled as kforge's judge compiles it: after kforge's prelude, with
+    `F.x(` as `F_x(`, and `torch.x` the aten builtin x."""
+
+    def __init__(self, source, prelude, names):
+        body = re.sub(r"(?<![\w.])F\.(\w+)\s*\(", lambda m: f"F_{m.group(1)}(", source)
+        aten = _AtenTorch("torch")
+        self.unit = torch._C.CompilationUnit()
+        try:
+            self.unit.define(prelude + "\n" + body, lambda n: aten if n == "torch" else None)
+        except Exception as e:
+            raise Unconvertible("the converted reference does not compile as TorchScript: " + first_line(e))
+        self.fn = self.unit.find_function("forward")
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+class _AtenTorch(type(torch)):
+    """`torch` as TorchScript compiled from a string sees it (LibTorch's native resolver): the aten
+    builtins, and torch's dtypes and other attributes."""
+
+    def __getattr__(self, name):
+        if not name.startswith("_"):
+            try:
+                return getattr(torch.ops.aten, name)
+            except (AttributeError, RuntimeError):
+                pass
+        return getattr(torch, name)

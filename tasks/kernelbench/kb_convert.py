@@ -4,61 +4,22 @@ convert() returns the task's fields; it raises Unconvertible with a one-line rea
 """
 import inspect
 import math
-import os
-import re
 
 import torch
 import torch.fx
 
 import kb_check
 import kb_modules
-from kb_check import DTYPES, ConfigFailed, Decl, Real
+import kb_sizes
+import kb_toml
+from kb_check import DTYPES, ConfigFailed, Decl, Real, first_line
 from kb_emit import Emitter
-from kb_load import HYPERPARAMETER, Recorder, Sym, Unconvertible, e_dims, e_render, parse_problem, run_module
+from kb_load import HYPERPARAMETER, Sym, Unconvertible, e_dims, parse_problem, run_module
+from kb_record import Recorder
 
 CPU_CHECK_BYTES = 64 << 20     # configurations the CPU checks: inputs and parameters at most this
-CHECK_DIMS_BYTES = 16 << 20    # [check] configurations are kept below this
 TIMED_CPU_BYTES = 32 << 20     # the timed sizes are checked on the CPU below this...
 TIMED_CPU_MEMORY = 2 << 30     # ...when the Model and reference need no more memory than this
-
-
-def small(v):
-    """A small stand-in for a size that keeps its factors of two: 4096 -> 8, 96 -> 12, 3 -> 3,
-    and an odd large one: 8205 -> 17."""
-    while v % 2 == 0 and v // 2 >= 8:
-        v //= 2
-    return v if v <= 64 else 17
-
-
-class Reference:
-    """The converted forward() compiled as kforge's judge compiles it: after kforge's prelude, with
-    `F.x(` as `F_x(`, and `torch.x` the aten builtin x."""
-
-    def __init__(self, source, prelude, names):
-        body = re.sub(r"(?<![\w.])F\.(\w+)\s*\(", lambda m: f"F_{m.group(1)}(", source)
-        aten = _AtenTorch("torch")
-        self.unit = torch._C.CompilationUnit()
-        try:
-            self.unit.define(prelude + "\n" + body, lambda n: aten if n == "torch" else None)
-        except Exception as e:
-            raise Unconvertible("the converted reference does not compile as TorchScript: " + kb_check._first_line(e))
-        self.fn = self.unit.find_function("forward")
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-
-class _AtenTorch(type(torch)):
-    """`torch` as TorchScript compiled from a string sees it (LibTorch's native resolver): the aten
-    builtins, and torch's dtypes and other attributes."""
-
-    def __getattr__(self, name):
-        if not name.startswith("_"):
-            try:
-                return getattr(torch.ops.aten, name)
-            except (AttributeError, RuntimeError):
-                pass
-        return getattr(torch, name)
 
 
 def _init_of_draw(d, what, param):
@@ -125,11 +86,11 @@ def convert(path, prelude, prelude_names, device):
     # 1. get_inputs() at small sizes: how each input is drawn, its shape over the constants.
     rec = Recorder(device="meta")
     with rec.active():
-        ns = run_module(tree, path, {n: Sym(small(v), ("dim", n)) for n, v in timed.items()})
+        ns = run_module(tree, path, {n: Sym(kb_sizes.small(v), ("dim", n)) for n, v in timed.items()})
         try:
             inputs = list(ns["get_inputs"]())
         except Exception as e:
-            raise Unconvertible(f"get_inputs() failed: {type(e).__name__}: {kb_check._first_line(e)}")
+            raise Unconvertible(f"get_inputs() failed: {type(e).__name__}: {first_line(e)}")
     # 2. the Model at the timed sizes, on the meta device (no memory), traced by torch.fx.
     rec_model = Recorder(device="meta")
     with rec_model.active():
@@ -142,7 +103,7 @@ def convert(path, prelude, prelude_names, device):
         except Unconvertible:
             raise
         except Exception as e:
-            raise Unconvertible(f"building the Model failed: {type(e).__name__}: {kb_check._first_line(e)}")
+            raise Unconvertible(f"building the Model failed: {type(e).__name__}: {first_line(e)}")
     model_doc = _docstring(ns["Model"])
     sig = [p for p in inspect.signature(model.forward).parameters.values()]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig):
@@ -181,8 +142,8 @@ def convert(path, prelude, prelude_names, device):
     except Unconvertible:
         raise
     except Exception as e:
-        raise Unconvertible(f"torch.fx cannot trace forward() (control flow on tensor values, or an "
-                            f"unsupported construct): {type(e).__name__}: {kb_check._first_line(e)}")
+        why = " (control flow on tensor values)" if "control flow" in str(e) else ""
+        raise Unconvertible(f"torch.fx cannot trace forward(){why}: {type(e).__name__}: {first_line(e)}")
     finally:
         baked, Sym.uses = Sym.uses, None
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -234,7 +195,7 @@ def convert(path, prelude, prelude_names, device):
     missing.clear()
     source, again = Emitter(gm, model, [d.name for d in args], leaf, timed, prelude_names).emit()
     assert [a[0] for a in again] == [a[0] for a in forward_args]
-    reference = Reference(source, prelude, prelude_names)
+    reference = kb_check.Reference(source, prelude, prelude_names)
     problem = kb_check.Problem(tree, path, timed, args, params, reference, device)
 
     shape_dims = set()
@@ -246,7 +207,7 @@ def convert(path, prelude, prelude_names, device):
         fixed.setdefault(n, "forward() uses its value" if n in baked else "no input's shape holds it")
 
     # Parameters whose init is unknown: estimated from the Model's own values at small sizes.
-    base = {n: (timed[n] if n in fixed else small(timed[n])) for n in sorted(shape_dims, key=order.get)}
+    base = {n: (timed[n] if n in fixed else kb_sizes.small(timed[n])) for n in sorted(shape_dims, key=order.get)}
     if problem.bytes_at(base) > CPU_CHECK_BYTES:
         base = {n: timed[n] for n in base}
     unknown = [d for d in params if d.init is None]
@@ -254,16 +215,16 @@ def convert(path, prelude, prelude_names, device):
         try:
             model0, _ = problem.build(base)
         except ConfigFailed as e:
-            raise Unconvertible(f"at small sizes ({_fmt(base)}): {e}")
+            raise Unconvertible(f"at small sizes ({kb_sizes.fmt(base)}): {e}")
         owned = dict(model0.named_parameters())
         owned.update(dict(model0.named_buffers()))
         for d in unknown:
             d.init = _estimate(owned[d.qualname])
-            notes.append(f"the init of '{d.qualname}' is estimated from its values: {_init_text(d.init, str)}")
+            notes.append(f"the init of '{d.qualname}' is estimated from its values: {kb_toml.init_text(d.init, str)}")
 
     # 4. a configuration where the reference matches: small sizes, else the timed ones if cheap.
     limit = CPU_CHECK_BYTES if device == "cpu" else (torch.cuda.get_device_properties(0).total_memory // 8)
-    base, why = _find_base(problem, base, timed, shape_dims, limit)
+    base, why = kb_sizes.find_base(problem, base, timed, shape_dims, limit)
     # 5. each size on its own: which values work (a minimum, a divisor), or it is fixed.
     rules = {}
     for n in sorted(shape_dims, key=order.get):
@@ -275,7 +236,7 @@ def convert(path, prelude, prelude_names, device):
         else:
             rules[n] = r
     variable = [n for n in sorted(shape_dims, key=order.get) if n not in fixed]
-    checks, checked = _check_configs(problem, variable, rules, timed, notes)
+    checks, checked = kb_sizes.check_configs(problem, variable, rules, timed, notes)
     if base != {n: timed[n] for n in base} and not checks:
         checks = [{n: base[n] for n in variable}] if variable else []
         checked.append(dict(base))
@@ -315,7 +276,7 @@ def convert(path, prelude, prelude_names, device):
                 break
     return dict(source=source, doc=model_doc, dims=dims, fixed={n: (timed[n], why_) for n, why_ in fixed.items()},
                 checks=checks, constraints=constraints, inputs=args + params, notes=notes,
-                checked=[_fmt(c) for c in checked], timed_checked=timed_checked, timed=timed)
+                checked=[kb_sizes.fmt(c) for c in checked], timed_checked=timed_checked, timed=timed)
 
 
 def _bound_value(f):
@@ -328,122 +289,3 @@ def _bound_value(f):
     return value
 
 
-def _init_text(init, render):
-    kind, params = init
-    return kind if not params else f"{kind}({', '.join(p.text(render) for p in params)})"
-
-
-def _fmt(config):
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "no sizes"
-
-
-def _find_base(problem, base, timed, shape_dims, limit):
-    """A configuration where the reference matches the Model: the small one, else it scaled up
-    (pooling and convolutions need room), else the timed sizes; the first that fits `limit` and
-    matches."""
-    candidates = [base] + [{n: min(timed[n], v * k) for n, v in base.items()} for k in (2, 4, 8, 16, 32, 64)]
-    candidates.append({n: timed[n] for n in base})
-    tried, model_fails, last = [], False, ""
-    for cfg in candidates:
-        if cfg in tried or problem.bytes_at(cfg) > limit:
-            continue
-        tried.append(cfg)
-        try:
-            why = problem.try_config(cfg, twice=True)
-            model_fails = False
-        except ConfigFailed as e:
-            why, model_fails = str(e), True
-        if why is None:
-            return cfg, None
-        last = f"at {_fmt(cfg)}: {why}"
-        if not shape_dims:
-            break
-    if not tried:
-        raise Unconvertible(f"even its smallest sizes move more than {limit / 1e6:.0f} MB; `--device cuda` checks it on a GPU")
-    if problem.bytes_at({n: timed[n] for n in base}) > limit:
-        last += f"; the timed sizes are too large to check here ({problem.bytes_at({}) / 1e6:.0f} MB): try `--device cuda`"
-    if model_fails:
-        raise Unconvertible(f"the Model fails at every size checked here, {last}")
-    raise Unconvertible("the converted reference differs from the Model " + last)
-
-
-ODD = [3, 5, 7, 9, 11, 13, 15, 17, 19, 21]
-MEDIUM = [37, 31, 41, 29, 43, 23, 47, 53]
-
-
-def _round_to(v, m, q, top):
-    v = max(v, m)
-    v = -(-v // q) * q
-    return min(v, top)
-
-
-def _check_configs(problem, variable, rules, timed, notes):
-    """[check] configurations: every size at its smallest, small odd sizes, medium ones; each kept
-    only where the reference matches the Model."""
-    if not variable:
-        return [], []
-    wanted = [
-        {n: _round_to(1, *rules[n], timed[n]) for n in variable},
-        {n: _round_to(rules[n][1] * ODD[i % len(ODD)], *rules[n], timed[n]) for i, n in enumerate(variable)},
-        {n: _round_to(rules[n][1] * max(1, MEDIUM[i % len(MEDIUM)] // rules[n][1]), *rules[n], timed[n])
-         for i, n in enumerate(variable)},
-    ]
-    out = []
-    for cfg in wanted:
-        while problem.bytes_at(cfg) > CHECK_DIMS_BYTES:
-            big = max(cfg, key=lambda n: cfg[n] if cfg[n] > rules[n][0] else 0)
-            if cfg[big] <= rules[big][0]:
-                break
-            cfg[big] = _round_to(cfg[big] // 2, *rules[big], timed[big])
-        if cfg in out or cfg == {n: timed[n] for n in variable} or problem.bytes_at(cfg) > CHECK_DIMS_BYTES:
-            continue
-        try:
-            why = problem.try_config(cfg)
-        except ConfigFailed as e:
-            why = str(e)
-        if why is None:
-            out.append(cfg)
-        elif cfg is wanted[0] and any(v == 1 for v in cfg.values()):
-            wanted.insert(1, {n: _round_to(2, *rules[n], timed[n]) for n in variable})  # size 2 instead
-            notes.append(f"check sizes {_fmt(cfg)} left out: {why}")
-        else:
-            notes.append(f"check sizes {_fmt(cfg)} left out: {why}")
-    return out, list(out)
-
-
-def task_toml(name, path, result, torch_version):
-    """The task file's text."""
-    dims = result["dims"]
-    fixed = {n: v for n, (v, _) in result["fixed"].items()}
-
-    def render(e):
-        return e_render(e, lambda n: n if n in dims else None, result["timed"], div="/")
-
-    summary = result["doc"] or f"KernelBench problem {os.path.basename(path)}"
-    if fixed:
-        summary += " (fixed sizes: " + ", ".join(f"{n}={v}" for n, v in sorted(fixed.items())) + ")"
-    lines = [f"# Converted from the KernelBench problem {os.path.basename(path)} by `kforge tasks import-kernelbench`",
-             f"# (PyTorch {torch_version}); checked against its Model on: " +
-             "; ".join(result["checked"] + (["the timed sizes"] if result["timed_checked"] else []))]
-    for n, (v, why) in sorted(result["fixed"].items()):
-        lines.append(f"# {n} = {v} cannot vary: {why}")
-    for note in result["notes"]:
-        lines.append(f"# {note}")
-    lines += [f"name = {_q(name)}", f"summary = {_q(summary)}", 'tags = ["kernelbench"]',
-              'reference = """', result["source"].replace("\\", "\\\\").replace('"""', '""\\"') + '"""']
-    if result["constraints"]:
-        lines.append("constraints = [" + ", ".join(_q(c) for c in result["constraints"]) + "]")
-    lines += ["", "[dims]"] + [f"{n} = {v}" for n, v in dims.items()]
-    for d in result["inputs"]:
-        shape = ", ".join(t if t.isdigit() else _q(t) for t in (render(e) for e in d.shape))
-        lines += ["", "[[inputs]]", f"name = {_q(d.name)}", f"dtype = {_q(DTYPES[d.dtype])}",
-                  f"shape = [{shape}]", f"init = {_q(_init_text(d.init, render))}"]
-    if result["checks"]:
-        lines += ["", "[check]", "dims = [" + ", ".join(
-            "{ " + ", ".join(f"{n} = {v}" for n, v in c.items()) + " }" for c in result["checks"]) + "]"]
-    return "\n".join(lines) + "\n"
-
-
-def _q(s):
-    import json
-    return json.dumps(s, ensure_ascii=False)

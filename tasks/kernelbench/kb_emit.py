@@ -64,6 +64,25 @@ def without_defaults(fn, name, kw):
     return out
 
 
+def floats_where_float(fn, args, kw):
+    """Ints passed where torch.nn.functional's signature has a float default become floats:
+    TorchScript does not convert them for kforge's prelude functions (F.hardtanh(x, -2, 2))."""
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind_partial(*args, **kw)
+    except (TypeError, ValueError):
+        return args, kw
+    names = list(sig.parameters)
+
+    def fix(name, v):
+        d = sig.parameters[name].default
+        return float(v) if isinstance(d, float) and isinstance(v, int) and not isinstance(v, bool) else v
+    args = [fix(names[i], v) if i < len(names) else v for i, v in enumerate(args)]
+    kw = {k: fix(k, v) if k in sig.parameters else v for k, v in kw.items()}
+    del bound
+    return args, kw
+
+
 def sanitize(name, taken):
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     if not out or out[0].isdigit():
@@ -189,6 +208,7 @@ class Emitter:
             if kw.pop("inplace", False) and isinstance(args[0], torch.fx.Node):
                 self.alias_later = args[0]
             kw = without_defaults(fn, name, kw)
+            args, kw = floats_where_float(fn, args, kw)
             if name == "embedding":
                 return self.call("torch.embedding", [args[1], args[0]], {})
             if name in self.prelude:

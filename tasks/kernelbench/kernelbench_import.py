@@ -56,6 +56,7 @@ def main(argv):
         return 3
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import kb_convert
+    import kb_toml
     from kb_load import Unconvertible
 
     warnings.filterwarnings("ignore")
@@ -79,7 +80,7 @@ def main(argv):
         signal.alarm(TIME_LIMIT)
         try:
             r = kb_convert.convert(path, prelude, prelude_names, device)
-            emit({"file": path, "ok": True, "name": name, "toml": kb_convert.task_toml(name, path, r, torch.__version__),
+            emit({"file": path, "ok": True, "name": name, "toml": kb_toml.task_toml(name, path, r, torch.__version__),
                   "dims": r["dims"], "fixed": {n: v for n, (v, _) in r["fixed"].items()},
                   "checked": r["checked"], "timed_checked": r["timed_checked"], "notes": r["notes"]})
         except Unconvertible as e:
