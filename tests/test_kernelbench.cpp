@@ -42,7 +42,7 @@ bool has_line(const std::string& out, const std::string& pattern) {
   return std::regex_search(out, std::regex(pattern, std::regex::multiline));
 }
 
-// One import of every test problem (tests/kernelbench/*.py, 14 files): what converts, what is
+// One import of every test problem (tests/kernelbench/*.py, 15 files): what converts, what is
 // listed with its reason, and what `kforge tasks check` says of the written suite.
 TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   REQUIRE_TORCH();
@@ -56,7 +56,7 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
        {"1_relu", "2_matmul_rectangular", "3_crossentropy_classtargets", "4_max_values_and_indices",
         "5_conv2d_batchnorm_relu", "6_batchnorm_inference", "7_gemm_inplace_ops",
         "8_mlp_submodules", "9_conv3d_groupnorm_min", "10_gemm_sum_softmax",
-        "14_linear_attention_scale"}) {
+        "14_linear_attention_scale", "15_gemm_scaled_by_width"}) {
     EXPECT_TRUE(has_line(r.out, std::string("^converted  .*-> kb/kb_") + name +
                                     ": dims .*matches the Model at [1-9] "
                                     "check size\\(s\\) and the timed sizes$"))
@@ -64,6 +64,13 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
     EXPECT_TRUE(std::filesystem::exists(dir.path() / "kb" / ("kb_" + std::string(name) + ".toml")))
         << name;
   }
+  // A size the Model turned into a Python number in __init__ matches nowhere else: fixed, and said.
+  EXPECT_TRUE(has_line(r.out,
+                       "^converted  .*15_Gemm_Scaled_By_Width.py -> kb/kb_15_gemm_scaled_by_width: "
+                       "dims batch_size; fixed features=256;"));
+  EXPECT_TRUE(has_line(
+      read(dir.path() / "kb" / "kb_15_gemm_scaled_by_width.toml"),
+      "^# features = 256 cannot vary: the Model does not match its reference at other values$"));
   // ...and what cannot be converted is listed, one line each, with the reason.
   EXPECT_TRUE(has_line(r.out,
                        "^failed     .*11_Gemm_Dropout.py: nn.Dropout\\(p=0.5\\) in training mode: "
@@ -88,7 +95,7 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   EXPECT_TRUE(has_line(r.out, "^FAIL +kb/kb_5_conv2d_batchnorm_relu "));
   EXPECT_TRUE(has_line(r.out, "^ +degenerate: the output does not depend on input 'conv_bias'"));
   EXPECT_TRUE(has_line(r.out,
-                       "^imported 11 of 14 KernelBench problem\\(s\\) \\(79%\\) into .*kb; 3 could "
+                       "^imported 12 of 15 KernelBench problem\\(s\\) \\(80%\\) into .*kb; 3 could "
                        "not be converted; "
                        "some converted tasks fail `kforge tasks check`"));
   EXPECT_EQ(r.code, 1);

@@ -146,11 +146,8 @@ def convert(path, prelude, prelude_names, device):
         raise Unconvertible(f"torch.fx cannot trace forward(){why}: {type(e).__name__}: {first_line(e)}")
     finally:
         baked, Sym.uses = Sym.uses, None
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for n in placeholders[len(inputs):]:
-        if n.users:
-            raise Unconvertible(f"forward() uses its default argument '{n.target}' as a tensor")
-        gm.graph.erase_node(n)
+    for n in [n for n in gm.graph.nodes if n.op == "placeholder"][len(inputs):]:
+        _drop_default_argument(gm, n)
 
     # 3. which sizes a forward() argument can read: x.size(1) is batch_size...
     readers = {}
@@ -277,6 +274,24 @@ def convert(path, prelude, prelude_names, device):
     return dict(source=source, doc=model_doc, dims=dims, fixed={n: (timed[n], why_) for n, why_ in fixed.items()},
                 checks=checks, constraints=constraints, inputs=args + params, notes=notes,
                 checked=[kb_sizes.fmt(c) for c in checked], timed_checked=timed_checked, timed=timed)
+
+
+def _drop_default_argument(gm, placeholder):
+    """A forward() argument get_inputs() does not give was traced at its default (torch.fx's
+    concrete_args): its placeholder and the guards torch.fx put on it go."""
+    doomed, frontier = [], [placeholder]
+    while frontier:
+        for u in frontier.pop().users:
+            if u not in doomed:
+                doomed.append(u)
+                frontier.append(u)
+    guards = ("_assert", "_assert_is_none", "eq")
+    if any(u.op != "call_function" or getattr(u.target, "__name__", "") not in guards for u in doomed):
+        raise Unconvertible(f"forward() computes with its default argument '{placeholder.target}'")
+    for n in reversed(list(gm.graph.nodes)):
+        if n in doomed:
+            gm.graph.erase_node(n)
+    gm.graph.erase_node(placeholder)
 
 
 def _bound_value(f):

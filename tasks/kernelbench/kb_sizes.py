@@ -23,6 +23,12 @@ def find_base(problem, base, timed, shape_dims, limit):
     (pooling and convolutions need room), else the timed sizes; the first that fits `limit` and
     matches."""
     candidates = [base] + [{n: min(timed[n], v * k) for n, v in base.items()} for k in (2, 4, 8, 16, 32, 64)]
+    # The timed sizes divided alike keep their ratios (a LayerNorm over as many features as another
+    # size happens to have); smallest first.
+    fixed = {n for n, v in base.items() if v == timed[n]}
+    for shift in range(16, 0, -1):
+        s = 1 << shift
+        candidates.append({n: timed[n] // s if n not in fixed and timed[n] % s == 0 else timed[n] for n in base})
     candidates.append({n: timed[n] for n in base})
     tried, model_fails, last = [], False, ""
     for cfg in candidates:
