@@ -61,8 +61,10 @@ def _estimate(t):
 
 def _docstring(model_cls):
     doc = inspect.getdoc(model_cls) or ""
-    line = " ".join(doc.strip().split("\n\n")[0].split())
-    return line[:160].rstrip(" .") if line else ""
+    line = " ".join(doc.strip().split("\n\n")[0].split()).rstrip(" .")
+    if len(line) > 200:  # a summary is one line: cut at a word
+        line = line[:200].rsplit(" ", 1)[0] + "..."
+    return line
 
 
 def convert(path, prelude, prelude_names, device):

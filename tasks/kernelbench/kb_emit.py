@@ -57,6 +57,10 @@ def without_defaults(fn, name, kw):
             if v is not None:
                 raise Unconvertible(f"F.{name} with the deprecated {k}={v!r}")
             continue
+        if k == "return_indices":  # F.max_pool2d and co. dispatch on it; the prelude returns values
+            if v:
+                raise Unconvertible(f"F.{name}(return_indices=True) has no functional translation")
+            continue
         default = params[k].default if k in params else inspect.Parameter.empty
         if k == "_stacklevel" or (type(default) is type(v) and default == v):
             continue
