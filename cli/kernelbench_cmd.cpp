@@ -234,6 +234,12 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
         ++failed;
         if (j.value("internal", false)) ++internal;
         std::cout << "failed     " << file << ": " << j.value("reason", "") << std::endl;
+        // A task an earlier import wrote for this problem would now be stale: it goes.
+        std::string stale = suite_dir + "/" + j.value("name", "") + ".toml";
+        std::optional<std::string> old = read_file(stale);
+        if (old && old->rfind("# Converted from the KernelBench problem", 0) == 0 &&
+            ::unlink(stale.c_str()) == 0)
+          std::cout << "           removed " << stale << " (an earlier import's)" << std::endl;
         return;
       }
       std::string name = j.value("name", "");

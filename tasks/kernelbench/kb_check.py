@@ -279,12 +279,10 @@ class Reference:
 
 class _AtenTorch(type(torch)):
     """`torch` as TorchScript compiled from a string sees it (LibTorch's native resolver): the aten
-    builtins, and torch's dtypes and other attributes."""
+    builtins only."""
 
     def __getattr__(self, name):
-        if not name.startswith("_"):
-            try:
-                return getattr(torch.ops.aten, name)
-            except (AttributeError, RuntimeError):
-                pass
-        return getattr(torch, name)
+        try:  # only the ops: LibTorch's resolver has no torch.float32 (dtypes are written as ints)
+            return getattr(torch.ops.aten, name)
+        except (AttributeError, RuntimeError):
+            raise AttributeError(f"torch.{name} is not an aten builtin")

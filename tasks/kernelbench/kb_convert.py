@@ -53,8 +53,10 @@ def _estimate(t):
     v = t.detach().double().flatten()
     if v.numel() == 0:
         return ("randn", [])
+    if not t.is_floating_point():
+        raise Unconvertible("an integer parameter or buffer is made in a way kforge cannot follow")
     lo, hi = float(v.min()), float(v.max())
-    if lo == hi:
+    if lo == hi or v.numel() == 1:
         return ("uniform", [Real.of(lo - abs(lo) / 2 if lo else -0.2), Real.of(hi + abs(hi) / 2 if hi else 0.2)])
     return ("normal", [Real.of(round(float(v.mean()), 6)), Real.of(float(f"{float(v.std()):.3g}"))])
 
@@ -223,17 +225,24 @@ def convert(path, prelude, prelude_names, device):
 
     # 4. a configuration where the reference matches: small sizes, else the timed ones if cheap.
     limit = CPU_CHECK_BYTES if device == "cpu" else (torch.cuda.get_device_properties(0).total_memory // 8)
-    base, why = kb_sizes.find_base(problem, base, timed, shape_dims, limit)
-    # 5. each size on its own: which values work (a minimum, a divisor), or it is fixed.
-    rules = {}
-    for n in sorted(shape_dims, key=order.get):
-        if n in fixed:
-            continue
-        r = kb_check.probe_dim(problem, base, n, limit)
-        if r is None:
-            fixed[n] = "the Model does not match its reference at other values"
-        else:
-            rules[n] = r
+    # 5. each size on its own: which values work (a minimum, a divisor), or it is fixed. A size
+    # found fixed is held at its timed value and the others probed again from there (sizes the
+    # Model ties together, e.g. out_channels a multiple of groups=in_channels).
+    while True:
+        base = {n: timed[n] if n in fixed else v for n, v in base.items()}
+        base, _ = kb_sizes.find_base(problem, base, timed, shape_dims, limit)
+        rules, newly = {}, False
+        for n in sorted(shape_dims, key=order.get):
+            if n in fixed:
+                continue
+            r = kb_check.probe_dim(problem, base, n, limit)
+            if r is None:
+                fixed[n] = "the Model runs and matches its reference only at this value (of those tried)"
+                newly = newly or base[n] != timed[n]
+            else:
+                rules[n] = r
+        if not newly:
+            break
     variable = [n for n in sorted(shape_dims, key=order.get) if n not in fixed]
     checks, checked = kb_sizes.check_configs(problem, variable, rules, timed, notes)
     if base != {n: timed[n] for n in base} and not checks:

@@ -28,6 +28,12 @@ BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.true
 INPLACE_BINARY = {operator.iadd, operator.isub, operator.imul, operator.itruediv,
                   operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul}
 UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+SCALAR_TYPES = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
+                torch.float32: 6, torch.float64: 7, torch.complex64: 9, torch.complex128: 10, torch.bool: 11,
+                torch.bfloat16: 15}
+MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1, torch.channels_last: 2,
+                  torch.channels_last_3d: 3}
+LAYOUTS = {torch.strided: 0}
 DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 
 
@@ -113,6 +119,7 @@ class Emitter:
         self.taken = set(RESERVED)
         self.var, self.alias = {}, {}
         self.lines = []
+        self.comments = []        # notes for the line being written (a dtype's name)
         self.params = []          # [(name, tensor, qualname)]
         self.param_names = {}     # id(tensor) -> name
         self.qualnames = {}
@@ -155,7 +162,13 @@ class Emitter:
         if isinstance(v, str):
             return repr(v)
         if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
-            return str(v)
+            # TorchScript compiled from a string (LibTorch's resolver) has no torch.float32: the
+            # enum's number, named in a comment at the end of the line.
+            code = SCALAR_TYPES.get(v) if isinstance(v, torch.dtype) else MEMORY_FORMATS.get(v, LAYOUTS.get(v))
+            if code is None:
+                raise Unconvertible(f"{v} has no TorchScript form in kforge's importer")
+            self.comments.append(f"{code} is {v}")
+            return str(code)
         if isinstance(v, torch.device):
             return "torch.device('cpu')"
         if isinstance(v, (tuple, list, torch.Size)):
@@ -282,14 +295,14 @@ class Emitter:
         if id(t) in self.qualnames:
             return self.tensor_arg(t, n.target)
         if isinstance(t, torch.Tensor) and t.numel() == 1 and t.device.type != "meta":
-            return f"torch.tensor({self.val(t.item())}, dtype={t.dtype})"
+            return f"torch.tensor({self.val(t.item())}, dtype={self.val(t.dtype)})"
         raise Unconvertible(f"forward() builds a constant tensor ({n.target}, shape {list(t.shape)}) "
                             "from sizes alone; kforge cannot declare it")
 
     def emit(self):
         inputs, ret = [], None
         for n in self.gm.graph.nodes:
-            self.alias_later = None
+            self.alias_later, self.comments = None, []
             if n.op == "placeholder":
                 name = sanitize(n.target, self.taken)
                 self.var[n] = name
@@ -304,7 +317,8 @@ class Emitter:
                 continue
             name = sanitize(n.name.rstrip("_"), self.taken)
             self.var[n] = name
-            self.lines.append(f"    {name} = {text}")
+            note = f"  # {', '.join(dict.fromkeys(self.comments))}" if self.comments else ""
+            self.lines.append(f"    {name} = {text}{note}")
             if self.alias_later is not None:
                 self.alias[self.alias_later] = n
         if isinstance(ret, torch.fx.Node):

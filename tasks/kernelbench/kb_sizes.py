@@ -1,9 +1,12 @@
 """Which sizes a converted problem is checked at: a base configuration where the reference
 matches the Model, and the [check] configurations built from what probe_dim() found."""
+import time
+
 from kb_check import ConfigFailed
 from kb_load import Unconvertible
 
-CHECK_DIMS_BYTES = 16 << 20    # [check] configurations are kept below this
+CHECK_DIMS_BYTES = 16 << 20    # [check] configurations are kept below this...
+CHECK_SECONDS = 10             # ...and this many seconds for the Model and the reference on the CPU
 
 
 def small(v):
@@ -23,6 +26,8 @@ def find_base(problem, base, timed, shape_dims, limit):
     (pooling and convolutions need room), else the timed sizes; the first that fits `limit` and
     matches."""
     candidates = [base] + [{n: min(timed[n], v * k) for n, v in base.items()} for k in (2, 4, 8, 16, 32, 64)]
+    # One size at its timed value, the others small (a size tied to a fixed one).
+    candidates += [dict(base, **{n: timed[n]}) for n in base if base[n] != timed[n]]
     # The timed sizes divided alike keep their ratios (a LayerNorm over as many features as another
     # size happens to have); smallest first.
     fixed = {n for n, v in base.items() if v == timed[n]}
@@ -84,10 +89,14 @@ def check_configs(problem, variable, rules, timed, notes):
             cfg[big] = round_to(cfg[big] // 2, *rules[big], timed[big])
         if cfg in out or cfg == {n: timed[n] for n in variable} or problem.bytes_at(cfg) > CHECK_DIMS_BYTES:
             continue
+        start = time.monotonic()
         try:
             why = problem.try_config(cfg)
         except ConfigFailed as e:
             why = str(e)
+        seconds = time.monotonic() - start
+        if why is None and seconds > CHECK_SECONDS:
+            why = f"the Model and the reference took {seconds:.0f} s here (kforge checks every [check] configuration)"
         if why is None:
             out.append(cfg)
         elif cfg is wanted[0] and any(v == 1 for v in cfg.values()):
