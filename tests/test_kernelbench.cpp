@@ -72,9 +72,9 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   EXPECT_TRUE(has_line(r.out,
                        "^converted  .*15_Gemm_Scaled_By_Width.py -> kb/kb_15_gemm_scaled_by_width: "
                        "dims batch_size; fixed features=256;"));
-  EXPECT_TRUE(has_line(
-      read(dir.path() / "kb" / "kb_15_gemm_scaled_by_width.toml"),
-      "^# features = 256 cannot vary: the Model runs and matches its reference only at this value \\(of those tried\\)$"));
+  EXPECT_TRUE(has_line(read(dir.path() / "kb" / "kb_15_gemm_scaled_by_width.toml"),
+                       "^# features = 256 cannot vary: the Model runs and matches its reference "
+                       "only at this value \\(of those tried\\)$"));
   // ...and what cannot be converted is listed, one line each, with the reason.
   EXPECT_TRUE(has_line(r.out,
                        "^failed     .*11_Gemm_Dropout.py: nn.Dropout\\(p=0.5\\) in training mode: "
@@ -155,9 +155,13 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   EXPECT_EQ(relu.check_dims[0], (tasks::Dims{{"batch_size", 1}, {"dim", 1}}));
   EXPECT_EQ(relu.check_dims[1].at("dim") % 2, 1);
   // The original source stays in the file, as comments.
-  EXPECT_NE(read(dir.path() / "kb" / "kb_1_relu.toml")
-                .find("# Converted from the KernelBench problem 1_ReLU.py"),
+  std::string relu_file = read(dir.path() / "kb" / "kb_1_relu.toml");
+  EXPECT_NE(relu_file.find("# Converted from the KernelBench problem 1_ReLU.py"),
             std::string::npos);
+  EXPECT_NE(relu_file.find("\n#       def forward(self, x: torch.Tensor) -> torch.Tensor:\n#       "
+                           "    return torch.relu(x)\n"),
+            std::string::npos)
+      << relu_file;
 }
 
 TEST(KernelBenchImport, NonPythonFileAndFileWithoutModelAreListed) {

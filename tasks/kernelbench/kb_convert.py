@@ -82,6 +82,7 @@ def convert(path, prelude, prelude_names, device):
         raise Unconvertible(f"cannot read: {e.strerror}")
     if "\0" in source:
         raise Unconvertible("not a Python file: it holds NUL bytes")
+    original = source
     tree, constants = parse_problem(source, path)
     timed = dict(constants)
     order = {n: i for i, (n, _) in enumerate(constants)}
@@ -194,9 +195,9 @@ def convert(path, prelude, prelude_names, device):
     # Sizes only a parameter holds are read from it; sizes no argument holds are written as their
     # values (they cannot vary).
     missing.clear()
-    source, again = Emitter(gm, model, [d.name for d in args], leaf, timed, prelude_names).emit()
+    reference_source, again = Emitter(gm, model, [d.name for d in args], leaf, timed, prelude_names).emit()
     assert [a[0] for a in again] == [a[0] for a in forward_args]
-    reference = kb_check.Reference(source, prelude, prelude_names)
+    reference = kb_check.Reference(reference_source, prelude, prelude_names)
     problem = kb_check.Problem(tree, path, timed, args, params, reference, device)
 
     shape_dims = set()
@@ -282,7 +283,7 @@ def convert(path, prelude, prelude_names, device):
                 constraints.append(f"{named[0][1]} == {timed[named[0][1]]}")
                 fixed.pop(named[0][1], None)
                 break
-    return dict(source=source, doc=model_doc, dims=dims, fixed={n: (timed[n], why_) for n, why_ in fixed.items()},
+    return dict(source=reference_source, original=original, doc=model_doc, dims=dims, fixed={n: (timed[n], why_) for n, why_ in fixed.items()},
                 checks=checks, constraints=constraints, inputs=args + params, notes=notes,
                 checked=[kb_sizes.fmt(c) for c in checked], timed_checked=timed_checked, timed=timed)
 

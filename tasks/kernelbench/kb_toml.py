@@ -29,6 +29,8 @@ def task_toml(name, path, result, torch_version):
         lines.append(f"# {n} = {v} cannot vary: {why}")
     for note in result["notes"]:
         lines.append(f"# {note}")
+    lines.append("# The original problem, for reading:")
+    lines += [f"#   {line}".rstrip() for line in result["original"].splitlines()]
     lines += [f"name = {_q(name)}", f"summary = {_q(summary)}", 'tags = ["kernelbench"]',
               'reference = """', result["source"].replace("\\", "\\\\").replace('"""', '""\\"') + '"""']
     if result["constraints"]:
