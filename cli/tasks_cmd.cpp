@@ -15,6 +15,7 @@
 #include "progress.h"
 #include "reference_child.h"
 #include "table.h"
+#include "tasks_check.h"
 
 namespace kforge::cli {
 namespace {
@@ -158,18 +159,6 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json, const 
   return kExitOk;
 }
 
-struct CheckArgs {
-  std::vector<std::string> specs;
-  std::string device = "cpu";
-  std::string dims;
-  uint64_t seed = 1;
-  int timing_runs = -1;
-  bool json = false;
-  bool verbose = false;
-  bool force = false;
-  std::optional<std::string> reference_time_limit;
-};
-
 // On the CPU, timed dims past this many bytes of inputs (or of the task's declared traffic) take
 // minutes and may exhaust the memory: `tasks check` asks for --force or smaller dims first.
 constexpr int64_t kCpuTimedBytes = 1000000000;
@@ -189,6 +178,8 @@ std::vector<std::pair<std::string, int64_t>> too_big_for_cpu(const std::vector<f
   }
   return big;
 }
+
+}  // namespace
 
 int run_check(const CheckArgs& a, const fs::path& root) {
   tasks::CheckOptions opt;
@@ -282,8 +273,6 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   return failed ? kExitFindings : kExitOk;
 }
 
-}  // namespace
-
 void add_tasks_command(CLI::App& app, int& exit_code) {
   auto* tasks_cmd = app.add_subcommand("tasks", command_description("tasks"));
   tasks_cmd->require_subcommand(1);
@@ -332,6 +321,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
     if (check_limit_opt->count()) args->reference_time_limit = *check_limit;
     exit_code = run_check(*args, root_path());
   });
+  add_import_kernelbench_command(tasks_cmd, exit_code, root_path);
 }
 
 }  // namespace kforge::cli

@@ -6,7 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 has_header() { echo "#include <$1>" | ${CXX:-c++} -std=c++20 -E -x c++ - > /dev/null 2>&1; }
 has_tool() { command -v "$1" > /dev/null; }
-# package, then how to see it: "tool NAME" or "header PATH"
+# A Python module kforge's helpers import, in python3 on PATH or Debian's python3.
+has_python_module() {
+  local py
+  for py in python3 /usr/bin/python3; do command -v "$py" > /dev/null && "$py" -c "import $1" > /dev/null 2>&1 && return 0; done
+  return 1
+}
+# package, then how to see it: "tool NAME", "header PATH" or "python MODULE"
 NEEDS=(
   "build-essential tool c++" "cmake tool cmake" "ninja-build tool ninja"
   "nlohmann-json3-dev header nlohmann/json.hpp" "libcli11-dev header CLI/CLI.hpp"
@@ -14,11 +20,17 @@ NEEDS=(
   "libsqlite3-dev header sqlite3.h" "libcurl4-openssl-dev header curl/curl.h"
   "libcpp-httplib-dev header httplib.h" "libxxhash-dev header xxhash.h" "zlib1g-dev header zlib.h"
   "libgtest-dev header gtest/gtest.h" "libgmock-dev header gmock/gmock.h"
+  # PyTorch for `kforge tasks import-kernelbench` (KernelBench problems are Python) and its tests.
+  "python3-torch python torch"
 )
 missing=()
 for need in "${NEEDS[@]}"; do
   read -r package kind what <<< "$need"
-  if [[ $kind == tool ]]; then has_tool "$what" || missing+=("$package"); else has_header "$what" || missing+=("$package"); fi
+  case $kind in
+    tool) has_tool "$what" || missing+=("$package") ;;
+    python) has_python_module "$what" || missing+=("$package") ;;
+    *) has_header "$what" || missing+=("$package") ;;
+  esac
 done
 # LibTorch: Debian's (CPU) unless a CUDA build is found (scripts/find-libtorch.sh), which setup.sh prefers.
 if ! scripts/find-libtorch.sh > /dev/null && ! has_header torch/script.h; then missing+=(libtorch-dev); fi
