@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fake_gpu.h"
+#include "loop_rig.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
@@ -137,24 +138,7 @@ TEST(Tuner, ReachesWithinThreePercentOfTheExhaustiveBestInAQuarterOfTheSpace) {
   EXPECT_EQ((tuner[0] - 1) % 8, 0u);
 }
 
-struct Rig {
-  TempDir dir;
-  FakeGpu gpu;
-  std::unique_ptr<evolve::Evaluator> evaluator;
-  Rig() {
-    evolve::EvaluatorOptions eo;
-    eo.facts = compile::DeviceFacts::for_arch("sm_90a");
-    eo.db = (dir.path() / "a.db").string();
-    eo.compiler.workers = 2;
-    evaluator = std::make_unique<evolve::Evaluator>(eo, &gpu);
-  }
-  archive::Database& db() { return evaluator->archive().db(); }
-  int64_t count(const std::string& sql) {
-    archive::Statement s = db().prepare(sql);
-    s.step();
-    return s.integer(0);
-  }
-};
+using kforge::test::Rig;
 
 evolve::RunConfig small_config() {
   evolve::RunConfig c;

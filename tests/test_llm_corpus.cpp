@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "fake_gpu.h"
+#include "loop_rig.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
 #include "kforge/compile/answer.h"
@@ -206,24 +207,7 @@ class CorpusModel {
 
 // ---- The loop ----
 
-struct Rig {
-  TempDir dir;
-  FakeGpu gpu;
-  std::unique_ptr<evolve::Evaluator> evaluator;
-  Rig() {
-    evolve::EvaluatorOptions eo;
-    eo.facts = compile::DeviceFacts::for_arch("sm_90a");
-    eo.db = (dir.path() / "a.db").string();
-    eo.compiler.workers = 2;
-    evaluator = std::make_unique<evolve::Evaluator>(eo, &gpu);
-  }
-  archive::Database& db() { return evaluator->archive().db(); }
-  int64_t count(const std::string& sql) {
-    archive::Statement s = db().prepare(sql);
-    s.step();
-    return s.integer(0);
-  }
-};
+using kforge::test::Rig;
 
 // The proposer as `kforge evolve --llm-config` makes it: one model with list prices, at the
 // loopback server; answers cached in the rig's folder (a resumed run reads them there).
