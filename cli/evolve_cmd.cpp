@@ -238,8 +238,6 @@ int run_evolve(const EvolveArgs& a) {
 
 // ---- kforge report RUN ----
 
-std::string md_ms(const json& v) { return v.is_null() ? "-" : fixed(v.get<double>(), 4); }
-
 // Per task, the best after each generation (x eager) and the proposer of each new best: where the
 // search found its speed.
 std::string best_by_generation(archive::Database& db, int64_t run) {

@@ -4,7 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -251,7 +255,9 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     evolve::RunConfig c = small_config();
     c.target_speedup = 1.0;  // eager is 1 ms; every fake time is at most 1.5 ms, so the first best below 1 ms ends it
     evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
-    if (r.tasks[0].best_ms && *r.tasks[0].best_ms <= 1.0) EXPECT_EQ(r.tasks[0].stopped, "target speedup reached");
+    if (r.tasks[0].best_ms && *r.tasks[0].best_ms <= 1.0) {
+      EXPECT_EQ(r.tasks[0].stopped, "target speedup reached");
+    }
   }
   {
     Rig s;
@@ -663,32 +669,37 @@ std::multiset<std::string> records(const std::string& db) {
   return out;
 }
 
-TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
-  TempDir dir;
-  std::string fake = KFORGE_EVOLVE_FAKE;
-  auto launch = [&](const std::string& db, std::optional<int64_t> run) {
+// The fake loop (kforge-evolve-fake) on `db`, `seed`, six generations of smoke/relu; resuming `run`.
+using Launch = std::function<kforge::Process(const std::string& db, std::optional<int64_t> run)>;
+
+Launch fake_loop(const TempDir& dir, const std::string& seed, std::map<std::string, std::string> env = {}) {
+  return [&dir, seed, env](const std::string& db, std::optional<int64_t> run) {
     SpawnOptions o;
-    o.argv = {fake, db, tasks_dir(), "smoke/relu", "5", "6"};
+    o.argv = {KFORGE_EVOLVE_FAKE, db, tasks_dir(), "smoke/relu", seed, "6"};
     if (run) o.argv.push_back(std::to_string(*run));
-    o.env = child_environment({{"KFORGE_CACHE_DIR", (dir.path() / "cache").string()}});
+    std::map<std::string, std::string> e = env;
+    e["KFORGE_CACHE_DIR"] = (dir.path() / "cache").string();
+    o.env = child_environment(e);
     return Process::spawn(o);
   };
-  // Uninterrupted.
-  std::string whole = (dir.path() / "whole.db").string();
-  {
-    Process p = launch(whole, std::nullopt);
-    int status = *p.wait_exit(std::chrono::minutes(5));
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
-  }
-  std::multiset<std::string> expected = records(whole);
-  ASSERT_GT(expected.size(), 10u);
-  // Killed with SIGKILL 20 times, each time once it has recorded something new, then resumed.
-  std::string killed = (dir.path() / "killed.db").string();
+}
+
+void run_to_the_end(const Launch& launch, const std::string& db) {
+  Process p = launch(db, std::nullopt);
+  int status = *p.wait_exit(std::chrono::minutes(5));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
+}
+
+// Runs the loop on `db` to its end, killed with SIGKILL `kills` times on the way (each time once it
+// has recorded something new and `may_kill` holds, at a random moment shortly after; `killed` is told
+// at once) and resumed. Returns the kills made (fewer when the run ended first).
+int run_killed(const Launch& launch, const std::string& db, int kills, const std::function<bool()>& may_kill = {},
+               const std::function<void()>& killed = {}) {
   std::mt19937_64 rng(20261203);
   auto recorded = [&]() -> int64_t {
-    if (::access(killed.c_str(), F_OK) != 0) return 0;
+    if (::access(db.c_str(), F_OK) != 0) return 0;
     try {
-      archive::Database raw(killed, archive::Access::ReadOnly);
+      archive::Database raw(db, archive::Access::ReadOnly);
       archive::Statement s = raw.prepare("SELECT (SELECT count(*) FROM screens) + (SELECT count(*) FROM evaluations)");
       return s.step() ? s.integer(0) : 0;
     } catch (const std::exception&) {
@@ -696,43 +707,137 @@ TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
     }
   };
   auto run_id = [&]() -> std::optional<int64_t> {
-    if (::access(killed.c_str(), F_OK) != 0) return std::nullopt;
+    if (::access(db.c_str(), F_OK) != 0) return std::nullopt;
     try {
-      archive::Database raw(killed, archive::Access::ReadOnly);
+      archive::Database raw(db, archive::Access::ReadOnly);
       archive::Statement s = raw.prepare("SELECT max(id) FROM runs");
       if (s.step() && !s.is_null(0)) return s.integer(0);
     } catch (const std::exception&) {
     }
     return std::nullopt;
   };
-  int kills = 0;
-  bool finished = false;
-  while (!finished) {
+  int made = 0;
+  for (bool finished = false; !finished;) {
     int64_t before = recorded();
-    Process p = launch(killed, run_id());
-    if (kills < 20) {
-      // Wait for new records, then kill at a random moment shortly after.
-      for (;;) {
-        if (auto status = p.wait_exit(std::chrono::milliseconds(1))) {
-          finished = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
-          ASSERT_TRUE(finished) << describe_exit(*status);
-          break;
-        }
-        if (recorded() > before) {
-          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
-          p.kill();
-          ++kills;
-          break;
-        }
-      }
-    } else {
+    Process p = launch(db, run_id());
+    if (made == kills) {
       int status = *p.wait_exit(std::chrono::minutes(5));
-      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
-      finished = true;
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
+      break;
+    }
+    for (;;) {
+      if (auto status = p.wait_exit(std::chrono::milliseconds(1))) {
+        finished = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+        EXPECT_TRUE(finished) << describe_exit(*status);
+        finished = true;
+        break;
+      }
+      if (recorded() > before && (!may_kill || may_kill())) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+        p.kill();
+        if (killed) killed();
+        ++made;
+        break;
+      }
     }
   }
-  EXPECT_GE(kills, 10) << "the run ended before most kills";
+  return made;
+}
+
+TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
+  TempDir dir;
+  Launch launch = fake_loop(dir, "5");
+  std::string whole = (dir.path() / "whole.db").string(), killed = (dir.path() / "killed.db").string();
+  run_to_the_end(launch, whole);
+  std::multiset<std::string> expected = records(whole);
+  ASSERT_GT(expected.size(), 10u);
+  EXPECT_GE(run_killed(launch, killed, 20), 10) << "the run ended before most kills";
   EXPECT_EQ(records(killed), expected);  // none lost, none repeated
+}
+
+// A model whose answers take 20 to 120 ms (so the loop is killed with answers in flight) and are a
+// function of the prompt alone (so a resumed run, asking again, gets what it got before): repairs
+// and ideas answered as ScriptedModel does, other requests by working code or, for one prompt in
+// three, code that does not compile (so repairs are asked too).
+class SlowModel {
+ public:
+  SlowModel()
+      : model_([this, seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
+                   const std::string& prompt) -> std::optional<std::string> {
+          std::string mark = content_hash(prompt).substr(0, 8);
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++in_flight_;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20 + std::stoul(mark, nullptr, 16) % 100));
+          std::string answer = seed;
+          if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)
+            answer = "1. Vectorise the loads (" + mark + ").\n2. Unroll by four.\n";
+          else if (prompt.find("was rejected before it could run") == std::string::npos &&
+                   std::stoul(mark, nullptr, 16) % 3 == 0)
+            answer.insert(answer.find("```cuda\n") + 8, "#error broken " + mark + "\n");
+          else
+            answer.insert(answer.find("```cuda\n") + 8, "// answer " + mark + "\n");
+          std::lock_guard<std::mutex> lock(mutex_);
+          --in_flight_;
+          finished_.push_back(std::chrono::steady_clock::now());
+          return answer;
+        }) {}
+  // Requests a process killed now may have lost: those being answered, and those answered in the
+  // last 100 ms (their answer may not have reached the response cache yet).
+  int at_risk() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto recent = std::chrono::steady_clock::now() - std::chrono::milliseconds(100);
+    return in_flight_ + static_cast<int>(std::count_if(finished_.begin(), finished_.end(), [&](auto t) { return t > recent; }));
+  }
+  bool answering() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_flight_ > 0;
+  }
+  size_t asked() { return model_.prompts().size(); }
+  std::string base_url() const { return model_.base_url(); }
+
+ private:
+  std::mutex mutex_;
+  int in_flight_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> finished_;
+  kforge::test::LoopbackModel model_;  // last: its server, which uses the rest, stops first
+};
+
+// Every candidate the model proposed (identity, operator, generation), for comparing runs.
+std::multiset<std::string> llm_candidates(const std::string& db) {
+  archive::Database raw(db, archive::Access::ReadOnly);
+  archive::Statement s = raw.prepare(
+      "SELECT c.identity || ' ' || c.prompt_kind || ' ' || c.generation FROM candidates c WHERE c.model = 'scripted'");
+  std::multiset<std::string> out;
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
+  TempDir dir;
+  SlowModel model;
+  auto launch_with = [&](const std::string& cache) {
+    return fake_loop(dir, "7", {{"KFORGE_FAKE_LLM_URL", model.base_url()}, {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
+  };
+  std::string whole = (dir.path() / "whole.db").string(), killed = (dir.path() / "killed.db").string();
+  run_to_the_end(launch_with("whole-answers"), whole);
+  size_t asked_whole = model.asked();
+  std::multiset<std::string> expected = records(whole), proposed = llm_candidates(whole);
+  ASSERT_GT(asked_whole, 10u);
+  ASSERT_GT(proposed.size(), 10u);
+  // Killed only while the model is answering: each kill loses at most what was at risk then.
+  int at_risk = 0;
+  int kills = run_killed(launch_with("killed-answers"), killed, 15, [&] { return model.answering(); },
+                         [&] { at_risk += model.at_risk(); });
+  EXPECT_GE(kills, 8) << "the run ended before most kills";
+  EXPECT_GT(at_risk, 0);
+  size_t asked_killed = model.asked() - asked_whole;
+  EXPECT_LE(asked_killed, asked_whole + at_risk) << "a resumed run asked again what had been answered";
+  EXPECT_EQ(records(killed), expected);  // no screen or judgment lost or repeated
+  EXPECT_EQ(llm_candidates(killed), proposed);  // every child the model proposed, once
+  std::printf("[ model ] uninterrupted: %zu requests; killed %d times with answers in flight (%d at risk): %zu requests\n",
+              asked_whole, kills, at_risk, asked_killed);
 }
 
 TEST(Evolve, CellsComeFromTheCompiledCode) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -52,23 +51,5 @@ LlmConfig load_llm_config(const std::string& path);
 }  // namespace kforge::evolve
 
 namespace kforge::evolve {
-
-// Tokens, dollars and calls per model for one run (thread-safe); the loop also stores each call in
-// the archive.
-class Accounting {
- public:
-  struct Totals {
-    int64_t calls = 0, failures = 0, tokens_in = 0, tokens_out = 0;
-    double cost_usd = 0;
-  };
-  void add(const ModelConfig& model, const ChatResponse& r);
-  void add_failure(const ModelConfig& model);
-  Totals total() const;
-  std::map<std::string, Totals> by_model() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::string, Totals> by_model_;
-};
 
 }  // namespace kforge::evolve
