@@ -66,6 +66,8 @@ std::optional<int64_t> sanitizer_errors(const std::string& log);
 
 struct Baselines {
   TimeStats eager, scripted;
+  std::optional<TimeStats> compiled;  // torch.compile's (TimingResult::compiled)
+  std::string compiled_absent;        // why there is none
   std::string math_mode;  // "ieee" (TF32 off) or "tf32"
   nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
 };

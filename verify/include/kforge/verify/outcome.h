@@ -48,6 +48,12 @@ struct TimeStats {
 struct TimingResult {
   TimeStats time, eager, scripted;
   double speedup_eager = 0, speedup_scripted = 0;
+  // torch.compile's baseline: the reference compiled ahead of time by TorchInductor (an AOTInductor
+  // package, compiled_reference.h), timed the same way; absent where it cannot be built or loaded,
+  // `compiled_absent` saying why.
+  std::optional<TimeStats> compiled;
+  std::optional<double> speedup_compiled;
+  std::string compiled_absent;
   std::optional<double> bytes, flops, floor_ms, roofline_fraction;  // fraction = floor / time
   bool suspicious = false;  // see assess_speed
   std::string suspicion;    // why it is suspicious, or why a large speedup stands ("" when neither)
