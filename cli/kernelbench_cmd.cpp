@@ -16,6 +16,7 @@
 #include "kernelbench_helper.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
+#include "kforge/common/paths.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/strings.h"
@@ -81,17 +82,6 @@ std::vector<std::string> problem_files(const std::vector<std::string>& paths) {
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
-}
-
-// `name` as PATH would run it, or "" when no folder of PATH has it.
-std::string find_in_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  for (const std::string& dir : split(path ? path : "", ':')) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
 }
 
 // The helper's Python files (tasks/kernelbench/, embedded at build time).
@@ -192,18 +182,7 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
   std::string suite_dir = out_root + "/" + a.suite;
   HelperDir dir;
 
-  // The Pythons to try: the one named, else python3 on PATH, then Debian's.
-  std::vector<std::string> pythons;
-  const char* env_python = std::getenv("KFORGE_PYTHON");
-  if (!a.python.empty())
-    pythons = {a.python};
-  else if (env_python && *env_python)
-    pythons = {env_python};
-  else {
-    for (const std::string& p : {find_in_path("python3"), std::string("/usr/bin/python3")})
-      if (!p.empty() && std::find(pythons.begin(), pythons.end(), p) == pythons.end())
-        pythons.push_back(p);
-  }
+  std::vector<std::string> pythons = python_candidates(a.python);
   std::vector<std::string> tried;
   std::vector<std::string> written;
   size_t converted = 0, failed = 0, internal = 0;

@@ -1,6 +1,11 @@
 #include "kforge/common/paths.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+
+#include "kforge/common/strings.h"
 
 namespace kforge {
 namespace {
@@ -24,5 +29,24 @@ std::filesystem::path cache_dir() {
 }
 
 std::filesystem::path data_dir() { return xdg("XDG_DATA_HOME", ".local/share") / "kforge"; }
+
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : split(path ? path : "", ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+std::vector<std::string> python_candidates(const std::string& named) {
+  if (!named.empty()) return {named};
+  if (auto p = env_path("KFORGE_PYTHON"); !p.empty()) return {p.string()};
+  std::vector<std::string> out;
+  for (const std::string& p : {find_in_path("python3"), std::string("/usr/bin/python3")})
+    if (!p.empty() && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
+}
 
 }  // namespace kforge

@@ -32,6 +32,16 @@ namespace kforge::verify {
 
 using Clock = std::chrono::steady_clock;
 
+namespace parts {
+// torch.compile's package of a task's reference, loaded and checked against the reference (as a
+// candidate is), or why there is none.
+struct CompiledBaseline {
+  std::shared_ptr<CompiledReference> reference;
+  std::string absent;
+  double build_s = 0;
+};
+}  // namespace parts
+
 struct Judge::Session {
   std::unique_ptr<TimingGate> gate_;
   struct Timed {
@@ -40,6 +50,7 @@ struct Judge::Session {
   };
   std::map<std::string, Timed> baselines;  // by task version, dims and math mode
   std::map<std::string, std::unique_ptr<tasks::Reference>> references;  // by task version
+  std::map<std::string, parts::CompiledBaseline> compiled;  // by task version and input shapes
 
   TimingGate& gate(int device) {
     if (!gate_) gate_ = std::make_unique<TimingGate>(device);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "judge_parts.h"
+#include "kforge/tasks/math_mode.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
@@ -15,19 +16,67 @@ namespace {
 
 using parts::synchronize;
 
-// Eager and scripted, timed like candidates: the pool's sets copied into the same tensors, then
-// hold, flush, events around the call, release.
+// torch.compile's package for the task at `inputs`' shapes (built or taken from the cache),
+// loaded, and its outputs on `inputs` compared with the reference as a candidate's are: a
+// compiled baseline that computes something else is no baseline.
+parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Reference& ref,
+                                      const std::vector<torch::Tensor>& inputs, const VerifyOptions& o) {
+  parts::CompiledBaseline out;
+  CompiledPackage package = compiled_package(task, inputs, o.device, o.compiled);
+  out.build_s = package.build_s;
+  if (package.path.empty()) {
+    out.absent = package.absent;
+    return out;
+  }
+  try {
+    out.reference = std::make_shared<CompiledReference>(package.path, o.device);
+    std::vector<torch::Tensor> got;
+    {
+      tasks::MathModeGuard mode(task.allow_tf32);
+      got = out.reference->run(inputs);
+    }
+    std::vector<torch::Tensor> eager = parts::run_reference(task, ref, inputs, false);
+    std::vector<torch::Tensor> wide;
+    for (const torch::Tensor& t : inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+    std::vector<torch::Tensor> r64 = parts::run_reference(task, ref, wide, false);
+    if (got.size() != eager.size())
+      throw Error("it returns " + std::to_string(got.size()) + " output(s), the reference " +
+                  std::to_string(eager.size()));
+    for (size_t i = 0; i < got.size(); ++i) {
+      tasks::Dtype dt = tasks::from_scalar_type(eager[i].scalar_type()).value_or(tasks::Dtype::Float32);
+      Comparison c = compare_output(got[i], r64[i].to(eager[i].is_floating_point() ? torch::kFloat64 : r64[i].scalar_type()),
+                                    eager[i], dt, parts::tolerance_for(task, i, dt));
+      if (!c.ok)
+        throw Error("its output " + std::to_string(i) + " differs from the reference" +
+                    (c.problem.empty() ? " (max error " + std::to_string(c.max_abs_error) + ", " +
+                                             std::to_string(c.mismatches) + " element(s) beyond the threshold)"
+                                       : ": " + c.problem));
+    }
+  } catch (const std::exception& e) {
+    out.reference.reset();
+    out.absent = std::string("torch.compile's package (") + package.path + ") is not usable: " + e.what();
+  }
+  return out;
+}
+
+// Eager, scripted and (where it exists) torch.compile's, timed like candidates: the pool's sets
+// copied into the same tensors, then hold, flush, events around the call, release.
 Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
                           const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate,
-                          const TimingOptions& o, ClockMonitor& clocks) {
+                          const TimingOptions& o, ClockMonitor& clocks,
+                          const parts::CompiledBaseline& compiled) {
   std::vector<torch::Tensor> fixed;
   for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
   Baselines b;
   b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
-  for (bool scripted : {false, true}) {
+  b.compiled_absent = compiled.absent;
+  b.compiled_build_s = compiled.build_s;
+  enum Kind { kEager, kScripted, kCompiled };
+  for (Kind kind : {kEager, kScripted, kCompiled}) {
+    if (kind == kCompiled && !compiled.reference) break;
     EventTimer timer(&gate);
     TimingOptions bo = o;
-    if (scripted)
+    if (kind == kScripted)
       bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
     TimeStats s = time_repeatedly(
         [&](int rep) {
@@ -37,14 +86,19 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
         },
         [&](int) {
           timer.start();
-          parts::run_reference(task, ref, fixed, scripted);
+          if (kind == kCompiled) {
+            tasks::MathModeGuard mode(task.allow_tf32);
+            compiled.reference->run(fixed);
+          } else {
+            parts::run_reference(task, ref, fixed, kind == kScripted);
+          }
           double ms = timer.stop_ms();
           clocks.sample();
           return ms;
         },
         [](int) {}, bo);
     s.held = timer.held();
-    (scripted ? b.scripted : b.eager) = s;
+    (kind == kEager ? b.eager : kind == kScripted ? b.scripted : b.compiled.emplace()) = s;
   }
   return b;
 }
@@ -65,7 +119,8 @@ Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& option
   }
   TimingGate gate(options.device);
   ClockMonitor clocks = clock_monitor(options.device);
-  Baselines b = time_references(task, ref, pool, gate, options.timing, clocks);
+  parts::CompiledBaseline compiled = load_compiled(task, ref, pool.at(0), options);
+  Baselines b = time_references(task, ref, pool, gate, options.timing, clocks, compiled);
   b.clocks = clocks.summary();
   return b;
 }
@@ -81,7 +136,7 @@ struct TimedWrong {
   json detail;
 };
 
-// Eager and scripted on the timed dims: timed now, or reused from this judge's last timing of
+// Eager, scripted and torch.compile's on the timed dims: timed now, or reused from this judge's last timing of
 // the same task version, dims and math mode within options.baseline_reuse.
 Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>& pool,
                     ClockMonitor& clocks) {
@@ -96,8 +151,13 @@ Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>
   }
   std::vector<std::vector<torch::Tensor>> inputs;
   for (const PoolSet& p : pool) inputs.push_back(p.inputs);
+  std::string shapes;
+  for (const torch::Tensor& t : inputs.at(0)) shapes += " " + c10::str(t.sizes());
+  auto compiled = j.session.compiled.find(task.content_hash + shapes);
+  if (compiled == j.session.compiled.end())
+    compiled = j.session.compiled.emplace(task.content_hash + shapes, load_compiled(task, j.reference, inputs.at(0), j.options)).first;
   Baselines b = time_references(task, j.reference, inputs, j.session.gate(j.options.device),
-                                j.options.timing, clocks);
+                                j.options.timing, clocks, compiled->second);
   j.session.baselines[key] = {b, Clock::now()};
   return b;
 }
@@ -190,6 +250,9 @@ std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
     t.scripted = b.scripted;
     t.speedup_eager = t.eager.median_ms / t.time.median_ms;
     t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
+    t.compiled = b.compiled;
+    t.compiled_absent = b.compiled_absent;
+    if (b.compiled) t.speedup_compiled = b.compiled->median_ms / t.time.median_ms;
   }
 
   MeasuredFacts facts = device_facts(options.device);

@@ -16,6 +16,7 @@
 
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/task.h"
+#include "kforge/verify/compiled_reference.h"
 #include "kforge/verify/outcome.h"
 #include "kforge/verify/runner_client.h"
 #include "kforge/verify/timing.h"
@@ -32,7 +33,8 @@ struct VerifyOptions {
   bool sanitizer = true;         // refine runtime errors with compute-sanitizer memcheck where present
   std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
   bool time = true;              // time a correct candidate, its baselines and roofline
-  bool baselines = true;         // with time: eager and scripted too (speedups need them)
+  bool baselines = true;         // with time: eager, scripted and torch.compile too (speedups need them)
+  CompiledOptions compiled;      // torch.compile's baseline (compiled_reference.h)
   TimingOptions timing;
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
   // reused (docs/design.md, Verification 4); 0 times them for every candidate.
@@ -68,6 +70,7 @@ struct Baselines {
   TimeStats eager, scripted;
   std::optional<TimeStats> compiled;  // torch.compile's (TimingResult::compiled)
   std::string compiled_absent;        // why there is none
+  double compiled_build_s = 0;        // building its package now (0: it was in the cache)
   std::string math_mode;  // "ieee" (TF32 off) or "tf32"
   nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
 };

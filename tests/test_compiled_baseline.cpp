@@ -1,0 +1,134 @@
+// torch.compile's baseline on the CPU (issue 20): where it cannot exist the reason is clear, the
+// helper that builds packages names what is missing, and every shipped task's reference runs as
+// the Python that torch.compile takes. Building, loading and timing a package: tests/gpu/.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kforge/common/files.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/task.h"
+#include "kforge/verify/compiled_reference.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge;
+using kforge::test::TempDir;
+using nlohmann::json;
+
+const std::string kHelper = (kforge::test::source_dir() / "verify/inductor/kforge_inductor.py").string();
+const std::string kDebianPython = "/usr/bin/python3";  // python3-torch: Debian's PyTorch
+
+std::shared_ptr<tasks::Task> task(const std::string& spec) {
+  auto files = tasks::resolve_tasks(spec, kforge::test::source_dir() / "tasks");
+  return std::make_shared<tasks::Task>(tasks::load_task(files.at(0)));
+}
+
+// The helper's spec for `t` at dims `d`.
+json spec_of(const tasks::Task& t, const tasks::Dims& d, const std::string& expect_torch) {
+  json inputs = json::array();
+  for (const auto& in : t.inputs)
+    inputs.push_back({{"name", in.name}, {"shape", t.shape_of(in, d)}, {"dtype", std::string(tasks::dtype_name(in.dtype))}});
+  return {{"task", t.id()}, {"source", t.reference}, {"inputs", inputs}, {"allow_tf32", t.allow_tf32},
+          {"device", 0}, {"out", "/nonexistent/x.pt2"}, {"expect_torch", expect_torch}};
+}
+
+// The helper run as `python_args` on `mode` and a spec file: its JSON lines.
+std::vector<json> run_helper(const std::string& python_args, const std::string& mode, const json& spec) {
+  TempDir dir;
+  std::string file = dir.write("spec.json", spec.dump()).string();
+  std::string cmd = python_args + " " + kHelper + " " + mode + " " + file + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  std::vector<json> lines;
+  for (const std::string& line : split(out, '\n'))
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
+// Debian's Python has PyTorch here (CI installs python3-torch); its version.
+std::string debian_torch() {
+  FILE* p = ::popen((kDebianPython + " -c 'import torch; print(torch.__version__.split(\"+\")[0])' 2>/dev/null").c_str(), "r");
+  char buf[256] = {0};
+  std::string v = std::fgets(buf, sizeof buf, p) ? std::string(buf) : "";
+  ::pclose(p);
+  while (!v.empty() && v.back() == '\n') v.pop_back();
+  return v;
+}
+
+TEST(CompiledBaseline, ALibTorchThatCannotLoadPackagesSaysSo) {
+  std::string why = verify::compiled_unsupported();
+  if (why.empty()) GTEST_SKIP() << "this LibTorch (" TORCH_VERSION ") loads AOTInductor packages";
+  EXPECT_NE(why.find("LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("cannot load AOTInductor packages (PyTorch 2.6 or later can)"), std::string::npos) << why;
+  auto t = task("smoke/relu");
+  verify::CompiledPackage p = verify::compiled_package(*t, {torch::zeros({8})}, 0);
+  EXPECT_TRUE(p.path.empty());
+  EXPECT_EQ(p.absent, why);
+}
+
+TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {
+  std::string version = debian_torch();
+  if (version.empty()) GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
+  auto t = task("smoke/relu");
+  json spec = spec_of(*t, t->check_dims.at(0), version);
+  auto reason = [](const std::vector<json>& lines) {
+    EXPECT_EQ(lines.size(), 1u);
+    EXPECT_FALSE(lines.empty() || lines[0].value("ok", true));
+    return lines.empty() ? std::string() : lines[0].value("reason", "");
+  };
+  // No PyTorch (-S: without site-packages).
+  EXPECT_NE(reason(run_helper(kDebianPython + " -S", "build", spec)).find("has no PyTorch"), std::string::npos);
+  // Another PyTorch than kforge's LibTorch.
+  spec["expect_torch"] = "99.1.0";
+  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec))
+                .find("has PyTorch " + version + " but kforge's LibTorch is 99.1.0: an AOTInductor package is "
+                                                 "loaded by the PyTorch version that built it"),
+            std::string::npos);
+  // A reference that is not Python.
+  spec["expect_torch"] = version;
+  spec["source"] = "def forward(x: Tensor) -> Tensor:\n    return torch.relu(x\n";
+  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("the reference does not run as Python: SyntaxError"),
+            std::string::npos);
+  // The task's own, on a machine without a GPU.
+  spec["source"] = t->reference;
+  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("sees no CUDA GPU"), std::string::npos);
+}
+
+// torch.compile takes Python: each shipped reference, run as Python by the helper (Debian's
+// PyTorch, the CPU) at its task's first check dims, defines forward() and runs. Only a PyTorch
+// older than 2.4 may lack a function (F.rms_norm came in 2.4, F.scaled_dot_product_attention in 2.0).
+TEST(CompiledBaseline, EveryShippedReferenceRunsAsPython) {
+  std::string version = debian_torch();
+  if (version.empty()) GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
+  int major = std::stoi(version), minor = std::stoi(version.substr(version.find('.') + 1));
+  bool old = major < 2 || (major == 2 && minor < 4);
+  json specs = json::array();
+  for (const std::string suite : {"smoke", "level1", "level2"})
+    for (const auto& file : tasks::resolve_tasks(suite, kforge::test::source_dir() / "tasks")) {
+      tasks::Task t = tasks::load_task(file);
+      specs.push_back(spec_of(t, t.check_dims.at(0), ""));
+    }
+  std::vector<json> lines = run_helper(kDebianPython, "check", specs);
+  ASSERT_EQ(lines.size(), specs.size());
+  int ok = 0, newer = 0;
+  for (const json& l : lines) {
+    bool lacks = old && l.value("newer", false) &&
+                 l.value("reason", "").find("module 'torch.nn.functional' has no attribute") != std::string::npos;
+    EXPECT_TRUE(l.value("ok", false) || lacks) << l.value("task", "") << ": " << l.value("reason", "");
+    ok += l.value("ok", false);
+    newer += lacks;
+  }
+  std::printf("[ python ] %d of %zu shipped references run as Python with PyTorch %s; %d need a newer one\n", ok,
+              lines.size(), version.c_str(), newer);
+}
+
+}  // namespace
