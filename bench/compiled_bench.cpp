@@ -1,0 +1,172 @@
+// torch.compile's baseline on the GPU machine (issue 20; docs/benchmarks.md, "torch.compile"):
+//   kforge-bench-compiled [--jobs N] [--python PY] [--build-only] --out DIR TASKS...
+// 1. builds every task's AOTInductor package, N at a time (the build cost per task: the helper's
+//    seconds, from a cold or warm TorchInductor cache as the machine has it);
+// 2. per task, kforge's baselines (eager, scripted, torch.compile from the package) as the judge
+//    times them, and torch.compile timed from Python with CUDA events on the judge's own input
+//    sets (saved to DIR), the same protocol (kforge_inductor.py time): the fidelity ratio.
+// Prints a markdown table and one JSON line per task.
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kforge/common/files.h"
+#include "kforge/common/hash.h"
+#include "kforge/common/paths.h"
+#include "kforge/tasks/task.h"
+#include "kforge/verify/compiled_reference.h"
+#include "kforge/verify/gpu_generator.h"
+#include "kforge/verify/judge.h"
+
+using namespace kforge;
+using nlohmann::json;
+
+namespace {
+
+std::string fixed(double v, int digits = 4) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+// The judge's pool for measure_baselines (seed 1): the same sets, drawn the same way.
+std::vector<torch::Tensor> pool_of(const tasks::Task& t, int sets) {
+  std::vector<torch::Tensor> flat;
+  for (int k = 0; k < sets; ++k)
+    for (size_t i = 0; i < t.inputs.size(); ++i)
+      flat.push_back(verify::generate_cuda(t, i, t.dims, 1 + 50 + static_cast<uint64_t>(k), 0, 0));
+  return flat;
+}
+
+// torch.compile timed by the helper in Python on `flat` (the pool): its JSON line.
+json python_time(const tasks::Task& t, const std::vector<torch::Tensor>& flat, const std::string& python,
+                 const std::string& dir) {
+  std::string base = dir + "/" + content_hash(t.id()).substr(0, 12);
+  std::vector<torch::Tensor> cpu;
+  for (const auto& x : flat) cpu.push_back(x.cpu());
+  std::vector<char> bytes = torch::pickle_save(c10::IValue(c10::List<torch::Tensor>(cpu)));
+  std::ofstream(base + ".pt", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  json inputs = json::array();
+  for (size_t i = 0; i < t.inputs.size(); ++i) inputs.push_back({{"name", t.inputs[i].name}});
+  json spec = {{"task", t.id()}, {"source", t.reference}, {"inputs", inputs}, {"allow_tf32", t.allow_tf32},
+               {"device", 0}, {"inputs_file", base + ".pt"}, {"expect_torch", ""}};
+  write_file_atomic(base + ".json", spec.dump());
+  std::string helper = base + ".py";
+  write_file_atomic(helper, *read_file(std::string(KFORGE_SOURCE_DIR) + "/verify/inductor/kforge_inductor.py"));
+  std::string cmd = python + " " + helper + " time " + base + ".json 2>" + base + ".log";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  json j = json::parse(out.substr(0, out.find('\n')), nullptr, false);
+  return j.is_object() ? j : json{{"ok", false}, {"reason", "no answer (" + base + ".log)"}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int jobs = 4;
+  bool build_only = false;
+  std::string python, out_dir;
+  std::vector<std::string> specs;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--jobs" && i + 1 < argc) jobs = std::stoi(argv[++i]);
+    else if (a == "--python" && i + 1 < argc) python = argv[++i];
+    else if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
+    else if (a == "--build-only") build_only = true;
+    else specs.push_back(a);
+  }
+  if (specs.empty() || out_dir.empty()) {
+    std::cerr << "usage: kforge-bench-compiled [--jobs N] [--python PY] --out DIR TASKS...\n";
+    return 2;
+  }
+  make_directories(out_dir);
+  std::vector<tasks::Task> all;
+  for (const std::string& s : specs)
+    for (const auto& f : tasks::resolve_tasks(s, std::string(KFORGE_SOURCE_DIR) + "/tasks")) all.push_back(tasks::load_task(f));
+  verify::VerifyOptions options;
+  options.compiled.python = python;
+  if (python.empty()) python = python_candidates().at(0);
+
+  // 1. The packages, `jobs` at a time.
+  std::vector<verify::CompiledPackage> packages(all.size());
+  std::atomic<size_t> next{0};
+  std::mutex print;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < jobs; ++w)
+    workers.emplace_back([&] {
+      for (size_t k; (k = next++) < all.size();) {
+        try {
+          std::vector<torch::Tensor> inputs;
+          for (size_t i = 0; i < all[k].inputs.size(); ++i)
+            inputs.push_back(verify::generate_cuda(all[k], i, all[k].dims, 51, 0, 0));
+          packages[k] = verify::compiled_package(all[k], inputs, 0, options.compiled);
+        } catch (const std::exception& e) {
+          packages[k].absent = e.what();
+        }
+        std::lock_guard<std::mutex> lock(print);
+        std::cerr << "built " << all[k].id() << " in " << fixed(packages[k].build_s, 1) << " s"
+                  << (packages[k].absent.empty() ? "" : ": absent: " + packages[k].absent) << std::endl;
+      }
+    });
+  for (auto& w : workers) w.join();
+  double build_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << all.size() << " package(s) in " << fixed(build_wall, 1) << " s wall, " << jobs << " at a time" << std::endl;
+  if (build_only) return 0;
+
+  // 2. Baselines in the judge's way, and torch.compile from Python on the same sets.
+  std::cout << "| task | build s | eager ms | scripted ms | compile ms | x eager | Python torch.compile ms | kforge / Python |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::vector<double> ratios;
+  double build_sum = 0;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const tasks::Task& t = all[k];
+    build_sum += packages[k].build_s;
+    verify::Baselines b = verify::measure_baselines(t, options);
+    json line = {{"task", t.id()}, {"build_s", packages[k].build_s}, {"eager_ms", b.eager.median_ms},
+                 {"scripted_ms", b.scripted.median_ms}, {"compiled_absent", b.compiled_absent}};
+    std::string compiled = "-", speed = "-", py = "-", ratio = "-";
+    if (b.compiled) {
+      line["compiled_ms"] = b.compiled->median_ms;
+      compiled = fixed(b.compiled->median_ms);
+      speed = fixed(b.eager.median_ms / b.compiled->median_ms, 2);
+      json p = python_time(t, pool_of(t, options.timing.pool), python, out_dir);
+      line["python"] = p;
+      if (p.value("ok", false)) {
+        double r = b.compiled->median_ms / p["median_ms"].get<double>();
+        ratios.push_back(r);
+        py = fixed(p["median_ms"].get<double>());
+        ratio = fixed(r, 3);
+      } else {
+        py = "failed: " + p.value("reason", "");
+      }
+    }
+    std::cout << "| " << t.id() << " | " << fixed(packages[k].build_s, 1) << " | " << fixed(b.eager.median_ms) << " | "
+              << fixed(b.scripted.median_ms) << " | " << (b.compiled ? compiled : "absent: " + b.compiled_absent)
+              << " | " << speed << " | " << py << " | " << ratio << " |" << std::endl;
+    std::cerr << line.dump() << std::endl;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  int within = 0;
+  for (double r : ratios) within += r >= 0.95 && r <= 1.05;
+  std::cout << "\n" << all.size() << " task(s); packages built in " << fixed(build_wall, 1) << " s wall with " << jobs
+            << " at a time (" << fixed(build_sum, 1) << " s summed); fidelity: " << within << " of " << ratios.size()
+            << " within 5 %";
+  if (!ratios.empty())
+    std::cout << ", kforge / Python median " << fixed(ratios[ratios.size() / 2], 3) << ", range " << fixed(ratios.front(), 3)
+              << "-" << fixed(ratios.back(), 3);
+  std::cout << std::endl;
+  return 0;
+}
