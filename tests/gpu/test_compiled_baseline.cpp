@@ -55,7 +55,7 @@ TEST(GpuCompiled, AReferenceTorchExportCannotTakeIsAbsentWithTheReason) {
   std::string toml = valid_task("data_dependent");
   toml.replace(toml.find("return torch.relu(x)"), 20,
                "if bool(x.sum() > 0):\n        return torch.relu(x)\n    return x");
-  std::string file = dir.write("t.toml", toml).string();
+  std::string file = dir.write("data_dependent.toml", toml).string();
   std::optional<tasks::Task> t;
   try {
     t = tasks::load_task(file);

@@ -109,7 +109,7 @@ def build(spec):
     except Exception as e:
         fail(f"torch.export failed: {first_line(e)}")
     out = spec["out"]
-    partial = f"{out}.{os.getpid()}.part"
+    partial = f"{out[:-len('.pt2')]}.{os.getpid()}.part.pt2"  # AOTInductor wants the .pt2 ending
     try:
         torch._inductor.aoti_compile_and_package(program, package_path=partial)
     except Exception as e:
