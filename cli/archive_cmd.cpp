@@ -38,22 +38,28 @@ archive::Archive open_existing(const ArchiveArgs& a) {
   return archive::Archive::open_read_only(archive::database_path(a.db).string());
 }
 
-// "Geometric mean over the 58 of 61 tasks with a kernel: 1.42x eager, 1.40x scripted; median roofline 61%."
+// "Geometric mean over the 58 of 61 tasks with a kernel: 1.42x eager, 1.40x scripted, 1.05x compile
+// (over 57); median roofline 61%."
 std::string results_summary(const json& rows) {
-  double log_eager = 0, log_scripted = 0;
-  size_t with = 0, scripted = 0;
+  double log_eager = 0, log_scripted = 0, log_compiled = 0;
+  size_t with = 0, scripted = 0, compiled = 0;
   std::vector<double> roofline;
   for (const auto& r : rows) {
     if (!r["speedup_eager"].is_number()) continue;
     ++with, log_eager += std::log(r["speedup_eager"].get<double>());
     if (r["speedup_scripted"].is_number() && r["speedup_scripted"].get<double>() > 0)
       ++scripted, log_scripted += std::log(r["speedup_scripted"].get<double>());
+    if (r["speedup_compiled"].is_number() && r["speedup_compiled"].get<double>() > 0)
+      ++compiled, log_compiled += std::log(r["speedup_compiled"].get<double>());
     if (r["roofline_fraction"].is_number()) roofline.push_back(r["roofline_fraction"].get<double>());
   }
   if (with == 0) return "No task has a kernel here yet.\n";
   std::string out = "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
                     " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) + "x eager";
   if (scripted > 0) out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
+  if (compiled > 0)  // torch.compile's time may be missing where eager's is not: say over how many
+    out += ", " + fixed(std::exp(log_compiled / static_cast<double>(compiled)), 2) + "x compile" +
+           (compiled < with ? " (over " + std::to_string(compiled) + ")" : "");
   if (!roofline.empty()) {
     std::sort(roofline.begin(), roofline.end());
     out += "; median roofline fraction " + fixed(100 * roofline[roofline.size() / 2], 0) + "%";
@@ -136,6 +142,16 @@ void require_suite(archive::Archive& ar, const std::string& option, const std::s
           ar.db().path() + "; suites: " +
           (known.empty() ? "none"
                          : join(std::vector<std::string>(known.begin(), known.end()), ", ")));
+}
+
+// " (torch.compile not measured: why)" where a timed evaluation's judge said why it has no
+// torch.compile time; "" otherwise.
+std::string compiled_absent(const json& e) {
+  if (!e["speedup_compiled"].is_null() || !e["evidence"].is_object()) return "";
+  const json timing = e["evidence"].value("timing", json());
+  if (!timing.is_object() || !timing.value("compiled_absent", json()).is_string()) return "";
+  std::string why = timing["compiled_absent"].get<std::string>();
+  return why.empty() ? "" : " (torch.compile not measured: " + why + ")";
 }
 
 json require_candidate(archive::Archive& ar, int64_t id) {
@@ -247,7 +263,8 @@ void add_archive_command(CLI::App& app, int& exit_code) {
                                 no_winners(suite));
   });
   auto* results = sub("results", "Per task of a suite: the fastest correct kernel (of one kind, e.g. seed) with eager, "
-                                 "scripted, speedups and roofline fraction, as a markdown table (docs/results.md)");
+                                 "scripted and torch.compile times, speedups and roofline fraction, as a markdown table "
+                                 "(docs/results.md)");
   results->add_option("suite", a->suite, "suite")->required();
   results->add_option("--kind", a->kind, "only candidates made as this kind (seed, optimize, manual, ...)");
   results->add_flag("--winners", a->winners, "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
@@ -267,21 +284,30 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       return os.str();
     };
     std::set<std::string> devices, harness;
-    std::cout << "| task | eager ms | scripted ms | " << (a->kind.empty() ? "best" : a->kind) << " ms | x eager | x scripted | roofline | tunables |\n"
-              << "|---|---:|---:|---:|---:|---:|---:|---|\n";
+    std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
+    std::cout << "| task | eager ms | scripted ms | compile ms | " << (a->kind.empty() ? "best" : a->kind)
+              << " ms | x eager | x scripted | x compile | roofline | tunables |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& r : rows) {
       std::string tuned;
       if (r["tunables"].is_object())
         for (const auto& [k, v] : r["tunables"].items()) tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
-      std::cout << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | " << num(r["scripted_ms"], 4) << " | "
-                << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2) << " | " << num(r["speedup_scripted"], 2) << " | "
+      std::cout << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | " << num(r["scripted_ms"], 4)
+                << " | " << num(r["compiled_ms"], 4) << " | " << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2)
+                << " | " << num(r["speedup_scripted"], 2) << " | " << num(r["speedup_compiled"], 2) << " | "
                 << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
+      if (r["compiled_absent"].is_string())
+        absent.push_back(r["task"].get<std::string>() + ": " + r["compiled_absent"].get<std::string>());
       if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
       if (!r["harness_version"].is_null()) harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
     }
     std::cout << "\n" << results_summary(rows) << "\nDevice: " << (devices.empty() ? "-" : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
               << "; harness version " << (harness.empty() ? "-" : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
-              << "; roofline = floor / time.\n";
+              << "; roofline = floor / time; compile = torch.compile (TorchInductor, ahead of time).\n";
+    if (!absent.empty()) {
+      std::cout << "\nNo torch.compile time (x compile \"-\"):\n";
+      for (const auto& line : absent) std::cout << "- " << printable(line) << "\n";
+    }
     exit_code = kExitOk;
   });
   auto* review = sub("review", "Accept or reject a candidate whose timing was flagged suspicious");
@@ -320,7 +346,9 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       for (const auto& e : c["evaluations"])
         out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump() << " time "
                   << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, vs eager "
-                  << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", harness v"
+                  << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", vs compile "
+                  << (e["speedup_compiled"].is_null() ? "-" : speedup(e["speedup_compiled"].get<double>()))
+                  << compiled_absent(e) << ", harness v"
                   << e["harness_version"]
                   << (e["import"].is_null() ? ""
                       : e["import"]["trust"] == "trusted" ? " (trusted import)"

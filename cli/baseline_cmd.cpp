@@ -1,6 +1,7 @@
-// `kforge baseline SUITE`: eager and scripted times of every task's reference at its timed dims,
-// timed the way candidates are, stored in the archive per task version, dims, device and math
-// mode (docs/design.md, Verification 4).
+// `kforge baseline SUITE`: every task's reference timed at its timed dims the way candidates are:
+// eager, scripted (TorchScript's fuser) and torch.compile's (TorchInductor), or why the last is
+// absent; stored in the archive per task version, dims, device and math mode (docs/design.md,
+// Verification 4).
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/evolve/evaluator.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
@@ -41,26 +43,37 @@ int run_baseline(const BaselineArgs& a) {
     device = ar->upsert_device(gpu.uuid, gpu.name, compile::arch_for(gpu.cc_major, gpu.cc_minor), gpu.sm_count,
                                static_cast<int64_t>(gpu.memory_bytes), std::to_string(verify::driver_version()));
   }
-  Table table({"TASK", "DIMS", "EAGER ms", "IQR", "SCRIPTED ms", "IQR", "MODE"});
+  Table table({"TASK", "DIMS", "EAGER ms", "IQR", "SCRIPTED ms", "IQR", "COMPILE ms", "IQR", "MODE"});
+  std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
   nlohmann::json rows = nlohmann::json::array();
   verify::VerifyOptions options;
   for (const auto& file : files) {
     tasks::Task task = tasks::load_task(file);
     verify::Baselines b = verify::measure_baselines(task, options);
-    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, b.eager.median_ms, b.scripted.median_ms,
-                               /*replace=*/true);
+    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, evolve::baseline_times(b), /*replace=*/true);
+    std::string why = b.compiled ? "" : b.compiled_absent.empty() ? "not measured" : b.compiled_absent;
     table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms), ms(b.scripted.median_ms),
-               ms(b.scripted.iqr_ms), b.math_mode});
+               ms(b.scripted.iqr_ms), b.compiled ? ms(b.compiled->median_ms) : "-", b.compiled ? ms(b.compiled->iqr_ms) : "-",
+               b.math_mode});
+    if (!b.compiled) absent.push_back(task.id() + ": " + why);
     rows.push_back({{"task", task.id()}, {"dims", task.dims}, {"eager", b.eager.to_json()}, {"scripted", b.scripted.to_json()},
+                    {"compiled", b.compiled ? b.compiled->to_json() : nlohmann::json(nullptr)},
+                    {"compiled_absent", b.compiled ? nlohmann::json(nullptr) : nlohmann::json(why)},
                     {"math_mode", b.math_mode}, {"clocks", b.clocks}});
-    if (!a.json) std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted "
-                           << ms(b.scripted.median_ms) << " ms; SM clock " << verify::clock_text(b.clocks) << std::endl;
+    if (!a.json)
+      std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted " << ms(b.scripted.median_ms)
+                << " ms, compile " << (b.compiled ? ms(b.compiled->median_ms) + " ms" : "- (" + why + ")") << "; SM clock "
+                << verify::clock_text(b.clocks) << std::endl;
   }
   if (a.json) {
     std::cout << nlohmann::json{{"device", {{"name", gpu.name}, {"uuid", gpu.uuid}}}, {"baselines", rows}}.dump(2) << "\n";
   } else {
     std::cout << "\n" << gpu.name << " (" << gpu.uuid << ")" << (ar ? ", stored in the archive" : "") << "\n";
     table.print();
+    if (!absent.empty()) {
+      std::cout << "\nNo torch.compile (TorchInductor) time:\n";
+      for (const auto& line : absent) std::cout << "  " << line << "\n";
+    }
   }
   return kExitOk;
 }

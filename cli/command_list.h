@@ -21,14 +21,14 @@ inline constexpr CommandInfo kCommands[] = {
     {"verify",
      "Judge a candidate on the GPU: correctness on every configuration, then time, baselines and roofline "
      "(needs a GPU)"},
-    {"baseline", "Time every task's reference, eager and scripted, and store the baselines (needs a GPU)"},
+    {"baseline", "Time every task's reference (eager, scripted, torch.compile) and store the baselines (needs a GPU)"},
     {"corpus",
      "Judge many answers (files or folders; each names its task in its first line) in one judge session, with "
      "a folder's manifest.json of expected outcomes (needs a GPU)"},
     {"evolve",
      "Search for faster kernels: seeds and archive kernels as parents, children screened, the best judged, "
      "admitted and stored (needs a GPU)"},
-    {"report", "A run's report in markdown: per task best vs eager, scripted and roofline, lineage, spend"},
+    {"report", "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
     {"llm", "Talk to the configured LLM endpoints"},
     {"prompt", "Prompt templates"},

@@ -49,6 +49,7 @@ std::string status_line(const evolve::TaskStatus& s) {
   std::string best = s.best_ms ? fixed(*s.best_ms, 4) + " ms" : "none yet";
   if (s.best_ms && s.eager_ms) best += ", " + fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
   if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += ", " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0) best += ", " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
   if (s.roofline_fraction) best += ", " + fixed(100 * *s.roofline_fraction, 0) + "% of roofline";
   return s.task + ": generation " + std::to_string(s.generation) + ", best " + best + "; " +
          std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" + std::to_string(s.correct) +
@@ -56,7 +57,7 @@ std::string status_line(const evolve::TaskStatus& s) {
 }
 
 // The live line, the run's budget first (a narrow terminal cuts the end):
-// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 80%, 3 ok 0 failed".
+// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 1.20x compile 80%, 3 ok 0 failed".
 std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
   auto clock = [](double sec) {
     int t = static_cast<int>(sec);
@@ -65,6 +66,7 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
   std::string best = "no best yet";
   if (s.best_ms && s.eager_ms) best = fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
   if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += " " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0) best += " " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
   if (s.roofline_fraction) best += " " + fixed(100 * *s.roofline_fraction, 0) + "%";
   double t = e.value("t", 0.0);
   std::string evals = std::to_string(e.value("evaluations", int64_t{0})) + (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
@@ -208,11 +210,12 @@ int run_evolve(const EvolveArgs& a) {
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
-  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"});
+  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "x COMPILE", "ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"});
   for (const auto& t : s.tasks)
     table.add({t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-",
                t.best_ms && t.eager_ms ? fixed(*t.eager_ms / *t.best_ms, 2) : "-",
                t.best_ms && t.scripted_ms && *t.scripted_ms > 0 ? fixed(*t.scripted_ms / *t.best_ms, 2) : "-",
+               t.best_ms && t.compiled_ms && *t.compiled_ms > 0 ? fixed(*t.compiled_ms / *t.best_ms, 2) : "-",
                t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-", std::to_string(t.screened),
                std::to_string(t.judged), std::to_string(t.correct), std::to_string(t.failed), t.stopped});
   std::cout << "\n";
@@ -302,15 +305,16 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
       "SELECT DISTINCT t.suite || '/' || t.name, t.id FROM candidates c JOIN tasks t ON t.id = c.task_id "
       "WHERE c.run_id = ? ORDER BY 1");
   tasks.bind(1, run);
-  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | roofline | candidates | failed |\n"
-     << "|---|---|---|---|---|---|---|---|---|\n";
+  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile | roofline | "
+        "candidates | failed |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::vector<std::pair<std::string, int64_t>> winners;
   std::map<std::string, int64_t> failures;
   while (tasks.step()) {
     std::string name = tasks.text(0);
     int64_t task_id = tasks.integer(1);
     archive::Statement best = db.prepare(
-        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction FROM evaluations e JOIN candidates c "
+        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction, e.compiled_ms FROM evaluations e JOIN candidates c "
         "ON c.id = e.candidate_id WHERE c.task_id = ? AND c.run_id = ? AND e.outcome = 'correct' AND e.admitted = 1 "
         "AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY e.time_ms LIMIT 1");
     best.bind(1, task_id).bind(2, run);
@@ -324,11 +328,12 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
       auto ratio = [&](int col) { return best.is_null(col) ? std::string("-") : fixed(best.real(col) / t, 2); };
       md << "| " << name << " | " << fixed(t, 4) << " | " << (best.is_null(2) ? "-" : fixed(best.real(2), 4)) << " | "
          << ratio(2) << " | " << (best.is_null(3) ? "-" : fixed(best.real(3), 4)) << " | " << ratio(3) << " | "
+         << (best.is_null(5) ? "-" : fixed(best.real(5), 4)) << " | " << ratio(5) << " | "
          << (best.is_null(4) ? "-" : fixed(100 * best.real(4), 0) + "%") << " | " << counts.integer(0) << " | "
          << counts.integer(1) << " |\n";
       winners.emplace_back(name, best.integer(0));
     } else {
-      md << "| " << name << " | - | - | - | - | - | - | " << counts.integer(0) << " | " << counts.integer(1) << " |\n";
+      md << "| " << name << " | - | - | - | - | - | - | - | - | " << counts.integer(0) << " | " << counts.integer(1) << " |\n";
     }
   }
   archive::Statement outcomes = db.prepare(

@@ -68,7 +68,13 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
               << ", IQR " << t.time.iqr_ms << ", min " << t.time.min_ms << ")\n"
               << "eager       " << t.eager.median_ms << " ms  -> speedup " << std::setprecision(2) << t.speedup_eager << "x\n"
               << std::setprecision(4) << "scripted    " << t.scripted.median_ms << " ms  -> speedup " << std::setprecision(2)
-              << t.speedup_scripted << "x  (TorchScript's fuser, not torch.compile)\n";
+              << t.speedup_scripted << "x  (TorchScript's fuser)\n";
+    if (t.compiled)
+      std::cout << std::setprecision(4) << "compile     " << t.compiled->median_ms << " ms  -> speedup " << std::setprecision(2)
+                << t.speedup_compiled.value_or(0) << "x  (torch.compile: TorchInductor, ahead of time)\n";
+    else
+      std::cout << "compile     -  (torch.compile not measured: "
+                << printable(t.compiled_absent.empty() ? "no reason given" : t.compiled_absent) << ")\n";
     if (t.floor_ms)
       std::cout << std::setprecision(4) << "roofline    floor " << *t.floor_ms << " ms ("
                 << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB" : std::string("?")) << " at "

@@ -15,7 +15,8 @@ namespace kforge::test {
 
 class FakeGpu : public evolve::Gpu {
  public:
-  // A tunables point's time: 0.5 to 1.5 ms, from a hash of the point (eager takes 1 ms).
+  // A tunables point's time: 0.5 to 1.5 ms, from a hash of the point (eager takes 1 ms, scripted
+  // 1.1 ms and torch.compile 0.9 ms, unless `compiled_absent` says why it has no time).
   static double time_of(const compile::Tunables& t) {
     std::string text;
     for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
@@ -33,6 +34,8 @@ class FakeGpu : public evolve::Gpu {
     verify::Baselines b;
     b.eager.median_ms = 1.0;
     b.scripted.median_ms = 1.1;
+    if (compiled_absent.empty()) b.compiled = stats(0.9);
+    b.compiled_absent = compiled_absent;
     b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
     return b;
   }
@@ -65,6 +68,7 @@ class FakeGpu : public evolve::Gpu {
     d.name = name;
     d.uuid = uuid;
     d.cc_major = 9, d.cc_minor = 0, d.sm_count = 132;
+    d.memory_bytes = 150'000'000'000;  // an H200's (a JSONL export of its rows imports: 0 would not)
     return d;
   }
   std::string driver() const override { return "fake"; }
@@ -76,6 +80,9 @@ class FakeGpu : public evolve::Gpu {
   // Kernels (as plans name them) this GPU finds wrong: a candidate launching one screens and
   // judges wrong_result, with evidence shaped as the judge's (kWrongSummary in its summary).
   std::set<std::string> wrong_kernels;
+  // Set: torch.compile's baseline is absent, for this reason (as the judge says where no Python
+  // with PyTorch 2 is found); empty: it takes 0.9 ms.
+  std::string compiled_absent;
   static constexpr const char* kWrongSummary = "differs from the reference (fake GPU)";
 
  private:
@@ -99,20 +106,28 @@ class FakeGpu : public evolve::Gpu {
                   {"seed", 1}};
     return v;
   }
-  static verify::Verdict correct(double ms) {
+  static verify::TimeStats stats(double ms) {
+    verify::TimeStats t;
+    t.median_ms = t.min_ms = ms;  // a positive minimum, as a JSONL import requires
+    t.reps = 1;
+    return t;
+  }
+  verify::Verdict correct(double ms) const {
     verify::Verdict v;
     v.outcome = verify::Outcome::Correct;
     v.summary = "correct (fake GPU)";
     verify::TimingResult t;
-    t.time.median_ms = ms;
+    t.time = stats(ms);
     t.eager.median_ms = 1.0;
     t.scripted.median_ms = 1.1;
     t.speedup_eager = 1.0 / ms;
     t.speedup_scripted = 1.1 / ms;
+    if (compiled_absent.empty()) t.compiled = stats(0.9), t.speedup_compiled = 0.9 / ms;
+    t.compiled_absent = compiled_absent;
     t.floor_ms = 0.25;
     t.roofline_fraction = 0.25 / ms;
     v.timing = t;
-    v.evidence = {{"seed", 1}};
+    v.evidence = {{"seed", 1}, {"timing", t.to_json()}};  // as the judge records it
     return v;
   }
 };

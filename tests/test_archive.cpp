@@ -90,10 +90,11 @@ TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
   std::string path = (dir.path() / "old.db").string();
   { Database raw(path, true); }
   Archive a = Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 4);
-  EXPECT_EQ(kSchemaVersion, 4) << "a new schema version needs a migration test from the previous one "
+  EXPECT_EQ(a.schema_version(), 5);
+  EXPECT_EQ(kSchemaVersion, 5) << "a new schema version needs a migration test from the previous one "
                                   "(1 to 2: ArchiveImport.MigratesAVersionOneArchive; 2 to 3: "
-                                  "Evolve.MigratesAVersionTwoArchive; 3 to 4: Evolve.MigratesAVersionThreeArchive)";
+                                  "Evolve.MigratesAVersionTwoArchive; 3 to 4: Evolve.MigratesAVersionThreeArchive; "
+                                  "4 to 5: CompiledColumns.AVersionFourArchiveMigratesWithNoCompiledTimes)";
 }
 
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {
@@ -283,25 +284,47 @@ TEST(Archive, BaselinesAreKeyedByTaskDimsDeviceAndMathMode) {
   TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
   DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
   json dims = {{"B", 4096}, {"N", 196608}};
-  a.store_baseline(t, dims, d, "ieee", 1.57, 1.50);
-  a.store_baseline(t, dims, d, "tf32", 1.2, std::nullopt);
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.57);
-  EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->second.has_value());
+  a.store_baseline(t, dims, d, "ieee", {1.57, 1.50});
+  a.store_baseline(t, dims, d, "tf32", {1.2, std::nullopt});
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
+  EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->scripted_ms.has_value());
   EXPECT_FALSE(a.baseline(t, {{"B", 1}, {"N", 1}}, d, "ieee").has_value());
-  a.store_baseline(t, dims, d, "ieee", 1.60, 1.52);  // timed again in a judgment: the first timing stays
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.57);
-  a.store_baseline(t, dims, d, "ieee", 1.55, 1.49, /*replace=*/true);  // re-timed by `kforge baseline`
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.55);
+  a.store_baseline(t, dims, d, "ieee", {1.60, 1.52});  // timed again in a judgment: the first timing stays
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
+  a.store_baseline(t, dims, d, "ieee", {1.55, 1.49}, /*replace=*/true);  // re-timed by `kforge baseline`
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.55);
   EXPECT_EQ(count(a, "SELECT count(*) FROM baselines"), 2);
   // Another H200 reads the first H200's timing, also once it timed its own (a run resumed on
   // another machine renders the same prompts); another kind of GPU never does.
   DeviceId same_kind = a.upsert_device("GPU-2", "H200", "sm_90a", 132, std::nullopt, "580");
   DeviceId other_kind = a.upsert_device("GPU-3", "A100", "sm_80", 108, std::nullopt, "580");
-  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->first, 1.55);
+  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->eager_ms, 1.55);
   EXPECT_FALSE(a.baseline(t, dims, other_kind, "ieee").has_value());
-  a.store_baseline(t, dims, same_kind, "ieee", 1.51, 1.47);
-  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->first, 1.55);
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->first, 1.55);
+  a.store_baseline(t, dims, same_kind, "ieee", {1.51, 1.47});
+  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->eager_ms, 1.55);
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.55);
+}
+
+// Schema 5: torch.compile's time, or why there is none, beside eager and scripted; re-timing
+// replaces both, a judgment's timing never does.
+TEST(Archive, BaselinesKeepTorchCompileOrWhyItIsAbsent) {
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
+  DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
+  json dims = {{"N", 4096}};
+  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, std::nullopt, "no Python with PyTorch 2 on this machine"});
+  std::optional<BaselineTimes> b = a.baseline(t, dims, d, "ieee");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(b->compiled_ms.has_value());
+  EXPECT_EQ(b->compiled_absent, "no Python with PyTorch 2 on this machine");
+  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, 0.9, ""});  // a judgment's: the first stays
+  EXPECT_FALSE(a.baseline(t, dims, d, "ieee")->compiled_ms.has_value());
+  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, 0.9, ""}, /*replace=*/true);  // `kforge baseline`
+  b = a.baseline(t, dims, d, "ieee");
+  EXPECT_EQ(b->compiled_ms, 0.9);
+  EXPECT_EQ(b->compiled_absent, "");
+  EXPECT_EQ(count(a, "SELECT count(*) FROM baselines WHERE compiled_absent IS NULL AND compiled_ms = 0.9"), 1);
 }
 
 TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
@@ -412,8 +435,10 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
-  EXPECT_NE(out.find("| task | eager ms | scripted ms | seed ms |"), std::string::npos) << out;
-  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | 0.9000 | 2.22 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| task | eager ms | scripted ms | compile ms | seed ms | x eager | x scripted | x compile |"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | - | 0.9000 | 2.22 | - | - |"), std::string::npos) << out;
   EXPECT_NE(out.find("| level1/relu | - | - | - |"), std::string::npos) << out;
   EXPECT_NE(out.find("Geometric mean over the 1 of 2 tasks with a kernel: 2.22x eager"), std::string::npos) << out;
 }

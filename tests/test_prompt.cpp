@@ -327,13 +327,14 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
   };
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos)
       << "no baseline yet: the fallback";
-  ar.store_baseline(task, f.task.dims, other, "ieee", 0.2, 0.19);           // another GPU
-  ar.store_baseline(task, f.task.dims, h200, "tf32", 0.03, 0.03);           // another math mode
-  ar.store_baseline(task, {{"B", 1}, {"N", 3}}, h200, "ieee", 0.01, 0.01);  // other dims
+  ar.store_baseline(task, f.task.dims, other, "ieee", {0.2, 0.19});           // another GPU
+  ar.store_baseline(task, f.task.dims, h200, "tf32", {0.03, 0.03});           // another math mode
+  ar.store_baseline(task, {{"B", 1}, {"N", 3}}, h200, "ieee", {0.01, 0.01});  // other dims
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos) << eager();
-  ar.store_baseline(task, f.task.dims, h200, "ieee", 0.123, 0.111);
+  ar.store_baseline(task, f.task.dims, h200, "ieee", {0.123, 0.111, 0.097});
   EXPECT_EQ(eager(),
-            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms (measured on NVIDIA H200, "
+            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile (TorchInductor) 0.097 ms "
+            "(measured on NVIDIA H200, "
             "TF32 off). "
             "Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
   // Another H200 (a run resumed on another machine) quotes the same first timing of the kind, also
@@ -342,10 +343,38 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
   auto h200_b = ar.upsert_device("GPU-h200-b", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
   in.device_id = h200_b.value;
   EXPECT_EQ(eager(), first);
-  ar.store_baseline(task, f.task.dims, h200_b, "ieee", 0.125, 0.112);
+  ar.store_baseline(task, f.task.dims, h200_b, "ieee", {0.125, 0.112});
   EXPECT_EQ(eager(), first);
   in.device_id.reset();  // no target GPU: no baselines
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos);
+}
+
+// Where torch.compile's baseline is missing the prompt says so and why (never a made-up number); a
+// baseline timed before schema 5 (no time, no reason) says nothing about torch.compile.
+TEST(Prompt, AMissingTorchCompileTimeIsSaidWithItsReason) {
+  Fixture f = Fixture::load("smoke/softmax");
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  for (bool with_reason : {true, false}) {
+    TempDir dir;
+    auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+    auto task = ar.upsert_task(f.task);
+    auto h200 = ar.upsert_device("GPU-h200", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
+    ar.store_baseline(task, f.task.dims, h200, "ieee",
+                      {0.123, 0.111, std::nullopt, with_reason ? "no Python with PyTorch 2 found (python3: torch 1.13)" : ""});
+    PromptInputs in = inputs(f, &ar);
+    in.device_id = h200.value;
+    std::string p = t.render(PromptKind::Translate, prompt_context(in));
+    size_t at = p.find("PyTorch eager time: ");
+    std::string line = p.substr(at, p.find('\n', at) - at);
+    if (with_reason)
+      EXPECT_NE(line.find("PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile not measured (no "
+                          "Python with PyTorch 2 found (python3: torch 1.13)) (measured on NVIDIA H200"),
+                std::string::npos)
+          << line;
+    else
+      EXPECT_EQ(line.find("torch.compile"), std::string::npos) << line;
+    EXPECT_EQ(line.find("TorchInductor"), std::string::npos) << line;
+  }
 }
 
 // ---- Failure memory ----

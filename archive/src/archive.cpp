@@ -19,7 +19,8 @@ using nlohmann::json;
 // Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
 const std::vector<std::string_view>& migrations() {
   static const std::vector<std::string_view> m = {embedded::archive_schema_v1, embedded::archive_schema_v2,
-                                                   embedded::archive_schema_v3, embedded::archive_schema_v4};
+                                                   embedded::archive_schema_v3, embedded::archive_schema_v4,
+                                                   embedded::archive_schema_v5};
   return m;
 }
 
@@ -191,13 +192,13 @@ static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecor
   Statement s = db.prepare(
       "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, time_iqr_ms, time_min_ms, "
       "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, harness_version, toolchain, "
-      "created_at, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?)");
+      "created_at, compiled_ms, speedup_compiled, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?, ?, ?)");
   s.bind(1, c.value);
   if (e.device) s.bind(2, e.device->value);
   else s.bind_null(2);
   bind_evaluation_columns(s, e);
-  s.bind(19, e.import_source).bind(20, e.import_trust);
+  s.bind(21, e.import_source).bind(22, e.import_trust);
   s.run();
 }
 
@@ -265,27 +266,30 @@ void Archive::record_llm_call(const LlmCall& call) {
 }
 
 void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode,
-                             std::optional<double> eager_ms, std::optional<double> scripted_ms, bool replace) {
+                             const BaselineTimes& times, bool replace) {
   Statement s = db_->prepare(
-      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms) VALUES (?, ?, ?, ?, ?, ?) ") +
+      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms, compiled_ms, "
+                  "compiled_absent) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ") +
       (replace ? "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = excluded.eager_ms, "
-                 "scripted_ms = excluded.scripted_ms, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                 "scripted_ms = excluded.scripted_ms, compiled_ms = excluded.compiled_ms, "
+                 "compiled_absent = excluded.compiled_absent, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
                : "ON CONFLICT (task_id, dims, device_id, math_mode) DO NOTHING"));
-  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode).bind(5, eager_ms).bind(6, scripted_ms);
+  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode).bind(5, times.eager_ms);
+  s.bind(6, times.scripted_ms).bind(7, times.compiled_ms);
+  if (times.compiled_absent.empty()) s.bind_null(8);
+  else s.bind(8, times.compiled_absent);
   s.run();
 }
 
-std::optional<std::pair<std::optional<double>, std::optional<double>>> Archive::baseline(TaskId task, const json& dims,
-                                                                                         DeviceId device,
-                                                                                         const std::string& math_mode) {
+std::optional<BaselineTimes> Archive::baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode) {
   // The first timed on a GPU of this device's kind (the same name and arch), whichever machine asks.
   Statement s = db_->prepare(
-      "SELECT b.eager_ms, b.scripted_ms FROM baselines b JOIN devices d ON d.id = b.device_id JOIN devices k ON "
-      "k.name = d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? AND k.id = ? AND b.math_mode = ? "
-      "ORDER BY b.id LIMIT 1");
+      "SELECT b.eager_ms, b.scripted_ms, b.compiled_ms, b.compiled_absent FROM baselines b JOIN devices d ON "
+      "d.id = b.device_id JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? "
+      "AND k.id = ? AND b.math_mode = ? ORDER BY b.id LIMIT 1");
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
   if (!s.step()) return std::nullopt;
-  return std::make_pair(s.maybe_real(0), s.maybe_real(1));
+  return BaselineTimes{s.maybe_real(0), s.maybe_real(1), s.maybe_real(2), s.is_null(3) ? "" : s.text(3)};
 }
 
 KernelSummary Archive::summary_row(Statement& s) {
@@ -344,7 +348,9 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
       "  AND (?2 = '' OR c.prompt_kind = ?2) AND (?3 = 0 OR (e.admitted = 1 AND e.flags = '[]'))) "
       "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, b.speedup_eager, b.speedup_scripted, "
       "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at "
-      "  , b.id, b.candidate_id FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id "
+      "  , b.id, b.candidate_id, b.compiled_ms, b.speedup_compiled, "
+      "  CASE WHEN json_valid(b.evidence) THEN json_extract(b.evidence, '$.timing.compiled_absent') END "
+      "  FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id "
       "ORDER BY n.name");
   s.bind(1, suite).bind(2, prompt_kind).bind(3, int64_t{winners_only});
   nlohmann::json out = nlohmann::json::array();
@@ -362,7 +368,9 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
                    {"admitted", s.is_null(12) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(12) != 0)},
                    {"harness_version", s.is_null(13) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(13))},
                    {"device", s.is_null(14) ? nlohmann::json(nullptr) : nlohmann::json(s.text(14))}, {"dims", text_json(15)},
-                   {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))}});
+                   {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))},
+                   {"compiled_ms", real(19)}, {"speedup_compiled", real(20)},
+                   {"compiled_absent", s.is_null(21) || s.text(21).empty() ? nlohmann::json(nullptr) : nlohmann::json(s.text(21))}});
   return out;
 }
 
@@ -461,7 +469,7 @@ json Archive::show(CandidateId id) {
   Statement es = db_->prepare(
       "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, e.time_min_ms, e.eager_ms, "
       "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, e.harness_version, e.toolchain, "
-      "e.created_at, e.import_source, e.import_trust, e.id FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id "
+      "e.created_at, e.import_source, e.import_trust, e.id, e.compiled_ms, e.speedup_compiled FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id "
       "WHERE e.candidate_id = ? ORDER BY e.id");
   es.bind(1, id.value);
   auto real = [&](int col) { return es.is_null(col) ? json(nullptr) : json(es.real(col)); };
@@ -473,6 +481,7 @@ json Archive::show(CandidateId id) {
                                 {"dims", stored(es, 4, "evaluations", "dims", row)}, {"time_ms", real(5)},
                                 {"time_iqr_ms", real(6)}, {"time_min_ms", real(7)}, {"eager_ms", real(8)},
                                 {"scripted_ms", real(9)}, {"speedup_eager", real(10)}, {"speedup_scripted", real(11)},
+                                {"compiled_ms", real(20)}, {"speedup_compiled", real(21)},
                                 {"roofline_fraction", real(12)}, {"admitted", es.integer(13) != 0},
                                 {"harness_version", es.integer(14)}, {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
                                 {"created_at", es.text(16)}, {"import", provenance(es, 17, 18)}});

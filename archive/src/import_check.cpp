@@ -378,6 +378,9 @@ ImportedLine check_kforge_line(const json& j, const LineChecker& f, const std::s
     r.scripted_ms = f.measure(e, at, "scripted_ms", false);
     r.speedup_eager = f.measure(e, at, "speedup_eager", false);
     r.speedup_scripted = f.measure(e, at, "speedup_scripted", false);
+    // torch.compile's (schema 5): absent from lines an older kforge wrote.
+    r.compiled_ms = f.measure(e, at, "compiled_ms", false);
+    r.speedup_compiled = f.measure(e, at, "speedup_compiled", false);
     r.roofline_fraction = f.measure(e, at, "roofline_fraction", true);
     r.admitted = f.boolean(e, at, "admitted", false);
     r.harness_version = static_cast<int>(f.integer(e, at, "harness_version", true, 0, 0, INT_MAX));

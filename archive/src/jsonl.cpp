@@ -75,7 +75,8 @@ void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineC
   c.import_source = source_name;
   c.import_trust = "claimed";
   for (const char* k : {"Op_Name", "Level_ID", "Task_ID", "Kernel_Name", "CUDA_Runtime", "PyTorch_Native_Runtime",
-                        "CUDA_Speedup_Native", "Correct", "Max_Diff", "Error"})
+                        "PyTorch_Compile_Runtime", "CUDA_Speedup_Native", "CUDA_Speedup_Compile", "Correct", "Max_Diff",
+                        "Error"})
     if (j.contains(k)) c.imported_claims[k] = j[k];
   c.imported_claims["source"] = source_name;
   Statement known = ar.db().prepare("SELECT 1 FROM candidates WHERE task_id = ? AND identity = ?");
@@ -166,6 +167,8 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
     line["CUDA_Runtime"] = best.is_null() ? json(nullptr) : best["time_ms"];
     line["PyTorch_Native_Runtime"] = best.is_null() ? json(nullptr) : best["eager_ms"];
     line["CUDA_Speedup_Native"] = best.is_null() ? json(nullptr) : best["speedup_eager"];
+    line["PyTorch_Compile_Runtime"] = best.is_null() ? json(nullptr) : best["compiled_ms"];  // torch.compile's
+    line["CUDA_Speedup_Compile"] = best.is_null() ? json(nullptr) : best["speedup_compiled"];
     line["Correct"] = !best.is_null();
     line["Max_Diff"] = best.is_null() || !best["evidence"].is_object() || !best["evidence"].contains("max_abs_error")
                            ? json(nullptr)
@@ -247,7 +250,7 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
           "AND e.outcome = ? AND e.flags = ? AND e.evidence = ? AND e.dims = ? AND e.time_ms IS ? AND e.time_iqr_ms IS ? "
           "AND e.time_min_ms IS ? AND e.eager_ms IS ? AND e.scripted_ms IS ? AND e.speedup_eager IS ? "
           "AND e.speedup_scripted IS ? AND e.roofline_fraction IS ? AND e.admitted = ? AND e.harness_version = ? "
-          "AND e.toolchain = ? AND e.created_at = ?");
+          "AND e.toolchain = ? AND e.created_at = ? AND e.compiled_ms IS ? AND e.speedup_compiled IS ?");
       s.bind(1, known->value);
       if (ie.device) s.bind(2, ie.device->uuid);
       else s.bind_null(2);

@@ -36,6 +36,8 @@ std::string numbers_of(const json& c) {
   if (!e["time_ms"].is_null()) s += "; time " + std::to_string(e["time_ms"].get<double>()) + " ms";
   if (!e["speedup_eager"].is_null())
     s += "; " + std::to_string(e["speedup_eager"].get<double>()) + "x eager";
+  if (e.value("speedup_compiled", json()).is_number())
+    s += "; " + std::to_string(e["speedup_compiled"].get<double>()) + "x torch.compile";
   if (!e["roofline_fraction"].is_null())
     s += "; " + std::to_string(e["roofline_fraction"].get<double>()) + " of the roofline floor";
   return s + ".";
@@ -288,6 +290,21 @@ std::string label(const std::string& kind) {
   return kind == "compile" ? "compile error" : kind;
 }
 
+// Beside eager's time: torch.compile's (the number to beat), or, where the judge said why it has
+// none, that it was not measured and why; nothing where neither is known (older rows).
+std::string compiled_words(const std::optional<double>& ms, const std::string& absent) {
+  if (ms) return ", torch.compile (TorchInductor) " + format_ms(*ms) + " ms";
+  if (!absent.empty()) return ", torch.compile not measured (" + one_line(absent, 160) + ")";
+  return "";
+}
+
+std::optional<double> number(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
+}
+
+std::string text_or_empty(const archive::Statement& s, int col) { return s.is_null(col) ? "" : s.text(col); }
+
 }  // namespace
 
 bool fill_measured(const PromptInputs& in, bool floor_known,
@@ -297,7 +314,7 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
   bool baselines = false;
   if (in.device_id) {
     archive::Statement b = ar.db().prepare(
-        "SELECT b.eager_ms, b.scripted_ms, d.name FROM baselines b JOIN tasks k ON k.id = "
+        "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines b JOIN tasks k ON k.id = "
         "b.task_id "
         "JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = "
         "?3 AND b.dims = ?4 "
@@ -313,7 +330,7 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
       v["eager_time"] =
           format_ms(b.real(0)) + " ms" +
           (b.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(b.real(1)) + " ms") +
-          " (measured on " + b.text(2) + ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
+          compiled_words(b.maybe_real(3), text_or_empty(b, 4)) + " (measured on " + b.text(2) + ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
       baselines = true;
     }
   }
@@ -321,7 +338,8 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
   // repeat).
   archive::Statement s = ar.db().prepare(
       "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a "
-      "GPU'), c.id "
+      "GPU'), c.id, e.compiled_ms, CASE WHEN json_valid(e.evidence) THEN "
+      "json_extract(e.evidence, '$.timing.compiled_absent') END "
       "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = "
       "c.task_id "
       "LEFT JOIN devices d ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version "
@@ -335,7 +353,8 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
   if (!baselines)
     v["eager_time"] =
         format_ms(s.real(0)) + " ms" +
-        (s.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(s.real(1)) + " ms") + on;
+        (s.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(s.real(1)) + " ms") +
+        compiled_words(s.maybe_real(5), text_or_empty(s, 6)) + on;
   if (!s.is_null(2) && !floor_known) v["roofline_floor"] = format_ms(s.real(2)) + " ms" + on;
   return baselines;
 }
@@ -362,7 +381,8 @@ void fill_parent(const PromptInputs& in, const std::string& prefix,
   v[prefix + "profile"] = profile_words(in.archive->profile(*id, in.device_id));
   if (prefix != "parent_") return;
   if (const json* e = newest_with(c, "eager_ms"); e && !baselines_measured)
-    v["eager_time"] = format_ms((*e)["eager_ms"].get<double>()) + " ms" + measured_on(*e, *id);
+    v["eager_time"] = format_ms((*e)["eager_ms"].get<double>()) + " ms" +
+                      compiled_words(number(*e, "compiled_ms"), "") + measured_on(*e, *id);
   if (const json* e = newest_with(c, "roofline_fraction"))
     v["roofline_floor"] =
         format_ms((*e)["roofline_fraction"].get<double>() * (*e)["time_ms"].get<double>()) + " ms" +

@@ -278,6 +278,7 @@ class Loop {
       s.status.best_ms = j.time_ms;
       s.status.eager_ms = j.eager_ms;
       s.status.scripted_ms = j.scripted_ms;
+      s.status.compiled_ms = j.compiled_ms;
       s.status.roofline_fraction = j.roofline_fraction;
     }
   }
@@ -580,7 +581,7 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
     if (hooks.stop && hooks.stop->load() > 0) return;
     if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
     if (std::optional<verify::Baselines> b = gpu->baselines(*s.task))
-      ev.archive().store_baseline(s.task_id, s.task->dims, device, b->math_mode, b->eager.median_ms, b->scripted.median_ms);
+      ev.archive().store_baseline(s.task_id, s.task->dims, device, b->math_mode, baseline_times(*b));
   }
 }
 

@@ -50,7 +50,8 @@ void add_screen(archive::Database& db, int64_t candidate, int64_t device, int64_
 
 std::optional<Judgment> find_judgment(archive::Database& db, int64_t candidate, int64_t device) {
   Statement s = db.prepare(
-      std::string("SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, admitted, flags ") +
+      std::string("SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, admitted, flags, ") +
+      "compiled_ms " +
       "FROM evaluations WHERE candidate_id = ? AND device_id IN " + kSameKind +
       " AND harness_version = ? AND import_source IS NULL ORDER BY device_id = ? DESC, id DESC LIMIT 1");
   s.bind(1, candidate).bind(2, device).bind(3, int64_t{verify::kHarnessVersion}).bind(4, device);
@@ -61,6 +62,7 @@ std::optional<Judgment> find_judgment(archive::Database& db, int64_t candidate, 
   j.speedup_eager = s.maybe_real(4), j.roofline_fraction = s.maybe_real(5);
   j.admitted = s.integer(6) != 0;
   j.flagged = s.text(7) != "[]";
+  j.compiled_ms = s.maybe_real(8);
   return j;
 }
 
@@ -73,6 +75,7 @@ Judgment judgment_of(const Evaluation& e) {
   if (const auto& t = e.verdict.timing) {
     j.time_ms = t->time.median_ms, j.eager_ms = t->eager.median_ms, j.scripted_ms = t->scripted.median_ms;
     j.speedup_eager = t->speedup_eager, j.roofline_fraction = t->roofline_fraction;
+    if (t->compiled) j.compiled_ms = t->compiled->median_ms;
   }
   return j;
 }

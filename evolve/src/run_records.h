@@ -22,7 +22,7 @@ struct Screen {
 
 struct Judgment {
   verify::Outcome outcome = verify::Outcome::HarnessError;
-  std::optional<double> time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction;
+  std::optional<double> time_ms, eager_ms, scripted_ms, compiled_ms, speedup_eager, roofline_fraction;
   bool admitted = false;
   bool flagged = false;
   std::string summary;

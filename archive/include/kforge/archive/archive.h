@@ -23,7 +23,7 @@ struct CandidateId { int64_t value = 0; };
 struct RunId { int64_t value = 0; };
 struct DeviceId { int64_t value = 0; };
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
 inline constexpr int64_t kApplicationId = 0x6B666F72;
 
@@ -47,12 +47,23 @@ struct EvaluationRecord {
   nlohmann::json dims = nlohmann::json::object();
   std::optional<double> time_ms, time_iqr_ms, time_min_ms, eager_ms, scripted_ms, speedup_eager, speedup_scripted,
       roofline_fraction;
+  // torch.compile's baseline (schema 5): none where it was not measured (the reason is in the
+  // evidence's timing, "compiled_absent") or the row is older than schema 5.
+  std::optional<double> compiled_ms, speedup_compiled;
   bool admitted = false;
   int harness_version = 0;
   nlohmann::json toolchain = nlohmann::json::object();
   std::optional<std::string> created_at;
   // Imported evaluations: the file, and "claimed" (never a winner) or "trusted" (import --trust).
   std::optional<std::string> import_source, import_trust;
+};
+
+// A task's reference times at some dims on a GPU kind, in one math mode: eager, TorchScript's fuser
+// and torch.compile's (TorchInductor); `compiled_absent` says why there is no compiled time ("" when
+// there is one, or when it was timed before schema 5).
+struct BaselineTimes {
+  std::optional<double> eager_ms = {}, scripted_ms = {}, compiled_ms = {};
+  std::string compiled_absent = {};
 };
 
 struct NewCandidate {
@@ -137,9 +148,9 @@ class Archive {
   // baseline() reads the first one timed on a GPU of the device's kind (same name and arch), on
   // whichever machine of the kind asks.
   void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device, const std::string& math_mode,
-                      std::optional<double> eager_ms, std::optional<double> scripted_ms, bool replace = false);
-  std::optional<std::pair<std::optional<double>, std::optional<double>>> baseline(TaskId task, const nlohmann::json& dims,
-                                                                                  DeviceId device, const std::string& math_mode);
+                      const BaselineTimes& times, bool replace = false);
+  std::optional<BaselineTimes> baseline(TaskId task, const nlohmann::json& dims, DeviceId device,
+                                        const std::string& math_mode);
 
   // A winner: correct, admitted, unflagged, kforge-verified; the fastest for the task (and device).
   std::optional<KernelSummary> best(TaskId task, std::optional<DeviceId> device = std::nullopt);
@@ -166,9 +177,10 @@ class Archive {
   std::vector<CandidateId> lineage(CandidateId id);  // the candidate and its ancestors, nearest first
   nlohmann::json tasks_overview();
   // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest
-  // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines,
-  // speedups, roofline fraction, tunables, device and harness version; tasks without one too
-  // (nulls), so a table shows what is missing. `winners_only`: admitted and unflagged evaluations
+  // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines (eager,
+  // scripted, compiled; "compiled_absent": why compiled is null, as the judge said), speedups,
+  // roofline fraction, tunables, device and harness version; tasks without one too (nulls), so a
+  // table shows what is missing. `winners_only`: admitted and unflagged evaluations
   // only (what `kforge evolve` and export count as a winner).
   nlohmann::json results(const std::string& suite, const std::string& prompt_kind, bool winners_only = false);
   nlohmann::json runs();

@@ -73,6 +73,9 @@ std::string recorded_identity(const Checked& c);
 // The admission verdict as stored in the evaluation's evidence and printed by --json.
 nlohmann::json admission_json(const verify::Verdict& admission);
 
+// The reference times as the archive stores them (eager, scripted, torch.compile's or why not).
+archive::BaselineTimes baseline_times(const verify::Baselines& b);
+
 // The GPU side of an evaluation, behind an interface so that the loop's tests fake only the GPU.
 class Gpu {
  public:
@@ -81,7 +84,8 @@ class Gpu {
   virtual verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& report) = 0;
   // After verify() found it correct: `unseen` holds configurations no candidate saw.
   virtual verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report) = 0;
-  // The task's eager and scripted references timed at its timed dims; none where it cannot be.
+  // The task's references (eager, scripted and torch.compile's where it can be) timed at its timed
+  // dims; none where it cannot be.
   virtual std::optional<verify::Baselines> baselines(const tasks::Task& task) = 0;
   // Nsight Compute's profile of a correct candidate at the timed dims (verify::Judge::profile), or
   // {"error": why}; profiler() is the tool's path, "" where this GPU cannot profile.

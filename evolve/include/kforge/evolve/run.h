@@ -83,6 +83,7 @@ struct TaskStatus {
   int64_t screened = 0, judged = 0, correct = 0, failed = 0;
   std::optional<int64_t> best;  // candidate id of the best admitted (or, without admission, correct) kernel
   std::optional<double> best_ms, eager_ms, scripted_ms, roofline_fraction;
+  std::optional<double> compiled_ms;  // torch.compile's time; none where it was not measured
   std::string stopped;  // why it stopped ("" while it runs)
 };
 
