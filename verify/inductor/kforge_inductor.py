@@ -90,13 +90,19 @@ def example_inputs(spec, torch, device):
     return out
 
 
-def build(spec):
+def on_gpu(spec):
+    """PyTorch, the reference's forward() and the spec's GPU, its math mode set."""
     torch = load_torch(spec)
     forward = reference(spec, torch)
     require_gpu(torch)
     device = torch.device("cuda", spec.get("device", 0))
     torch.cuda.set_device(device)
     math_mode(torch, spec.get("allow_tf32", False))
+    return torch, forward, device
+
+
+def build(spec):
+    torch, forward, device = on_gpu(spec)
 
     class Reference(torch.nn.Module):
         def forward(self, *inputs):
@@ -125,12 +131,7 @@ def time_compiled(spec):
     before a run, then the stream held by a spin while the host queues the L2 flush (a read of twice
     the L2), the events and the call; the median of as many runs as 100 ms needs (10..200)."""
     import statistics
-    torch = load_torch(spec)
-    forward = reference(spec, torch)
-    require_gpu(torch)
-    device = torch.device("cuda", spec.get("device", 0))
-    torch.cuda.set_device(device)
-    math_mode(torch, spec.get("allow_tf32", False))
+    torch, forward, device = on_gpu(spec)
     flat = torch.load(spec["inputs_file"], weights_only=False)  # kforge wrote it: tensors only
     per_set = len(spec["inputs"])
     pool = [[t.to(device) for t in flat[k:k + per_set]] for k in range(0, len(flat), per_set)]
