@@ -9,12 +9,9 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include <atomic>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
@@ -100,28 +97,15 @@ int main(int argc, char** argv) {
   if (python.empty()) python = python_candidates().at(0);
 
   // 1. The packages, `jobs` at a time.
-  std::vector<verify::CompiledPackage> packages(all.size());
-  std::atomic<size_t> next{0};
-  std::mutex print;
+  options.compiled.build_jobs = jobs;
+  std::vector<const tasks::Task*> pointers;
+  for (const tasks::Task& t : all) pointers.push_back(&t);
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> workers;
-  for (int w = 0; w < jobs; ++w)
-    workers.emplace_back([&] {
-      for (size_t k; (k = next++) < all.size();) {
-        try {
-          std::vector<torch::Tensor> inputs;
-          for (size_t i = 0; i < all[k].inputs.size(); ++i)
-            inputs.push_back(verify::generate_cuda(all[k], i, all[k].dims, 51, 0, 0));
-          packages[k] = verify::compiled_package(all[k], inputs, 0, options.compiled);
-        } catch (const std::exception& e) {
-          packages[k].absent = e.what();
-        }
-        std::lock_guard<std::mutex> lock(print);
-        std::cerr << "built " << all[k].id() << " in " << fixed(packages[k].build_s, 1) << " s"
-                  << (packages[k].absent.empty() ? "" : ": absent: " + packages[k].absent) << std::endl;
-      }
-    });
-  for (auto& w : workers) w.join();
+  std::vector<verify::CompiledPackage> packages =
+      verify::compiled_packages(pointers, 0, options.compiled, [](const tasks::Task& t, const verify::CompiledPackage& p) {
+        std::cerr << "built " << t.id() << " in " << fixed(p.build_s, 1) << " s"
+                  << (p.absent.empty() ? "" : ": absent: " + p.absent) << std::endl;
+      });
   double build_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << all.size() << " package(s) in " << fixed(build_wall, 1) << " s wall, " << jobs << " at a time" << std::endl;
   if (build_only) return 0;

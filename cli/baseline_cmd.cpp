@@ -8,6 +8,7 @@
 
 #include "command_list.h"
 #include "commands.h"
+#include "compiled_baselines.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
 #include "kforge/compile/nvrtc.h"
@@ -22,7 +23,7 @@ namespace {
 
 struct BaselineArgs {
   std::string suite, tasks_dir, db;
-  bool no_store = false, json = false;
+  bool no_store = false, json = false, no_compile = false;
 };
 
 std::string ms(double v) {
@@ -47,8 +48,13 @@ int run_baseline(const BaselineArgs& a) {
   std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
   nlohmann::json rows = nlohmann::json::array();
   verify::VerifyOptions options;
-  for (const auto& file : files) {
-    tasks::Task task = tasks::load_task(file);
+  apply_no_compile(a.no_compile, options);
+  std::vector<tasks::Task> all;
+  for (const auto& file : files) all.push_back(tasks::load_task(file));
+  std::vector<const tasks::Task*> pointers;
+  for (const tasks::Task& t : all) pointers.push_back(&t);
+  prepare_compiled_baselines(options, pointers, a.json ? std::cerr : std::cout);
+  for (const tasks::Task& task : all) {
     verify::Baselines b = verify::measure_baselines(task, options);
     if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, evolve::baseline_times(b), /*replace=*/true);
     std::string why = b.compiled ? "" : b.compiled_absent.empty() ? "not measured" : b.compiled_absent;
@@ -87,6 +93,7 @@ void add_baseline_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Print only; do not write the archive");
+  add_no_compile_flag(cmd, a->no_compile);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   add_wide_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = run_baseline(*a); });

@@ -19,6 +19,7 @@
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
+#include "compiled_baselines.h"
 #include "progress.h"
 #include "table.h"
 #include "kforge/common/files.h"
@@ -42,7 +43,7 @@ struct CorpusArgs {
   std::string tasks_dir, db, jsonl, expect, kind = "manual";
   std::optional<uint64_t> seed;
   int jobs = 0, tune = 1;
-  bool no_timing = false, admit = false, no_store = false;
+  bool no_timing = false, admit = false, no_store = false, no_compile = false;
 };
 
 // One answer file and what it should get.
@@ -161,8 +162,13 @@ int run_corpus(const CorpusArgs& a) {
   verify::VerifyOptions options;
   options.seed = a.seed;
   options.time = !a.no_timing;
+  apply_no_compile(a.no_compile, options);
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
   evaluator.attach_gpu(gpu.get());
+  std::vector<const tasks::Task*> judged_tasks;
+  for (const Loaded& l : loaded)
+    if (l.proposal) judged_tasks.push_back(l.proposal->task.get());
+  prepare_compiled_baselines(options, judged_tasks, std::cout);
   std::cout << "kforge corpus: " << entries.size() << " answer(s), " << jobs << " compile worker(s), compute-sanitizer "
             << (sanitizer ? "present" : "absent") << (options.time ? "" : ", correctness only") << std::endl;
   Table table({"FILE", "TASK", "EXPECTED", "VERDICT", "", "JUDGED", "TIME ms", "EAGER ms", "x EAGER", "ROOFLINE"});
@@ -248,6 +254,7 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--expect", a->expect, "Outcome every answer without a manifest entry must get (e.g. correct)");
   cmd->add_flag("--admit", a->admit, "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only");
+  add_no_compile_flag(cmd, a->no_compile);
   cmd->add_option("--tune-points", a->tune,
                   "Screen up to N points of each answer's tune space (correctness on the timed dims, a short timing) "
                   "and judge the fastest in full")

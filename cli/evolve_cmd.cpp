@@ -12,6 +12,7 @@
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
+#include "compiled_baselines.h"
 #include "kforge/archive/location.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/strings.h"
@@ -36,7 +37,7 @@ struct EvolveArgs {
   std::optional<int> generations, jobs;
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
-  bool no_admit = false;
+  bool no_admit = false, no_compile = false;
 };
 
 std::atomic<int> g_stop{0};
@@ -174,6 +175,7 @@ int run_evolve(const EvolveArgs& a) {
   for (const std::string& spec : config.tasks)
     for (const auto& f : tasks::resolve_tasks(spec, root)) tasks.push_back(std::make_shared<const tasks::Task>(tasks::load_task(f)));
   verify::VerifyOptions vo;
+  apply_no_compile(a.no_compile, vo);
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(vo);
   evaluator.attach_gpu(gpu.get());
 
@@ -207,6 +209,9 @@ int run_evolve(const EvolveArgs& a) {
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm = make_proposer(config, a, batch);
   if (llm) llm->set_target(recorded_target(config), evaluator.device_id());
+  std::vector<const tasks::Task*> task_list;
+  for (const auto& t : tasks) task_list.push_back(t.get());
+  prepare_compiled_baselines(vo, task_list, std::cout);
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
@@ -414,6 +419,7 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--target-speedup", a->target_speedup, "A task stops once its best is this many times eager");
   cmd->add_flag("--no-admit", a->no_admit, "No admission for new bests (they are not winners then)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
+  add_no_compile_flag(cmd, a->no_compile);
   cmd->add_option("--log-json", a->log_json, "Append every screen and judgment as a JSON line to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");

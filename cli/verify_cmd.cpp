@@ -9,6 +9,7 @@
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
+#include "compiled_baselines.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
@@ -30,6 +31,7 @@ struct VerifyArgs {
   std::optional<uint64_t> seed;
   double watchdog_s = 0;
   std::string db;
+  bool no_compile = false;
   bool json = false, no_sanitizer = false, no_timing = false, no_store = false, admit = false;
 };
 
@@ -102,8 +104,10 @@ int run_verify(const VerifyArgs& a) {
   options.seed = a.seed;
   options.sanitizer = !a.no_sanitizer;
   options.time = !a.no_timing;
+  apply_no_compile(a.no_compile, options);
   if (a.watchdog_s > 0) options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
+  prepare_compiled_baselines(options, {task.get()}, a.json ? std::cerr : std::cout);
   evolve::EvaluatorOptions eo;
   eo.facts = facts_for("");
   eo.db = a.db;
@@ -130,6 +134,7 @@ void add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_flag("--no-sanitizer", a->no_sanitizer, "Do not re-run faulting candidates under compute-sanitizer memcheck");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only: no timing, baselines or roofline");
+  add_no_compile_flag(cmd, a->no_compile);
   cmd->add_flag("--admit", a->admit,
                 "After a correct verdict, admission: a fresh runner, 3 dims configurations never shown, and "
                 "compute-sanitizer memcheck, initcheck and racecheck where present");

@@ -1,6 +1,6 @@
 # Sourced by the scripts/gpu-*.sh: the repository root as working folder, where logs go ($OUT: on
-# the device the folder that comes back), the build folder, and build_kforge, which builds only
-# kforge and its two helper processes when they are missing (a call that needs no tests).
+# the device the folder that comes back), the build folder, torch.compile's package cache, and
+# build_kforge, which builds kforge, its two helper processes and any targets named.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -8,10 +8,20 @@ BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CMAKE_POLICY_VERSION_MINIMUM=3.5  # LibTorch's bundled Find modules predate CMake 4
 K="$BUILD_DIR/kforge"
 
+# torch.compile's packages (verify/compiled_reference.h) where this machine keeps them; a cache that
+# an earlier call packed (scripts/gpu-compiled.sh build) and that travelled in .gpu-in/ is unpacked.
+export KFORGE_CACHE_DIR=${KFORGE_CACHE_DIR:-$PWD/.cache/kforge}
+mkdir -p "$KFORGE_CACHE_DIR"
+if [ -f .gpu-in/compiled-cache.tgz ] && [ ! -d "$KFORGE_CACHE_DIR/compiled" ]; then
+  tar -C "$KFORGE_CACHE_DIR" -xzf .gpu-in/compiled-cache.tgz &&
+    echo "torch.compile packages from .gpu-in: $(find "$KFORGE_CACHE_DIR/compiled" -name '*.pt2' | wc -l)"
+fi
+
+# build_kforge [TARGET...]: kforge, its helper processes and the targets named (a no-op once built).
 build_kforge() {
-  [ -x "$K" ] && return 0
-  { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFORGE_BUILD_TESTS=OFF &&
-    cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-runner kforge-nvrtc-worker; } > "$OUT/build.log" 2>&1 ||
+  local t0=$SECONDS
+  { [ -f "$BUILD_DIR/build.ninja" ] || cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release; } > "$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge kforge-core kforge-runner kforge-nvrtc-worker "$@" >> "$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -30; return 1; }
-  echo "built in ${SECONDS}s"
+  echo "built in $((SECONDS - t0))s"
 }

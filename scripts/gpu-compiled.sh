@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Issue 20 on the GPU machine: torch.compile's baseline.
-#   scripts/gpu-compiled.sh build SUITE...   # every task's AOTInductor package, KFORGE_JOBS at a time (no timing)
+#   scripts/gpu-compiled.sh build SUITE...   # every task's AOTInductor package, KFORGE_JOBS at a time (no timing),
+#                                            # for at most KFORGE_BUILD_LIMIT s; then the cache packed into $OUT
 #   scripts/gpu-compiled.sh bench SUITE...   # build cost, kforge's three baselines, torch.compile from Python
-# Packages are cached in $KFORGE_CACHE_DIR (default .cache/kforge here, kept while the machine is);
-# run `build` beside other work, then `bench` alone (it times). Writes $OUT/compiled-MODE.log and
-# the bench's JSON lines to $OUT/compiled-bench.jsonl.
+# The machine is fresh on every call, so the packages travel: `build` packs the cache into
+# $OUT/compiled-cache.tgz; put it in .gpu-in/ (git-ignored, carried) and the next call's scripts
+# (gpu-common.sh) unpack it into $KFORGE_CACHE_DIR. Writes $OUT/compiled-MODE.log and the bench's
+# JSON lines to $OUT/compiled-bench.jsonl.
 set -uo pipefail
 mode=${1:-}; shift || true
 [ -n "$mode" ] && [ $# -gt 0 ] || { echo "usage: scripts/gpu-compiled.sh build|bench SUITE..." >&2; exit 2; }
 source "$(dirname "$0")/gpu-common.sh"
-export KFORGE_CACHE_DIR=${KFORGE_CACHE_DIR:-$PWD/.cache/kforge}
 B="$BUILD_DIR/bench/kforge-bench-compiled"
-[ -x "$B" ] || cmake --build "$BUILD_DIR" -j"$(nproc)" --target kforge-bench-compiled > "$OUT/compiled-build.log" 2>&1 ||
-  { tail -20 "$OUT/compiled-build.log"; exit 1; }
-jobs=${KFORGE_JOBS:-6}
+build_kforge kforge-bench-compiled || exit 1
+jobs=${KFORGE_JOBS:-12}
 if [ "$mode" = build ]; then
-  "$B" --build-only --jobs "$jobs" --out /tmp/kforge-compiled "$@" > "$OUT/compiled-build-only.log" 2>&1
+  timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" --out /tmp/kforge-compiled "$@" \
+    > "$OUT/compiled-build-only.log" 2>&1
+  echo "build: rc=$? after ${SECONDS}s; $(grep -c '^built' "$OUT/compiled-build-only.log") package(s) done"
+  tail -1 "$OUT/compiled-build-only.log"
+  tar -C "$KFORGE_CACHE_DIR" -czf "$OUT/compiled-cache.tgz" compiled && ls -l "$OUT/compiled-cache.tgz"
 else
   "$B" --jobs "$jobs" --out /tmp/kforge-compiled "$@" > "$OUT/compiled-bench.md" 2> "$OUT/compiled-bench.jsonl"
   cat "$OUT/compiled-bench.md"

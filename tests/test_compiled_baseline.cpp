@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,38 @@ TEST(CompiledBaseline, ALibTorchThatCannotLoadPackagesSaysSo) {
   verify::CompiledPackage p = verify::compiled_package(*t, {torch::zeros({8})}, 0);
   EXPECT_TRUE(p.path.empty());
   EXPECT_EQ(p.absent, why);
+}
+
+// The packages built ahead for a run (compiled_packages): one per task, in the tasks' order, each
+// with its reason where it cannot be built, and `done` told of each once.
+TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
+  std::vector<std::shared_ptr<tasks::Task>> owned = {task("smoke/relu"), task("smoke/softmax"), task("level1/matmul_square"),
+                                                     task("smoke/vector_add")};
+  std::vector<const tasks::Task*> ts;
+  for (const auto& t : owned) ts.push_back(t.get());
+  verify::CompiledOptions off;
+  off.enabled = false;
+  off.off_reason = "turned off (--no-compile)";
+  off.build_jobs = 3;
+  std::vector<std::string> heard;
+  std::vector<verify::CompiledPackage> p =
+      verify::compiled_packages(ts, 0, off, [&](const tasks::Task& t, const verify::CompiledPackage& c) {
+        heard.push_back(t.id());
+        EXPECT_EQ(c.absent, "turned off (--no-compile)");
+      });
+  ASSERT_EQ(p.size(), ts.size());
+  for (const verify::CompiledPackage& c : p) EXPECT_EQ(c.absent, "turned off (--no-compile)");
+  std::sort(heard.begin(), heard.end());
+  EXPECT_EQ(heard, (std::vector<std::string>{"level1/matmul_square", "smoke/relu", "smoke/softmax", "smoke/vector_add"}));
+
+  std::string why = verify::compiled_unsupported();
+  if (why.empty()) GTEST_SKIP() << "this LibTorch loads packages: building them needs a GPU (tests/gpu/)";
+  p = verify::compiled_packages(ts, 0);  // even level1/matmul_square's timed dims take no memory
+  ASSERT_EQ(p.size(), ts.size());
+  for (const verify::CompiledPackage& c : p) {
+    EXPECT_TRUE(c.path.empty());
+    EXPECT_EQ(c.absent, why);
+  }
 }
 
 TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {

@@ -5,10 +5,14 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <map>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #if __has_include(<torch/csrc/inductor/aoti_package/model_package_loader.h>)
@@ -52,9 +56,14 @@ std::string gpu_kind(int device) {
 // log then says why).
 std::optional<json> run_helper(const std::string& python, const std::string& script, const std::string& spec,
                                const std::string& log, std::chrono::seconds timeout) {
-  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}};
+  // One compile thread per build: compiled_packages runs several builds at once, and each build's
+  // own pool of compile workers (one per CPU, each importing PyTorch) costs more than it saves on a
+  // task's few kernels. TORCHINDUCTOR_COMPILE_THREADS in kforge's environment overrides it.
+  std::map<std::string, std::string> env = {
+      {"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}, {"TORCHINDUCTOR_COMPILE_THREADS", "1"}};
   for (const char* name : {"PYTHONPATH", "PYTHONHOME", "PYENV_VERSION", "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX",
-                           "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+                           "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+                           "TORCHINDUCTOR_COMPILE_THREADS"})
     if (const char* v = std::getenv(name)) env[name] = v;
   UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (log_fd.get() < 0) throw Error("cannot write " + log + ": " + std::strerror(errno));
@@ -100,7 +109,7 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
                                  const CompiledOptions& options) {
   CompiledPackage out;
   if (!options.enabled) {
-    out.absent = "turned off";
+    out.absent = options.off_reason;
     return out;
   }
   if (out.absent = compiled_unsupported(); !out.absent.empty()) return out;
@@ -172,6 +181,40 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
   out.absent = "no Python with PyTorch " + torch_version + " (kforge's LibTorch) and a GPU was found";
   for (const std::string& t : tried) out.absent += "; " + t;
   out.absent += " (name one with $KFORGE_PYTHON)";
+  return out;
+}
+
+std::vector<CompiledPackage> compiled_packages(
+    const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options,
+    const std::function<void(const tasks::Task&, const CompiledPackage&)>& done) {
+  std::vector<CompiledPackage> out(tasks.size());
+  int jobs = options.build_jobs > 0 ? options.build_jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  std::atomic<size_t> next{0};
+  std::mutex report;
+  auto work = [&] {
+    for (size_t k; (k = next++) < tasks.size();) {
+      const tasks::Task& t = *tasks[k];
+      try {
+        // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
+        std::vector<torch::Tensor> inputs;
+        for (const tasks::InputSpec& in : t.inputs)
+          inputs.push_back(torch::empty(t.shape_of(in, t.dims), torch::TensorOptions()
+                                                                    .dtype(tasks::to_scalar_type(in.dtype))
+                                                                    .device(torch::kMeta)));
+        out[k] = compiled_package(t, inputs, device, options);
+      } catch (const std::exception& e) {
+        out[k].absent = e.what();
+      }
+      if (done) {
+        std::lock_guard<std::mutex> lock(report);
+        done(t, out[k]);
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(tasks.size())); ++w) workers.emplace_back(work);
+  work();
+  for (std::thread& w : workers) w.join();
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ struct CompiledOptions {
   bool enabled = true;
   std::string python;  // default: python_candidates() (common/paths.h)
   std::chrono::seconds build_timeout{1200};
+  int build_jobs = 0;  // compiled_packages' builds at a time; 0: half the CPUs (each build is parallel too)
+  std::string off_reason = "turned off";  // the absent reason when !enabled (a command names its flag)
 };
 
 // "" when this LibTorch can load AOTInductor packages, else why it cannot.
@@ -40,6 +43,14 @@ struct CompiledPackage {
 // helper or PyTorch changes.
 CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs, int device,
                                  const CompiledOptions& options = {});
+
+// compiled_package for each task at its timed dims (its declared shapes and dtypes), options.build_jobs
+// builds at a time, before a judge needs them: the judge builds a missing one when it first times a
+// task and waits for it, one task at a time. `done` (when given) hears of each package as it is
+// ready, from the building thread (one call at a time).
+std::vector<CompiledPackage> compiled_packages(
+    const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options = {},
+    const std::function<void(const tasks::Task&, const CompiledPackage&)>& done = {});
 
 // A package loaded into this process; run() enqueues it on the current CUDA stream.
 class CompiledReference {
