@@ -188,7 +188,7 @@ std::vector<CompiledPackage> compiled_packages(
     const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options,
     const std::function<void(const tasks::Task&, const CompiledPackage&)>& done) {
   std::vector<CompiledPackage> out(tasks.size());
-  int jobs = options.build_jobs > 0 ? options.build_jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  int jobs = options.build_jobs > 0 ? options.build_jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   std::mutex report;
   auto work = [&] {

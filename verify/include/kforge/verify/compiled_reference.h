@@ -22,7 +22,7 @@ struct CompiledOptions {
   bool enabled = true;
   std::string python;  // default: python_candidates() (common/paths.h)
   std::chrono::seconds build_timeout{1200};
-  int build_jobs = 0;  // compiled_packages' builds at a time; 0: half the CPUs (each build is parallel too)
+  int build_jobs = 0;  // compiled_packages' builds at a time; 0: one per CPU (each build uses one thread)
   std::string off_reason = "turned off";  // the absent reason when !enabled (a command names its flag)
 };
 
