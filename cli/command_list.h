@@ -30,6 +30,7 @@ inline constexpr CommandInfo kCommands[] = {
      "admitted and stored (needs a GPU)"},
     {"report", "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
+    {"export", "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no GPU needed)"},
     {"llm", "Talk to the configured LLM endpoints"},
     {"prompt", "Prompt templates"},
 };

@@ -1,9 +1,12 @@
 #include "kforge/common/expr.h"
 
+#include <kforge_launch.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -254,19 +257,29 @@ class Parser {
   int depth_ = 0;
 };
 
-// Applies a __builtin_*_overflow operation, throwing on overflow.
-template <typename Op>
-int64_t checked(Op op, int64_t x, int64_t y, const std::string& what) {
-  int64_t r = 0;
-  if (op(x, y, &r)) throw ExprError("64-bit integer overflow in " + what);
-  return r;
-}
-constexpr auto kAdd = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
-constexpr auto kSub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
-constexpr auto kMul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
-
 ExprError eval_error(const std::string& text, const std::string& what) {
   return ExprError("in expression " + quoted(text) + ": " + what);
+}
+
+// Integer `a op b` by kforge_launch::apply, the arithmetic exported libraries run too.
+int64_t int_op(kforge_launch::IntOp op, int64_t a, int64_t b, const std::string& text) {
+  int64_t r = 0;
+  kforge_launch::IntError e = kforge_launch::apply(op, a, b, &r);
+  if (e == kforge_launch::IntError::Overflow && (op == kforge_launch::IntOp::Add || op == kforge_launch::IntOp::Sub ||
+                                                 op == kforge_launch::IntOp::Mul))
+    throw ExprError("64-bit integer overflow in " + quoted(text));
+  if (e != kforge_launch::IntError::None) throw eval_error(text, kforge_launch::describe(e));
+  return r;
+}
+
+std::optional<kforge_launch::IntOp> int_op_named(const std::string& op) {
+  using kforge_launch::IntOp;
+  static const std::map<std::string, IntOp> ops = {
+      {"+", IntOp::Add}, {"-", IntOp::Sub}, {"*", IntOp::Mul}, {"/", IntOp::Div}, {"%", IntOp::Mod},
+      {"==", IntOp::Eq}, {"!=", IntOp::Ne}, {"<", IntOp::Lt}, {"<=", IntOp::Le}, {">", IntOp::Gt}, {">=", IntOp::Ge}};
+  auto it = ops.find(op);
+  if (it == ops.end()) return std::nullopt;
+  return it->second;
 }
 
 // `x op y` for the comparison operators (1 or 0), or nullopt for any other operator.
@@ -286,17 +299,7 @@ Value apply(const std::string& op, const Value& a, const Value& b, const std::st
   auto* ia = std::get_if<int64_t>(&a);
   auto* ib = std::get_if<int64_t>(&b);
   if (ia && ib) {
-    int64_t x = *ia, y = *ib;
-    const std::string where = quoted(text);
-    if (op == "+") return checked(kAdd, x, y, where);
-    if (op == "-") return checked(kSub, x, y, where);
-    if (op == "*") return checked(kMul, x, y, where);
-    if (op == "/" || op == "%") {
-      if (y == 0) throw eval_error(text, "division by zero");
-      if (x == INT64_MIN && y == -1) throw eval_error(text, "64-bit integer overflow");
-      return op == "/" ? x / y : x % y;
-    }
-    if (auto c = compare(op, x, y)) return *c;
+    if (auto o = int_op_named(op)) return int_op(*o, *ia, *ib, text);
   } else {
     double x = to_double(a), y = to_double(b);
     if (op == "+") return x + y;
@@ -326,7 +329,7 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
     case Kind::Unary: {
       Value a = eval_node(*n.args[0], lookup, text);
       if (n.name == "!") return int64_t{to_double(a) == 0.0};
-      if (auto* i = std::get_if<int64_t>(&a)) return checked(kSub, 0, *i, quoted(text));
+      if (auto* i = std::get_if<int64_t>(&a)) return int_op(kforge_launch::IntOp::Sub, 0, *i, text);
       return -std::get<double>(a);
     }
     case Kind::Binary:
@@ -367,11 +370,9 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
       auto* ib = std::get_if<int64_t>(&v[1]);
       if (fn == "ceil_div") {
         if (!ia || !ib) throw err("ceil_div needs integers");
-        if (*ib <= 0) throw err("ceil_div by a non-positive number");
-        if (*ia < 0) throw err("ceil_div of a negative number");
-        return *ia / *ib + (*ia % *ib != 0);
+        return int_op(kforge_launch::IntOp::CeilDiv, *ia, *ib, text);
       }
-      if (ia && ib) return fn == "min" ? std::min(*ia, *ib) : std::max(*ia, *ib);
+      if (ia && ib) return int_op(fn == "min" ? kforge_launch::IntOp::Min : kforge_launch::IntOp::Max, *ia, *ib, text);
       double x = to_double(v[0]), y = to_double(v[1]);
       return fn == "min" ? std::min(x, y) : std::max(x, y);
     }
@@ -430,6 +431,55 @@ int64_t Expr::eval_int(const IntNames& names) const {
 double Expr::eval_real(const IntNames& names) const { return to_double(eval(names)); }
 
 bool Expr::eval_bool(const IntNames& names) const { return to_double(eval(names)) != 0.0; }
+
+namespace {
+
+std::string code_of(const Expr::Node& n, const std::function<std::string(const std::string&)>& name, const std::string& fn,
+                    const std::string& text) {
+  auto call = [&](const std::string& op, const std::string& a, const std::string& b) {
+    return fn + "(kforge_launch::IntOp::" + op + ", " + a + ", " + b + ")";
+  };
+  auto sub = [&](size_t i) { return code_of(*n.args[i], name, fn, text); };
+  static const std::map<std::string, std::string> ops = {
+      {"+", "Add"}, {"-", "Sub"}, {"*", "Mul"}, {"/", "Div"}, {"%", "Mod"}, {"==", "Eq"}, {"!=", "Ne"},
+      {"<", "Lt"},  {"<=", "Le"}, {">", "Gt"},  {">=", "Ge"}};
+  switch (n.kind) {
+    case Kind::Number:
+      if (auto* i = std::get_if<int64_t>(&n.number))
+        return *i == INT64_MIN ? "INT64_MIN" : "int64_t{" + std::to_string(*i) + "}";
+      throw eval_error(text, "a real number (" + to_string(n.number) + ") cannot be exported: launch plans compute with integers");
+    case Kind::Name:
+      return name(n.name);
+    case Kind::Unary:
+      if (n.name == "!") return "int64_t{" + sub(0) + " == 0}";
+      return call("Sub", "int64_t{0}", sub(0));
+    case Kind::Binary:
+      return call(ops.at(n.name), sub(0), sub(1));
+    case Kind::Chain: {
+      std::string acc = sub(0);
+      for (size_t i = 1; i < n.args.size(); ++i) {
+        const std::string& op = n.ops[i - 1];
+        if (op == "&&") acc = "int64_t{(" + acc + ") != 0 && (" + sub(i) + ") != 0}";  // short-circuit, as eval
+        else if (op == "||") acc = "int64_t{(" + acc + ") != 0 || (" + sub(i) + ") != 0}";
+        else acc = call(ops.at(op), acc, sub(i));
+      }
+      return acc;
+    }
+    case Kind::Call:
+      if (n.name == "ceil_div") return call("CeilDiv", sub(0), sub(1));
+      if (n.name == "min") return call("Min", sub(0), sub(1));
+      if (n.name == "max") return call("Max", sub(0), sub(1));
+      if (n.name == "abs") return call("Max", sub(0), call("Sub", "int64_t{0}", sub(0)));
+      throw eval_error(text, n.name + " cannot be exported: launch plans compute with integers");
+  }
+  throw eval_error(text, "malformed expression");
+}
+
+}  // namespace
+
+std::string Expr::to_code(const std::function<std::string(const std::string&)>& name, const std::string& fn) const {
+  return code_of(*root_, name, fn, text_);
+}
 
 std::set<std::string> Expr::names() const {
   std::set<std::string> out;

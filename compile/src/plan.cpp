@@ -334,6 +334,14 @@ Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std
   return parse_plan(j, task, task_tensors);
 }
 
+kforge_launch::Limits launch_limits(const DeviceFacts& f) {
+  kforge_launch::Limits l;
+  for (int k = 0; k < 3; ++k) l.max_grid[k] = f.max_grid[k], l.max_block[k] = f.max_block[k];
+  l.max_threads_per_block = f.max_threads_per_block;
+  l.max_shared_per_block = f.max_shared_per_block;
+  return l;
+}
+
 ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts) {
   NameLookup lookup = lookup_for(dims, tunables, facts);
   std::string at = " for " + where(dims, tunables);
@@ -367,31 +375,14 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     for (size_t k = 0; k < l.block.size(); ++k) c.block[k] = value(l.block[k], field + ".block[" + std::to_string(k) + "]");
     for (size_t k = 0; k < l.cluster.size(); ++k) c.cluster[k] = value(l.cluster[k], field + ".cluster[" + std::to_string(k) + "]");
     c.shared_bytes = value(l.shared_bytes, field + ".shared_bytes");
-    const char* axis[] = {"x", "y", "z"};
-    for (int k = 0; k < 3; ++k) {
-      if (c.grid[k] < 1 || c.grid[k] > facts.max_grid[k])
-        throw PlanError(field + ".grid: " + axis[k] + " is " + std::to_string(c.grid[k]) + at + "; it must be between 1 and " +
-                        std::to_string(facts.max_grid[k]));
-      if (c.block[k] < 1 || c.block[k] > facts.max_block[k])
-        throw PlanError(field + ".block: " + axis[k] + " is " + std::to_string(c.block[k]) + at + "; it must be between 1 and " +
-                        std::to_string(facts.max_block[k]));
-      if (c.cluster[k] < 1 || c.cluster[k] > 16)
-        throw PlanError(field + ".cluster: " + axis[k] + " is " + std::to_string(c.cluster[k]) + at + "; it must be between 1 and 16");
-      if (c.grid[k] % c.cluster[k] != 0)
-        throw PlanError(field + ".cluster: grid " + axis[k] + " (" + std::to_string(c.grid[k]) + ") is not a multiple of cluster " +
-                        axis[k] + " (" + std::to_string(c.cluster[k]) + ")" + at);
-    }
-    int64_t threads = c.block[0] * c.block[1] * c.block[2];
-    if (threads > facts.max_threads_per_block)
-      throw PlanError(field + ".block: " + std::to_string(threads) + " threads per block" + at + "; the limit is " +
-                      std::to_string(facts.max_threads_per_block));
     int64_t cluster_size = c.cluster[0] * c.cluster[1] * c.cluster[2];
     if (cluster_size > 1 && sm_number(facts.arch) < 90)
       throw PlanError(field + ".cluster: thread-block clusters need sm_90 or newer; the target is " + facts.arch);
-    if (cluster_size > 8) throw PlanError(field + ".cluster: " + std::to_string(cluster_size) + " blocks per cluster" + at + "; the portable limit is 8");
-    if (c.shared_bytes < 0 || c.shared_bytes > facts.max_shared_per_block)
-      throw PlanError(field + ".shared_bytes: " + std::to_string(c.shared_bytes) + at + "; the limit is " +
-                      std::to_string(facts.max_shared_per_block) + " bytes per block");
+    kforge_launch::Launch launch;
+    for (int k = 0; k < 3; ++k) launch.grid[k] = c.grid[k], launch.block[k] = c.block[k], launch.cluster[k] = c.cluster[k];
+    launch.shared_bytes = c.shared_bytes;
+    kforge_launch::LimitProblem problem = kforge_launch::check_limits(launch, launch_limits(facts));
+    if (!problem.ok()) throw PlanError(field + "." + problem.field + ": " + kforge_launch::place(problem.why, at));
     for (size_t k = 0; k < l.args.size(); ++k) {
       ConcreteArg a;
       a.is_tensor = l.args[k].is_tensor;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <kforge_launch.h>
+
 #include "kforge/verify/channel.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
@@ -193,52 +195,22 @@ class Runner {
       try_cu(d_.cuMemsetD8Async(mappings_.at(b).data, 0, mappings_.at(b).bytes, stream_), "zeroing a workspace");
   }
 
+  // kforge_launch::launch: the semantics exported libraries share.
   void launch(const LaunchSpecWire& l) {
-    CUfunction f = functions_.at(l.kernel);
-    std::vector<uint64_t> storage(l.args.size());
-    std::vector<void*> params(l.args.size());
+    kforge_launch::Launch spec;
+    for (int k = 0; k < 3; ++k) spec.grid[k] = l.grid[k], spec.block[k] = l.block[k], spec.cluster[k] = l.cluster[k];
+    spec.shared_bytes = l.shared_bytes;
+    spec.cooperative = l.cooperative;
+    std::vector<kforge_launch::Arg> args(l.args.size());
     for (size_t i = 0; i < l.args.size(); ++i) {
       const LaunchArg& a = l.args[i];
-      if (a.buffer >= 0) {
-        storage[i] = mappings_.at(a.buffer).data;
-      } else if (a.bytes == 4) {
-        int32_t v = static_cast<int32_t>(a.value);
-        std::memcpy(&storage[i], &v, 4);
-      } else {
-        std::memcpy(&storage[i], &a.value, 8);
-      }
-      params[i] = &storage[i];
+      args[i].pointer = a.buffer >= 0;
+      args[i].value = a.buffer >= 0 ? mappings_.at(a.buffer).data : static_cast<uint64_t>(a.value);
+      args[i].bytes = a.bytes;
     }
-    if (l.shared_bytes > 48 * 1024)
-      try_cu(d_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(l.shared_bytes)),
-             "allowing " + std::to_string(l.shared_bytes) + " bytes of dynamic shared memory");
-    auto u = [](int64_t v) { return static_cast<unsigned>(v); };
-    if (l.cluster[0] * l.cluster[1] * l.cluster[2] > 1 || l.cooperative) {
-      CUlaunchConfig config{};
-      config.gridDimX = u(l.grid[0]), config.gridDimY = u(l.grid[1]), config.gridDimZ = u(l.grid[2]);
-      config.blockDimX = u(l.block[0]), config.blockDimY = u(l.block[1]), config.blockDimZ = u(l.block[2]);
-      config.sharedMemBytes = u(l.shared_bytes);
-      config.hStream = stream_;
-      CUlaunchAttribute attrs[2]{};
-      unsigned n = 0;
-      if (l.cooperative) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-        attrs[n++].value.cooperative = 1;
-      }
-      if (l.cluster[0] * l.cluster[1] * l.cluster[2] > 1) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attrs[n].value.clusterDim.x = u(l.cluster[0]);
-        attrs[n].value.clusterDim.y = u(l.cluster[1]);
-        attrs[n++].value.clusterDim.z = u(l.cluster[2]);
-      }
-      config.attrs = attrs;
-      config.numAttrs = n;
-      try_cu(d_.cuLaunchKernelEx(&config, f, params.data(), nullptr), "launching");
-    } else {
-      try_cu(d_.cuLaunchKernel(f, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]), u(l.block[1]), u(l.block[2]),
-                               u(l.shared_bytes), stream_, params.data(), nullptr),
-             "launching");
-    }
+    std::string what;
+    CUresult r = kforge_launch::launch(launch_driver_, functions_.at(l.kernel), spec, args, stream_, &what);
+    try_cu(r, what);
   }
 
   static bool is_fault(CUresult r) {
@@ -332,6 +304,8 @@ class Runner {
   }
 
   const Driver& d_;
+  // The three entry points kforge_launch::launch calls, from the libcuda opened at run time.
+  kforge_launch::Driver launch_driver_{d_.cuFuncSetAttribute, d_.cuLaunchKernel, d_.cuLaunchKernelEx};
   Channel& channel_;
   int ordinal_ = 0;
   std::unique_ptr<TimingGate> gate_;  // made by the first timed run

@@ -150,7 +150,7 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
                                       c.names.begin());
       } else {
         arg.value = l.args[a].value;
-        arg.bytes = a < params.size() && params[a].bits == 32 ? 4 : 8;
+        arg.bytes = kforge_launch::int_arg_bytes(a < params.size() ? params[a].bits : 64);
       }
       w.args.push_back(arg);
     }

@@ -51,6 +51,11 @@ class Expr {
   bool eval_bool(const IntNames& names) const;  // nonzero is true
 
   std::set<std::string> names() const;  // every identifier the expression reads
+  // The expression as C++ over int64_t that computes what eval_int does: each operation a call of
+  // `fn`(kforge_launch::IntOp::X, a, b) (a function the caller defines, reporting errors as
+  // kforge_launch::apply's), each name as `name(n)` writes it. Throws ExprError for real numbers
+  // (literals, sqrt), which only integer code can carry this way.
+  std::string to_code(const std::function<std::string(const std::string&)>& name, const std::string& fn) const;
   const std::string& text() const { return text_; }
 
  private:

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <kforge_launch.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -114,6 +116,9 @@ struct ConcretePlan {
 // The plan for one configuration; throws PlanError naming the field, the configuration and the
 // limit broken.
 ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts);
+
+// The facts' launch limits as kforge_launch::check_limits takes them (export/runtime/kforge_launch.h).
+kforge_launch::Limits launch_limits(const DeviceFacts& facts);
 
 // The first value of every tunable.
 Tunables default_tunables(const Plan& plan);

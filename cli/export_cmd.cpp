@@ -1,0 +1,54 @@
+// `kforge export`: the archive's winners as a library (docs/export.md); no GPU needed.
+#include <iostream>
+
+#include "command_list.h"
+#include "commands.h"
+#include "kforge/common/strings.h"
+#include "kforge/export/exporter.h"
+
+namespace kforge::cli {
+namespace {
+
+struct ExportArgs {
+  exporter::ExportOptions o;
+  std::string archs = "sm_90a";
+};
+
+int run_export(ExportArgs& a) {
+  a.o.archs = split(a.archs, ',');
+  for (std::string& arch : a.o.archs) arch = trim(arch);
+  for (char c : a.o.name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      throw UsageError("kforge export: --name " + a.o.name + " is not a C++ and Python identifier (letters, digits, _)");
+  if (a.o.name.empty() || std::isdigit(static_cast<unsigned char>(a.o.name[0])))
+    throw UsageError("kforge export: --name must start with a letter or _");
+  if (a.o.fallback) throw UsageError("kforge export: --fallback is not built yet; tasks without a winner are listed in the manifest");
+  compile::Compiler compiler;
+  std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into " << a.o.out.string() << std::endl;
+  exporter::ExportResult r = exporter::export_library(a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
+  for (const exporter::Missing& m : r.missing) std::cout << "  " << m.task << ": not exported: " << printable(m.why) << "\n";
+  std::cout << r.ops.size() << " op(s) exported, " << r.missing.size() << " task(s) left out (manifest.json lists them); "
+            << "build: cmake -S " << a.o.out.string() << " -B build, or pip install --no-build-isolation " << a.o.out.string() << "\n";
+  return r.ops.empty() ? kExitFindings : kExitOk;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ExportArgs>();
+  auto* cmd = app.add_subcommand("export", command_description("export"));
+  cmd->add_option("--out", a->o.out, "Folder to write the package into")->required();
+  cmd->add_option("--suite", a->o.suites, "Suites to export (default: every task with a winner)");
+  cmd->add_option("--task", a->o.tasks, "Tasks to export (suite/name or name)");
+  cmd->add_option("--name", a->o.name, "The package's name: C++ namespace, CMake package, Python module")->capture_default_str();
+  cmd->add_option("--arch", a->archs, "Architectures, comma-separated: a cubin each, and PTX")->capture_default_str();
+  cmd->add_option("--from", a->o.from_jsonl, "An archive export (kforge archive export, JSONL or .gz) instead of the archive");
+  cmd->add_option("--tasks-dir", a->o.tasks_dir, "Folder holding the suites (each winner's task file, at the version it was judged)");
+  cmd->add_option("--db", a->o.db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_flag("--include-unadmitted", a->o.include_unadmitted,
+                "Also kernels never admitted (fresh dims, sanitizers); the manifest says which");
+  cmd->add_flag("--fallback", a->o.fallback, "Tasks without a winner as ops calling the reference (not built yet)");
+  cmd->callback([&exit_code, a] { exit_code = run_export(*a); });
+}
+
+}  // namespace kforge::cli

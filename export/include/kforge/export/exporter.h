@@ -1,0 +1,83 @@
+// `kforge export`: the archive's winners as a library (docs/export.md). Each task's winner (correct,
+// admitted unless asked otherwise, unflagged, judged on one of the architectures asked, by this
+// harness version; the fastest) is compiled again by NVRTC for every architecture asked (a cubin
+// each, and PTX), and a source package is written around the images: a plain C++ API whose launch
+// code is generated from the launch plan and calls export/runtime/kforge_launch.h (the same
+// semantics kforge's runner uses), PyTorch ops, a Python package, tests, a benchmark and a manifest.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kforge/compile/candidate.h"
+#include "kforge/compile/compiler.h"
+#include "kforge/tasks/task.h"
+
+namespace kforge::exporter {
+
+struct ExportOptions {
+  std::filesystem::path out;
+  std::string name = "kforge_kernels";  // the C++ namespace, CMake package and Python package
+  std::vector<std::string> suites, tasks;  // what to export ("suite", "suite/name"); both empty: everything
+  std::vector<std::string> archs = {"sm_90a"};
+  std::string db;                    // the archive ("" the default one)
+  std::string from_jsonl;            // or an archive export (imported into a temporary archive)
+  std::string tasks_dir;             // the task files ("" the default root)
+  bool include_unadmitted = false;   // winners need admission unless this is set
+  bool fallback = false;             // a task without a winner: an op that calls its reference
+  int harness_version = 0;           // 0: the current one
+};
+
+// A task's winner as the package holds it.
+struct Op {
+  std::string op;  // C++ identifier
+  std::shared_ptr<const tasks::Task> task;
+  std::vector<compile::TensorInfo> tensors;  // inputs, then outputs
+  std::vector<std::vector<Expr>> output_shapes;  // per output, each axis over dims
+  compile::Plan plan;
+  compile::Tunables tunables;
+  std::vector<compile::KernelReport> kernels;  // lowered names and parameters
+  struct Image {
+    std::string arch;  // "sm_90a" (cubin) or "compute_90a" (PTX)
+    int sm = 0;
+    bool ptx = false;
+    std::string bytes;
+  };
+  std::vector<Image> images;
+  nlohmann::json manifest;  // its manifest.json entry
+};
+
+struct Missing {
+  std::string task, why;
+};
+
+struct ExportResult {
+  std::vector<Op> ops;
+  std::vector<Missing> missing;
+};
+
+// The outputs' shapes over dims, from their sizes at several configurations (the reference on the
+// meta device): each axis the first of the inputs' shape entries, the dims, such an entry plus or minus
+// up to 8 and divided by up to 4 (convolutions, pools), or a constant that fits every configuration. Throws kforge::Error naming the output and axis when none fits.
+std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
+                                                   const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
+                                                   const std::vector<tasks::Dims>& configs);
+
+// The package's files for `ops` (and `missing`, listed in the manifest), under options.out.
+void write_package(const ExportOptions& options, const ExportResult& result);
+
+// Generated source, one op at a time (tests read them).
+std::string op_declaration(const Op& op);
+std::string op_definition(const Op& op, const std::string& ns);
+std::string torch_definition(const Op& op, const std::string& ns);
+std::string torch_schema(const Op& op);
+
+// Selects, compiles and writes; `tensors` gives a task's tensors (the reference's output dtypes).
+ExportResult export_library(const ExportOptions& options, compile::Compiler& compiler,
+                            const std::function<void(const std::string&)>& say = {});
+
+}  // namespace kforge::exporter

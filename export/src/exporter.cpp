@@ -1,0 +1,325 @@
+#include "kforge/export/exporter.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "kforge/archive/archive.h"
+#include "kforge/archive/location.h"
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/error.h"
+#include "kforge/common/files.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/generator.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/verify/protocol.h"
+
+namespace kforge::exporter {
+
+namespace {
+
+using nlohmann::json;
+
+// A winner as the archive holds it.
+struct Winner {
+  std::string task;  // suite/name
+  std::string definition, version;
+  int64_t candidate = 0;
+  std::string identity, source, plan, model, prompt_kind;
+  json tunables, evaluation;
+};
+
+bool selected(const ExportOptions& o, const std::string& task) {
+  if (o.suites.empty() && o.tasks.empty()) return true;
+  std::string suite = task.substr(0, task.find('/'));
+  std::string name = task.substr(task.find('/') + 1);
+  for (const std::string& s : o.suites)
+    if (s == suite) return true;
+  for (const std::string& t : o.tasks)
+    if (t == task || t == name) return true;
+  return false;
+}
+
+// Each selected task's fastest winner judged on one of the architectures asked, by this harness
+// version; the tasks with none, and why.
+std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o, std::vector<Missing>& missing) {
+  std::string archs;
+  for (const std::string& a : o.archs) archs += std::string(archs.empty() ? "" : ",") + "'" + a + "'";
+  int harness = o.harness_version ? o.harness_version : verify::kHarnessVersion;
+  archive::Statement s = ar.db().prepare(
+      "SELECT t.suite || '/' || t.name, t.definition, t.version, c.id, c.identity, c.source, c.plan, c.tunables, c.model, "
+      "c.prompt_kind, c.run_id, c.generation, e.admitted, e.time_ms, e.eager_ms, e.scripted_ms, e.compiled_ms, "
+      "e.speedup_eager, e.speedup_scripted, e.speedup_compiled, e.roofline_fraction, d.name, d.arch, d.driver, e.toolchain, "
+      "e.harness_version, e.created_at "
+      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
+      "JOIN devices d ON d.id = e.device_id "
+      "WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
+      "AND e.flags = '[]' AND (?1 = 1 OR e.admitted = 1) AND e.harness_version = ?2 AND d.arch IN (" + archs + ") "
+      "ORDER BY t.suite, t.name, t.created_at DESC, t.id DESC, e.time_ms ASC");
+  s.bind(1, int64_t{o.include_unadmitted}).bind(2, int64_t{harness});
+  std::vector<Winner> out;
+  std::set<std::string> seen;
+  while (s.step()) {
+    std::string task = s.text(0);
+    if (!selected(o, task) || !seen.insert(task).second) continue;
+    Winner w;
+    w.task = task;
+    w.definition = s.text(1);
+    w.version = s.text(2);
+    w.candidate = s.integer(3);
+    w.identity = s.text(4);
+    w.source = s.text(5);
+    w.plan = s.text(6);
+    w.tunables = json::parse(s.text(7), nullptr, false);
+    w.model = s.text(8);
+    w.prompt_kind = s.text(9);
+    auto real = [&](int i) { return s.is_null(i) ? json(nullptr) : json(s.real(i)); };
+    w.evaluation = {{"device", s.text(21)},
+                    {"arch", s.text(22)},
+                    {"driver", s.is_null(23) ? "" : s.text(23)},
+                    {"toolchain", json::parse(s.text(24), nullptr, false)},
+                    {"harness_version", s.integer(25)},
+                    {"judged_at", s.text(26)},
+                    {"time_ms", real(13)},
+                    {"eager_ms", real(14)},
+                    {"scripted_ms", real(15)},
+                    {"compiled_ms", real(16)},
+                    {"speedup_eager", real(17)},
+                    {"speedup_scripted", real(18)},
+                    {"speedup_compiled", real(19)},
+                    {"roofline_fraction", real(20)},
+                    {"run", s.is_null(10) ? json(nullptr) : json(s.integer(10))},
+                    {"generation", s.integer(11)},
+                    {"admitted", s.integer(12) != 0}};
+    out.push_back(std::move(w));
+  }
+  // Selected tasks the archive knows but that have no winner.
+  archive::Statement t = ar.db().prepare("SELECT DISTINCT suite || '/' || name FROM tasks ORDER BY 1");
+  while (t.step()) {
+    std::string task = t.text(0);
+    if (selected(o, task) && !seen.count(task))
+      missing.push_back({task, std::string("no correct, unflagged") + (o.include_unadmitted ? "" : ", admitted") +
+                                   " kernel judged on " + join(o.archs, " or ") + " by harness version " + std::to_string(harness)});
+  }
+  for (const std::string& want : o.tasks)
+    if (std::none_of(out.begin(), out.end(), [&](const Winner& w) { return w.task == want || w.task.substr(w.task.find('/') + 1) == want; }) &&
+        std::none_of(missing.begin(), missing.end(), [&](const Missing& m) { return m.task == want; }))
+      missing.push_back({want, "the archive has no task of that name"});
+  return out;
+}
+
+// The task file, as it was when its winner was judged (the archive keeps the reference and the
+// file's hash, not the whole file): another version of the file is another task.
+std::shared_ptr<const tasks::Task> task_of(const Winner& w, const std::filesystem::path& tasks_root) {
+  std::vector<std::filesystem::path> files = tasks::resolve_tasks(w.task, tasks_root);
+  auto task = std::make_shared<const tasks::Task>(tasks::load_task(files.at(0)));
+  if (task->content_hash != w.version)
+    throw Error(task->file.string() + " is not the version its winner was judged against (" + w.version.substr(0, 12) +
+                "; the file is " + task->content_hash.substr(0, 12) + ")");
+  return task;
+}
+
+int sm_of(const std::string& arch) { return compile::sm_number(arch); }
+
+json init_json(const tasks::Init& init, tasks::Dtype dtype, const tasks::Dims& d) {
+  auto v = [&](size_t i) { return init.params.at(i).eval_real(d); };
+  switch (init.kind) {
+    case tasks::InitKind::Randn: return {{"kind", "normal"}, {"mean", 0.0}, {"std", 1.0}};
+    case tasks::InitKind::Normal: return {{"kind", "normal"}, {"mean", v(0)}, {"std", v(1)}};
+    case tasks::InitKind::Rand:
+      if (dtype == tasks::Dtype::Bool) return {{"kind", "bernoulli"}, {"p", 0.5}};
+      return {{"kind", "uniform"}, {"lo", 0.0}, {"hi", 1.0}};
+    case tasks::InitKind::Uniform: return {{"kind", "uniform"}, {"lo", v(0)}, {"hi", v(1)}};
+    case tasks::InitKind::Randint:
+      return {{"kind", "randint"}, {"lo", init.params.at(0).eval_int(d)}, {"hi", init.params.at(1).eval_int(d)}};
+    case tasks::InitKind::Bernoulli: return {{"kind", "bernoulli"}, {"p", v(0)}};
+  }
+  return nullptr;
+}
+
+// A C++ identifier for the task, unique in the package: its name, or suite_name when two suites
+// share it.
+std::string op_name(const std::string& task, const std::vector<Winner>& all) {
+  std::string name = task.substr(task.find('/') + 1);
+  int same = 0;
+  for (const Winner& w : all) same += w.task.substr(w.task.find('/') + 1) == name;
+  std::string id = same > 1 ? task : name;
+  for (char& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (std::isdigit(static_cast<unsigned char>(id[0]))) id = "op_" + id;
+  return id;
+}
+
+Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, compile::Compiler& compiler) {
+  Op op;
+  op.op = name;
+  op.task = task_of(w, o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir));
+  const tasks::Task& task = *op.task;
+  tasks::Reference ref = tasks::Reference::compile(task);
+  op.tensors = compile::task_tensors(task, ref);
+  // Output shapes at every configuration (the meta device; else a CPU run on zeros where the inputs
+  // are small), then over dims from the configurations where they are known.
+  std::vector<tasks::Dims> configs, known;
+  configs = task.check_dims;
+  configs.push_back(task.dims);
+  std::vector<std::vector<std::vector<int64_t>>> sizes;
+  for (const tasks::Dims& d : configs) {
+    std::vector<std::vector<int64_t>> per;
+    if (std::optional<std::vector<tasks::TensorShape>> shapes = tasks::output_shapes(task, ref, d)) {
+      for (const tasks::TensorShape& s : *shapes) per.push_back(s.sizes);
+    } else if (task.input_bytes(d) <= (int64_t{64} << 20)) {
+      std::vector<torch::Tensor> inputs;
+      for (const tasks::InputSpec& in : task.inputs)
+        inputs.push_back(torch::zeros(task.shape_of(in, d), torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype))));
+      try {
+        for (const torch::Tensor& t : ref.run(inputs)) per.push_back(t.sizes().vec());
+      } catch (const std::exception&) {
+        continue;  // float16 on the CPU, say: this configuration tells nothing
+      }
+    } else {
+      continue;
+    }
+    sizes.push_back(per);
+    known.push_back(d);
+  }
+  if (known.size() < 2)
+    throw Error("the reference's output shapes are known at " + std::to_string(known.size()) +
+                " configuration(s) only (the meta device lacks an op, the others are too large to run on the CPU)");
+  op.output_shapes = infer_output_shapes(task, sizes, known);
+  op.plan = compile::parse_plan_text(w.plan, task, op.tensors);
+  for (const auto& [k, v] : w.tunables.items()) op.tunables[k] = v.get<int64_t>();
+  for (const std::string& arch : o.archs) {
+    compile::CandidateReport r = compile::check_candidate(task, op.tensors, w.source, w.plan, op.tunables,
+                                                          compile::DeviceFacts::for_arch(arch), compiler);
+    if (!r.ok())
+      throw Error("it does not compile for " + arch + ": " + (r.errors.empty() ? std::string() : r.errors.front().substr(0, r.errors.front().find('\n'))));
+    if (op.kernels.empty()) op.kernels = r.kernels;
+    op.images.push_back({arch, sm_of(arch), false, r.module.cubin});
+    std::string ptx_arch = "compute_" + arch.substr(3);
+    op.images.push_back({ptx_arch, sm_of(arch), true, r.module.ptx + std::string(1, '\0')});
+  }
+  // The manifest's entry.
+  json inputs = json::array(), outputs = json::array();
+  size_t out_index = 0;
+  for (const compile::TensorInfo& t : op.tensors) {
+    if (t.role == compile::TensorRole::Input) {
+      const tasks::InputSpec& in = task.inputs.at(inputs.size());
+      json shape = json::array();
+      for (const Expr& e : in.shape) shape.push_back(e.text());
+      inputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
+    } else if (t.role == compile::TensorRole::Output) {
+      json shape = json::array();
+      for (const Expr& e : op.output_shapes.at(out_index)) shape.push_back(e.text());
+      std::optional<double> tol = out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
+      outputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape},
+                         {"tolerance", tol ? json(*tol) : json(nullptr)}});
+      ++out_index;
+    }
+  }
+  json config_list = json::array();
+  for (size_t c = 0; c < configs.size(); ++c) {
+    json ins = json::array();
+    for (const tasks::InputSpec& in : task.inputs)
+      ins.push_back({{"shape", task.shape_of(in, configs[c])}, {"init", init_json(in.init, in.dtype, configs[c])}});
+    config_list.push_back({{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
+  }
+  json dims = json::array();
+  for (const auto& [d, v] : task.dims) dims.push_back(d);
+  op.manifest = {{"op", name},
+                 {"task", task.id()},
+                 {"task_version", w.version},
+                 {"summary", task.summary},
+                 {"candidate", {{"id", w.candidate}, {"identity", w.identity}, {"model", w.model}, {"prompt_kind", w.prompt_kind},
+                                {"run", w.evaluation["run"]}, {"generation", w.evaluation["generation"]},
+                                {"admitted", w.evaluation["admitted"]}}},
+                 {"tunables", w.tunables},
+                 {"judged", w.evaluation},
+                 {"inputs", inputs},
+                 {"outputs", outputs},
+                 {"dims", dims},
+                 {"allow_tf32", task.allow_tf32},
+                 {"reference", task.reference},
+                 {"reference_torchscript", tasks::prelude_source() + tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
+                 {"configurations", config_list},
+                 {"fallback", false}};
+  return op;
+}
+
+}  // namespace
+
+std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
+                                                   const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
+                                                   const std::vector<tasks::Dims>& configs) {
+  std::vector<Expr> candidates;
+  for (const tasks::InputSpec& in : task.inputs)
+    for (const Expr& e : in.shape) candidates.push_back(e);
+  for (const auto& [d, v] : task.dims) candidates.push_back(Expr::parse(d));
+  // Convolutions and pools: an input size less a kernel's reach, divided by a stride.
+  size_t plain = candidates.size();
+  for (size_t i = 0; i < plain; ++i)
+    for (int div = 1; div <= 4; ++div)
+      for (int add = -8; add <= 8; ++add) {
+        if (div == 1 && add == 0) continue;
+        std::string e = add ? "(" + candidates[i].text() + ")" + (add > 0 ? " + " : " - ") + std::to_string(std::abs(add))
+                            : candidates[i].text();
+        candidates.push_back(Expr::parse(div == 1 ? e : "(" + e + ") / " + std::to_string(div)));
+      }
+  std::vector<std::vector<Expr>> out;
+  size_t outputs = sizes_per_config.at(0).size();
+  for (size_t k = 0; k < outputs; ++k) {
+    std::vector<Expr> shape;
+    for (size_t a = 0; a < sizes_per_config[0][k].size(); ++a) {
+      auto fits = [&](const std::function<int64_t(size_t)>& value) {
+        for (size_t c = 0; c < configs.size(); ++c)
+          if (sizes_per_config[c].size() != outputs || sizes_per_config[c][k].size() <= a || sizes_per_config[c][k][a] != value(c))
+            return false;
+        return true;
+      };
+      std::optional<Expr> found;
+      for (const Expr& e : candidates)
+        if (!found && fits([&](size_t c) { return e.eval_int(configs[c]); })) found = e;
+      if (!found && fits([&](size_t) { return sizes_per_config[0][k][a]; })) found = Expr::constant(sizes_per_config[0][k][a]);
+      if (!found)
+        throw Error("output " + std::to_string(k) + " axis " + std::to_string(a) +
+                    " is neither an input's size, a dim nor a constant across the configurations");
+      shape.push_back(*found);
+    }
+    out.push_back(shape);
+  }
+  return out;
+}
+
+ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler, const std::function<void(const std::string&)>& say) {
+  if (o.out.empty()) throw UsageError("kforge export: --out DIR is required");
+  for (const std::string& a : o.archs)
+    if (sm_of(a) == 0) throw UsageError("kforge export: --arch " + a + " is not an architecture (e.g. sm_90a, sm_80)");
+  std::filesystem::path scratch = std::filesystem::temp_directory_path() / ("kforge-export-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(scratch);
+  std::optional<archive::Archive> ar;
+  if (!o.from_jsonl.empty()) {
+    ar = archive::Archive::open((scratch / "import.db").string(), true);
+    std::ifstream in(o.from_jsonl, std::ios::binary);
+    if (!in) throw UsageError("kforge export: --from " + o.from_jsonl + ": cannot read the file");
+    archive::ImportOptions io;
+    io.trust = true;
+    ar->import_jsonl(in, o.from_jsonl, io);
+  } else {
+    ar = archive::Archive::open_read_only(archive::database_path(o.db).string());
+  }
+  ExportResult result;
+  std::vector<Winner> ws = winners(*ar, o, result.missing);
+  for (const Winner& w : ws) {
+    try {
+      result.ops.push_back(make_op(w, op_name(w.task, ws), o, compiler));
+      if (say) say("  " + w.task + ": candidate " + std::to_string(w.candidate) + " (" + w.identity.substr(0, 12) + ")");
+    } catch (const std::exception& e) {
+      result.missing.push_back({w.task, std::string("its winner cannot be exported: ") + e.what()});
+    }
+  }
+  std::filesystem::remove_all(scratch);
+  write_package(o, result);
+  return result;
+}
+
+}  // namespace kforge::exporter

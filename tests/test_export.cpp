@@ -1,0 +1,229 @@
+// `kforge export` on the CPU (issue 21): the generated launch code computes what kforge's plan
+// evaluation computes (one arithmetic, kforge_launch.h), a plan with several launches, a zeroed
+// workspace, templates, cooperative and cluster launches and a dims product as an argument is
+// generated and compiles, the evolve run's archive export becomes a package whose C++ configures and
+// compiles here, and the error paths say what is wrong. Running the package: tests/gpu and the GPU
+// machine (docs/export.md).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sys/wait.h>
+
+#include "kforge/common/files.h"
+#include "kforge/common/strings.h"
+#include "kforge/compile/candidate.h"
+#include "kforge/compile/module.h"
+#include "kforge/export/exporter.h"
+#include "kforge/tasks/reference.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge;
+using kforge::test::source_dir;
+using kforge::test::TempDir;
+using nlohmann::json;
+
+// The command's exit status and its output (stdout and stderr).
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kKforge = KFORGE_BINARY;
+const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string();
+
+std::string include_flags() {
+  return "-I" + (source_dir() / "export/runtime").string() + " -I" + compile::cuda_include_dir();
+}
+
+// Expressions as generated code compute them, against Expr::eval_int: the same numbers, and the
+// same failures (overflow, division by zero, ceil_div of a negative number).
+TEST(Export, GeneratedArithmeticIsKforgesOwn) {
+  const std::vector<std::string> exprs = {
+      "ceil_div(B * N, 256)", "min(B, 7) + max(N, 3) * 2", "(B - N) / 3 % 5", "-B + abs(N - 100)",
+      "B * N >= 1000 && !(N % 4 == 0) || B == 1", "ceil_div(N, B) * B - N", "9223372036854775807 + B",
+      "N / (B - B)", "ceil_div(B - 100, 3)"};
+  const tasks::Dims dims = {{"B", 37}, {"N", 1001}};
+  std::string program = "#include <cstdint>\n#include <cstdio>\n#include <kforge_launch.h>\n"
+                        "bool bad = false;\n"
+                        "int64_t I(kforge_launch::IntOp o, int64_t a, int64_t b) {\n"
+                        "  int64_t r = 0;\n  if (kforge_launch::apply(o, a, b, &r) != kforge_launch::IntError::None) bad = true;\n"
+                        "  return r;\n}\n"
+                        "int main() {\n  const int64_t d_B = 37, d_N = 1001;\n";
+  for (const std::string& e : exprs)
+    program += "  { bad = false; int64_t v = " +
+               Expr::parse(e).to_code([](const std::string& n) { return "d_" + n; }, "I") +
+               "; if (bad) std::printf(\"error\\n\"); else std::printf(\"%lld\\n\", (long long)v); }\n";
+  program += "}\n";
+  TempDir dir;
+  std::string src = dir.write("arith.cpp", program).string();
+  auto [rc, out] = run("c++ -std=c++17 " + include_flags() + " " + src + " -o " + (dir.path() / "arith").string() + " && " +
+                       (dir.path() / "arith").string());
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<std::string> lines = split(out, '\n');
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    std::string want;
+    try {
+      want = std::to_string(Expr::parse(exprs[i]).eval_int(dims));
+    } catch (const ExprError&) {
+      want = "error";
+    }
+    EXPECT_EQ(lines.at(i), want) << exprs[i];
+  }
+  EXPECT_THROW(Expr::parse("sqrt(N)").to_code([](const std::string& n) { return n; }, "I"), ExprError);
+  EXPECT_THROW(Expr::parse("N * 0.5").to_code([](const std::string& n) { return n; }, "I"), ExprError);
+}
+
+// A plan with every feature the runner has: the generated op and PyTorch op hold each, and the op
+// compiles against the runtime it is shipped with.
+TEST(Export, EveryPlanFeatureIsGeneratedAndCompiles) {
+  TempDir dir;
+  auto task = std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
+  std::vector<compile::TensorInfo> tensors = compile::task_tensors(*task, tasks::Reference::compile(*task));
+  const std::string source = R"cuda(
+template <int T> __global__ void partial(const float* x, float* part, long long n) {
+  long long i = (long long)blockIdx.x * T + threadIdx.x;
+  if (i < n) atomicAdd(part + blockIdx.x, x[i]);
+}
+extern "C" __global__ void finish(const float* part, float* out, int rows, int cols) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = part[0] + rows + cols;
+}
+extern "C" __global__ void paired(float* out, int rows) {
+  if (threadIdx.x == 0 && blockIdx.x < rows) out[blockIdx.x] += 0.0f;
+}
+)cuda";
+  const std::string plan = R"json({
+  "launch": [
+    { "kernel": "partial<BLOCK>", "grid": ["ceil_div(B * N, BLOCK)"], "block": ["BLOCK"], "args": ["x", "part", "B * N"] },
+    { "kernel": "finish", "grid": [1], "block": [32], "cooperative": true, "args": ["part", "out", "B", "N"] },
+    { "kernel": "paired", "grid": ["2 * B"], "block": [32], "cluster": [2, 1, 1], "shared_bytes": "4 * N", "args": ["out", "B"] }
+  ],
+  "workspace": [ { "name": "part", "dtype": "float32", "count": "ceil_div(B * N, BLOCK)", "zero_init": true } ],
+  "tune": { "BLOCK": [256, 512] },
+  "constraints": ["BLOCK % 32 == 0"]
+})json";
+  compile::CompilerOptions co;
+  co.cache_dir = (dir.path() / "cache").string();
+  co.work_dir = (dir.path() / "work").string();
+  compile::Compiler compiler(co);
+  compile::CandidateReport r = compile::check_candidate(*task, tensors, source, plan, std::nullopt,
+                                                        compile::DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << join(r.errors, "\n");
+  exporter::Op op;
+  op.op = "softmax";
+  op.task = task;
+  op.tensors = tensors;
+  op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
+  op.plan = compile::parse_plan_text(plan, *task, tensors);
+  op.tunables = r.tunables;
+  op.kernels = r.kernels;
+  op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
+  std::string def = exporter::op_definition(op, "ns");
+  // Each launch, as the runner makes it.
+  EXPECT_NE(def.find("l.grid[0] = I(kforge_launch::IntOp::CeilDiv, I(kforge_launch::IntOp::Mul, d_B, d_N), t_BLOCK);"),
+            std::string::npos) << def;
+  EXPECT_NE(def.find("args.push_back({false, uint64_t(I(kforge_launch::IntOp::Mul, d_B, d_N)), 8});"), std::string::npos)
+      << "a dims product as a 64-bit argument (long long n)";
+  EXPECT_NE(def.find("args.push_back({false, uint64_t(d_B), 4});"), std::string::npos) << "int rows: 4 bytes";
+  EXPECT_NE(def.find("l.cooperative = true;"), std::string::npos);
+  EXPECT_NE(def.find("l.cluster[0] = int64_t{2};"), std::string::npos);
+  EXPECT_NE(def.find("l.shared_bytes = I(kforge_launch::IntOp::Mul, int64_t{4}, d_N);"), std::string::npos);
+  EXPECT_NE(def.find("cuMemsetD8Async(CUdeviceptr(ws_base + ws0_offset), 0, ws0_bytes, stream)"), std::string::npos)
+      << "the zero_init workspace is cleared before the first launch";
+  EXPECT_LT(def.find("cuMemsetD8Async"), def.find("// launch[0]"));
+  EXPECT_NE(def.find("args.push_back({true, ws_base + ws0_offset, 8});"), std::string::npos);
+  EXPECT_NE(def.find("the kernel needs BLOCK % 32 == 0"), std::string::npos);
+  EXPECT_NE(def.find("m.functions[2]"), std::string::npos) << "three kernels, in the plan's order";
+  EXPECT_EQ(exporter::torch_schema(op), "softmax(Tensor x) -> Tensor");
+  // The op compiles against the runtime header it ships with.
+  std::string runtime = *read_file((source_dir() / "export/templates/runtime/runtime_header.h").string());
+  for (size_t at; (at = runtime.find("KFORGE_NS")) != std::string::npos;) runtime.replace(at, 9, "ns");
+  dir.write("src/ns_runtime.h", runtime);
+  dir.write("include/ns/ns.h", "#pragma once\n#include <cuda.h>\n#include <cstddef>\n#include <cstdint>\n#include <stdexcept>\n"
+                               "namespace ns {\nclass Error : public std::runtime_error {\n public:\n  using std::runtime_error::runtime_error;\n};\n" +
+                               exporter::op_declaration(op) + "}\n");
+  std::string ops = dir.write("src/ops.cpp", "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include \"ns_runtime.h\"\n"
+                                             "namespace ns {\nnamespace detail { extern const OpImages softmax_images; }\n"
+                                             "using namespace detail;\n" + def + "}\n").string();
+  auto [rc, out] = run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" + (dir.path() / "include").string() + " -I" +
+                       (dir.path() / "src").string() + " " + ops);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+// The evolve run's archive export (docs/results/) as a package: every exported op has its kernels,
+// the manifest carries each one's provenance, and its C++ configures and builds here.
+TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
+  TempDir dir;
+  std::filesystem::path out = dir.path() / "pkg";
+  auto [rc, text] = run(kKforge + " export --from " + kEvolveExport + " --suite level2 --task level1/softmax --task layer_norm" +
+                        " --name kfk --out " + out.string());
+  ASSERT_EQ(rc, 0) << text;
+  json m = json::parse(*read_file((out / "manifest.json").string()));
+  EXPECT_EQ(m["name"], "kfk");
+  EXPECT_EQ(m["admission_required"], true);
+  std::set<std::string> tasks;
+  for (const json& op : m["ops"]) {
+    tasks.insert(op["task"].get<std::string>());
+    EXPECT_TRUE(op["candidate"]["admitted"].get<bool>()) << op["task"];
+    EXPECT_EQ(op["judged"]["harness_version"], 2);
+    EXPECT_EQ(op["judged"]["arch"], "sm_90a");
+    EXPECT_TRUE(op["judged"]["speedup_eager"].is_number());
+    EXPECT_EQ(op["candidate"]["identity"].get<std::string>().size(), 32u);
+    EXPECT_FALSE(op["configurations"].empty());
+    EXPECT_TRUE(op["configurations"].back()["timed"].get<bool>());
+    std::string name = op["op"];
+    EXPECT_TRUE(std::filesystem::exists(out / "images" / (name + ".sm_90a.cubin"))) << name;
+    EXPECT_TRUE(std::filesystem::exists(out / "images" / (name + ".compute_90a.ptx"))) << name;
+  }
+  EXPECT_TRUE(tasks.count("level1/softmax") && tasks.count("level1/layer_norm") && tasks.count("level2/swiglu"));
+  EXPECT_EQ(m["ops"].size() + m["missing"].size(), 20u) << "18 level-2 tasks and 2 of level 1";
+  for (const json& missing : m["missing"]) EXPECT_FALSE(missing["why"].get<std::string>().empty());
+  // Its C++ (the plain library; the PyTorch ops need a CUDA LibTorch, which this machine lacks).
+  auto [cfg, cfg_out] = run("cmake -S " + out.string() + " -B " + (dir.path() / "build").string() + " -G Ninja");
+  ASSERT_EQ(cfg, 0) << cfg_out;
+  auto [build, build_out] = run("cmake --build " + (dir.path() / "build").string() + " -j2");
+  EXPECT_EQ(build, 0) << build_out;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "build" / "libkfk.a"));
+  std::string header = *read_file((out / "include/kfk/kfk.h").string());
+  EXPECT_NE(header.find("void softmax(const float* x, float* out, int64_t B, int64_t N, CUstream stream, void* workspace = nullptr);"),
+            std::string::npos) << header;
+}
+
+TEST(Export, ErrorsSayWhatIsWrong) {
+  TempDir dir;
+  std::string out = (dir.path() / "pkg").string();
+  auto expect = [&](const std::string& args, int want, const std::string& says) {
+    auto [rc, text] = run(kKforge + " export " + args);
+    EXPECT_EQ(rc, want) << args << "\n" << text;
+    EXPECT_NE(text.find(says), std::string::npos) << args << "\n" << text;
+  };
+  expect("--from " + kEvolveExport + " --out " + out + " --name 9lives", 2, "--name must start with a letter");
+  expect("--from " + kEvolveExport + " --out " + out + " --name a-b", 2, "is not a C++ and Python identifier");
+  expect("--from " + kEvolveExport + " --out " + out + " --arch hopper", 2, "--arch hopper is not an architecture");
+  expect("--from /nonexistent.jsonl --out " + out, 2, "--from /nonexistent.jsonl: cannot read the file");
+  expect("--from " + kEvolveExport + " --out " + out + " --task level1/no_such_task", 1,
+         "level1/no_such_task: not exported: the archive has no task of that name");
+  // The seeds were never admitted: nothing to export unless asked, and each task says why.
+  std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
+  expect("--from " + seeds + " --out " + out + " --suite smoke", 1,
+         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version 2");
+  expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted", 0, "4 op(s) exported");
+  // A task file that changed since its winner was judged is another task.
+  std::filesystem::create_directories(dir.path() / "tasks");
+  std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1", std::filesystem::copy_options::recursive);
+  std::ofstream(dir.path() / "tasks/level1/softmax.toml", std::ios::app) << "\n# edited\n";
+  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(), 1,
+         "is not the version its winner was judged against");
+}
+
+}  // namespace
