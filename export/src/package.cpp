@@ -187,6 +187,7 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
   write(d / "CMakeLists.txt", cmake(o));
   write(d / "README.md", readme(o, r));
   write(d / "python" / ns / "__init__.py", std::string(embedded::export_python___init__));
+  write(d / "python" / ns / "testing.py", std::string(embedded::export_python_testing));
   write(d / "setup.py", std::string(embedded::export_python_setup));
   write(d / "pyproject.toml", std::string(embedded::export_python_pyproject));
   write(d / "tests" / "test_ops.py", std::string(embedded::export_python_test_ops));

@@ -27,32 +27,13 @@ def fail(message):
     sys.exit(2)
 
 
-def draw(torch, dtype_name, spec, device="cuda"):
-    """One input as tests/test_ops.py draws it, on the GPU."""
-    dtype = getattr(torch, dtype_name)
-    shape, init = spec["shape"], spec["init"]
-    wide = torch.float64 if dtype == torch.float64 else torch.float32
-    kind = init["kind"]
-    if kind == "normal":
-        t = torch.randn(shape, device=device, dtype=wide) * init["std"] + init["mean"]
-    elif kind == "uniform":
-        t = torch.rand(shape, device=device, dtype=wide) * (init["hi"] - init["lo"]) + init["lo"]
-    elif kind == "randint":
-        t = torch.randint(int(init["lo"]), int(init["hi"]), shape, device=device, dtype=torch.int64)
-    elif kind == "bernoulli":
-        t = torch.rand(shape, device=device) < init["p"]
-    else:
-        fail(f"manifest.json: unknown init kind {kind!r}")
-    return t.to(dtype)
-
-
-def reference(torch, entry):
-    """forward() of the op's task reference, run as Python."""
-    scope = {"torch": torch, "F": torch.nn.functional, "Tensor": torch.Tensor, "math": math}
-    for name in ("List", "Optional", "Tuple", "Union", "Dict"):
-        scope[name] = getattr(typing, name)
-    exec(compile(entry["reference"], f"<{entry['task']} reference>", "exec"), scope)
-    return scope["forward"]
+def shared(name):
+    """python/<name>/testing.py: inputs and references as the tests draw and run them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"{name}_testing", os.path.join(DIR, "python", name, "testing.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def median_ms(torch, fn, inputs, runs, flush):
@@ -78,8 +59,9 @@ def bench(torch, name, entry, runs, flush):
     configs = [c for c in entry["configurations"] if c.get("timed")] or entry["configurations"][-1:]
     config = configs[-1]
     torch.manual_seed(2000)
-    inputs = [draw(torch, i["dtype"], spec) for i, spec in zip(entry["inputs"], config["inputs"])]
-    forward = reference(torch, entry)
+    testing = shared(name)
+    inputs = [testing.draw(i["dtype"], spec) for i, spec in zip(entry["inputs"], config["inputs"])]
+    forward = testing.reference(entry)
     op = getattr(getattr(torch.ops, name), entry["op"])
     allow = bool(entry.get("allow_tf32", False))  # the reference's math mode, as kforge timed eager
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow

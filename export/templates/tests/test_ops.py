@@ -29,53 +29,21 @@ DEFAULT_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float6
 
 # --- Inputs and the reference ---------------------------------------------------------------------
 
-def draw(dtype_name, spec, device="cuda"):
-    """One input: spec {"shape", "init"} drawn from torch's generator (seed it first)."""
-    dtype = getattr(torch, dtype_name)
-    shape, init = spec["shape"], spec["init"]
-    wide = torch.float64 if dtype == torch.float64 else torch.float32
-    kind = init["kind"]
-    if kind == "normal":
-        t = torch.randn(shape, device=device, dtype=wide) * init["std"] + init["mean"]
-    elif kind == "uniform":
-        t = torch.rand(shape, device=device, dtype=wide) * (init["hi"] - init["lo"]) + init["lo"]
-    elif kind == "randint":
-        t = torch.randint(int(init["lo"]), int(init["hi"]), shape, device=device, dtype=torch.int64)
-    elif kind == "bernoulli":
-        t = torch.rand(shape, device=device) < init["p"]
-    else:
-        raise ValueError(f"manifest.json: unknown init kind {kind!r}")
-    return t.to(dtype)
+def _shared():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"{NAME}_testing", os.path.join(DIR, "python", NAME, "testing.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_testing = _shared()
+draw, reference, as_list, math_mode = _testing.draw, _testing.reference, _testing.as_list, _testing.math_mode
 
 
 def draw_inputs(entry, config, seed):
     torch.manual_seed(seed)
     return [draw(i["dtype"], spec) for i, spec in zip(entry["inputs"], config["inputs"])]
-
-
-def reference(entry):
-    """forward() of the op's task reference, run as Python (as kforge's torch.compile helper does)."""
-    scope = {"torch": torch, "F": torch.nn.functional, "Tensor": torch.Tensor, "math": math}
-    for name in ("List", "Optional", "Tuple", "Union", "Dict"):
-        scope[name] = getattr(typing, name)
-    exec(compile(entry["reference"], f"<{entry['task']} reference>", "exec"), scope)
-    return scope["forward"]
-
-
-def as_list(result):
-    return list(result) if isinstance(result, (tuple, list)) else [result]
-
-
-@contextlib.contextmanager
-def math_mode(entry):
-    """TF32 off for the reference unless the task allows it (kforge's eager baseline)."""
-    allow = bool(entry.get("allow_tf32", False))
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def run_reference(entry, inputs):
