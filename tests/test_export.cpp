@@ -194,6 +194,22 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   auto [build, build_out] = run("cmake --build " + (dir.path() / "build").string() + " -j2");
   EXPECT_EQ(build, 0) << build_out;
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "build" / "libkfk.a"));
+  // Its PyTorch ops against this machine's ATen headers; the two CUDA headers Debian's CPU LibTorch
+  // lacks are stood in for (the GPU machine builds them for real: scripts/gpu-export.sh).
+  dir.write("stub/ATen/cuda/CUDAContext.h",
+            "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace at::cuda {\n"
+            "struct Stream { CUstream stream() const { return nullptr; } };\n"
+            "inline Stream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }\n}\n");
+  dir.write("stub/c10/cuda/CUDAGuard.h", "#pragma once\n#include <c10/core/Device.h>\n"
+                                         "namespace c10::cuda { struct CUDAGuard { explicit CUDAGuard(c10::Device) {} }; }\n");
+  auto [torch_rc, torch_out] =
+      run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() + " -I" + (out / "include").string() +
+          " -I" + (out / "src").string() + " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
+          (out / "torch/kfk_torch.cpp").string());
+  EXPECT_EQ(torch_rc, 0) << torch_out;
+  auto [ops_rc, ops_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() + " -I" +
+                               (out / "src").string() + " -I" + compile::cuda_include_dir() + " " + (out / "src/kfk_ops.cpp").string());
+  EXPECT_EQ(ops_rc, 0) << ops_out;
   std::string header = *read_file((out / "include/kfk/kfk.h").string());
   EXPECT_NE(header.find("void softmax(const float* x, float* out, int64_t B, int64_t N, CUstream stream, void* workspace = nullptr);"),
             std::string::npos) << header;

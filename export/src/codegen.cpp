@@ -79,7 +79,8 @@ std::string code(const Expr& e, const Op& op) {
 // `I`, the expression arithmetic of the op: detail::op_int naming the op and the expression `e`.
 const char* kIntLambda =
     "  const char* e = \"\";\n"
-    "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return detail::op_int(o, a, b, op, e); };\n";
+    "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return detail::op_int(o, a, b, op, e); };\n"
+    "  (void)I;\n";
 
 // " at B=4, N=7" at run time, for errors.
 std::string dims_in_words(const Op& op) {
@@ -101,7 +102,9 @@ std::string workspace_code(const Op& op) {
   o << "  const detail::Loaded& m = detail::load(" << op.op << "_images);\n"
     << "  const int64_t f_num_sms = m.num_sms, f_warp_size = m.warp_size, f_max_shared_per_block = m.max_shared_per_block;\n"
     << "  (void)f_num_sms, (void)f_warp_size, (void)f_max_shared_per_block;\n";
-  for (const auto& [name, value] : op.tunables) o << "  constexpr int64_t t_" << name << " = " << value << ";\n";
+  for (const auto& [name, value] : op.tunables)
+    o << "  constexpr int64_t t_" << name << " = " << value << ";\n  (void)t_" << name << ";\n";
+  for (const std::string& d : dim_names(op)) o << "  (void)d_" << d << ";\n";
   o << "  uint64_t ws_end = 0;\n";
   for (size_t i = 0; i < op.plan.workspaces.size(); ++i) {
     const compile::WorkspaceSpec& w = op.plan.workspaces[i];
@@ -251,7 +254,7 @@ std::string torch_definition(const Op& op, const std::string& ns) {
   o << ") {\n  static const char* const op = " << literal(op.op) << ";\n"
     << "  const char* e = \"\";\n"
     << "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return " << ns << "::detail::op_int(o, a, b, op, e); };\n"
-    << "  try {\n";
+    << "  (void)I;\n  try {\n";
   // Every input: on a CUDA device (the first input's), its dtype, its rank, contiguous.
   const tasks::Task& task = *op.task;
   for (size_t i = 0; i < ins.size(); ++i)
