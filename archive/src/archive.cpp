@@ -12,6 +12,12 @@
 #include "archive_schema.h"
 
 namespace kforge::archive {
+
+std::string winner_condition(bool admitted) {
+  return std::string("e.outcome = 'correct'") + (admitted ? " AND e.admitted = 1" : "") +
+         " AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust IS NOT 'claimed'";
+}
+
 namespace {
 
 using nlohmann::json;
@@ -26,9 +32,7 @@ const std::vector<std::string_view>& migrations() {
 
 // The winner rule, as SQL over an evaluation `e` joined to its candidate `c`: an imported claim
 // never wins (only an import the user trusted, and recorded as such, may).
-constexpr const char* kWinner =
-    "e.outcome = 'correct' AND e.admitted = 1 AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL "
-    "AND e.import_trust IS NOT 'claimed'";
+const std::string kWinner = winner_condition();
 
 // Summaries show what was measured here (or trusted): an import's claimed times are not.
 constexpr const char* kSummaryColumns =

@@ -54,10 +54,9 @@ std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o, std::v
       "e.harness_version, e.created_at "
       "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
       "JOIN devices d ON d.id = e.device_id "
-      "WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
-      "AND e.flags = '[]' AND (?1 = 1 OR e.admitted = 1) AND e.harness_version = ?2 AND d.arch IN (" + archs + ") "
+      "WHERE " + archive::winner_condition(!o.include_unadmitted) + " AND e.harness_version = ?1 AND d.arch IN (" + archs + ") "
       "ORDER BY t.suite, t.name, t.created_at DESC, t.id DESC, e.time_ms ASC");
-  s.bind(1, int64_t{o.include_unadmitted}).bind(2, int64_t{harness});
+  s.bind(1, int64_t{harness});
   std::vector<Winner> out;
   std::set<std::string> seen;
   while (s.step()) {

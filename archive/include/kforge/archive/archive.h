@@ -118,6 +118,11 @@ struct ImportReport {
   size_t duplicates = 0;  // compiles and evaluations already in the archive (a re-run adds nothing)
 };
 
+// The SQL condition on an evaluation `e` and its candidate `c` that makes a winner: correct, timed,
+// unflagged, made (or verified) by kforge, not an imported claim, and admitted unless `admitted` is
+// false (`kforge export --include-unadmitted`).
+std::string winner_condition(bool admitted = true);
+
 class Archive {
  public:
   // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged file,
