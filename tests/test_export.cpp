@@ -166,12 +166,13 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "pkg";
   auto [rc, text] = run(kKforge + " export --from " + kEvolveExport + " --suite level2 --task level1/softmax --task layer_norm" +
-                        " --name kfk --out " + out.string());
+                        " --name kfk --arch sm_90a,sm_80 --out " + out.string());
   ASSERT_EQ(rc, 0) << text;
   json m = json::parse(*read_file((out / "manifest.json").string()));
   EXPECT_EQ(m["name"], "kfk");
   EXPECT_EQ(m["admission_required"], true);
   std::set<std::string> tasks;
+  int sm80_built = 0;
   for (const json& op : m["ops"]) {
     tasks.insert(op["task"].get<std::string>());
     EXPECT_TRUE(op["candidate"]["admitted"].get<bool>()) << op["task"];
@@ -184,8 +185,13 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
     std::string name = op["op"];
     EXPECT_TRUE(std::filesystem::exists(out / "images" / (name + ".sm_90a.cubin"))) << name;
     EXPECT_TRUE(std::filesystem::exists(out / "images" / (name + ".compute_90a.ptx"))) << name;
+    // sm_80: its cubin, or the reason the kernel does not compile for it.
+    bool sm80 = std::filesystem::exists(out / "images" / (name + ".sm_80.cubin"));
+    EXPECT_NE(sm80, op["not_built"].size() == 1 && op["not_built"][0]["arch"] == "sm_80") << name << ": " << op["not_built"];
+    sm80_built += sm80;
   }
   EXPECT_TRUE(tasks.count("level1/softmax") && tasks.count("level1/layer_norm") && tasks.count("level2/swiglu"));
+  EXPECT_GT(sm80_built, 0) << "most kernels compile for sm_80 too";
   EXPECT_EQ(m["ops"].size() + m["missing"].size(), 20u) << "18 level-2 tasks and 2 of level 1";
   for (const json& missing : m["missing"]) EXPECT_FALSE(missing["why"].get<std::string>().empty());
   // Its C++ (the plain library; the PyTorch ops need a CUDA LibTorch, which this machine lacks).

@@ -188,16 +188,22 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
   op.output_shapes = infer_output_shapes(task, sizes, known);
   op.plan = compile::parse_plan_text(w.plan, task, op.tensors);
   for (const auto& [k, v] : w.tunables.items()) op.tunables[k] = v.get<int64_t>();
+  json not_built = json::array();  // architectures the kernel does not compile for (another may)
   for (const std::string& arch : o.archs) {
     compile::CandidateReport r = compile::check_candidate(task, op.tensors, w.source, w.plan, op.tunables,
                                                           compile::DeviceFacts::for_arch(arch), compiler);
-    if (!r.ok())
-      throw Error("it does not compile for " + arch + ": " + (r.errors.empty() ? std::string() : r.errors.front().substr(0, r.errors.front().find('\n'))));
+    if (!r.ok()) {
+      not_built.push_back({{"arch", arch},
+                           {"why", r.errors.empty() ? std::string() : r.errors.front().substr(0, r.errors.front().find('\n'))}});
+      continue;
+    }
     if (op.kernels.empty()) op.kernels = r.kernels;
     op.images.push_back({arch, sm_of(arch), false, r.module.cubin});
     std::string ptx_arch = "compute_" + arch.substr(3);
     op.images.push_back({ptx_arch, sm_of(arch), true, r.module.ptx + std::string(1, '\0')});
   }
+  if (op.images.empty())
+    throw Error("it compiles for none of " + join(o.archs, ", ") + ": " + not_built[0]["why"].get<std::string>());
   // The manifest's entry.
   json inputs = json::array(), outputs = json::array();
   size_t out_index = 0;
@@ -241,7 +247,8 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
                  {"reference", task.reference},
                  {"reference_torchscript", tasks::prelude_source() + tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
                  {"configurations", config_list},
-                 {"fallback", false}};
+                 {"fallback", false},
+                 {"not_built", not_built}};
   return op;
 }
 
