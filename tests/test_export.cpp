@@ -240,6 +240,8 @@ TEST(Export, ErrorsSayWhatIsWrong) {
   expect("--from " + seeds + " --out " + out + " --suite smoke", 1,
          "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version 2");
   expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted", 0, "4 op(s) exported");
+  // A suite's tasks that the archive never saw are listed, not skipped in silence.
+  expect("--from " + kEvolveExport + " --out " + out + " --suite smoke", 1, "smoke/softmax: not exported: the archive holds no kernel for it");
   // A task file that changed since its winner was judged is another task.
   std::filesystem::create_directories(dir.path() / "tasks");
   std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1", std::filesystem::copy_options::recursive);

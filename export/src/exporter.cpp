@@ -315,6 +315,17 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
   }
   ExportResult result;
   std::vector<Winner> ws = winners(*ar, o, result.missing);
+  // A suite's tasks the archive has never seen are missing too.
+  std::filesystem::path root = o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
+  for (const std::string& suite : o.suites) {
+    if (!std::filesystem::is_directory(root / suite)) continue;
+    for (const std::filesystem::path& f : tasks::resolve_tasks(suite, root)) {
+      std::string id = suite + "/" + f.stem().string();
+      bool known = std::any_of(ws.begin(), ws.end(), [&](const Winner& w) { return w.task == id; }) ||
+                   std::any_of(result.missing.begin(), result.missing.end(), [&](const Missing& m) { return m.task == id; });
+      if (!known) result.missing.push_back({id, "the archive holds no kernel for it"});
+    }
+  }
   for (const Winner& w : ws) {
     try {
       result.ops.push_back(make_op(w, op_name(w.task, ws), o, compiler));
