@@ -42,6 +42,21 @@ std::pair<int, std::string> run(const std::string& cmd) {
 const std::string kKforge = KFORGE_BINARY;
 const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string();
 
+// Compiles the package's PyTorch ops (syntax only) against this machine's ATen headers, with the two
+// CUDA headers Debian's CPU LibTorch lacks stood in for (the GPU machine builds them for real:
+// scripts/gpu-export.sh). Its exit status and output.
+std::pair<int, std::string> compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg, const std::string& ns) {
+  dir.write("stub/ATen/cuda/CUDAContext.h",
+            "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace at::cuda {\n"
+            "struct Stream { CUstream stream() const { return nullptr; } };\n"
+            "inline Stream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }\n}\n");
+  dir.write("stub/c10/cuda/CUDAGuard.h", "#pragma once\n#include <c10/core/Device.h>\n"
+                                         "namespace c10::cuda { struct CUDAGuard { explicit CUDAGuard(c10::Device) {} }; }\n");
+  return run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() + " -I" + (pkg / "include").string() +
+             " -I" + (pkg / "src").string() + " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
+             (pkg / "torch" / (ns + "_torch.cpp")).string());
+}
+
 std::string include_flags() {
   return "-I" + (source_dir() / "export/runtime").string() + " -I" + compile::cuda_include_dir();
 }
@@ -200,18 +215,7 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   auto [build, build_out] = run("cmake --build " + (dir.path() / "build").string() + " -j2");
   EXPECT_EQ(build, 0) << build_out;
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "build" / "libkfk.a"));
-  // Its PyTorch ops against this machine's ATen headers; the two CUDA headers Debian's CPU LibTorch
-  // lacks are stood in for (the GPU machine builds them for real: scripts/gpu-export.sh).
-  dir.write("stub/ATen/cuda/CUDAContext.h",
-            "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace at::cuda {\n"
-            "struct Stream { CUstream stream() const { return nullptr; } };\n"
-            "inline Stream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }\n}\n");
-  dir.write("stub/c10/cuda/CUDAGuard.h", "#pragma once\n#include <c10/core/Device.h>\n"
-                                         "namespace c10::cuda { struct CUDAGuard { explicit CUDAGuard(c10::Device) {} }; }\n");
-  auto [torch_rc, torch_out] =
-      run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() + " -I" + (out / "include").string() +
-          " -I" + (out / "src").string() + " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
-          (out / "torch/kfk_torch.cpp").string());
+  auto [torch_rc, torch_out] = compile_torch_ops(dir, out, "kfk");
   EXPECT_EQ(torch_rc, 0) << torch_out;
   auto [ops_rc, ops_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() + " -I" +
                                (out / "src").string() + " -I" + compile::cuda_include_dir() + " " + (out / "src/kfk_ops.cpp").string());
@@ -248,6 +252,37 @@ TEST(Export, ErrorsSayWhatIsWrong) {
   std::ofstream(dir.path() / "tasks/level1/softmax.toml", std::ios::app) << "\n# edited\n";
   expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(), 1,
          "is not the version its winner was judged against");
+}
+
+}  // namespace
+
+namespace {
+
+// --fallback: a task without a winner becomes a PyTorch op that runs its reference, and the manifest
+// and header say so; without it the task is listed as missing.
+TEST(Export, FallbackOpsRunTheReferenceAndSaySo) {
+  TempDir dir;
+  std::filesystem::path out = dir.path() / "pkg";
+  std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
+  auto [rc, text] = run(kKforge + " export --from " + seeds + " --suite smoke --fallback --name fb --out " + out.string());
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("smoke/relu: no kernel (no correct, unflagged, admitted kernel"), std::string::npos) << text;
+  json m = json::parse(*read_file((out / "manifest.json").string()));
+  ASSERT_EQ(m["ops"].size(), 4u);
+  EXPECT_TRUE(m["missing"].empty());
+  for (const json& op : m["ops"]) {
+    EXPECT_TRUE(op["fallback"].get<bool>()) << op["op"];
+    EXPECT_TRUE(op["candidate"].is_null());
+    EXPECT_TRUE(op["judged"].is_null());
+  }
+  std::string header = *read_file((out / "include/fb/fb.h").string());
+  EXPECT_NE(header.find("// relu (smoke/relu): no kernel; torch.ops.fb.relu runs the task's reference (--fallback)"), std::string::npos)
+      << header;
+  std::string torch_ops = *read_file((out / "torch/fb_torch.cpp").string());
+  EXPECT_NE(torch_ops.find("torch::jit::compile("), std::string::npos);
+  EXPECT_NE(torch_ops.find("m.impl(\"relu\", &relu_cuda);"), std::string::npos);
+  auto [torch_rc, torch_out] = compile_torch_ops(dir, out, "fb");
+  EXPECT_EQ(torch_rc, 0) << torch_out;
 }
 
 }  // namespace

@@ -249,6 +249,27 @@ std::string torch_definition(const Op& op, const std::string& ns) {
     ret += ">";
   }
   std::ostringstream o;
+  if (op.fallback) {  // the task's reference, compiled once, on the inputs' device
+    o << ret << " " << op.op << "_cuda(";
+    for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
+    o << ") {\n  static const char* const op = " << literal(op.op) << ";\n";
+    for (size_t i = 0; i < ins.size(); ++i)
+      o << "  check_input(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", " << aten_type(ins[i]->dtype) << ", "
+        << op.task->inputs[i].shape.size() << ", x_" << ins[0]->name << ");\n";
+    o << "  static const std::shared_ptr<torch::jit::CompilationUnit> unit =\n      torch::jit::compile("
+      << literal(op.manifest.value("reference_torchscript", "")) << ");\n"
+      << "  c10::IValue result = unit->get_function(\"forward\")({";
+    for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "x_" << ins[i]->name;
+    o << "});\n";
+    if (outs.size() == 1) {
+      o << "  return result.toTensor();\n}\n";
+    } else {
+      o << "  auto items = result.toTuple()->elements();\n  return {";
+      for (size_t k = 0; k < outs.size(); ++k) o << (k ? ", " : "") << "items[" << k << "].toTensor()";
+      o << "};\n}\n";
+    }
+    return o.str();
+  }
   o << ret << " " << op.op << "_cuda(";
   for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
   o << ") {\n  static const char* const op = " << literal(op.op) << ";\n"

@@ -150,17 +150,10 @@ std::string op_name(const std::string& task, const std::vector<Winner>& all) {
   return id;
 }
 
-Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, compile::Compiler& compiler) {
-  Op op;
-  op.op = name;
-  op.task = task_of(w, o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir));
-  const tasks::Task& task = *op.task;
-  tasks::Reference ref = tasks::Reference::compile(task);
-  op.tensors = compile::task_tensors(task, ref);
-  // Output shapes at every configuration (the meta device; else a CPU run on zeros where the inputs
-  // are small), then over dims from the configurations where they are known.
-  std::vector<tasks::Dims> configs, known;
-  configs = task.check_dims;
+// The outputs' shapes over dims: at every configuration (the meta device; else a CPU run on zeros
+// where the inputs are small), then fitted over the configurations where they are known.
+std::vector<std::vector<Expr>> output_shapes_of(const tasks::Task& task, const tasks::Reference& ref) {
+  std::vector<tasks::Dims> configs = task.check_dims, known;
   configs.push_back(task.dims);
   std::vector<std::vector<std::vector<int64_t>>> sizes;
   for (const tasks::Dims& d : configs) {
@@ -185,7 +178,65 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
   if (known.size() < 2)
     throw Error("the reference's output shapes are known at " + std::to_string(known.size()) +
                 " configuration(s) only (the meta device lacks an op, the others are too large to run on the CPU)");
-  op.output_shapes = infer_output_shapes(task, sizes, known);
+  return infer_output_shapes(task, sizes, known);
+}
+
+// The manifest entry's task part: tensors, sizes, the reference, every configuration with its inputs.
+json task_entry(const Op& op, const std::string& version) {
+  const tasks::Task& task = *op.task;
+  json inputs = json::array(), outputs = json::array();
+  size_t out_index = 0;
+  for (const compile::TensorInfo& t : op.tensors) {
+    if (t.role == compile::TensorRole::Input) {
+      const tasks::InputSpec& in = task.inputs.at(inputs.size());
+      json shape = json::array();
+      for (const Expr& e : in.shape) shape.push_back(e.text());
+      inputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
+    } else if (t.role == compile::TensorRole::Output) {
+      json shape = nullptr;  // unknown for a fallback whose outputs fit no expression
+      if (out_index < op.output_shapes.size()) {
+        shape = json::array();
+        for (const Expr& e : op.output_shapes[out_index]) shape.push_back(e.text());
+      }
+      std::optional<double> tol = out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
+      outputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape},
+                         {"tolerance", tol ? json(*tol) : json(nullptr)}});
+      ++out_index;
+    }
+  }
+  std::vector<tasks::Dims> configs = task.check_dims;
+  configs.push_back(task.dims);
+  json config_list = json::array();
+  for (size_t c = 0; c < configs.size(); ++c) {
+    json ins = json::array();
+    for (const tasks::InputSpec& in : task.inputs)
+      ins.push_back({{"shape", task.shape_of(in, configs[c])}, {"init", init_json(in.init, in.dtype, configs[c])}});
+    config_list.push_back({{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
+  }
+  json dims = json::array();
+  for (const auto& [d, v] : task.dims) dims.push_back(d);
+  return {{"op", op.op},
+          {"task", task.id()},
+          {"task_version", version},
+          {"summary", task.summary},
+          {"inputs", inputs},
+          {"outputs", outputs},
+          {"dims", dims},
+          {"allow_tf32", task.allow_tf32},
+          {"reference", task.reference},
+          {"reference_torchscript", tasks::prelude_source() + tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
+          {"configurations", config_list},
+          {"fallback", op.fallback}};
+}
+
+Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, compile::Compiler& compiler) {
+  Op op;
+  op.op = name;
+  op.task = task_of(w, o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir));
+  const tasks::Task& task = *op.task;
+  tasks::Reference ref = tasks::Reference::compile(task);
+  op.tensors = compile::task_tensors(task, ref);
+  op.output_shapes = output_shapes_of(task, ref);
   op.plan = compile::parse_plan_text(w.plan, task, op.tensors);
   for (const auto& [k, v] : w.tunables.items()) op.tunables[k] = v.get<int64_t>();
   json not_built = json::array();  // architectures the kernel does not compile for (another may)
@@ -204,51 +255,34 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
   }
   if (op.images.empty())
     throw Error("it compiles for none of " + join(o.archs, ", ") + ": " + not_built[0]["why"].get<std::string>());
-  // The manifest's entry.
-  json inputs = json::array(), outputs = json::array();
-  size_t out_index = 0;
-  for (const compile::TensorInfo& t : op.tensors) {
-    if (t.role == compile::TensorRole::Input) {
-      const tasks::InputSpec& in = task.inputs.at(inputs.size());
-      json shape = json::array();
-      for (const Expr& e : in.shape) shape.push_back(e.text());
-      inputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
-    } else if (t.role == compile::TensorRole::Output) {
-      json shape = json::array();
-      for (const Expr& e : op.output_shapes.at(out_index)) shape.push_back(e.text());
-      std::optional<double> tol = out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
-      outputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape},
-                         {"tolerance", tol ? json(*tol) : json(nullptr)}});
-      ++out_index;
-    }
+  op.manifest = task_entry(op, w.version);
+  op.manifest["candidate"] = {{"id", w.candidate}, {"identity", w.identity}, {"model", w.model}, {"prompt_kind", w.prompt_kind},
+                              {"run", w.evaluation["run"]}, {"generation", w.evaluation["generation"]},
+                              {"admitted", w.evaluation["admitted"]}};
+  op.manifest["tunables"] = w.tunables;
+  op.manifest["judged"] = w.evaluation;
+  op.manifest["not_built"] = not_built;
+  return op;
+}
+
+// --fallback: an op without a kernel, for a task with no winner: its PyTorch op runs the reference.
+Op fallback_op(const std::string& task_id, const std::string& name, const ExportOptions& o) {
+  Op op;
+  op.op = name;
+  op.fallback = true;
+  std::filesystem::path root = o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
+  op.task = std::make_shared<const tasks::Task>(tasks::load_task(tasks::resolve_tasks(task_id, root).at(0)));
+  tasks::Reference ref = tasks::Reference::compile(*op.task);
+  op.tensors = compile::task_tensors(*op.task, ref);
+  try {
+    op.output_shapes = output_shapes_of(*op.task, ref);
+  } catch (const std::exception&) {
+    op.output_shapes.clear();  // the reference makes them; the manifest says null
   }
-  json config_list = json::array();
-  for (size_t c = 0; c < configs.size(); ++c) {
-    json ins = json::array();
-    for (const tasks::InputSpec& in : task.inputs)
-      ins.push_back({{"shape", task.shape_of(in, configs[c])}, {"init", init_json(in.init, in.dtype, configs[c])}});
-    config_list.push_back({{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
-  }
-  json dims = json::array();
-  for (const auto& [d, v] : task.dims) dims.push_back(d);
-  op.manifest = {{"op", name},
-                 {"task", task.id()},
-                 {"task_version", w.version},
-                 {"summary", task.summary},
-                 {"candidate", {{"id", w.candidate}, {"identity", w.identity}, {"model", w.model}, {"prompt_kind", w.prompt_kind},
-                                {"run", w.evaluation["run"]}, {"generation", w.evaluation["generation"]},
-                                {"admitted", w.evaluation["admitted"]}}},
-                 {"tunables", w.tunables},
-                 {"judged", w.evaluation},
-                 {"inputs", inputs},
-                 {"outputs", outputs},
-                 {"dims", dims},
-                 {"allow_tf32", task.allow_tf32},
-                 {"reference", task.reference},
-                 {"reference_torchscript", tasks::prelude_source() + tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
-                 {"configurations", config_list},
-                 {"fallback", false},
-                 {"not_built", not_built}};
+  op.manifest = task_entry(op, op.task->content_hash);
+  op.manifest["candidate"] = nullptr;
+  op.manifest["judged"] = nullptr;
+  op.manifest["tunables"] = json::object();
   return op;
 }
 
@@ -333,6 +367,25 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
     } catch (const std::exception& e) {
       result.missing.push_back({w.task, std::string("its winner cannot be exported: ") + e.what()});
     }
+  }
+  if (o.fallback) {  // a task with no winner: an op that runs its reference, said so in the manifest
+    std::vector<Missing> still;
+    for (const Missing& m : result.missing) {
+      bool no_winner = m.why.rfind("its winner cannot be exported", 0) != 0 && m.why != "the archive has no task of that name";
+      std::string name = m.task.substr(m.task.find('/') + 1);
+      for (const Op& op : result.ops)
+        if (op.op == name) name = m.task;
+      for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      try {
+        if (!no_winner) throw Error(m.why);
+        result.ops.push_back(fallback_op(m.task, name, o));
+        if (say) say("  " + m.task + ": no kernel (" + m.why + "): the op runs the reference (--fallback)");
+      } catch (const std::exception&) {
+        still.push_back(m);
+      }
+    }
+    result.missing = still;
   }
   std::filesystem::remove_all(scratch);
   write_package(o, result);

@@ -46,7 +46,11 @@ std::string header(const ExportOptions& o, const ExportResult& r) {
     << "#pragma once\n\n#include <cuda.h>\n\n#include <cstddef>\n#include <cstdint>\n#include <stdexcept>\n\n"
     << "namespace " << ns << " {\n\n"
     << "class Error : public std::runtime_error {\n public:\n  using std::runtime_error::runtime_error;\n};\n\n";
-  for (const Op& op : r.ops) h << op_declaration(op) << "\n";
+  for (const Op& op : r.ops)
+    h << (op.fallback ? "// " + op.op + " (" + op.task->id() + "): no kernel; torch.ops." + ns + "." + op.op +
+                            " runs the task's reference (--fallback)\n"
+                      : op_declaration(op))
+      << "\n";
   h << "}  // namespace " << ns << "\n";
   return h.str();
 }
@@ -62,11 +66,12 @@ std::string images(const ExportOptions& o, const ExportResult& r) {
     << "          \".global \" #sym \"_end\\n\" #sym \"_end:\\n.previous\\n\");                                  \\\n"
     << "  extern \"C\" const unsigned char sym[], sym##_end[];\n\n";
   for (const Op& op : r.ops)
-    for (size_t i = 0; i < op.images.size(); ++i)
+    for (size_t i = 0; i < op.images.size(); ++i)  // none for a fallback
       s << "KFORGE_IMAGE(kforge_" << o.name << "_" << op.op << "_" << i << ", \"" << op.op << "." << op.images[i].arch
         << (op.images[i].ptx ? ".ptx" : ".cubin") << "\")\n";
   s << "\nnamespace " << o.name << "::detail {\n\n";
   for (const Op& op : r.ops) {
+    if (op.fallback) continue;
     s << "extern const OpImages " << op.op << "_images;\nconst OpImages " << op.op << "_images = {\"" << op.op << "\", {";
     for (size_t i = 0; i < op.images.size(); ++i) {
       std::string sym = "kforge_" + o.name + "_" + op.op + "_" + std::to_string(i);
@@ -87,9 +92,11 @@ std::string ops(const ExportOptions& o, const ExportResult& r) {
     << "// export from each winner's launch plan; kforge_launch.h holds the semantics kforge judged them with).\n"
     << "#include <string>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name
     << "_runtime.h\"\n\nnamespace " << o.name << " {\nnamespace detail {\n";
-  for (const Op& op : r.ops) s << "extern const OpImages " << op.op << "_images;\n";
+  for (const Op& op : r.ops)
+    if (!op.fallback) s << "extern const OpImages " << op.op << "_images;\n";
   s << "}  // namespace detail\n\nusing namespace detail;\n\n";
-  for (const Op& op : r.ops) s << op_definition(op, o.name) << "\n";
+  for (const Op& op : r.ops)
+    if (!op.fallback) s << op_definition(op, o.name) << "\n";
   s << "}  // namespace " << o.name << "\n";
   return s.str();
 }
@@ -98,7 +105,8 @@ std::string torch_file(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
   s << "// " << o.name << "'s PyTorch ops: torch.ops." << o.name << ".NAME on CUDA tensors, checked, outputs and workspace from\n"
     << "// PyTorch's caching allocator, on the current stream.\n"
-    << "#include <ATen/ATen.h>\n#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <torch/library.h>\n\n"
+    << "#include <ATen/ATen.h>\n#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <torch/library.h>\n"
+    << "#include <torch/jit.h>  // --fallback ops run the task's TorchScript reference\n\n"
     << "#include <tuple>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\n"
     << "namespace {\n\n"
     << "void check_input(const char* op, const char* name, const at::Tensor& t, at::ScalarType dtype, int64_t rank,\n"
@@ -139,9 +147,15 @@ std::string readme(const ExportOptions& o, const ExportResult& r) {
     std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
     return std::string(buf);
   };
-  for (const Op& op : r.ops)
-    s << "| " << op.op << " | " << op.task->id() << " | " << num(op.manifest["judged"]["speedup_eager"]) << " | "
-      << num(op.manifest["judged"]["speedup_compiled"]) << " | " << op.manifest["judged"].value("device", "") << " |\n";
+  for (const Op& op : r.ops) {
+    if (op.fallback) {
+      s << "| " << op.op << " | " << op.task->id() << " | - | - | no kernel: the reference (--fallback) |\n";
+      continue;
+    }
+    const json& judged = op.manifest["judged"];
+    s << "| " << op.op << " | " << op.task->id() << " | " << num(judged["speedup_eager"]) << " | " << num(judged["speedup_compiled"])
+      << " | " << judged.value("device", "") << " |\n";
+  }
   if (!r.missing.empty()) {
     s << "\nNot in the package:\n\n";
     for (const Missing& m : r.missing) s << "- " << m.task << ": " << m.why << "\n";

@@ -28,13 +28,14 @@ struct ExportOptions {
   std::string from_jsonl;            // or an archive export (imported into a temporary archive)
   std::string tasks_dir;             // the task files ("" the default root)
   bool include_unadmitted = false;   // winners need admission unless this is set
-  bool fallback = false;             // a task without a winner: an op that calls its reference
+  bool fallback = false;             // a task without a winner: a PyTorch op that runs its reference
   int harness_version = 0;           // 0: the current one
 };
 
 // A task's winner as the package holds it.
 struct Op {
   std::string op;  // C++ identifier
+  bool fallback = false;  // no kernel: the PyTorch op runs the task's reference (--fallback)
   std::shared_ptr<const tasks::Task> task;
   std::vector<compile::TensorInfo> tensors;  // inputs, then outputs
   std::vector<std::vector<Expr>> output_shapes;  // per output, each axis over dims
