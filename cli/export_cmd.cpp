@@ -25,9 +25,9 @@ int run_export(ExportArgs& a) {
   compile::Compiler compiler;
   std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into " << a.o.out.string() << std::endl;
   exporter::ExportResult r = exporter::export_library(a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
-  for (const exporter::Missing& m : r.missing) std::cout << "  " << m.task << ": not exported: " << printable(m.why) << "\n";
+  for (const exporter::Missing& m : r.missing) std::cout << "  " << m.task << ": not exported: " << printable(m.why) << std::endl;
   std::cout << r.ops.size() << " op(s) exported, " << r.missing.size() << " task(s) left out (manifest.json lists them); "
-            << "build: cmake -S " << a.o.out.string() << " -B build, or pip install --no-build-isolation " << a.o.out.string() << "\n";
+            << "build: cmake -S " << a.o.out.string() << " -B build, or pip install --no-build-isolation " << a.o.out.string() << std::endl;
   return r.ops.empty() ? kExitFindings : kExitOk;
 }
 

@@ -1,3 +1,8 @@
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
 #include <iostream>
 
 #include "commands.h"
@@ -9,7 +14,36 @@
 #include "kforge/archive/sqlite.h"
 #include "kforge/verify/driver.h"
 
+namespace {
+
+// A crash of kforge itself (never of a candidate: those run in kforge-runner) says so on stderr with
+// a backtrace before the process dies of its signal, so a report can say where. Only async-signal-safe
+// calls in the handler; backtrace() is called once beforehand so that it has loaded its library.
+// kforge-core's own frames show as offsets (kforge-core(+0x...)): `addr2line -fCe kforge-core` names them.
+void report_crash(int sig) {
+  const char* name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE"
+                   : sig == SIGILL ? "SIGILL" : "SIGABRT";
+  const char* head = "kforge: crashed (";
+  const char* tail = "), a kforge bug; please report it with this backtrace:\n";
+  (void)!::write(2, head, std::strlen(head));
+  (void)!::write(2, name, std::strlen(name));
+  (void)!::write(2, tail, std::strlen(tail));
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void install_crash_report() {
+  void* frame[1];
+  ::backtrace(frame, 1);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, report_crash);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  install_crash_report();
   CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly", "kforge"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kforge ") + KFORGE_VERSION);

@@ -1,28 +1,66 @@
 #!/usr/bin/env bash
 # Issue 21 on the GPU machine: the level-1 and level-2 winners exported, the package built and installed
 # with this machine's LibTorch, its generated C++ and Python tests run, and its benchmark (each op's
-# speedup over eager beside the speedup kforge recorded).
+# speedup over eager beside the speedup kforge recorded). With KFORGE_GPU_TESTS=1, kforge's own GPU
+# tests run after it in what is left of the call (kforge_gpu_tests, built with kforge).
 #
-#   device run:  source .device/env.sh; scripts/gpu-export.sh [ARCHIVE.jsonl.gz]
+#   on the dev machine, once:  ../shared/device/prepare.sh python3-pytest python3-pluggy python3-iniconfig \
+#                                python3-packaging python3-py python3-attr python3-setuptools python3-wheel
+#   device run:                source .device/env.sh; scripts/gpu-export.sh [ARCHIVE.jsonl.gz]
 #
-# Writes $OUT/export.log, $OUT/export-ctest.log, $OUT/export-pytest.log, $OUT/export-bench.md.
+# Writes $OUT/export.log, export-build.log (CMake and pip), export-ctest.log, export-pytest.log,
+# export-bench.md (and gpu-tests.log); a summary prints last.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
-build_kforge || exit 1
+summary=()
+step() {  # step NAME LIMIT_SECONDS COMMAND...: runs with a time limit, output appended to $OUT/NAME
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "\$ $*" >> "$OUT/$name"
+  timeout "$limit" "$@" >> "$OUT/$name" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-18s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$(grep -v '^$' "$OUT/$name" | tail -1)")")
+  return $rc
+}
+finish() { printf '%s\n' "${summary[@]}"; exit "${1:-0}"; }
+
+targets=()
+[ "${KFORGE_GPU_TESTS:-0}" = 1 ] && targets+=(kforge_gpu_tests)
+build_kforge "${targets[@]}" || exit 1
 from=${1:-docs/results/evolve-level1-level2-2026-12-03.jsonl.gz}
-PKG=/tmp/kforge-export/kforge_kernels
-rm -rf /tmp/kforge-export
-"$K" export --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG" > "$OUT/export.log" 2>&1
-tail -3 "$OUT/export.log"
-TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-{ cmake -S "$PKG" -B "$PKG/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX:${CMAKE_PREFIX_PATH:-}" \
-    -Dkforge_kernels_BUILD_TESTS=ON -DCMAKE_INSTALL_PREFIX=/tmp/kforge-export/prefix &&
-  cmake --build "$PKG/build" -j"$(nproc)" && cmake --install "$PKG/build"; } > "$OUT/export-build.log" 2>&1 ||
-  { grep -E "error|Error" "$OUT/export-build.log" | head -30; exit 1; }
-echo "package built and installed in ${SECONDS}s"
-(cd "$PKG/build" && ctest --output-on-failure -j4) > "$OUT/export-ctest.log" 2>&1; tail -3 "$OUT/export-ctest.log"
-python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/kforge-export/site "$PKG" > "$OUT/export-pip.log" 2>&1 ||
-  { tail -30 "$OUT/export-pip.log"; exit 1; }
-export PYTHONPATH=/tmp/kforge-export/site${PYTHONPATH:+:$PYTHONPATH}
-(cd "$PKG" && python3 -m pytest -q -rs tests/test_ops.py) > "$OUT/export-pytest.log" 2>&1; tail -3 "$OUT/export-pytest.log"
-python3 "$PKG/bench/bench_ops.py" > "$OUT/export-bench.md" 2>&1; tail -5 "$OUT/export-bench.md"
+ROOT=/tmp/kforge-export
+PKG=$ROOT/kforge_kernels
+rm -rf "$ROOT"
+if ! step export.log 120 "$K" export --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG"; then
+  # A crash report's kforge-core frames named (they print as offsets), and whether the package got written.
+  grep -oE 'kforge-core\(\+0x[0-9a-f]+\)' "$OUT/export.log" | grep -oE '0x[0-9a-f]+' |
+    xargs -r addr2line -fCe "$BUILD_DIR/kforge-core" | paste - - >> "$OUT/export.log"
+  grep -A40 "crashed" "$OUT/export.log" | head -60
+  ls "$PKG" "$PKG/src" "$PKG/torch" 2>&1 | head -20
+  # Written in full (its last line printed), a failure after it does not stop the package's own checks.
+  grep -q "op(s) exported" "$OUT/export.log" || finish 1
+fi
+# pytest, setuptools and wheel where this machine's Python lacks them: Debian's, carried in .device
+# (prepare.sh above), after the machine's own on the path.
+export PYTHONPATH=$ROOT/site${PYTHONPATH:+:$PYTHONPATH}:$PWD/.device/root/usr/lib/python3/dist-packages
+TORCH_CMAKE_PREFIX=${TORCH_CMAKE_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
+step export-build.log 60 cmake -S "$PKG" -B "$PKG/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX:${CMAKE_PREFIX_PATH:-}" \
+  -Dkforge_kernels_BUILD_TESTS=ON -DCMAKE_INSTALL_PREFIX=$ROOT/prefix &&
+  step export-build.log 300 cmake --build "$PKG/build" -j"$(nproc)" &&
+  step export-build.log 60 cmake --install "$PKG/build" ||
+  { grep -E "error|Error" "$OUT/export-build.log" | head -30; finish 1; }
+pushd "$PKG/build" > /dev/null && step export-ctest.log 240 ctest --output-on-failure -j4; popd > /dev/null
+# pip builds the extension again (setup.py), in parallel through torch's ninja build.
+export MAX_JOBS=$(nproc)
+step export-build.log 300 python3 -m pip install --no-build-isolation --no-deps --target "$ROOT/site" "$PKG" ||
+  { tail -30 "$OUT/export-build.log"; finish 1; }
+pushd "$PKG" > /dev/null && step export-pytest.log 300 python3 -m pytest -q -rs -p no:cacheprovider tests/test_ops.py; popd > /dev/null
+step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py"
+if [ "${KFORGE_GPU_TESTS:-0}" = 1 ]; then
+  step gpu-tests.log "${KFORGE_GPU_TESTS_LIMIT:-300}" "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_TESTS_FILTER:-*}"
+  grep -E "^\[  (FAILED|SKIPPED) " "$OUT/gpu-tests.log" | head -20
+fi
+grep -E "FAIL|Error" "$OUT/export-ctest.log" | head -10
+grep -E "FAILED|Error" "$OUT/export-pytest.log" | head -10
+finish 0

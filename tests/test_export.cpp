@@ -46,8 +46,8 @@ const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-le
 // CUDA headers Debian's CPU LibTorch lacks stood in for (the GPU machine builds them for real:
 // scripts/gpu-export.sh). Its exit status and output.
 std::pair<int, std::string> compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg, const std::string& ns) {
-  dir.write("stub/ATen/cuda/CUDAContext.h",
-            "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace at::cuda {\n"
+  dir.write("stub/c10/cuda/CUDAStream.h",
+            "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace c10::cuda {\n"
             "struct Stream { CUstream stream() const { return nullptr; } };\n"
             "inline Stream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }\n}\n");
   dir.write("stub/c10/cuda/CUDAGuard.h", "#pragma once\n#include <c10/core/Device.h>\n"

@@ -303,7 +303,7 @@ std::string torch_definition(const Op& op, const std::string& ns) {
   for (size_t i = 0; i < ins.size(); ++i)
     o << "    check_shape(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", " << shape_code(task.inputs[i].shape) << ");\n";
   o << "    const c10::cuda::CUDAGuard guard(x_" << ins[0]->name << ".device());\n"
-    << "    CUstream stream = reinterpret_cast<CUstream>(at::cuda::getCurrentCUDAStream(x_" << ins[0]->name << ".device().index()).stream());\n";
+    << "    CUstream stream = reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(x_" << ins[0]->name << ".device().index()).stream());\n";
   for (size_t k = 0; k < outs.size(); ++k)
     o << "    at::Tensor out" << k << " = at::empty(" << shape_code(op.output_shapes.at(k)) << ", x_" << ins[0]->name
       << ".options().dtype(" << aten_type(outs[k]->dtype) << "));\n";

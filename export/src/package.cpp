@@ -105,7 +105,7 @@ std::string torch_file(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
   s << "// " << o.name << "'s PyTorch ops: torch.ops." << o.name << ".NAME on CUDA tensors, checked, outputs and workspace from\n"
     << "// PyTorch's caching allocator, on the current stream.\n"
-    << "#include <ATen/ATen.h>\n#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <torch/library.h>\n"
+    << "#include <ATen/ATen.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>\n#include <torch/library.h>\n"
     << "#include <torch/jit.h>  // --fallback ops run the task's TorchScript reference\n\n"
     << "#include <tuple>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\n"
     << "namespace {\n\n"

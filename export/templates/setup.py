@@ -71,7 +71,9 @@ extension = CppExtension(
     include_dirs=[os.path.join(HERE, "include"), os.path.join(HERE, "src"), os.path.join(CUDA, "include")],
     library_dirs=[d for d in (os.path.join(CUDA, "lib64"), os.path.join(CUDA, "lib64", "stubs"))
                   if os.path.isdir(d)],
-    libraries=["cuda"],
+    # libcuda for the kernels' launches; c10_cuda for the current stream and the device guard
+    # (CppExtension links only torch's CPU libraries).
+    libraries=["cuda", "c10_cuda"],
     # The kernel images are assembled in from images/ (.incbin in src/*_images.cpp).
     define_macros=[("NS_WITH_TORCH", "1"), ("NS_IMAGES_DIR", '"' + os.path.join(HERE, "images") + '"')],
     extra_compile_args=["-O2", cxx_standard()],

@@ -124,6 +124,12 @@ def main():
         op = row["op"] + (" (fallback)" if row["fallback"] else "")
         print(f"| {op} | {row['task']} | {cell(row['eager_ms'], 4)} | {cell(row['op_ms'], 4)} | "
               f"{cell(row['speedup'], 2)} | {cell(row['recorded_speedup'], 2)} | {cell(row['ratio'], 2)} |")
+    ratios = [row["ratio"] for row in rows if row["ratio"] is not None and not row["fallback"]]
+    if ratios:
+        within = sum(1 for r in ratios if abs(r - 1) <= 0.10)
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\n{within} of {len(ratios)} ops within 10 % of the recorded speedup; "
+              f"ratio geometric mean {geomean:.3f}, range {min(ratios):.2f}-{max(ratios):.2f}")
 
 
 if __name__ == "__main__":
