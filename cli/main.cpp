@@ -1,4 +1,6 @@
 #include <execinfo.h>
+#include <signal.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,27 +19,48 @@
 namespace {
 
 // A crash of kforge itself (never of a candidate: those run in kforge-runner) says so on stderr with
-// a backtrace before the process dies of its signal, so a report can say where. Only async-signal-safe
-// calls in the handler; backtrace() is called once beforehand so that it has loaded its library.
-// kforge-core's own frames show as offsets (kforge-core(+0x...)): `addr2line -fCe kforge-core` names them.
-void report_crash(int sig) {
-  const char* name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE"
-                   : sig == SIGILL ? "SIGILL" : "SIGABRT";
-  const char* head = "kforge: crashed (";
-  const char* tail = "), a kforge bug; please report it with this backtrace:\n";
-  (void)!::write(2, head, std::strlen(head));
-  (void)!::write(2, name, std::strlen(name));
-  (void)!::write(2, tail, std::strlen(tail));
+// where it happened before the process dies of its signal, so a report can say where: the faulting
+// instruction, the return address on top of the stack (the caller, when a bad pointer was called) and
+// a backtrace. Only async-signal-safe calls in the handler; backtrace() is called once beforehand so
+// that it has loaded its library. kforge-core's own frames show as offsets (kforge-core(+0x...)):
+// `addr2line -fCe kforge-core OFFSET` names them.
+void say(const char* text) { (void)!::write(2, text, std::strlen(text)); }
+
+void report_crash(int sig, siginfo_t* info, void* context) {
+  say("kforge: crashed (");
+  say(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
+  say("), a kforge bug; please report it with what follows:\n");
   void* frames[64];
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  void* pc = reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
+  void* const* sp = reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP]);
+  say("at the faulting instruction, then the word on top of its stack:\n");
+  frames[0] = pc;
+  frames[1] = sp ? *sp : nullptr;
+  ::backtrace_symbols_fd(frames, 2, 2);
+#else
+  (void)context;
+#endif
+  if (sig == SIGSEGV || sig == SIGBUS) {
+    say("address accessed: ");
+    frames[0] = info ? info->si_addr : nullptr;
+    ::backtrace_symbols_fd(frames, 1, 2);
+  }
+  say("backtrace:\n");
   ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), 2);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 void install_crash_report() {
   void* frame[1];
   ::backtrace(frame, 1);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, report_crash);
+  struct sigaction action = {};
+  action.sa_sigaction = report_crash;
+  action.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(sig, &action, nullptr);
 }
 
 }  // namespace
