@@ -103,10 +103,7 @@ const std::vector<std::pair<std::string, std::string_view>>& helper_files() {
 class HelperDir {
  public:
   HelperDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/kforge-kernelbench-XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw Error("cannot create a temporary folder from " + pattern);
-    path_ = pattern;
+    path_ = make_temp_directory("kforge-kernelbench");
     for (const auto& [name, text] : helper_files())
       write_file_atomic(path_ + "/" + name, std::string(text));
     write_file_atomic(path_ + "/prelude.ts", tasks::prelude_source());

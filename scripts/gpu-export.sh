@@ -7,6 +7,7 @@
 #   on the dev machine, once:  ../shared/device/prepare.sh python3-pytest python3-pluggy python3-iniconfig \
 #                                python3-packaging python3-py python3-attr python3-setuptools python3-wheel
 #   device run:                source .device/env.sh; scripts/gpu-export.sh [ARCHIVE.jsonl.gz]
+#   a package exported here:   KFORGE_EXPORTED=.gpu-in/kforge_kernels (carry .gpu-in): only built and checked
 #
 # Writes $OUT/export.log, export-build.log (CMake and pip), export-ctest.log, export-pytest.log,
 # export-bench.md (and gpu-tests.log); a summary prints last.
@@ -24,25 +25,24 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: runs with a time limit, output a
 }
 finish() { printf '%s\n' "${summary[@]}"; exit "${1:-0}"; }
 
-targets=()
-[ "${KFORGE_GPU_TESTS:-0}" = 1 ] && targets+=(kforge_gpu_tests)
-build_kforge "${targets[@]}" || exit 1
-from=${1:-docs/results/evolve-level1-level2-2026-12-03.jsonl.gz}
 ROOT=/tmp/kforge-export
 PKG=$ROOT/kforge_kernels
-rm -rf "$ROOT"
-if ! step export.log 120 "$K" export --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG"; then
-  # A crash report's kforge-core frames named (they print as offsets), and whether the package got written.
-  grep -oE 'kforge-core\(\+0x[0-9a-f]+\)' "$OUT/export.log" | grep -oE '0x[0-9a-f]+' |
-    xargs -r addr2line -fCe "$BUILD_DIR/kforge-core" | paste - - >> "$OUT/export.log"
-  grep -A40 "crashed" "$OUT/export.log" | head -60
-  ls "$PKG" "$PKG/src" "$PKG/torch" 2>&1 | head -20
-  # Written in full (its last line printed), a failure after it does not stop the package's own checks;
-  # nor, to learn more from one call, when a package exported elsewhere travelled in .gpu-in/.
-  if ! grep -q "op(s) exported" "$OUT/export.log"; then
-    [ -f .gpu-in/kforge_kernels/manifest.json ] || finish 1
-    echo "the export failed here: building the package exported on the dev machine (.gpu-in/kforge_kernels)"
-    rm -rf "$PKG" && mkdir -p "$ROOT" && cp -r .gpu-in/kforge_kernels "$PKG"
+rm -rf "$ROOT" && mkdir -p "$ROOT"
+if [ -n "${KFORGE_EXPORTED:-}" ]; then
+  # A package exported on another machine (the export needs no GPU): built and checked here, no kforge build.
+  cp -r "$KFORGE_EXPORTED" "$PKG" || finish 1
+  summary+=("export: none here; the package exported elsewhere, $KFORGE_EXPORTED ($(grep -c '"candidate": {' "$PKG/manifest.json") ops)")
+else
+  targets=()
+  [ "${KFORGE_GPU_TESTS:-0}" = 1 ] && targets+=(kforge_gpu_tests)
+  build_kforge "${targets[@]}" || exit 1
+  from=${1:-docs/results/evolve-level1-level2-2026-12-03.jsonl.gz}
+  if ! step export.log 120 "$K" export --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG"; then
+    # A crash report's kforge-core frames named (they print as offsets).
+    grep -oE 'kforge(-core)?\(\+0x[0-9a-f]+\)' "$OUT/export.log" | grep -oE '0x[0-9a-f]+' |
+      xargs -r addr2line -fCe "$BUILD_DIR/kforge-core" | paste - - >> "$OUT/export.log"
+    tail -40 "$OUT/export.log"
+    finish 1
   fi
 fi
 # pytest, setuptools and wheel where this machine's Python lacks them: Debian's, carried in .device

@@ -220,6 +220,14 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   auto [ops_rc, ops_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() + " -I" +
                                (out / "src").string() + " -I" + compile::cuda_include_dir() + " " + (out / "src/kfk_ops.cpp").string());
   EXPECT_EQ(ops_rc, 0) << ops_out;
+  // The generated GoogleTest file, with the definitions the package's CMakeLists.txt gives it.
+  std::string cmake = *read_file((out / "CMakeLists.txt").string());
+  std::smatch defs;
+  ASSERT_TRUE(std::regex_search(cmake, defs, std::regex(R"(target_compile_definitions\(kfk_tests PRIVATE ([A-Z_]+)=)")))
+      << cmake;
+  auto [tests_rc, tests_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -D" + defs[1].str() + "='\"m.json\"' " +
+                                   "-I/usr/include/torch/csrc/api/include " + (out / "tests/test_ops.cpp").string());
+  EXPECT_EQ(tests_rc, 0) << tests_out;
   std::string header = *read_file((out / "include/kfk/kfk.h").string());
   EXPECT_NE(header.find("void softmax(const float* x, float* out, int64_t B, int64_t N, CUstream stream, void* workspace = nullptr);"),
             std::string::npos) << header;

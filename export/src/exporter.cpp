@@ -334,8 +334,13 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
   if (o.out.empty()) throw UsageError("kforge export: --out DIR is required");
   for (const std::string& a : o.archs)
     if (sm_of(a) == 0) throw UsageError("kforge export: --arch " + a + " is not an architecture (e.g. sm_90a, sm_80)");
-  std::filesystem::path scratch = std::filesystem::temp_directory_path() / ("kforge-export-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(scratch);
+  // POSIX calls, not std::filesystem's: PyTorch's wheels export an older libstdc++'s copies of
+  // temp_directory_path, create_directories and remove_all, which crash (docs/decisions.md).
+  std::filesystem::path scratch = make_temp_directory("kforge-export");
+  struct RemoveAtEnd {
+    std::string path;
+    ~RemoveAtEnd() { remove_tree(path); }
+  } remove_scratch{scratch.string()};
   std::optional<archive::Archive> ar;
   if (!o.from_jsonl.empty()) {
     ar = archive::Archive::open((scratch / "import.db").string(), true);
@@ -387,7 +392,6 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
     }
     result.missing = still;
   }
-  std::filesystem::remove_all(scratch);
   write_package(o, result);
   return result;
 }

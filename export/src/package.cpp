@@ -24,7 +24,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 void write(const std::filesystem::path& file, const std::string& text) {
-  std::filesystem::create_directories(file.parent_path());
+  make_directories(file.parent_path().string());  // not std::filesystem's (exporter.cpp says why)
   write_file_atomic(file.string(), text);
 }
 

@@ -10,6 +10,9 @@ namespace kforge {
 // mkdir -p; throws kforge::Error naming the path on failure.
 void make_directories(const std::string& path);
 
+// A new private folder $TMPDIR/PREFIX-XXXXXX (or under /tmp); throws kforge::Error on failure.
+std::string make_temp_directory(const std::string& prefix);
+
 // rm -rf: removes `path` and everything beneath it (symbolic links, not what they point to).
 // Missing paths are fine; failures are ignored (a clean-up).
 void remove_tree(const std::string& path);
