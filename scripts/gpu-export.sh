@@ -45,9 +45,14 @@ else
     finish 1
   fi
 fi
-# pytest, setuptools and wheel where this machine's Python lacks them: Debian's, carried in .device
-# (prepare.sh above), after the machine's own on the path.
-export PYTHONPATH=$ROOT/site${PYTHONPATH:+:$PYTHONPATH}:$PWD/.device/root/usr/lib/python3/dist-packages
+# pytest (for the tests), setuptools and wheel (for pip's build) where this machine's Python lacks
+# them: Debian's, carried in .device (prepare.sh above); only then, as PYTHONPATH comes before the
+# machine's own site-packages and would shadow its copies (and their plugins).
+export PYTHONPATH=$ROOT/site${PYTHONPATH:+:$PYTHONPATH}
+DEBIAN_PY=$PWD/.device/root/usr/lib/python3/dist-packages
+py_with() {  # py_with MODULES: prints `env PYTHONPATH=...` (Debian's modules added) if one is missing
+  python3 -c "import $1" 2> /dev/null || echo env "PYTHONPATH=$PYTHONPATH:$DEBIAN_PY"
+}
 TORCH_CMAKE_PREFIX=${TORCH_CMAKE_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
 step export-build.log 60 cmake -S "$PKG" -B "$PKG/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX:${CMAKE_PREFIX_PATH:-}" \
@@ -55,12 +60,12 @@ step export-build.log 60 cmake -S "$PKG" -B "$PKG/build" -G Ninja -DCMAKE_BUILD_
   step export-build.log 300 cmake --build "$PKG/build" -j"$(nproc)" &&
   step export-build.log 60 cmake --install "$PKG/build" ||
   { grep -E "error|Error" "$OUT/export-build.log" | head -30; finish 1; }
-pushd "$PKG/build" > /dev/null && step export-ctest.log 240 ctest --output-on-failure -j4; popd > /dev/null
+pushd "$PKG/build" > /dev/null && step export-ctest.log 240 ctest -V; popd > /dev/null
 # pip builds the extension again (setup.py), in parallel through torch's ninja build.
 export MAX_JOBS=$(nproc)
-step export-build.log 300 python3 -m pip install --no-build-isolation --no-deps --target "$ROOT/site" "$PKG" ||
+step export-build.log 300 $(py_with "setuptools, wheel") python3 -m pip install --no-build-isolation --no-deps --target "$ROOT/site" "$PKG" ||
   { tail -30 "$OUT/export-build.log"; finish 1; }
-pushd "$PKG" > /dev/null && step export-pytest.log 300 python3 -m pytest -q -rs -p no:cacheprovider tests/test_ops.py; popd > /dev/null
+pushd "$PKG" > /dev/null && step export-pytest.log 300 $(py_with pytest) python3 -m pytest -q -rs -p no:cacheprovider tests/test_ops.py; popd > /dev/null
 step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py"
 if [ "${KFORGE_GPU_TESTS:-0}" = 1 ]; then
   step gpu-tests.log "${KFORGE_GPU_TESTS_LIMIT:-300}" "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_TESTS_FILTER:-*}"

@@ -61,7 +61,7 @@ def relative(pattern):
 
 
 CUDA = cuda_root()
-sources = relative("src/*.cpp") + relative("torch/*.cpp")
+sources = relative("src/*.cpp") + relative("torch/*.cpp") + relative("python/module.cpp")
 if not sources:
     sys.exit(f"no sources in {HERE}/src or {HERE}/torch: is this a kforge export?")
 
