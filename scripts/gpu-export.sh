@@ -65,8 +65,12 @@ pushd "$PKG/build" > /dev/null && step export-ctest.log 240 ctest -V; popd > /de
 export MAX_JOBS=$(nproc)
 step export-build.log 300 $(py_with "setuptools, wheel") python3 -m pip install --no-build-isolation --no-deps --target "$ROOT/site" "$PKG" ||
   { tail -30 "$OUT/export-build.log"; finish 1; }
-pushd "$PKG" > /dev/null && step export-pytest.log 300 $(py_with pytest) python3 -m pytest -q -rs -p no:cacheprovider tests/test_ops.py; popd > /dev/null
-step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py"
+# A crash inside an op prints its native backtrace (scripts/crash-report.c; faulthandler off for it).
+preload=()
+cc -shared -fPIC -o "$ROOT/crash-report.so" scripts/crash-report.c && preload=(env LD_PRELOAD="$ROOT/crash-report.so")
+pushd "$PKG" > /dev/null && step export-pytest.log 300 "${preload[@]}" $(py_with pytest) python3 -m pytest -v -rs -p no:cacheprovider \
+  -p no:faulthandler tests/test_ops.py; popd > /dev/null
+[ "${KFORGE_EXPORT_BENCH:-1}" = 1 ] && step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py"
 if [ "${KFORGE_GPU_TESTS:-0}" = 1 ]; then
   step gpu-tests.log "${KFORGE_GPU_TESTS_LIMIT:-300}" "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_TESTS_FILTER:-*}"
   grep -E "^\[  (FAILED|SKIPPED) " "$OUT/gpu-tests.log" | head -20

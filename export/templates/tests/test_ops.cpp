@@ -322,6 +322,42 @@ TEST_P(OpTest, MatchesReference) {
   }
 }
 
+// Each op refuses an input of the wrong rank and one of the wrong dtype with an error naming the op
+// and the problem (tests/test_ops.py goes through every check from Python).
+TEST(ManifestTest, EveryOpRefusesAWrongRankAndAWrongDtype) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA GPU: LibTorch " TORCH_VERSION " sees none";
+  ASSERT_TRUE(manifest().error.empty()) << manifest().error;
+  for (const json& entry : manifest().root.at("ops")) {
+    const std::string op = entry.at("op");
+    const std::string qualified = manifest().root.at("name").get<std::string>() + "::" + op;
+    const json& config = entry.at("configurations").at(0);
+    torch::manual_seed(999);
+    std::vector<torch::Tensor> inputs;
+    for (size_t i = 0; i < entry.at("inputs").size(); ++i)
+      inputs.push_back(draw(entry["inputs"][i].at("dtype").get<std::string>(), config.at("inputs").at(i)));
+    const torch::Tensor good = inputs[0];
+    std::vector<std::pair<std::string, torch::Tensor>> bad = {
+        {"dims", good.unsqueeze(0).expand([&] {
+                   std::vector<int64_t> s = {2};
+                   for (int64_t d : good.sizes()) s.push_back(d);
+                   return s;
+                 }()).contiguous()},
+        {"dtype", good.to(good.scalar_type() == torch::kFloat64 ? torch::kFloat32 : torch::kFloat64)}};
+    for (const auto& [what, t] : bad) {
+      inputs[0] = t;
+      try {
+        call_op(qualified, inputs);
+        ADD_FAILURE() << qualified << " accepted an input of the wrong " << what;
+      } catch (const c10::Error& err) {
+        const std::string message = err.what_without_backtrace();
+        EXPECT_NE(message.find(op), std::string::npos) << message;
+        EXPECT_NE(message.find(what), std::string::npos) << qualified << ": " << message;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Manifest, OpTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.label;
