@@ -15,10 +15,13 @@ static void report(int sig) {
   raise(sig);
 }
 
-__attribute__((constructor)) static void install(void) {
+/* Also callable (ctypes) to install the handler again after something else took the signals. */
+void crash_report_install(void) {
   void* frame[1];
   backtrace(frame, 1);
   signal(SIGSEGV, report);
   signal(SIGBUS, report);
   signal(SIGABRT, report);
 }
+
+__attribute__((constructor)) static void install_at_load(void) { crash_report_install(); }
