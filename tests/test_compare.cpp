@@ -583,18 +583,30 @@ TEST(Compare, PoisonIntegersAreSplitmix64) {
 }
 
 TEST(Compare, UntouchedCount) {
-  torch::Tensor out = torch::zeros({10, 10});
-  poison(out, Poison::NaN, 3);
-  torch::Tensor copy = out.clone();
-  EXPECT_EQ(untouched_count(out, copy), 100);  // NaN == NaN here: bytes, not values
-  out.slice(0, 0, 6).fill_(1.0);
-  EXPECT_EQ(untouched_count(out, copy), 40);
+  // Run 1 leaves NaN poison where it does not write, run 2 random finite poison.
+  torch::Tensor nan = torch::zeros({10, 10}), finite = torch::zeros({10, 10});
+  poison(nan, Poison::NaN, 3);
+  poison(finite, Poison::RandomFinite, 4);
+  torch::Tensor out1 = nan.clone(), out2 = finite.clone();
+  EXPECT_EQ(untouched_count(out1, nan, out2, finite), 100);  // NaN == NaN here: bytes, not values
+  out1.slice(0, 0, 6).fill_(1.0);
+  out2.slice(0, 0, 6).fill_(1.0);
+  EXPECT_EQ(untouched_count(out1, nan, out2, finite), 40);
 
-  torch::Tensor ints = torch::zeros({64}, torch::kInt32);
-  poison(ints, Poison::RandomFinite, 9);
-  torch::Tensor ints_copy = ints.clone();
-  ints.slice(0, 0, 63).fill_(0);
-  EXPECT_EQ(untouched_count(ints, ints_copy), 1);
+  // One value written everywhere that happens to equal run 2's poison at one element: written (run 1
+  // shows it), so not counted.
+  const float value = finite[7][3].item<float>();
+  out1.fill_(value);
+  out2.fill_(value);
+  EXPECT_EQ(untouched_count(out1, nan, out2, finite), 0);
+
+  torch::Tensor ints_nan = torch::zeros({64}, torch::kInt32), ints_finite = torch::zeros({64}, torch::kInt32);
+  poison(ints_nan, Poison::NaN, 9);
+  poison(ints_finite, Poison::RandomFinite, 9);
+  torch::Tensor i1 = ints_nan.clone(), i2 = ints_finite.clone();
+  i1.slice(0, 0, 63).fill_(0);
+  i2.slice(0, 0, 63).fill_(0);
+  EXPECT_EQ(untouched_count(i1, ints_nan, i2, ints_finite), 1);
 }
 
 TEST(Compare, CanaryDetectsOneChangedByte) {

@@ -208,7 +208,6 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
   write(d / "README.md", readme(o, r));
   write(d / "python" / ns / "__init__.py", std::string(embedded::export_python___init__));
   write(d / "python" / ns / "testing.py", std::string(embedded::export_python_testing));
-  write(d / "python" / "module.cpp", std::string(embedded::export_python_module));
   write(d / "setup.py", std::string(embedded::export_python_setup));
   write(d / "pyproject.toml", std::string(embedded::export_python_pyproject));
   write(d / "tests" / "test_ops.py", std::string(embedded::export_python_test_ops));

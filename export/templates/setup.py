@@ -1,24 +1,29 @@
-"""Builds the Python package of a kforge export: the extension NS._C (the plain C++ library from
-src/ and its PyTorch ops from torch/) and the package python/NS. NS is manifest.json's "name".
+"""Builds the Python package of a kforge export: the package python/NS and, inside it as NS/_C*.so,
+the PyTorch ops' library libNS_torch.so, built by this directory's own CMakeLists.txt (the same build
+as `cmake -S DIR`); `import NS` loads it with torch.ops.load_library. NS is manifest.json's "name".
 
     pip install --no-build-isolation DIR     # DIR: this directory
 
 --no-build-isolation builds against the torch already installed: the ops must be built against the
-torch that loads them. Needs the CUDA toolkit's headers (cuda.h) and the driver library (libcuda);
-set CUDA_HOME when they are not in /usr/local/cuda or beside the nvcc on PATH.
+torch that loads them. Needs CMake, a C++17 compiler and the CUDA toolkit (cuda.h, libcuda); set
+CUDA_HOME or CUDAToolkit_ROOT when CMake does not find it. CMAKE_ARGS passes more options to CMake.
+
+Why CMake and not torch.utils.cpp_extension: one build of the ops, the one the C++ tests check. A
+setuptools build links with the Python interpreter's own flags, and a build of these ops that way
+crashed in std::ostream inside the extension on the machine kforge tests on (docs/export.md).
 """
-import glob
 import json
 import os
-import re
+import shlex
 import shutil
+import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 try:
     import torch
-    from torch.utils.cpp_extension import BuildExtension, CppExtension
 except ImportError:
     sys.exit("this package builds against PyTorch, which this Python does not have: install torch "
              "first, then: pip install --no-build-isolation " + os.path.dirname(os.path.abspath(__file__)))
@@ -28,56 +33,40 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "manifest.json")) as f:
     manifest = json.load(f)
 NAME = manifest["name"]
+LIBRARY = f"lib{NAME}_torch.so"
 
 
-def cuda_root():
-    """The CUDA toolkit whose include/ has cuda.h: $CUDA_HOME, /usr/local/cuda, or nvcc's."""
-    tried = []
-    candidates = []
-    if os.environ.get("CUDA_HOME"):
-        candidates.append(os.environ["CUDA_HOME"])
-    candidates.append("/usr/local/cuda")
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
-    for root in candidates:
-        header = os.path.join(root, "include", "cuda.h")
-        if os.path.exists(header):
-            return root
-        tried.append(header)
-    sys.exit(f"building {NAME} needs the CUDA driver API header cuda.h, not found at: "
-             + ", ".join(tried) + (" (no nvcc on PATH)" if not nvcc else "")
-             + ". Install the CUDA toolkit or set CUDA_HOME to it.")
+class CMakeBuild(build_ext):
+    """Builds libNS_torch.so with CMake against this torch and puts it into the package as NS/_C*.so."""
 
+    def build_extension(self, ext):
+        cmake = shutil.which("cmake")
+        if cmake is None:
+            sys.exit(f"building {NAME} needs CMake (3.18 or later) on PATH")
+        build = os.path.join(os.path.abspath(self.build_temp), NAME)
+        args = [cmake, "-S", HERE, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", f"-D{NAME}_BUILD_TESTS=OFF"]
+        if shutil.which("ninja"):
+            args += ["-G", "Ninja"]
+        if os.environ.get("CUDA_HOME"):
+            args.append(f"-DCUDAToolkit_ROOT={os.environ['CUDA_HOME']}")
+        args += shlex.split(os.environ.get("CMAKE_ARGS", ""))
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        self.run_command_line(args)
+        with open(os.path.join(build, "CMakeCache.txt")) as cache:
+            if f"{NAME}_BUILD_TORCH:BOOL=ON" not in cache.read():
+                sys.exit(f"{NAME}'s PyTorch ops need a PyTorch built with CUDA; this one is torch "
+                         f"{torch.__version__} (CUDA {torch.version.cuda}), found by CMake without c10_cuda")
+        self.run_command_line([cmake, "--build", build, "--target", f"{NAME}_torch", "-j", jobs])
+        target = self.get_ext_fullpath(ext.name)  # NS/_C.<python's suffix>: setuptools installs it
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(build, LIBRARY), target)
 
-def cxx_standard():
-    """C++17, the package's own standard, unless this torch's headers need C++20 (2.12 and later)."""
-    major, minor = (int(part) for part in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
-    return "-std=c++20" if (major, minor) >= (2, 12) else "-std=c++17"
-
-
-def relative(pattern):
-    return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern)))
-
-
-CUDA = cuda_root()
-sources = relative("src/*.cpp") + relative("torch/*.cpp") + relative("python/module.cpp")
-if not sources:
-    sys.exit(f"no sources in {HERE}/src or {HERE}/torch: is this a kforge export?")
-
-extension = CppExtension(
-    name=f"{NAME}._C",
-    sources=sources,
-    include_dirs=[os.path.join(HERE, "include"), os.path.join(HERE, "src"), os.path.join(CUDA, "include")],
-    library_dirs=[d for d in (os.path.join(CUDA, "lib64"), os.path.join(CUDA, "lib64", "stubs"))
-                  if os.path.isdir(d)],
-    # libcuda for the kernels' launches; c10_cuda for the current stream and the device guard
-    # (CppExtension links only torch's CPU libraries).
-    libraries=["cuda", "c10_cuda"],
-    # The kernel images are assembled in from images/ (.incbin in src/*_images.cpp).
-    define_macros=[("NS_WITH_TORCH", "1"), ("NS_IMAGES_DIR", '"' + os.path.join(HERE, "images") + '"')],
-    extra_compile_args=["-O2", cxx_standard()],
-)
+    @staticmethod
+    def run_command_line(command):
+        print(" ".join(shlex.quote(a) for a in command), flush=True)
+        if subprocess.call(command) != 0:
+            sys.exit(f"building {NAME} failed in: {' '.join(command[:3])} (see above)")
 
 
 def version():
@@ -95,7 +84,8 @@ setup(
     packages=[NAME],
     package_dir={NAME: os.path.join("python", NAME)},
     package_data={NAME: ["manifest.json"]},
-    ext_modules=[extension],
-    cmdclass={"build_ext": BuildExtension},
+    # No sources: CMakeBuild puts libNS_torch.so in its place (the package loads it by path).
+    ext_modules=[Extension(f"{NAME}._C", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,
 )

@@ -400,8 +400,14 @@ void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
   }
 }
 
-int64_t untouched_count(const torch::Tensor& output, const torch::Tensor& poison_copy) {
-  return output.numel() - bitwise_differences(output, poison_copy);
+int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison, const torch::Tensor& second,
+                        const torch::Tensor& second_poison) {
+  bitwise_differences(first, first_poison);  // the same shapes and dtypes, or a clear error
+  bitwise_differences(second, second_poison);
+  if (second.numel() == 0) return 0;
+  torch::Tensor kept_first = bits(first) == bits(first_poison).to(first.device());
+  torch::Tensor kept_second = bits(second) == bits(second_poison).to(second.device());
+  return (kept_first & kept_second.to(first.device())).sum().item<int64_t>();
 }
 
 void fill_canary(torch::Tensor& bytes, uint64_t seed) {

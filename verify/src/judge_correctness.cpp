@@ -74,7 +74,12 @@ std::optional<Verdict> check_seed(Verification& j, Config& c, Place at, Correctn
       Comparison cmp = compare_output(got, expected, ref_eager[o], dt, tol);
       at.run = run;
       if (!cmp.ok) {
-        int64_t untouched = run == 2 ? untouched_count(got, poison2[o]) : 0;
+        int64_t untouched = 0;
+        if (run == 2) {
+          torch::Tensor poison1 = torch::empty_like(out1[o]);
+          poison(poison1, Poison::NaN, at.seed);  // what run 1 left in an element it did not write
+          untouched = untouched_count(out1[o], poison1, got, poison2[o]);
+        }
         json e{{"output", c.names[c.inputs + o]},
                {"comparison", cmp.to_json()},
                {"unwritten_elements", untouched}};

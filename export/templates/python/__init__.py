@@ -7,7 +7,7 @@ Every op takes CUDA tensors, contiguous, of the dtypes and shapes in its docstri
 Tensor or a tuple of Tensors. `manifest` is the parsed manifest.json (where each kernel came from,
 what kforge measured); `ops` lists the op names.
 """
-import importlib.util
+import importlib.machinery
 import json
 import os
 
@@ -29,16 +29,20 @@ def _build_hint():
     return "pip install --no-build-isolation <the exported package's directory>"
 
 
-if importlib.util.find_spec(f"{__name__}._C") is None:
-    raise ImportError(f"{_NAME}: the compiled extension {__name__}._C is missing; build the package "
+# The ops' library (libNS_torch.so, built by CMake; setup.py puts it here as _C.<suffix>). Loading it
+# runs its TORCH_LIBRARY registrations: torch.ops.NS.* exist from then on.
+_LIBRARY = next((os.path.join(_HERE, "_C" + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES
+                 if os.path.exists(os.path.join(_HERE, "_C" + suffix))), None)
+if _LIBRARY is None:
+    raise ImportError(f"{_NAME}: the ops' library ({_NAME}/_C*.so) is missing; build the package "
                       f"first: {_build_hint()}")
 try:
-    from . import _C  # noqa: F401  (loading it registers the TORCH_LIBRARY(NS) ops)
-except ImportError as _e:
+    torch.ops.load_library(_LIBRARY)
+except OSError as _e:
     if "libcuda" in str(_e):
-        raise ImportError(f"{_NAME}: the compiled extension {__name__}._C does not load ({_e}): the ops "
+        raise ImportError(f"{_NAME}: the ops' library {_LIBRARY} does not load ({_e}): the ops "
                           "need the NVIDIA driver's libcuda.so.1") from _e
-    raise ImportError(f"{_NAME}: the compiled extension {__name__}._C does not load ({_e}); it must be "
+    raise ImportError(f"{_NAME}: the ops' library {_LIBRARY} does not load ({_e}); it must be "
                       f"built against the PyTorch that imports it (torch {torch.__version__} here): "
                       f"{_build_hint()}") from _e
 
