@@ -81,17 +81,10 @@ std::string speedup(const std::optional<double>& v) {
   return os.str();
 }
 
-json summary_json(const archive::KernelSummary& k) {
-  return {{"id", k.id.value}, {"task", k.task}, {"model", k.model}, {"prompt_kind", k.prompt_kind}, {"outcome", k.outcome},
-          {"time_ms", k.time_ms ? json(*k.time_ms) : json(nullptr)},
-          {"speedup_eager", k.speedup_eager ? json(*k.speedup_eager) : json(nullptr)}, {"verified", k.verified},
-          {"created_at", k.created_at}, {"score", k.score}};
-}
-
 int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json, const std::string& empty) {
   if (as_json) {
     json j = json::array();
-    for (const auto& k : ks) j.push_back(summary_json(k));
+    for (const auto& k : ks) j.push_back(archive::to_json(k));
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }

@@ -31,6 +31,7 @@ inline constexpr CommandInfo kCommands[] = {
     {"report", "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
     {"export", "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no GPU needed)"},
+    {"serve", "Browse the archive in a web browser: runs, leaderboard, tasks, candidates, search (read-only)"},
     {"llm", "Talk to the configured LLM endpoints"},
     {"prompt", "Prompt templates"},
 };

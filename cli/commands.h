@@ -25,5 +25,6 @@ void add_baseline_command(CLI::App& app, int& exit_code);
 void add_corpus_command(CLI::App& app, int& exit_code);
 void add_evolve_command(CLI::App& app, int& exit_code);  // evolve and report
 void add_export_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace kforge::cli

@@ -31,3 +31,11 @@ find_library(XXHASH_LIBRARY xxhash REQUIRED)
 add_library(kforge_xxhash INTERFACE)
 target_include_directories(kforge_xxhash INTERFACE ${XXHASH_INCLUDE_DIR})
 target_link_libraries(kforge_xxhash INTERFACE ${XXHASH_LIBRARY})
+# cpp-httplib: Debian builds it as a library, with these features. `kforge serve` and the tests'
+# loopback LLM endpoint.
+find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+find_library(HTTPLIB_LIBRARY NAMES cpp-httplib libcpp-httplib.so.0.11 REQUIRED)
+add_library(kforge_httplib INTERFACE)
+target_include_directories(kforge_httplib INTERFACE ${HTTPLIB_INCLUDE_DIR})
+target_link_libraries(kforge_httplib INTERFACE ${HTTPLIB_LIBRARY})
+target_compile_definitions(kforge_httplib INTERFACE CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT CPPHTTPLIB_BROTLI_SUPPORT)

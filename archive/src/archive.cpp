@@ -18,6 +18,13 @@ std::string winner_condition(bool admitted) {
          " AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust IS NOT 'claimed'";
 }
 
+nlohmann::json to_json(const KernelSummary& k) {
+  return {{"id", k.id.value}, {"task", k.task}, {"model", k.model}, {"prompt_kind", k.prompt_kind}, {"outcome", k.outcome},
+          {"time_ms", k.time_ms ? nlohmann::json(*k.time_ms) : nlohmann::json(nullptr)},
+          {"speedup_eager", k.speedup_eager ? nlohmann::json(*k.speedup_eager) : nlohmann::json(nullptr)}, {"verified", k.verified},
+          {"created_at", k.created_at}, {"score", k.score}};
+}
+
 namespace {
 
 using nlohmann::json;

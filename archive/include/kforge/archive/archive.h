@@ -98,6 +98,7 @@ struct KernelSummary {
   bool verified = true;
   double score = 0;  // retrieval rank (lower BM25 is better) where it applies
 };
+nlohmann::json to_json(const KernelSummary& k);
 
 struct Stats {
   int64_t tasks = 0, candidates = 0, imported = 0, compiles = 0, evaluations = 0, correct = 0, winners = 0, runs = 0,

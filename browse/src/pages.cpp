@@ -1,0 +1,196 @@
+#include "pages.h"
+
+#include <map>
+#include <set>
+
+#include "html.h"
+#include "kforge/archive/sqlite.h"
+
+namespace kforge::browse {
+namespace {
+
+using nlohmann::json;
+
+std::optional<double> num(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? std::optional<double>(j[key].get<double>()) : std::nullopt;
+}
+
+std::string str(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+std::string task_link(const std::string& task) {
+  return "<a href=\"/task?id=" + url_encode(task) + "\">" + escape(task) + "</a>";
+}
+
+std::string candidate_link(int64_t id) {
+  return "<a href=\"/candidate/" + std::to_string(id) + "\">#" + std::to_string(id) + "</a>";
+}
+
+std::string outcome_cell(const std::string& outcome) {
+  return "<td class=\"" + std::string(outcome == "correct" ? "correct" : "bad") + "\">" + escape(outcome) + "</td>";
+}
+
+View not_found(const std::string& what) {
+  return {{{"error", what}}, page("Not found", "<p>" + escape(what) + "</p>"), 404};
+}
+
+}  // namespace
+
+View overview(archive::Archive& ar) {
+  json runs = ar.runs();
+  std::string rows;
+  for (const json& r : runs)
+    rows += "<tr><td class=\"n\">" + str(r, "id") + "</td><td>" + escape(str(r, "status")) + "</td><td>" +
+            escape(str(r, "started_at")) + "</td><td>" + escape(str(r, "finished_at")) + "</td><td class=\"n\">" +
+            str(r, "candidates") + "</td><td class=\"n\">" + str(r, "llm_calls") + "</td><td>" +
+            escape(str(r, "budgets_used")) + "</td></tr>\n";
+  archive::Stats s = ar.stats();
+  std::string body = "<p>" + std::to_string(s.tasks) + " tasks, " + std::to_string(s.candidates) + " candidates, " +
+                     std::to_string(s.evaluations) + " evaluations.</p>\n<h2>Runs</h2>\n" +
+                     (runs.empty() ? "<p>No runs yet (kforge evolve starts one).</p>"
+                                   : "<table><tr><th>run</th><th>status</th><th>started</th><th>finished</th>"
+                                     "<th>candidates</th><th>LLM calls</th><th>budget used</th></tr>\n" + rows + "</table>");
+  return {{{"runs", runs}, {"tasks", s.tasks}, {"candidates", s.candidates}, {"evaluations", s.evaluations}},
+          page("kforge archive", body)};
+}
+
+View leaderboard(archive::Archive& ar, const std::string& suite, const std::string& device) {
+  std::vector<std::string> suites;
+  for (archive::Statement q = ar.db().prepare("SELECT DISTINCT suite FROM tasks ORDER BY suite"); q.step();)
+    if (suite.empty() || q.text(0) == suite) suites.push_back(q.text(0));
+  json rows = json::array();
+  std::string table;
+  for (const std::string& s : suites)
+    for (json r : ar.results(s, "", true)) {
+      if (r["time_ms"].is_null() || (!device.empty() && str(r, "device") != device)) continue;
+      r["suite"] = s;
+      table += "<tr><td>" + task_link(str(r, "task")) + "</td><td class=\"n\">" + millis(num(r, "time_ms")) +
+               "</td><td class=\"n\">" + ratio(num(r, "speedup_eager")) + "</td><td class=\"n\">" +
+               ratio(num(r, "speedup_compiled")) + "</td><td class=\"n\">" + ratio(num(r, "speedup_scripted")) +
+               "</td><td class=\"n\">" + (num(r, "roofline_fraction") ? std::to_string(int(*num(r, "roofline_fraction") * 100 + 0.5)) + " %" : "-") +
+               "</td><td>" + escape(str(r, "device")) + "</td><td class=\"n\">" + str(r, "harness_version") + "</td></tr>\n";
+      rows.push_back(r);
+    }
+  std::string filter = "<form><label>suite <input name=\"suite\" value=\"" + escape(suite) +
+                       "\"></label> <label>device <input name=\"device\" value=\"" + escape(device) +
+                       "\"></label> <button>filter</button></form>\n";
+  std::string body = filter + (rows.empty() ? std::string("<p>No winners yet.</p>")
+                                            : "<table class=\"leaderboard\"><tr><th>task</th><th>time</th><th>x eager</th>"
+                                              "<th>x torch.compile</th><th>x TorchScript</th><th>roofline</th><th>device</th>"
+                                              "<th>harness</th></tr>\n" + table + "</table>");
+  return {{{"winners", rows}}, page("Leaderboard", body)};
+}
+
+View task_list(archive::Archive& ar) {
+  json tasks = ar.tasks_overview();
+  std::string rows;
+  for (const json& t : tasks)
+    rows += "<tr><td>" + task_link(str(t, "task")) + "</td><td>" + escape(str(t, "summary")) + "</td><td class=\"n\">" +
+            str(t, "candidates") + "</td><td class=\"n\">" + str(t, "correct_evaluations") + "</td><td class=\"n\">" +
+            millis(num(t, "best_ms")) + "</td></tr>\n";
+  return {{{"tasks", tasks}},
+          page("Tasks", "<table><tr><th>task</th><th>summary</th><th>candidates</th><th>correct</th><th>best</th></tr>\n" +
+                            rows + "</table>")};
+}
+
+View task_page(archive::Archive& ar, const std::string& id) {
+  size_t slash = id.find('/');
+  if (slash == std::string::npos) return not_found("no task " + id + " (ask for suite/name)");
+  archive::Statement q = ar.db().prepare(
+      "SELECT c.id, c.generation, c.island, c.model, c.prompt_kind, e.outcome, e.time_ms, e.speedup_eager "
+      "FROM candidates c JOIN tasks t ON t.id = c.task_id "
+      "LEFT JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations WHERE candidate_id = c.id) "
+      "WHERE t.suite = ? AND t.name = ? ORDER BY c.id");
+  q.bind(1, id.substr(0, slash)).bind(2, id.substr(slash + 1));
+  json candidates = json::array();
+  std::map<std::string, int> outcomes;
+  std::map<int64_t, std::map<int64_t, double>> best;  // island -> generation -> best speedup so far
+  std::map<int64_t, std::vector<std::pair<double, double>>> times;
+  std::string rows;
+  while (q.step()) {
+    json c = {{"id", q.integer(0)}, {"generation", q.integer(1)}, {"island", q.integer(2)}, {"model", q.text(3)},
+              {"prompt_kind", q.text(4)}, {"outcome", q.is_null(5) ? "not judged" : q.text(5)},
+              {"time_ms", q.is_null(6) ? json(nullptr) : json(q.real(6))},
+              {"speedup_eager", q.is_null(7) ? json(nullptr) : json(q.real(7))}};
+    outcomes[c["outcome"]]++;
+    if (c["outcome"] == "correct" && c["speedup_eager"].is_number()) {
+      double& b = best[q.integer(2)][q.integer(1)];
+      b = std::max(b, q.real(7));
+      if (!q.is_null(6)) times[q.integer(2)].push_back({double(q.integer(1)), q.real(6)});
+    }
+    rows += "<tr><td>" + candidate_link(q.integer(0)) + "</td><td class=\"n\">" + std::to_string(q.integer(1)) +
+            "</td><td class=\"n\">" + std::to_string(q.integer(2)) + "</td>" + outcome_cell(c["outcome"]) +
+            "<td class=\"n\">" + millis(num(c, "time_ms")) + "</td><td class=\"n\">" + ratio(num(c, "speedup_eager")) +
+            "</td><td>" + escape(q.text(3)) + "</td></tr>\n";
+    candidates.push_back(c);
+  }
+  if (candidates.empty()) return not_found("no candidates for task " + id);
+  std::vector<Series> best_series, time_series;
+  for (const auto& [island, per_generation] : best) {
+    Series s{"island " + std::to_string(island), {}};
+    double so_far = 0;
+    for (const auto& [generation, speedup] : per_generation) s.points.push_back({double(generation), so_far = std::max(so_far, speedup)});
+    best_series.push_back(s);
+  }
+  for (const auto& [island, points] : times) time_series.push_back({"island " + std::to_string(island), points});
+  std::string breakdown;
+  for (const auto& [outcome, n] : outcomes) breakdown += "<tr>" + outcome_cell(outcome) + "<td class=\"n\">" + std::to_string(n) + "</td></tr>";
+  std::string body = svg_plot("Best speedup over eager by generation", "generation", "x eager", best_series) + " " +
+                     svg_plot("Time of correct candidates", "generation", "ms", time_series) +
+                     "\n<h2>Outcomes</h2><table>" + breakdown + "</table>\n<h2>Candidates</h2>\n"
+                     "<table><tr><th>candidate</th><th>generation</th><th>island</th><th>outcome</th><th>time</th>"
+                     "<th>x eager</th><th>model</th></tr>\n" + rows + "</table>";
+  json counts = outcomes;
+  return {{{"task", id}, {"candidates", candidates}, {"outcomes", counts}}, page(id, body)};
+}
+
+View candidate_page(archive::Archive& ar, int64_t id) {
+  json c = ar.show({id});
+  if (c.is_null()) return not_found("no candidate " + std::to_string(id));
+  json children = json::array();
+  archive::Statement q = ar.db().prepare("SELECT candidate_id FROM candidate_parents WHERE parent_id = ? ORDER BY candidate_id");
+  q.bind(1, id);
+  while (q.step()) children.push_back(q.integer(0));
+  c["children"] = children;
+  auto links = [](const json& ids) {
+    std::string out;
+    for (const json& i : ids) out += candidate_link(i.get<int64_t>()) + " ";
+    return out.empty() ? std::string("none") : out;
+  };
+  std::string verdicts;
+  for (const json& e : c.value("evaluations", json::array()))
+    verdicts += "<tr>" + outcome_cell(str(e, "outcome")) + "<td class=\"n\">" + millis(num(e, "time_ms")) + "</td><td class=\"n\">" +
+                ratio(num(e, "speedup_eager")) + "</td><td>" + escape(str(e, "created_at")) + "</td><td><details><summary>evidence</summary><pre>" +
+                escape(e.value("evidence", json()).dump(2, ' ', false, json::error_handler_t::replace)) + "</pre></details></td></tr>\n";
+  std::string resources;
+  for (const json& k : c.value("compiles", json::array()))
+    resources += "<pre>" + escape(k.value("resources", json()).dump(2, ' ', false, json::error_handler_t::replace)) + "</pre>";
+  std::string body = "<p>task " + task_link(str(c, "task")) + ", generation " + str(c, "generation") + ", island " +
+                     str(c, "island") + ", " + escape(str(c, "prompt_kind")) + " by " + escape(str(c, "model")) + "</p>\n"
+                     "<p>parents: " + links(c.value("parents", json::array())) + "<br>children: " + links(children) + "</p>\n"
+                     "<h2>Source</h2>\n<pre class=\"source\"><code>" + escape(str(c, "source")) + "</code></pre>\n"
+                     "<h2>Launch plan</h2><pre>" + escape(c.value("plan", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
+                     "</pre>\n<h2>Tunables</h2><pre>" + escape(c.value("tunables", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
+                     "</pre>\n<h2>Resources</h2>" + resources + "\n<h2>Verdicts</h2>\n<table><tr><th>outcome</th><th>time</th>"
+                     "<th>x eager</th><th>at</th><th></th></tr>\n" + verdicts + "</table>";
+  return {c, page("Candidate #" + std::to_string(id), body)};
+}
+
+View search_page(archive::Archive& ar, const std::string& query) {
+  json hits = json::array();
+  std::string rows;
+  if (!query.empty())
+    for (const archive::KernelSummary& k : ar.search(query, 50)) {
+      hits.push_back(archive::to_json(k));
+      rows += "<tr><td>" + candidate_link(k.id.value) + "</td><td>" + task_link(k.task) + "</td>" + outcome_cell(k.outcome) +
+              "<td class=\"n\">" + millis(k.time_ms) + "</td></tr>\n";
+    }
+  std::string body = "<form><input name=\"q\" value=\"" + escape(query) + "\"> <button>search</button></form>\n" +
+                     (rows.empty() ? std::string("<p>No kernels match.</p>")
+                                   : "<table><tr><th>candidate</th><th>task</th><th>outcome</th><th>time</th></tr>\n" + rows + "</table>");
+  return {{{"query", query}, {"kernels", hits}}, page("Search", body)};
+}
+
+}  // namespace kforge::browse
