@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <zlib.h>
+
+#include <cstdlib>
 
 #include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
@@ -175,6 +178,104 @@ TEST_F(Browse, BrowsableWhileARunWrites) {
   EXPECT_EQ(get("/leaderboard")->status, 200);
   writer.db().exec("COMMIT");
   EXPECT_EQ(api("/candidate/1")["model"], "being written");
+}
+
+// A PNG as Chromium writes it (8-bit RGB or RGBA, not interlaced), decoded: its size and pixels.
+struct Image {
+  uint32_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;  // 3 bytes a pixel
+  size_t count(uint8_t r, uint8_t g, uint8_t b, int tolerance = 24) const {
+    size_t n = 0;
+    for (size_t i = 0; i + 2 < rgb.size(); i += 3)
+      n += std::abs(rgb[i] - r) <= tolerance && std::abs(rgb[i + 1] - g) <= tolerance && std::abs(rgb[i + 2] - b) <= tolerance;
+    return n;
+  }
+};
+
+Image read_png(const std::string& bytes) {
+  auto be32 = [&](size_t at) {
+    return uint32_t(uint8_t(bytes[at])) << 24 | uint32_t(uint8_t(bytes[at + 1])) << 16 | uint32_t(uint8_t(bytes[at + 2])) << 8 |
+           uint8_t(bytes[at + 3]);
+  };
+  if (bytes.size() < 33 || bytes.compare(1, 3, "PNG") != 0) throw std::runtime_error("not a PNG");
+  Image img{be32(16), be32(20), {}};
+  const int depth = uint8_t(bytes[24]), colour = uint8_t(bytes[25]), interlace = uint8_t(bytes[28]);
+  if (depth != 8 || (colour != 2 && colour != 6) || interlace != 0) throw std::runtime_error("an unexpected PNG format");
+  const size_t channels = colour == 6 ? 4 : 3, stride = img.width * channels;
+  std::string idat;
+  for (size_t at = 8; at + 8 <= bytes.size();) {
+    uint32_t length = be32(at);
+    if (bytes.compare(at + 4, 4, "IDAT") == 0) idat += bytes.substr(at + 8, length);
+    at += 12 + length;
+  }
+  std::vector<uint8_t> raw((stride + 1) * img.height);
+  uLongf size = raw.size();
+  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK || size != raw.size())
+    throw std::runtime_error("the PNG's image data does not inflate");
+  std::vector<uint8_t> prev(stride, 0), line(stride);
+  for (uint32_t y = 0; y < img.height; ++y) {
+    const uint8_t filter = raw[y * (stride + 1)];
+    const uint8_t* in = &raw[y * (stride + 1) + 1];
+    for (size_t x = 0; x < stride; ++x) {
+      int a = x >= channels ? line[x - channels] : 0, b = prev[x], c = x >= channels ? prev[x - channels] : 0;
+      int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+      int predicted = filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2
+                    : filter == 4 ? (pa <= pb && pa <= pc ? a : pb <= pc ? b : c) : 0;
+      line[x] = uint8_t(in[x] + predicted);
+    }
+    for (uint32_t x = 0; x < img.width; ++x)
+      for (size_t k = 0; k < 3; ++k) img.rgb.push_back(line[x * channels + k]);
+    prev = line;
+  }
+  return img;
+}
+
+// Chromium (Debian's package) in headless mode; "" when this machine has none.
+std::string chromium() {
+  if (const char* c = std::getenv("KFORGE_CHROMIUM"); c && *c) return c;
+  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"})
+    if (::access(c, X_OK) == 0) return c;
+  return "";
+}
+
+// Loads each page in a real browser: the screenshots are images with the page's pixels in them (a
+// leaderboard row per winner, the plots' lines drawn); two are kept in docs/ as the README's.
+TEST_F(Browse, ChromiumRendersThePages) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "no Chromium here (apt install chromium; CI installs it): the browser test did not run";
+  const std::string base = "http://127.0.0.1:" + std::to_string(port_);
+  auto shoot = [&](const std::string& path, const std::string& png) {
+    const std::string out = (dir_.path() / png).string();
+    std::string cmd = browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 --screenshot=" +
+                      out + " '" + base + path + "' > " + (dir_.path() / "chromium.log").string() + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << file_bytes(dir_.path() / "chromium.log");
+    return read_png(file_bytes(out));
+  };
+  auto dom = [&](const std::string& path) {
+    std::string out = (dir_.path() / "dom.html").string();
+    std::string cmd = browser + " --headless --no-sandbox --disable-gpu --dump-dom '" + base + path + "' > " + out + " 2> /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return file_bytes(out);
+  };
+  // The leaderboard as the browser built it: a table row per winner.
+  const size_t winners = api("/leaderboard")["winners"].size();
+  std::string board = dom("/leaderboard");
+  size_t rows = 0;
+  for (size_t at = board.find("<tr><td><a href=\"/task?id="); at != std::string::npos; at = board.find("<tr><td><a href=\"/task?id=", at + 1)) ++rows;
+  EXPECT_EQ(rows, winners);
+  Image leaderboard = shoot("/leaderboard", "leaderboard.png");
+  EXPECT_EQ(leaderboard.width, 1280u);
+  const size_t white = leaderboard.count(255, 255, 255, 0), pixels = size_t(leaderboard.width) * leaderboard.height;
+  EXPECT_LT(white, pixels * 97 / 100) << "the leaderboard's screenshot is (nearly) blank";
+  // The task page's plots: the first series' colour (#1f77b4) drawn as lines and points.
+  Image task = shoot("/task?id=level1/argmax_dim", "task.png");  // two generations, two islands
+  EXPECT_GT(task.count(0x1f, 0x77, 0xb4, 8), 150u) << "the best-speedup plot has no line in the screenshot";
+  if (std::getenv("KFORGE_BROWSE_SCREENSHOTS")) {  // scripts refresh docs/'s pictures with this
+    std::filesystem::copy_file(dir_.path() / "leaderboard.png", source_dir() / "docs/browse-leaderboard.png",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(dir_.path() / "task.png", source_dir() / "docs/browse-task.png",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
 }
 
 TEST(BrowseHost, OnlyLoopbackWithoutAFlag) {

@@ -104,9 +104,10 @@ std::string svg_plot(const std::string& title, const std::string& x_label, const
       points += buf;
     }
     const char* colour = colours[i % 6];
-    out += std::string("<polyline class=\"series\" fill=\"none\" stroke-width=\"2\" stroke=\"") + colour + "\" points=\"" + points + "\"/>";
+    if (series[i].connect)
+      out += std::string("<polyline class=\"series\" fill=\"none\" stroke-width=\"2\" stroke=\"") + colour + "\" points=\"" + points + "\"/>";
     for (auto [x, y] : series[i].points) {
-      std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", px(x), py(y), colour);
+      std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>", px(x), py(y), colour);
       out += buf;
     }
     std::snprintf(buf, sizeof buf, "<text x=\"%g\" y=\"%g\" font-size=\"11\" fill=\"%s\">", W - R - 120, T + 14.0 * (i + 1), colour);

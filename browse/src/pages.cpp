@@ -134,7 +134,7 @@ View task_page(archive::Archive& ar, const std::string& id) {
     for (const auto& [generation, speedup] : per_generation) s.points.push_back({double(generation), so_far = std::max(so_far, speedup)});
     best_series.push_back(s);
   }
-  for (const auto& [island, points] : times) time_series.push_back({"island " + std::to_string(island), points});
+  for (const auto& [island, points] : times) time_series.push_back({"island " + std::to_string(island), points, false});
   std::string breakdown;
   for (const auto& [outcome, n] : outcomes) breakdown += "<tr>" + outcome_cell(outcome) + "<td class=\"n\">" + std::to_string(n) + "</td></tr>";
   std::string body = svg_plot("Best speedup over eager by generation", "generation", "x eager", best_series) + " " +
