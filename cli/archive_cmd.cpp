@@ -153,28 +153,6 @@ json require_candidate(archive::Archive& ar, int64_t id) {
   return c;
 }
 
-// A line diff (longest common subsequence), good enough for kernels of a few hundred lines.
-std::string diff_lines(const std::string& a, const std::string& b) {
-  auto split = [](const std::string& s) {
-    std::vector<std::string> v;
-    std::istringstream in(s);
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-  };
-  std::vector<std::string> x = split(a), y = split(b);
-  std::vector<std::vector<int>> L(x.size() + 1, std::vector<int>(y.size() + 1, 0));
-  for (size_t i = x.size(); i-- > 0;)
-    for (size_t j = y.size(); j-- > 0;) L[i][j] = x[i] == y[j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
-  std::string out;
-  size_t i = 0, j = 0;
-  while (i < x.size() || j < y.size()) {
-    if (i < x.size() && j < y.size() && x[i] == y[j]) out += "  " + x[i++] + "\n", ++j;
-    else if (j < y.size() && (i == x.size() || L[i][j + 1] >= L[i + 1][j])) out += "+ " + y[j++] + "\n";
-    else out += "- " + x[i++] + "\n";
-  }
-  return out;
-}
-
 // A failed import into an archive it created leaves no empty archive behind: the file (and its WAL
 // and journal files) go when no candidate is in it. An archive that existed before is never
 // touched.

@@ -124,8 +124,23 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   EXPECT_NE(cpage.find("__global__"), std::string::npos) << "the source is shown";
   html("/candidate/999999999", 404);
 
+  // A candidate with a parent: its changes against the parent, as a diff.
+  {
+    archive::Archive ar = archive::Archive::open_read_only(db_);
+    archive::Statement q = ar.db().prepare("SELECT candidate_id, parent_id FROM candidate_parents ORDER BY candidate_id LIMIT 1");
+    ASSERT_TRUE(q.step()) << "the evolve archive has children";
+    json child = api("/candidate/" + std::to_string(q.integer(0)));
+    EXPECT_EQ(child["parents"][0], q.integer(1));
+    EXPECT_EQ(api("/candidate/" + std::to_string(q.integer(1)))["children"].size() >= 1, true);
+    std::string diff_page = html("/candidate/" + std::to_string(q.integer(0)));
+    EXPECT_NE(diff_page.find("against its parent <a href=\"/candidate/" + std::to_string(q.integer(1))), std::string::npos);
+  }
+
   json hits = api("/search?q=softmax");
   EXPECT_FALSE(hits["kernels"].empty());
+  bool softmax_task = false;
+  for (const json& t : hits["tasks"]) softmax_task |= t["task"] == "level1/softmax";
+  EXPECT_TRUE(softmax_task) << hits["tasks"];
   EXPECT_NE(html("/search?q=softmax").find("/candidate/"), std::string::npos);
 }
 

@@ -438,6 +438,17 @@ std::vector<KernelSummary> Archive::search(const std::string& query, size_t limi
   return out;
 }
 
+json Archive::search_tasks(const std::string& query, size_t limit) {
+  std::string q = fts_query(query);
+  json out = json::array();
+  if (q.empty()) return out;
+  Statement s = db_->prepare("SELECT t.suite || '/' || t.name, t.summary FROM task_text x JOIN tasks t ON t.id = x.task_id "
+                             "WHERE task_text MATCH ? GROUP BY t.suite, t.name ORDER BY min(x.rank) LIMIT ?");
+  s.bind(1, q).bind(2, static_cast<int64_t>(limit));
+  while (s.step()) out.push_back({{"task", s.text(0)}, {"summary", s.text(1)}});
+  return out;
+}
+
 json Archive::show(CandidateId id) {
   Statement c = db_->prepare(
       "SELECT c.id, t.suite || '/' || t.name, t.version, c.run_id, c.identity, c.source, c.plan, c.tunables, c.generation, "

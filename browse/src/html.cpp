@@ -45,7 +45,7 @@ std::string page(const std::string& title, const std::string& body) {
          "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}nav a{margin-right:1em}"
          "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
          "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f6f6f6;padding:.8em;overflow:auto}"
-         ".correct{color:#176917}.bad{color:#a31515}svg{background:#fff;border:1px solid #ddd}\n"
+         "ins{background:#e6ffec;text-decoration:none}del{background:#ffebe9;text-decoration:none}.correct{color:#176917}.bad{color:#a31515}svg{background:#fff;border:1px solid #ddd}\n"
          "</style></head><body>\n<nav><a href=\"/\">runs</a><a href=\"/leaderboard\">leaderboard</a>"
          "<a href=\"/tasks\">tasks</a><form action=\"/search\" style=\"display:inline\"><input name=\"q\" "
          "placeholder=\"search kernels\"></form></nav>\n<h1>" + escape(title) + "</h1>\n" + body + "\n</body></html>\n";

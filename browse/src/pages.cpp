@@ -2,9 +2,11 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "html.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/common/strings.h"
 
 namespace kforge::browse {
 namespace {
@@ -164,12 +166,27 @@ View candidate_page(archive::Archive& ar, int64_t id) {
     verdicts += "<tr>" + outcome_cell(str(e, "outcome")) + "<td class=\"n\">" + millis(num(e, "time_ms")) + "</td><td class=\"n\">" +
                 ratio(num(e, "speedup_eager")) + "</td><td>" + escape(str(e, "created_at")) + "</td><td><details><summary>evidence</summary><pre>" +
                 escape(e.value("evidence", json()).dump(2, ' ', false, json::error_handler_t::replace)) + "</pre></details></td></tr>\n";
+  // The source and plan against each parent's: what the search changed.
+  auto with_plan = [](const json& k) {
+    return k.value("source", "") + "\n// plan\n" + k.value("plan", json()).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  };
+  std::string diffs;
+  for (const json& p : c.value("parents", json::array())) {
+    json parent = ar.show({p.get<int64_t>()});
+    if (parent.is_null()) continue;
+    std::string lines;
+    std::istringstream in(diff_lines(with_plan(parent), with_plan(c)));
+    for (std::string l; std::getline(in, l);)
+      lines += l.rfind("+ ", 0) == 0 ? "<ins>" + escape(l) + "</ins>\n" : l.rfind("- ", 0) == 0 ? "<del>" + escape(l) + "</del>\n" : escape(l) + "\n";
+    diffs += "<details><summary>against its parent " + candidate_link(p.get<int64_t>()) + "</summary><pre class=\"diff\">" + lines + "</pre></details>\n";
+  }
   std::string resources;
   for (const json& k : c.value("compiles", json::array()))
     resources += "<pre>" + escape(k.value("resources", json()).dump(2, ' ', false, json::error_handler_t::replace)) + "</pre>";
   std::string body = "<p>task " + task_link(str(c, "task")) + ", generation " + str(c, "generation") + ", island " +
                      str(c, "island") + ", " + escape(str(c, "prompt_kind")) + " by " + escape(str(c, "model")) + "</p>\n"
-                     "<p>parents: " + links(c.value("parents", json::array())) + "<br>children: " + links(children) + "</p>\n"
+                     "<p>parents: " + links(c.value("parents", json::array())) + "<br>children: " + links(children) + "</p>\n" +
+                     (diffs.empty() ? std::string() : "<h2>Changes</h2>\n" + diffs) +
                      "<h2>Source</h2>\n<pre class=\"source\"><code>" + escape(str(c, "source")) + "</code></pre>\n"
                      "<h2>Launch plan</h2><pre>" + escape(c.value("plan", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
                      "</pre>\n<h2>Tunables</h2><pre>" + escape(c.value("tunables", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
@@ -179,8 +196,10 @@ View candidate_page(archive::Archive& ar, int64_t id) {
 }
 
 View search_page(archive::Archive& ar, const std::string& query) {
-  json hits = json::array();
-  std::string rows;
+  json hits = json::array(), tasks = json::array();
+  std::string rows, task_rows;
+  if (!query.empty()) tasks = ar.search_tasks(query, 50);
+  for (const json& t : tasks) task_rows += "<tr><td>" + task_link(str(t, "task")) + "</td><td>" + escape(str(t, "summary")) + "</td></tr>\n";
   if (!query.empty())
     for (const archive::KernelSummary& k : ar.search(query, 50)) {
       hits.push_back(archive::to_json(k));
@@ -188,9 +207,10 @@ View search_page(archive::Archive& ar, const std::string& query) {
               "<td class=\"n\">" + millis(k.time_ms) + "</td></tr>\n";
     }
   std::string body = "<form><input name=\"q\" value=\"" + escape(query) + "\"> <button>search</button></form>\n" +
+                     (task_rows.empty() ? std::string() : "<h2>Tasks</h2><table>" + task_rows + "</table>\n<h2>Kernels</h2>\n") +
                      (rows.empty() ? std::string("<p>No kernels match.</p>")
                                    : "<table><tr><th>candidate</th><th>task</th><th>outcome</th><th>time</th></tr>\n" + rows + "</table>");
-  return {{{"query", query}, {"kernels", hits}}, page("Search", body)};
+  return {{{"query", query}, {"tasks", tasks}, {"kernels", hits}}, page("Search", body)};
 }
 
 }  // namespace kforge::browse

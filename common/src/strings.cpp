@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <sstream>
+#include <vector>
 
 namespace kforge {
 
@@ -113,6 +115,27 @@ std::string printable(std::string_view s) {
       out.append(s.substr(i, len));
     }
     i += len;
+  }
+  return out;
+}
+
+std::string diff_lines(const std::string& a, const std::string& b) {
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  };
+  std::vector<std::string> x = lines(a), y = lines(b);
+  std::vector<std::vector<int>> L(x.size() + 1, std::vector<int>(y.size() + 1, 0));
+  for (size_t i = x.size(); i-- > 0;)
+    for (size_t j = y.size(); j-- > 0;) L[i][j] = x[i] == y[j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
+  std::string out;
+  size_t i = 0, j = 0;
+  while (i < x.size() || j < y.size()) {
+    if (i < x.size() && j < y.size() && x[i] == y[j]) out += "  " + x[i++] + "\n", ++j;
+    else if (j < y.size() && (i == x.size() || L[i][j + 1] >= L[i + 1][j])) out += "+ " + y[j++] + "\n";
+    else out += "- " + x[i++] + "\n";
   }
   return out;
 }

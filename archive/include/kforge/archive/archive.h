@@ -168,6 +168,8 @@ class Archive {
   std::vector<KernelSummary> similar(const tasks::Task& task, size_t k, std::optional<int64_t> before_run = std::nullopt);
   std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
   std::vector<KernelSummary> search(const std::string& query, size_t limit);
+  // Tasks whose name, tags or summary hold a word of `query`, best match first: [{task, summary}].
+  nlohmann::json search_tasks(const std::string& query, size_t limit);
   nlohmann::json show(CandidateId id);  // everything about one candidate; null when absent
   // Nsight Compute profiles (schema 4): one per candidate and GPU (a second is ignored).
   void add_profile(CandidateId c, int64_t device_id, const nlohmann::json& profile);

@@ -30,4 +30,8 @@ std::pair<int, int> line_and_column(std::string_view s, size_t offset);
 // controls, bidirectional overrides and bytes that are not UTF-8 become visible \xNN / \u{NNNN}.
 std::string printable(std::string_view s);
 
+// A line diff of a against b (longest common subsequence; fine for kernels of a few hundred lines):
+// each line prefixed "  " (both), "- " (a only) or "+ " (b only).
+std::string diff_lines(const std::string& a, const std::string& b);
+
 }  // namespace kforge
