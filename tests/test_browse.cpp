@@ -261,14 +261,14 @@ TEST_F(Browse, ChromiumRendersThePages) {
   const std::string base = "http://127.0.0.1:" + std::to_string(port_);
   auto shoot = [&](const std::string& path, const std::string& png) {
     const std::string out = (dir_.path() / png).string();
-    std::string cmd = browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 --screenshot=" +
+    std::string cmd = "timeout 90 " + browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 --screenshot=" +
                       out + " '" + base + path + "' > " + (dir_.path() / "chromium.log").string() + " 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << file_bytes(dir_.path() / "chromium.log");
     return read_png(file_bytes(out));
   };
   auto dom = [&](const std::string& path) {
     std::string out = (dir_.path() / "dom.html").string();
-    std::string cmd = browser + " --headless --no-sandbox --disable-gpu --dump-dom '" + base + path + "' > " + out + " 2> /dev/null";
+    std::string cmd = "timeout 90 " + browser + " --headless --no-sandbox --disable-gpu --dump-dom '" + base + path + "' > " + out + " 2> /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return file_bytes(out);
   };
