@@ -338,11 +338,15 @@ bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
   return a.numel() == 0 || torch::equal(bits(a), bits(b).to(a.device()));
 }
 
-int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b) {
+// Bitwise comparisons need the same dtype and shape: else an Error naming both, from `who`.
+static void require_same_layout(const torch::Tensor& a, const torch::Tensor& b, const char* who) {
   if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()))
-    throw Error("bitwise_differences: " + type_name(a.scalar_type()) + " " +
-                format_shape(a.sizes().vec()) + " against " + type_name(b.scalar_type()) + " " +
-                format_shape(b.sizes().vec()));
+    throw Error(std::string(who) + ": " + type_name(a.scalar_type()) + " " + format_shape(a.sizes().vec()) + " against " +
+                type_name(b.scalar_type()) + " " + format_shape(b.sizes().vec()));
+}
+
+int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b) {
+  require_same_layout(a, b, "bitwise_differences");
   if (a.numel() == 0) return 0;
   return (bits(a) != bits(b).to(a.device())).sum().item<int64_t>();
 }
@@ -402,8 +406,9 @@ void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
 
 int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison, const torch::Tensor& second,
                         const torch::Tensor& second_poison) {
-  bitwise_differences(first, first_poison);  // the same shapes and dtypes, or a clear error
-  bitwise_differences(second, second_poison);
+  require_same_layout(first, first_poison, "untouched_count");
+  require_same_layout(second, second_poison, "untouched_count");
+  require_same_layout(first, second, "untouched_count");
   if (second.numel() == 0) return 0;
   torch::Tensor kept_first = bits(first) == bits(first_poison).to(first.device());
   torch::Tensor kept_second = bits(second) == bits(second_poison).to(second.device());
