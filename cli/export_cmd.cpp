@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/export/exporter.h"
+#include "kforge/verify/protocol.h"
 
 namespace kforge::cli {
 namespace {
@@ -44,6 +45,10 @@ void add_export_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--from", a->o.from_jsonl, "An archive export (kforge archive export, JSONL or .gz) instead of the archive");
   cmd->add_option("--tasks-dir", a->o.tasks_dir, "Folder holding the suites (each winner's task file, at the version it was judged)");
   cmd->add_option("--db", a->o.db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--harness", a->o.harness_version,
+                  "Harness version whose verdicts count (default: this kforge's, " + std::to_string(verify::kHarnessVersion) +
+                      "); an archive judged by an older kforge names its version")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--include-unadmitted", a->o.include_unadmitted,
                 "Also kernels never admitted (fresh dims, sanitizers); the manifest says which");
   cmd->add_flag("--fallback", a->o.fallback, "Tasks without a winner as PyTorch ops that run the task's reference (the manifest says so)");

@@ -37,7 +37,7 @@ else
   [ "${KFORGE_GPU_TESTS:-0}" = 1 ] && targets+=(kforge_gpu_tests)
   build_kforge "${targets[@]}" || exit 1
   from=${1:-docs/results/evolve-level1-level2-2026-12-03.jsonl.gz}
-  if ! step export.log 120 "$K" export --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG"; then
+  if ! step export.log 120 "$K" export --harness 2 --from "$from" --suite level1 --suite level2 --name kforge_kernels --out "$PKG"; then
     # A crash report's kforge-core frames named (they print as offsets).
     grep -oE 'kforge(-core)?\(\+0x[0-9a-f]+\)' "$OUT/export.log" | grep -oE '0x[0-9a-f]+' |
       xargs -r addr2line -fCe "$BUILD_DIR/kforge-core" | paste - - >> "$OUT/export.log"
@@ -70,7 +70,9 @@ preload=()
 cc -shared -fPIC -o "$ROOT/crash-report.so" scripts/crash-report.c && preload=(env LD_PRELOAD="$ROOT/crash-report.so")
 pushd "$PKG" > /dev/null && step export-pytest.log 300 "${preload[@]}" $(py_with pytest) python3 -m pytest -v -rs -p no:cacheprovider \
   -p no:faulthandler tests/test_ops.py; popd > /dev/null
-[ "${KFORGE_EXPORT_BENCH:-1}" = 1 ] && step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py"
+bench_ops=()  # KFORGE_EXPORT_BENCH_OPS=a,b: only those ops
+[ -n "${KFORGE_EXPORT_BENCH_OPS:-}" ] && bench_ops=(--ops "$KFORGE_EXPORT_BENCH_OPS")
+[ "${KFORGE_EXPORT_BENCH:-1}" = 1 ] && step export-bench.md 240 python3 -u "$PKG/bench/bench_ops.py" "${bench_ops[@]}"
 if [ "${KFORGE_GPU_TESTS:-0}" = 1 ]; then
   step gpu-tests.log "${KFORGE_GPU_TESTS_LIMIT:-300}" "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_TESTS_FILTER:-*}"
   grep -E "^\[  (FAILED|SKIPPED) " "$OUT/gpu-tests.log" | head -20

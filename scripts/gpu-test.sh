@@ -49,7 +49,7 @@ step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_wr
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/input_mutator.md --task smoke/relu --json
 step verify-cli 120 "$BUILD_DIR"/kforge baseline smoke --db /tmp/kforge-gpu-test.db $([ "${KFORGE_GPU_SETUP:-1}" = 0 ] && echo --no-compile)
 # The export (issue 21) on this machine's LibTorch, which once crashed in its std::filesystem copies.
-step export 180 "$BUILD_DIR"/kforge export --from docs/results/evolve-level1-level2-2026-12-03.jsonl.gz \
+step export 180 "$BUILD_DIR"/kforge export --harness 2 --from docs/results/evolve-level1-level2-2026-12-03.jsonl.gz \
   --suite level1 --suite level2 --name kforge_kernels --out /tmp/kforge-gpu-export/kforge_kernels
 # KernelBench-format problems (tests/kernelbench) converted and each checked against its original
 # Model on the GPU at the timed sizes; 3 of 15 cannot be converted and two are degenerate (exit 1).

@@ -19,6 +19,7 @@
 #include "kforge/compile/module.h"
 #include "kforge/export/exporter.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/verify/protocol.h"
 #include "test_util.h"
 
 namespace {
@@ -55,6 +56,35 @@ std::pair<int, std::string> compile_torch_ops(const TempDir& dir, const std::fil
   return run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() + " -I" + (pkg / "include").string() +
              " -I" + (pkg / "src").string() + " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
              (pkg / "torch" / (ns + "_torch.cpp")).string());
+}
+
+// TORCH_CHECK calls in generated code whose message is more than one argument: c10 would format
+// the pieces with a C++ stream, which crashed in PyTorch 2.11's Python process for numbers
+// (docs/decisions.md, "messages built without C++ streams"). Each such call, as written.
+std::vector<std::string> stream_formatted_checks(const std::string& code) {
+  std::vector<std::string> found;
+  for (size_t at = code.find("TORCH_CHECK("); at != std::string::npos; at = code.find("TORCH_CHECK(", at + 1)) {
+    int depth = 0, commas = 0;
+    bool quoted = false;
+    size_t i = at + std::string("TORCH_CHECK").size();
+    for (; i < code.size(); ++i) {
+      char c = code[i];
+      if (quoted) {
+        if (c == '\\') ++i;
+        else if (c == '"') quoted = false;
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == '(') {
+        ++depth;
+      } else if (c == ')' && --depth == 0) {
+        break;
+      } else if (c == ',' && depth == 1) {
+        ++commas;
+      }
+    }
+    if (commas > 1) found.push_back(code.substr(at, i + 1 - at));
+  }
+  return found;
 }
 
 std::string include_flags() {
@@ -182,7 +212,7 @@ extern "C" __global__ void paired(float* out, int rows) {
 TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "pkg";
-  auto [rc, text] = run(kKforge + " export --from " + kEvolveExport + " --suite level2 --task level1/softmax --task layer_norm" +
+  auto [rc, text] = run(kKforge + " export --harness 2 --from " + kEvolveExport + " --suite level2 --task level1/softmax --task layer_norm" +
                         " --name kfk --arch sm_90a,sm_80 --out " + out.string());
   ASSERT_EQ(rc, 0) << text;
   json m = json::parse(*read_file((out / "manifest.json").string()));
@@ -219,6 +249,9 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "build" / "libkfk.a"));
   auto [torch_rc, torch_out] = compile_torch_ops(dir, out, "kfk");
   EXPECT_EQ(torch_rc, 0) << torch_out;
+  std::string torch_code = *read_file((out / "torch/kfk_torch.cpp").string());
+  EXPECT_NE(torch_code.find("TORCH_CHECK("), std::string::npos);
+  for (const std::string& check : stream_formatted_checks(torch_code)) ADD_FAILURE() << "a message in pieces: " << check;
   auto [ops_rc, ops_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() + " -I" +
                                (out / "src").string() + " -I" + compile::cuda_include_dir() + " " + (out / "src/kfk_ops.cpp").string());
   EXPECT_EQ(ops_rc, 0) << ops_out;
@@ -251,16 +284,21 @@ TEST(Export, ErrorsSayWhatIsWrong) {
          "level1/no_such_task: not exported: the archive has no task of that name");
   // The seeds were never admitted: nothing to export unless asked, and each task says why.
   std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
-  expect("--from " + seeds + " --out " + out + " --suite smoke", 1,
-         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version 2");
-  expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted", 0, "4 op(s) exported");
+  expect("--from " + seeds + " --out " + out + " --suite smoke --harness 2", 1,
+         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version 2\n");
+  expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted --harness 2", 0, "4 op(s) exported");
+  // Winners judged by an older harness than this kforge's are not taken silently; the reason says how.
+  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax", 1,
+         "level1/softmax: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version " +
+             std::to_string(verify::kHarnessVersion) + " (harness version 2 judged one: --harness 2 exports it)");
+  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --harness 0", 2, "--harness");
   // A suite's tasks that the archive never saw are listed, not skipped in silence.
   expect("--from " + kEvolveExport + " --out " + out + " --suite smoke", 1, "smoke/softmax: not exported: the archive holds no kernel for it");
   // A task file that changed since its winner was judged is another task.
   std::filesystem::create_directories(dir.path() / "tasks");
   std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1", std::filesystem::copy_options::recursive);
   std::ofstream(dir.path() / "tasks/level1/softmax.toml", std::ios::app) << "\n# edited\n";
-  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(), 1,
+  expect("--from " + kEvolveExport + " --out " + out + " --harness 2 --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(), 1,
          "is not the version its winner was judged against");
 }
 

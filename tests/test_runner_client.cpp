@@ -44,7 +44,7 @@ const auto kWatchdog = std::chrono::milliseconds(400);
 TEST(Protocol, VersionsArePinned) {
   // Changing either is a decision: update docs/protocol.md and this pin together.
   EXPECT_EQ(kProtocolVersion, 3);
-  EXPECT_EQ(kHarnessVersion, 2);
+  EXPECT_EQ(kHarnessVersion, 3);
 }
 
 TEST(Protocol, RunRequestAndReplyRoundTrip) {

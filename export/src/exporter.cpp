@@ -93,13 +93,22 @@ std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o, std::v
                     {"admitted", s.integer(12) != 0}};
     out.push_back(std::move(w));
   }
-  // Selected tasks the archive knows but that have no winner.
+  // Selected tasks the archive knows but that have no winner (and the harness versions that judged one).
+  archive::Statement other = ar.db().prepare(
+      "SELECT DISTINCT t.suite || '/' || t.name, e.harness_version FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "JOIN tasks t ON t.id = c.task_id JOIN devices d ON d.id = e.device_id "
+      "WHERE " + archive::winner_condition(!o.include_unadmitted) + " AND d.arch IN (" + archs + ") ORDER BY 2");
+  std::map<std::string, std::vector<std::string>> other_versions;
+  while (other.step()) other_versions[other.text(0)].push_back(std::to_string(other.integer(1)));
   archive::Statement t = ar.db().prepare("SELECT DISTINCT suite || '/' || name FROM tasks ORDER BY 1");
   while (t.step()) {
     std::string task = t.text(0);
-    if (selected(o, task) && !seen.count(task))
-      missing.push_back({task, std::string("no correct, unflagged") + (o.include_unadmitted ? "" : ", admitted") +
-                                   " kernel judged on " + join(o.archs, " or ") + " by harness version " + std::to_string(harness)});
+    if (!selected(o, task) || seen.count(task)) continue;
+    std::string why = std::string("no correct, unflagged") + (o.include_unadmitted ? "" : ", admitted") + " kernel judged on " +
+                      join(o.archs, " or ") + " by harness version " + std::to_string(harness);
+    if (auto v = other_versions.find(task); v != other_versions.end())
+      why += " (harness version " + join(v->second, ", ") + " judged one: --harness " + v->second.back() + " exports it)";
+    missing.push_back({task, why});
   }
   for (const std::string& want : o.tasks)
     if (std::none_of(out.begin(), out.end(), [&](const Winner& w) { return w.task == want || w.task.substr(w.task.find('/') + 1) == want; }) &&

@@ -101,6 +101,41 @@ std::string ops(const ExportOptions& o, const ExportResult& r) {
   return s.str();
 }
 
+// The PyTorch layer's input checks. Their messages are built from strings only (numbers through
+// std::to_string, dtypes and devices through their own text): formatting a number with a C++ stream
+// inside a library loaded into PyTorch 2.11's Python crashed in libstdc++'s num_put (docs/export.md,
+// "Messages without streams").
+constexpr const char* kCheckFunctions = R"(// "[2, 3, 4]": sizes in a message.
+std::string sizes_text(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+std::string device_text(const at::Tensor& t) {
+  return t.defined() ? t.device().str() : std::string("an undefined tensor");
+}
+
+void check_input(const char* op, const char* name, const at::Tensor& t, at::ScalarType dtype, int64_t rank,
+                 const at::Tensor& first) {
+  const std::string who = std::string(op) + ": " + name;
+  TORCH_CHECK(t.defined() && t.is_cuda(), who + " must be a CUDA tensor (device cuda), got " + device_text(t));
+  TORCH_CHECK(t.device() == first.device(), who + " is on " + device_text(t) + " but the first input on " +
+                                                device_text(first));
+  TORCH_CHECK(t.scalar_type() == dtype, who + " must have dtype " + c10::toString(dtype) + ", got " +
+                                            c10::toString(t.scalar_type()));
+  TORCH_CHECK(t.dim() == rank, who + " must have " + std::to_string(rank) + " dims (its shape's rank), got shape " +
+                                   sizes_text(t.sizes()));
+  TORCH_CHECK(t.is_contiguous(), who + " must be contiguous");
+}
+
+void check_shape(const char* op, const char* name, const at::Tensor& t, const std::vector<int64_t>& want) {
+  TORCH_CHECK(t.sizes().vec() == want, std::string(op) + ": " + name + " has shape " + sizes_text(t.sizes()) +
+                                           " but the sizes of the inputs make it " + sizes_text(want));
+}
+
+)";
+
 std::string torch_file(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
   s << "// " << o.name << "'s PyTorch ops: torch.ops." << o.name << ".NAME on CUDA tensors, checked, outputs and workspace from\n"
@@ -108,26 +143,7 @@ std::string torch_file(const ExportOptions& o, const ExportResult& r) {
     << "#include <ATen/ATen.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>\n#include <torch/library.h>\n"
     << "#include <torch/jit.h>  // --fallback ops run the task's TorchScript reference\n\n"
     << "#include <string>\n#include <tuple>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\n"
-    << "namespace {\n\n"
-    << "// \"[2, 3, 4]\": sizes in a message, formatted here rather than by c10's operator<<.\n"
-    << "std::string sizes_text(at::IntArrayRef sizes) {\n"
-    << "  std::string s = \"[\";\n"
-    << "  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? \", \" : \"\") + std::to_string(sizes[i]);\n"
-    << "  return s + \"]\";\n"
-    << "}\n\n"
-    << "void check_input(const char* op, const char* name, const at::Tensor& t, at::ScalarType dtype, int64_t rank,\n"
-    << "                 const at::Tensor& first) {\n"
-    << "  TORCH_CHECK(t.defined() && t.is_cuda(), op, \": \", name, \" must be a CUDA tensor (device cuda), got \",\n"
-    << "              t.defined() ? t.device().str() : std::string(\"an undefined tensor\"));\n"
-    << "  TORCH_CHECK(t.device() == first.device(), op, \": \", name, \" is on \", t.device(), \" but the first input on \", first.device());\n"
-    << "  TORCH_CHECK(t.scalar_type() == dtype, op, \": \", name, \" must have dtype \", dtype, \", got \", t.scalar_type());\n"
-    << "  TORCH_CHECK(t.dim() == rank, op, \": \", name, \" must have \", rank, \" dims (its shape's rank), got shape \", sizes_text(t.sizes()));\n"
-    << "  TORCH_CHECK(t.is_contiguous(), op, \": \", name, \" must be contiguous\");\n"
-    << "}\n\n"
-    << "void check_shape(const char* op, const char* name, const at::Tensor& t, const std::vector<int64_t>& want) {\n"
-    << "  TORCH_CHECK(t.sizes().vec() == want, op, \": \", name, \" has shape \", sizes_text(t.sizes()),\n"
-    << "              \" but the sizes of the inputs make it \", sizes_text(want));\n"
-    << "}\n\n";
+    << "namespace {\n\n" << kCheckFunctions;
   for (const Op& op : r.ops) s << torch_definition(op, o.name) << "\n";
   s << "}  // namespace\n\nTORCH_LIBRARY(" << o.name << ", m) {\n";
   for (const Op& op : r.ops) s << "  m.def(\"" << torch_schema(op) << "\");\n";

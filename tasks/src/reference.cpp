@@ -1,6 +1,8 @@
 #include "kforge/tasks/reference.h"
 
 #include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/jit.h>
 #include <torch/version.h>
 
@@ -31,6 +33,41 @@ std::string trim_message(const std::string& msg) {
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
+}
+
+// TorchScript compiles `number - tensor` through its builtin `sub(a: number, b: Tensor)`, written as
+// `torch.neg(b) + a`: two kernels, where PyTorch run from Python makes one (Tensor.__rsub__ is
+// torch.rsub). kforge's eager baseline is what PyTorch users run, so such a pair becomes one
+// aten::rsub(b, a, 1) again: the same numbers (negation is exact, the addition the same), one pass
+// over the data (level1/hinge_loss's eager was 20 % slower than PyTorch's before; decisions.md).
+// Only pairs that came from that builtin: a reference that writes `torch.neg(x) + 1` keeps its two ops.
+bool from_builtin_rsub(const torch::jit::Node* neg) {
+  const std::string where = neg->sourceRange().str();
+  return where.find("def sub(a : ") != std::string::npos && where.find("torch.neg(b) + a") != std::string::npos;
+}
+
+void restore_rsub(torch::jit::Block* block) {
+  using torch::jit::Node;
+  std::vector<Node*> pairs;
+  for (Node* n : block->nodes()) {
+    for (torch::jit::Block* inner : n->blocks()) restore_rsub(inner);
+    if (n->kind() != c10::Symbol::aten("add") || n->inputs().size() != 3) continue;
+    Node* neg = n->input(0)->node();
+    auto alpha = torch::jit::toIValue(n->input(2));
+    if (neg->kind() == c10::Symbol::aten("neg") && neg->output()->uses().size() == 1 && alpha && alpha->isInt() &&
+        alpha->toInt() == 1 && from_builtin_rsub(neg))
+      pairs.push_back(n);
+  }
+  for (Node* add : pairs) {
+    Node* neg = add->input(0)->node();
+    torch::jit::Graph* graph = block->owningGraph();
+    Node* rsub = graph->create(c10::Symbol::aten("rsub"), {neg->input(0), add->input(1), add->input(2)});
+    rsub->insertBefore(add);
+    rsub->output()->setType(add->output()->type());
+    add->output()->replaceAllUsesWith(rsub->output());
+    add->destroy();
+    neg->destroy();
+  }
 }
 
 }  // namespace
@@ -124,6 +161,7 @@ Reference Reference::compile(const Task& task, std::optional<int> first_line) {
     fail("does not compile as TorchScript:\n" + trim_message(msg), line);
   }
   if (!r.unit_->find_function("forward")) fail("defines no forward() function", std::nullopt);
+  for (torch::jit::Function* f : r.unit_->get_functions()) restore_rsub(torch::jit::toGraphFunction(*f).graph()->block());
   const c10::FunctionSchema& schema = r.unit_->get_function("forward").getSchema();
   const auto& args = schema.arguments();
   if (args.size() != task.inputs.size())
@@ -169,6 +207,10 @@ std::vector<torch::Tensor> Reference::run(const std::vector<torch::Tensor>& inpu
     out.push_back(result.toTensor());
   }
   return out;
+}
+
+std::string Reference::graph_text() const {
+  return torch::jit::toGraphFunction(unit_->get_function("forward")).graph()->toString();
 }
 
 void validate_reference(const Task& task, std::optional<int> first_line) {

@@ -42,6 +42,9 @@ class Reference {
 
   size_t output_count() const { return output_count_; }
 
+  // forward()'s graph as TorchScript IR text (what the interpreter runs; tests read it).
+  std::string graph_text() const;
+
  private:
   std::shared_ptr<torch::jit::CompilationUnit> unit_;
   size_t output_count_ = 1;
