@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <zlib.h>
@@ -15,6 +18,8 @@
 #include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/browse/server.h"
+#include "kforge/common/process.h"
+#include "kforge/common/sandbox.h"
 #include "test_util.h"
 
 namespace kforge {
@@ -89,6 +94,11 @@ class Browse : public ::testing::Test {
 TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   json overview = api("/overview");
   EXPECT_GT(overview["candidates"].get<int64_t>(), 100);
+  ASSERT_EQ(overview["runs"].size(), 1u);
+  const json& best = overview["runs"][0]["best"];
+  ASSERT_GE(best.size(), 70u) << "the run's best kernel per task";
+  for (size_t i = 1; i < best.size(); ++i) EXPECT_GE(best[i - 1]["speedup_eager"], best[i]["speedup_eager"]) << "best first";
+  EXPECT_EQ(html("/").find("http-equiv=\"refresh\""), std::string::npos) << "a finished run's page does not reload";
   EXPECT_NE(html("/").find("candidates"), std::string::npos);
 
   json board = api("/leaderboard");
@@ -97,6 +107,13 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   size_t rows = 0;
   for (size_t at = page.find("<tr><td><a href=\"/task?id="); at != std::string::npos; at = page.find("<tr><td><a href=\"/task?id=", at + 1)) ++rows;
   EXPECT_EQ(rows, board["winners"].size()) << "one row per winner";
+  json losses = api("/leaderboard?tag=loss");
+  ASSERT_EQ(losses["winners"].size(), 6u) << "level 1's six loss tasks carry the tag";
+  std::set<std::string> loss_tasks;
+  for (const json& w : losses["winners"]) loss_tasks.insert(w["task"]);
+  EXPECT_EQ(loss_tasks, (std::set<std::string>{"level1/cross_entropy", "level1/hinge_loss", "level1/huber_loss", "level1/kl_div",
+                                               "level1/mse_loss", "level1/triplet_margin_loss"}));
+  EXPECT_TRUE(api("/leaderboard?tag=no-such-tag")["winners"].empty());
   json level2 = api("/leaderboard?suite=level2");
   EXPECT_EQ(level2["winners"].size(), 18u);
   for (const json& w : level2["winners"]) EXPECT_EQ(w["suite"], "level2");
@@ -121,7 +138,8 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   EXPECT_TRUE(c["children"].is_array());
   EXPECT_FALSE(c["evaluations"].empty());
   std::string cpage = html("/candidate/" + std::to_string(id));
-  EXPECT_NE(cpage.find("__global__"), std::string::npos) << "the source is shown";
+  EXPECT_NE(cpage.find("<span class=\"q\">__global__</span>"), std::string::npos) << "the source is shown, highlighted";
+  EXPECT_NE(cpage.find("<span class=\"k\">float</span>"), std::string::npos);
   html("/candidate/999999999", 404);
 
   // A candidate with a parent: its changes against the parent, as a diff.
@@ -134,6 +152,17 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
     EXPECT_EQ(api("/candidate/" + std::to_string(q.integer(1)))["children"].size() >= 1, true);
     std::string diff_page = html("/candidate/" + std::to_string(q.integer(0)));
     EXPECT_NE(diff_page.find("against its parent <a href=\"/candidate/" + std::to_string(q.integer(1))), std::string::npos);
+    // Lineage as a tree: the parent among the child's ancestors, the child among the parent's descendants.
+    const std::string parent_item = "<ul class=\"tree\"><li><a href=\"/candidate/" + std::to_string(q.integer(1)) + "\">";
+    size_t lineage = diff_page.find("<h2>Lineage</h2>"), descendants = diff_page.find("<p>descendants</p>", lineage);
+    ASSERT_NE(lineage, std::string::npos);
+    size_t at = diff_page.find(parent_item, lineage);
+    EXPECT_TRUE(at != std::string::npos && at < descendants) << "the parent is listed as an ancestor";
+    std::string parent_page = html("/candidate/" + std::to_string(q.integer(1)));
+    size_t below = parent_page.find("<p>descendants</p>");
+    ASSERT_NE(below, std::string::npos);
+    EXPECT_NE(parent_page.find("<a href=\"/candidate/" + std::to_string(q.integer(0)) + "\">", below), std::string::npos)
+        << "the child is listed as a descendant";
   }
 
   json hits = api("/search?q=softmax");
@@ -195,6 +224,84 @@ TEST_F(Browse, BrowsableWhileARunWrites) {
   EXPECT_EQ(api("/candidate/1")["model"], "being written");
 }
 
+// A run in progress: the overview shows its newest candidates and reloads itself; candidates that
+// were never judged show what happened to them (a failed compile, a screen) rather than nothing.
+TEST_F(Browse, ARunInProgressIsShownLive) {
+  int64_t failed = 0, screened = 0;
+  std::string task_id;
+  {
+    archive::Archive w = archive::Archive::open(db_, false);
+    w.db().exec("UPDATE runs SET status = 'running', finished_at = NULL");
+    // Two never-judged candidates of one task (the tuner's points that were not chosen).
+    archive::Statement q = w.db().prepare(
+        "SELECT min(c.id), max(c.id), t.suite || '/' || t.name FROM candidates c JOIN tasks t ON t.id = c.task_id "
+        "WHERE NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id) GROUP BY t.id HAVING count(*) >= 3 "
+        "ORDER BY t.id LIMIT 1");
+    ASSERT_TRUE(q.step());
+    failed = q.integer(0);
+    screened = q.integer(1);
+    task_id = q.text(2);
+    w.db().prepare("INSERT INTO compiles (candidate_id, ok, stage, errors) VALUES (?, 0, 'nvrtc', '[\"error: x\"]')").bind(1, failed).run();
+    w.db().prepare("INSERT INTO screens (candidate_id, device_id, harness_version, outcome) "
+                   "VALUES (?, (SELECT min(id) FROM devices), 3, 'wrong_result')").bind(1, screened).run();
+  }
+  std::string page = html("/");
+  EXPECT_NE(page.find("<meta http-equiv=\"refresh\" content=\"10\">"), std::string::npos);
+  EXPECT_NE(page.find("in progress"), std::string::npos);
+  json overview = api("/overview");
+  ASSERT_EQ(overview["runs"][0]["newest"].size(), 10u) << "the run's ten newest candidates";
+  json task = api("/task?id=" + task_id);
+  std::map<int64_t, std::string> outcome;
+  for (const json& c : task["candidates"]) outcome[c["id"]] = c["outcome"];
+  EXPECT_EQ(outcome[failed], "compile_error");
+  EXPECT_EQ(outcome[screened], "screened: wrong_result");
+  EXPECT_GT(task["outcomes"].value("not judged", 0), 0) << "the rest were never looked at";
+}
+
+// `kforge evolve`'s loop (the real compiler and archive, a fake GPU: kforge-evolve-fake) writes a
+// fresh archive in another process while the pages are read: every answer is whole, the run is seen
+// in progress, and the candidates counted grow until the run ends.
+TEST_F(Browse, BrowsableWhileKforgeEvolveWrites) {
+  const std::string db = (dir_.path() / "live.db").string();
+  httplib::Server live;
+  browse::add_routes(live, db);
+  int port = live.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { live.listen_after_bind(); });
+  while (!live.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  SpawnOptions o;
+  o.argv = {KFORGE_EVOLVE_FAKE, db, (source_dir() / "tasks").string(), "smoke/relu", "7", "6"};
+  o.env = child_environment({{"KFORGE_CACHE_DIR", (dir_.path() / "cache").string()}});
+  Process run = Process::spawn(o);
+  httplib::Client client("127.0.0.1", port);
+  std::vector<int64_t> counts;
+  int answers = 0, seen_running = 0;
+  std::optional<int> status;
+  while (!(status = run.wait_exit(std::chrono::milliseconds(50)))) {
+    if (::access(db.c_str(), F_OK) != 0) continue;
+    httplib::Result r = client.Get("/api/overview");
+    ASSERT_TRUE(r);
+    if (r->status == 500) continue;  // the file exists, its schema not yet (the first instants)
+    ASSERT_EQ(r->status, 200) << r->body;
+    json o = json::parse(r->body);
+    ++answers;
+    if (!o["runs"].empty() && o["runs"][0]["status"] == "running") {
+      ++seen_running;
+      EXPECT_NE(client.Get("/")->body.find("in progress"), std::string::npos);
+    }
+    counts.push_back(o["candidates"]);
+    EXPECT_EQ(client.Get("/task?id=smoke/relu")->status == 200 || o["candidates"] == 0, true);
+  }
+  live.stop();
+  serving.join();
+  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_exit(*status);
+  EXPECT_GE(answers, 5) << "the pages were read while the run wrote";
+  EXPECT_GT(seen_running, 0);
+  ASSERT_FALSE(counts.empty());
+  EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end())) << "committed candidates only ever grow";
+  archive::Archive ar = archive::Archive::open_read_only(db);
+  EXPECT_GT(ar.stats().candidates, counts.front()) << "the run went on writing while it was browsed";
+}
+
 // A PNG as Chromium writes it (8-bit RGB or RGBA, not interlaced), decoded: its size and pixels.
 struct Image {
   uint32_t width = 0, height = 0;
@@ -254,7 +361,8 @@ std::string chromium() {
 }
 
 // Loads each page in a real browser: the screenshots are images with the page's pixels in them (a
-// leaderboard row per winner, the plots' lines drawn); two are kept in docs/ as the README's.
+// leaderboard row per winner, the plots' lines drawn, the source highlighted); they are kept in docs/
+// (docs/browse.md).
 TEST_F(Browse, ChromiumRendersThePages) {
   const std::string browser = chromium();
   if (browser.empty()) GTEST_SKIP() << "no Chromium here (apt install chromium; CI installs it): the browser test did not run";
@@ -285,11 +393,21 @@ TEST_F(Browse, ChromiumRendersThePages) {
   // The task page's plots: the first series' colour (#1f77b4) drawn as lines and points.
   Image task = shoot("/task?id=level1/argmax_dim", "task.png");  // two generations, two islands
   EXPECT_GT(task.count(0x1f, 0x77, 0xb4, 8), 150u) << "the best-speedup plot has no line in the screenshot";
+  // A child's candidate page: the source highlighted (keywords in #d73a49), the lineage tree.
+  int64_t child = 0;
+  {
+    archive::Archive ar = archive::Archive::open_read_only(db_);
+    archive::Statement q = ar.db().prepare("SELECT min(candidate_id) FROM candidate_parents");
+    ASSERT_TRUE(q.step());
+    child = q.integer(0);
+  }
+  EXPECT_NE(dom("/candidate/" + std::to_string(child)).find("<ul class=\"tree\">"), std::string::npos);
+  Image candidate = shoot("/candidate/" + std::to_string(child), "candidate.png");
+  EXPECT_GT(candidate.count(0xd7, 0x3a, 0x49, 16), 50u) << "no highlighted keyword in the candidate page's screenshot";
   if (std::getenv("KFORGE_BROWSE_SCREENSHOTS")) {  // scripts refresh docs/'s pictures with this
-    std::filesystem::copy_file(dir_.path() / "leaderboard.png", source_dir() / "docs/browse-leaderboard.png",
-                               std::filesystem::copy_options::overwrite_existing);
-    std::filesystem::copy_file(dir_.path() / "task.png", source_dir() / "docs/browse-task.png",
-                               std::filesystem::copy_options::overwrite_existing);
+    for (const char* name : {"leaderboard", "task", "candidate"})
+      std::filesystem::copy_file(dir_.path() / (std::string(name) + ".png"), source_dir() / ("docs/browse-" + std::string(name) + ".png"),
+                                 std::filesystem::copy_options::overwrite_existing);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "kforge/common/strings.h"
 
@@ -39,16 +40,75 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-std::string page(const std::string& title, const std::string& body) {
-  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +
+std::string page(const std::string& title, const std::string& body, int refresh_s) {
+  std::string refresh = refresh_s > 0 ? "<meta http-equiv=\"refresh\" content=\"" + std::to_string(refresh_s) + "\">" : "";
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">" + refresh + "<title>" + escape(title) +
          " - kforge</title>\n<style>\n"
          "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}nav a{margin-right:1em}"
          "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
          "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f6f6f6;padding:.8em;overflow:auto}"
-         "ins{background:#e6ffec;text-decoration:none}del{background:#ffebe9;text-decoration:none}.correct{color:#176917}.bad{color:#a31515}svg{background:#fff;border:1px solid #ddd}\n"
+         "ins{background:#e6ffec;text-decoration:none}del{background:#ffebe9;text-decoration:none}.correct{color:#176917}.bad{color:#a31515}svg{background:#fff;border:1px solid #ddd}"
+         ".c{color:#6a737d}.s{color:#032f62}.p{color:#6f42c1}.n{color:#005cc5}.k{color:#d73a49}.q{color:#e36209}"
+         "ul.tree{list-style:none;padding-left:1.2em;border-left:1px dotted #bbb}.here{font-weight:bold}\n"
          "</style></head><body>\n<nav><a href=\"/\">runs</a><a href=\"/leaderboard\">leaderboard</a>"
          "<a href=\"/tasks\">tasks</a><form action=\"/search\" style=\"display:inline\"><input name=\"q\" "
          "placeholder=\"search kernels\"></form></nav>\n<h1>" + escape(title) + "</h1>\n" + body + "\n</body></html>\n";
+}
+
+std::string highlight_cuda(const std::string& src) {
+  static const std::set<std::string> keywords = {
+      "auto", "bool", "break", "case", "char", "const", "constexpr", "continue", "default", "do", "double", "else",
+      "enum", "extern", "false", "float", "for", "goto", "if", "inline", "int", "long", "namespace", "nullptr",
+      "return", "short", "signed", "sizeof", "static", "static_assert", "struct", "switch", "template", "true",
+      "typedef", "typename", "union", "unsigned", "using", "void", "volatile", "while", "half", "size_t", "class",
+      "static_cast", "reinterpret_cast", "const_cast", "operator", "this", "asm", "noexcept", "decltype",
+      "int64_t", "int32_t", "uint32_t", "uint64_t", "float2", "float4", "int4", "__half", "__half2", "__nv_bfloat16"};
+  static const std::set<std::string> qualifiers = {
+      "__global__", "__device__", "__host__", "__shared__", "__constant__", "__restrict__", "__forceinline__",
+      "__noinline__", "__launch_bounds__", "__syncthreads", "__syncwarp", "__grid_constant__", "__cluster_dims__"};
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto span = [](const char* cls, const std::string& text) {
+    return std::string("<span class=\"") + cls + "\">" + escape(text) + "</span>";
+  };
+  std::string out;
+  size_t i = 0;
+  bool line_start = true;
+  while (i < src.size()) {
+    char c = src[i];
+    size_t end = i + 1;
+    if (c == '/' && i + 1 < src.size() && src[i + 1] == '/') {
+      end = src.find('\n', i);
+      out += span("c", src.substr(i, (end == std::string::npos ? src.size() : end) - i));
+    } else if (c == '/' && i + 1 < src.size() && src[i + 1] == '*') {
+      end = src.find("*/", i + 2);
+      end = end == std::string::npos ? src.size() : end + 2;
+      out += span("c", src.substr(i, end - i));
+    } else if (c == '"' || c == '\'') {
+      while (end < src.size() && src[end] != c && src[end] != '\n') end += src[end] == '\\' ? 2 : 1;
+      end = std::min(src.size(), end + 1);
+      out += span("s", src.substr(i, end - i));
+    } else if (c == '#' && line_start) {
+      end = src.find('\n', i);  // a whole directive line (continuations aside)
+      out += span("p", src.substr(i, (end == std::string::npos ? src.size() : end) - i));
+    } else if (std::isdigit(static_cast<unsigned char>(c)) && (i == 0 || !word_char(src[i - 1]))) {
+      while (end < src.size() && (word_char(src[end]) || src[end] == '.')) ++end;
+      out += span("n", src.substr(i, end - i));
+    } else if (word_char(c)) {
+      while (end < src.size() && word_char(src[end])) ++end;
+      std::string w = src.substr(i, end - i);
+      out += keywords.count(w) ? span("k", w) : qualifiers.count(w) ? span("q", w) : escape(w);
+    } else {  // operators, spaces and any other bytes, up to the next token (a UTF-8 sequence stays whole)
+      auto starts_token = [&](char d) { return word_char(d) || d == '"' || d == '\'' || d == '/' || d == '#'; };
+      while (end < src.size() && !starts_token(src[end])) ++end;
+      out += escape(src.substr(i, end - i));
+    }
+    if (end == std::string::npos) end = src.size();
+    for (size_t k = i; k < end; ++k)
+      if (src[k] == '\n') line_start = true;
+      else if (!std::isspace(static_cast<unsigned char>(src[k]))) line_start = false;
+    i = end;
+  }
+  return out;
 }
 
 std::string ratio(const std::optional<double>& v) {

@@ -15,8 +15,13 @@ std::string escape(const std::string& text);
 // A URL query component (percent-encoding all but unreserved characters).
 std::string url_encode(const std::string& text);
 
-// A whole page: title, navigation, the body (already HTML).
-std::string page(const std::string& title, const std::string& body);
+// A whole page: title, navigation, the body (already HTML). With `refresh_s` the browser reloads it
+// that often (a run in progress; no scripts needed).
+std::string page(const std::string& title, const std::string& body, int refresh_s = 0);
+
+// CUDA C++ source as HTML: escaped, with comments, strings and character literals, preprocessor
+// lines, numbers, keywords and CUDA qualifiers in <span class="c|s|p|n|k|q"> (styled by page()).
+std::string highlight_cuda(const std::string& source);
 
 // "1.23x", "0.0457 ms", "-" for none.
 std::string ratio(const std::optional<double>& v);

@@ -16,7 +16,8 @@ struct View {
 };
 
 View overview(archive::Archive& ar);                                                       // /
-View leaderboard(archive::Archive& ar, const std::string& suite, const std::string& device);  // /leaderboard
+View leaderboard(archive::Archive& ar, const std::string& suite, const std::string& device,
+                 const std::string& tag);  // /leaderboard?suite=&device=&tag=
 View task_list(archive::Archive& ar);                                                      // /tasks
 View task_page(archive::Archive& ar, const std::string& id);                               // /task?id=suite/name
 View candidate_page(archive::Archive& ar, int64_t id);                                     // /candidate/N

@@ -46,7 +46,7 @@ bool is_loopback(const std::string& host) {
 void add_routes(httplib::Server& server, const std::string& db_path) {
   route(server, db_path, "/", [](archive::Archive& ar, const httplib::Request&) { return overview(ar); });
   route(server, db_path, "/leaderboard", [](archive::Archive& ar, const httplib::Request& r) {
-    return leaderboard(ar, r.get_param_value("suite"), r.get_param_value("device"));
+    return leaderboard(ar, r.get_param_value("suite"), r.get_param_value("device"), r.get_param_value("tag"));
   });
   route(server, db_path, "/tasks", [](archive::Archive& ar, const httplib::Request&) { return task_list(ar); });
   route(server, db_path, "/task", [](archive::Archive& ar, const httplib::Request& r) { return task_page(ar, r.get_param_value("id")); });
