@@ -180,6 +180,7 @@ TEST_F(Browse, ArchiveStringsShowAsText) {
     archive::Statement up = ar.db().prepare("UPDATE candidates SET source = ?, model = ? WHERE id = (SELECT min(id) FROM candidates)");
     up.bind(1, "// " + evil + "\n__global__ void k() {}").bind(2, "<b onmouseover=x>model</b>").run();
     ar.db().prepare("UPDATE tasks SET summary = ? WHERE id = (SELECT min(id) FROM tasks)").bind(1, "<script>alert('t')</script>").run();
+    ar.db().prepare("UPDATE tasks SET name = ? WHERE id = (SELECT max(id) FROM tasks)").bind(1, "<img src=y onerror=alert(2)>").run();
   }
   archive::Archive ar = archive::Archive::open_read_only(db_);
   archive::Statement q = ar.db().prepare("SELECT min(id) FROM candidates");
@@ -192,6 +193,11 @@ TEST_F(Browse, ArchiveStringsShowAsText) {
   std::string tasks = html("/tasks");
   EXPECT_EQ(tasks.find("<script>"), std::string::npos);
   EXPECT_NE(tasks.find("&lt;script&gt;alert(&#39;t&#39;)&lt;/script&gt;"), std::string::npos);
+  // A task name with markup: text on the task list and the leaderboard, and percent-encoded in links.
+  EXPECT_EQ(tasks.find("<img src=y"), std::string::npos);
+  EXPECT_NE(tasks.find("&lt;img src=y onerror=alert(2)&gt;"), std::string::npos);
+  EXPECT_NE(tasks.find("/task?id=level2/%3Cimg%20src%3Dy%20onerror%3Dalert%282%29%3E"), std::string::npos);
+  EXPECT_EQ(html("/leaderboard").find("<img src=y"), std::string::npos);
   // The search box echoes the query as text too.
   EXPECT_EQ(html("/search?q=%3Cimg%20src%3Dx%3E").find("<img src=x>"), std::string::npos);
 }
