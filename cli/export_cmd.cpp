@@ -49,6 +49,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
                   "Harness version whose verdicts count (default: this kforge's, " + std::to_string(verify::kHarnessVersion) +
                       "); an archive judged by an older kforge names its version")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-speedup", a->o.min_speedup,
+                  "Leave out (or, with --fallback, run the reference for) tasks whose winner is slower than this over eager")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--include-unadmitted", a->o.include_unadmitted,
                 "Also kernels never admitted (fresh dims, sanitizers); the manifest says which");
   cmd->add_flag("--fallback", a->o.fallback, "Tasks without a winner as PyTorch ops that run the task's reference (the manifest says so)");

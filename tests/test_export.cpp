@@ -334,3 +334,36 @@ TEST(Export, FallbackOpsRunTheReferenceAndSaySo) {
 }
 
 }  // namespace
+
+namespace {
+
+// --min-speedup: a winner slower than eager by the threshold is left out, said why, or with
+// --fallback becomes an op that runs the reference (the fastest correct kernel is not always worth
+// shipping: the evolve run's sdpa kernel is 0.10x eager).
+TEST(Export, MinSpeedupLeavesOutSlowWinners) {
+  TempDir dir;
+  std::filesystem::path out = dir.path() / "pkg";
+  const std::string args = " export --harness 2 --from " + kEvolveExport + " --task level1/sdpa --task level1/softmax --min-speedup 1 --name ms --out ";
+  auto [rc, text] = run(kKforge + args + out.string());
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("level1/sdpa: not exported: its fastest kernel is 0.10x eager, below --min-speedup 1"), std::string::npos) << text;
+  json m = json::parse(*read_file((out / "manifest.json").string()));
+  ASSERT_EQ(m["ops"].size(), 1u);
+  EXPECT_EQ(m["ops"][0]["task"], "level1/softmax");
+  EXPECT_GE(m["ops"][0]["judged"]["speedup_eager"].get<double>(), 1.0);
+  EXPECT_EQ(m["min_speedup"], 1.0);
+  ASSERT_EQ(m["missing"].size(), 1u);
+  EXPECT_EQ(m["missing"][0]["task"], "level1/sdpa");
+  std::filesystem::path fb = dir.path() / "fb";
+  auto [fb_rc, fb_text] = run(kKforge + args + fb.string() + " --fallback");
+  ASSERT_EQ(fb_rc, 0) << fb_text;
+  json f = json::parse(*read_file((fb / "manifest.json").string()));
+  ASSERT_EQ(f["ops"].size(), 2u);
+  for (const json& op : f["ops"]) EXPECT_EQ(op["fallback"].get<bool>(), op["task"] == "level1/sdpa") << op["task"];
+  EXPECT_TRUE(f["missing"].empty());
+  auto [bad, bad_text] = run(kKforge + " export --from " + kEvolveExport + " --min-speedup -1 --out " + fb.string());
+  EXPECT_EQ(bad, 2) << bad_text;
+  EXPECT_NE(bad_text.find("--min-speedup"), std::string::npos) << bad_text;
+}
+
+}  // namespace

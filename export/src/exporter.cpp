@@ -1,6 +1,7 @@
 #include "kforge/export/exporter.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -375,6 +376,18 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
     }
   }
   for (const Winner& w : ws) {
+    if (o.min_speedup) {  // the fastest correct kernel, but not fast enough to be worth shipping
+      const json& speedup = w.evaluation["speedup_eager"];
+      if (!speedup.is_number() || speedup.get<double>() < *o.min_speedup) {
+        char why[160];
+        if (speedup.is_number())
+          std::snprintf(why, sizeof why, "its fastest kernel is %.2fx eager, below --min-speedup %g", speedup.get<double>(), *o.min_speedup);
+        else
+          std::snprintf(why, sizeof why, "its fastest kernel has no speedup over eager recorded (--min-speedup %g)", *o.min_speedup);
+        result.missing.push_back({w.task, why});
+        continue;
+      }
+    }
     try {
       result.ops.push_back(make_op(w, op_name(w.task, ws), o, compiler));
       if (say) say("  " + w.task + ": candidate " + std::to_string(w.candidate) + " (" + w.identity.substr(0, 12) + ")");

@@ -203,6 +203,7 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
                    {"archs", o.archs},
                    {"nvrtc", std::to_string(compile::nvrtc_version().major) + "." + std::to_string(compile::nvrtc_version().minor)},
                    {"admission_required", !o.include_unadmitted},
+                   {"min_speedup", o.min_speedup ? json(*o.min_speedup) : json(nullptr)},
                    {"source", o.from_jsonl.empty() ? "archive" : o.from_jsonl},
                    {"ops", json::array()},
                    {"missing", json::array()}};

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct ExportOptions {
   bool include_unadmitted = false;   // winners need admission unless this is set
   bool fallback = false;             // a task without a winner: a PyTorch op that runs its reference
   int harness_version = 0;           // 0: the current one
+  std::optional<double> min_speedup;  // a winner slower than this over eager is left out (or falls back)
 };
 
 // A task's winner as the package holds it.
