@@ -44,7 +44,8 @@ cat "$OUT/doctor.log"
 step gpu-tests 480 "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_FILTER:-*}"
 # Untrusted input on this machine's kernel (Landlock or not) and toolkit: always, they are quick.
 [ -x "$BUILD_DIR"/tests/kforge_tests ] && step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*'
-step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
+# The first verify builds smoke/softmax's torch.compile package (48-60 s cold).
+step verify-cli 150 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/input_mutator.md --task smoke/relu --json
 step verify-cli 120 "$BUILD_DIR"/kforge baseline smoke --db /tmp/kforge-gpu-test.db $([ "${KFORGE_GPU_SETUP:-1}" = 0 ] && echo --no-compile)
