@@ -205,3 +205,61 @@ TEST(Profile, AnNcuLogGivesEachLaunchItsKeyMetricsAndTopStalls) {
   EXPECT_NE(refused.value("error", "").find("ERR_NVGPUCTRPERM"), std::string::npos) << refused.dump();
   EXPECT_EQ(parse_ncu_log("")["error"], "ncu profiled no kernel (its log has no metrics)");
 }
+
+namespace {
+
+// A GPU worker's answer (docs/scale.md): a verdict as JSON and back is the same verdict, and a
+// malformed one is refused naming the field.
+TEST(Verdict, JsonRoundTripForTheWorkersAnswers) {
+  using namespace kforge::verify;
+  Verdict correct;
+  correct.outcome = Outcome::Correct;
+  correct.flags = {kFlagClockSlowdown};
+  correct.summary = "correct on 5 configuration(s)";
+  correct.evidence = {{"seed", 7}, {"harness_version", 3}};
+  TimingResult t;
+  t.time = {0.7144, 0.0018, 0.7123, 140, true};
+  t.eager = {3.7517, 0.01, 3.74, 23, true};
+  t.scripted = {3.7510, 0.002, 3.75, 39, false};
+  t.speedup_eager = 5.25, t.speedup_scripted = 5.25;
+  t.compiled_absent = "turned off (--no-compile)";
+  t.bytes = 3221225476.0, t.floor_ms = 0.6237, t.roofline_fraction = 0.87;
+  t.math_mode = "ieee";
+  t.device = {{"name", "NVIDIA H200"}};
+  t.clocks = {{"max_sm_mhz", 1980}};
+  correct.timing = t;
+  Verdict wrong;
+  wrong.outcome = Outcome::WrongResult;
+  wrong.summary = "max abs error 3 > 1e-4";
+  for (const Verdict& v : {correct, wrong}) {
+    nlohmann::json j = to_json(v);
+    Verdict back = verdict_from_json(nlohmann::json::parse(j.dump()));
+    EXPECT_EQ(to_json(back), j);
+    EXPECT_EQ(back.outcome, v.outcome);
+    EXPECT_EQ(back.timing.has_value(), v.timing.has_value());
+  }
+  Verdict back = verdict_from_json(to_json(correct));
+  EXPECT_DOUBLE_EQ(back.timing->time.median_ms, 0.7144);
+  EXPECT_FALSE(back.timing->compiled);
+  EXPECT_FALSE(back.timing->flops);
+  auto refused = [](nlohmann::json j, const std::string& says) {
+    try {
+      verdict_from_json(j);
+      ADD_FAILURE() << "accepted " << j.dump();
+    } catch (const kforge::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json j = to_json(correct);
+  nlohmann::json no_summary = j;
+  no_summary.erase("summary");
+  refused(no_summary, "verdict: no field \"summary\"");
+  nlohmann::json bad_outcome = j;
+  bad_outcome["outcome"] = "fast";
+  refused(bad_outcome, "verdict.outcome: \"fast\" is not an outcome");
+  nlohmann::json bad_reps = j;
+  bad_reps["timing"]["time"]["reps"] = "many";
+  refused(bad_reps, "time.reps: \"many\" is not of the expected type");
+}
+
+}  // namespace

@@ -1,5 +1,7 @@
 #include "kforge/verify/outcome.h"
 
+#include "kforge/common/error.h"
+
 namespace kforge::verify {
 
 const std::vector<Outcome>& all_outcomes() {
@@ -59,6 +61,77 @@ nlohmann::json TimingResult::to_json() const {
           {"math_mode", math_mode},
           {"device", device},
           {"clocks", clocks}};
+}
+
+namespace {
+
+// j[key] as T, or kforge::Error naming `where`.key.
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw Error(where + ": no field \"" + std::string(key) + "\"");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(where + "." + key + ": " + j.at(key).dump().substr(0, 80) + " is not of the expected type");
+  }
+}
+
+std::optional<double> optional_number(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return field<double>(j, key, where);
+}
+
+}  // namespace
+
+TimeStats time_stats_from_json(const nlohmann::json& j) {
+  TimeStats t;
+  t.median_ms = field<double>(j, "median_ms", "time");
+  t.iqr_ms = field<double>(j, "iqr_ms", "time");
+  t.min_ms = field<double>(j, "min_ms", "time");
+  t.reps = field<int>(j, "reps", "time");
+  t.held = field<bool>(j, "held", "time");
+  return t;
+}
+
+TimingResult timing_from_json(const nlohmann::json& j) {
+  const std::string w = "timing";
+  TimingResult t;
+  t.time = time_stats_from_json(field<nlohmann::json>(j, "time", w));
+  t.eager = time_stats_from_json(field<nlohmann::json>(j, "eager", w));
+  t.scripted = time_stats_from_json(field<nlohmann::json>(j, "scripted", w));
+  t.speedup_eager = field<double>(j, "speedup_eager", w);
+  t.speedup_scripted = field<double>(j, "speedup_scripted", w);
+  if (j.contains("compiled") && !j["compiled"].is_null()) t.compiled = time_stats_from_json(j["compiled"]);
+  t.speedup_compiled = optional_number(j, "speedup_compiled", w);
+  t.compiled_absent = field<std::string>(j, "compiled_absent", w);
+  t.bytes = optional_number(j, "bytes", w);
+  t.flops = optional_number(j, "flops", w);
+  t.floor_ms = optional_number(j, "floor_ms", w);
+  t.roofline_fraction = optional_number(j, "roofline_fraction", w);
+  t.suspicious = field<bool>(j, "suspicious", w);
+  t.suspicion = field<std::string>(j, "suspicion", w);
+  t.math_mode = field<std::string>(j, "math_mode", w);
+  t.device = field<nlohmann::json>(j, "device", w);
+  t.clocks = field<nlohmann::json>(j, "clocks", w);
+  return t;
+}
+
+nlohmann::json to_json(const Verdict& v) {
+  return {{"outcome", to_string(v.outcome)}, {"flags", v.flags}, {"summary", v.summary}, {"evidence", v.evidence},
+          {"timing", v.timing ? v.timing->to_json() : nlohmann::json(nullptr)}};
+}
+
+Verdict verdict_from_json(const nlohmann::json& j) {
+  Verdict v;
+  std::string outcome = field<std::string>(j, "outcome", "verdict");
+  std::optional<Outcome> o = outcome_from_string(outcome);
+  if (!o) throw Error("verdict.outcome: \"" + outcome + "\" is not an outcome");
+  v.outcome = *o;
+  v.flags = field<std::vector<std::string>>(j, "flags", "verdict");
+  v.summary = field<std::string>(j, "summary", "verdict");
+  v.evidence = field<nlohmann::json>(j, "evidence", "verdict");
+  if (j.contains("timing") && !j["timing"].is_null()) v.timing = timing_from_json(j["timing"]);
+  return v;
 }
 
 void assess_speed(TimingResult& t) {

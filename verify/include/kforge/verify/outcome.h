@@ -83,4 +83,11 @@ struct Verdict {
   bool correct() const { return outcome == Outcome::Correct; }
 };
 
+// A verdict as JSON and back: how a GPU worker answers the parent (docs/scale.md). The from_json
+// functions throw kforge::Error naming the field that is missing or of the wrong type.
+nlohmann::json to_json(const Verdict& v);
+Verdict verdict_from_json(const nlohmann::json& j);
+TimeStats time_stats_from_json(const nlohmann::json& j);
+TimingResult timing_from_json(const nlohmann::json& j);
+
 }  // namespace kforge::verify
