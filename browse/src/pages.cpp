@@ -44,13 +44,11 @@ std::string outcome_class(const std::string& outcome) {
 // Lineage drawn as nested lists: `up` walks parents (ancestry), else children (descendants). A
 // candidate met twice (crossover) is listed once; at most `budget` entries.
 std::string lineage(archive::Archive& ar, int64_t id, bool up, int& budget, std::set<int64_t>& seen) {
+  const std::string other_end = up ? "parent_id" : "candidate_id", this_end = up ? "candidate_id" : "parent_id";
   archive::Statement q = ar.db().prepare(
-      up ? "SELECT c.id, c.generation, " + std::string(kOutcomeSql) +
-               ", (SELECT speedup_eager FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1) "
-               "FROM candidate_parents p JOIN candidates c ON c.id = p.parent_id WHERE p.candidate_id = ? ORDER BY c.id"
-         : "SELECT c.id, c.generation, " + std::string(kOutcomeSql) +
-               ", (SELECT speedup_eager FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1) "
-               "FROM candidate_parents p JOIN candidates c ON c.id = p.candidate_id WHERE p.parent_id = ? ORDER BY c.id");
+      "SELECT c.id, c.generation, " + std::string(kOutcomeSql) +
+      ", (SELECT speedup_eager FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1) "
+      "FROM candidate_parents p JOIN candidates c ON c.id = p." + other_end + " WHERE p." + this_end + " = ? ORDER BY c.id");
   q.bind(1, id);
   std::string items;
   std::vector<std::pair<int64_t, std::string>> next;
