@@ -28,6 +28,9 @@ inline constexpr CommandInfo kCommands[] = {
     {"evolve",
      "Search for faster kernels: seeds and archive kernels as parents, children screened, the best judged, "
      "admitted and stored (needs a GPU)"},
+    {"gpu-worker",
+     "Judge on one GPU for a kforge evolve elsewhere (another GPU or machine): started by its --gpus or "
+     "--worker-command (needs a GPU)"},
     {"report", "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
     {"export", "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no GPU needed)"},

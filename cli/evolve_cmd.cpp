@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <unistd.h>
 
 #include "candidate_input.h"
 #include "command_list.h"
@@ -17,7 +18,9 @@
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/strings.h"
 #include "kforge/evolve/batch.h"
+#include "kforge/common/secrets.h"
 #include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
 #include "kforge/verify/driver.h"
 #include "progress.h"
@@ -38,6 +41,10 @@ struct EvolveArgs {
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
   bool no_admit = false, no_compile = false;
+  // Several GPUs (docs/scale.md): --gpus, or --workers started by --worker-command.
+  std::string gpus, worker_command, worker_host = "127.0.0.1";
+  int workers = 0;
+  double worker_deadline_s = 600;
 };
 
 std::atomic<int> g_stop{0};
@@ -154,6 +161,53 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& conf
   return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device_line());
 }
 
+// This process's environment without the variables that hold secrets (an LLM's API key stays with
+// the parent): the GPU workers' launchers (srun, ssh, kubectl) need theirs.
+std::vector<std::string> worker_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (!is_secret_name(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  return env;
+}
+
+// The GPU workers of --gpus (a `kforge gpu-worker` per listed GPU of this machine; one listed twice
+// shares it) or of --worker-command (--workers of them, each started by the command through sh, its
+// {address}, {worker} and {token} filled in).
+std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a) {
+  if (!a.gpus.empty() && !a.worker_command.empty())
+    throw UsageError("--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher starts)");
+  evolve::RemoteGpuOptions o;
+  o.deadline = std::chrono::milliseconds(static_cast<int64_t>(1000 * a.worker_deadline_s));
+  o.pool.host = a.worker_host;
+  o.pool.env = worker_environment();
+  if (!a.gpus.empty()) {
+    int count = static_cast<int>(verify::list_devices().size());
+    std::vector<std::string> list;
+    if (a.gpus == "all")
+      for (int i = 0; i < count; ++i) list.push_back(std::to_string(i));
+    else
+      list = split(a.gpus, ',');
+    for (const std::string& g : list)
+      if (g.empty() || g.size() > 4 || !std::all_of(g.begin(), g.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+          std::stoi(g) >= count)
+        throw UsageError("--gpus " + a.gpus + ": '" + g + "' is not a GPU of this machine (0 to " + std::to_string(count - 1) + ")");
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    o.pool.workers = static_cast<int>(list.size());
+    o.pool.command = {self, "gpu-worker", "--connect", "{address}", "--worker", "{worker}", "--devices", join(list, ",")};
+    if (a.no_compile) o.pool.command.push_back("--no-compile");
+  } else {
+    if (a.workers < 1) throw UsageError("--worker-command: say how many workers it starts with --workers N");
+    o.pool.workers = a.workers;
+    o.pool.command = {"/bin/sh", "-c", a.worker_command};
+  }
+  std::cout << "kforge evolve: starting " << o.pool.workers << " GPU worker(s)" << std::endl;
+  auto gpu = std::make_unique<evolve::RemoteGpu>(o);
+  std::cout << "kforge evolve: " << gpu->parallel() << " GPU worker(s) ready, " << gpu->device().name << std::endl;
+  return gpu;
+}
+
 int run_evolve(const EvolveArgs& a) {
   if (a.llm != "auto" && a.llm != "none") throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
   if (a.llm == "none" && !a.model.empty()) throw UsageError("--llm none and --model " + a.model + " contradict each other");
@@ -176,7 +230,15 @@ int run_evolve(const EvolveArgs& a) {
     for (const auto& f : tasks::resolve_tasks(spec, root)) tasks.push_back(std::make_shared<const tasks::Task>(tasks::load_task(f)));
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
-  std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(vo);
+  std::unique_ptr<evolve::Gpu> gpu;
+  evolve::RemoteGpu* pool = nullptr;  // with --gpus or --worker-command
+  if (a.gpus.empty() && a.worker_command.empty()) {
+    gpu = evolve::make_judge_gpu(vo);
+  } else {
+    std::unique_ptr<evolve::RemoteGpu> workers = start_gpu_workers(a);
+    pool = workers.get();
+    gpu = std::move(workers);
+  }
   evaluator.attach_gpu(gpu.get());
 
   std::unique_ptr<std::ofstream> log;
@@ -225,9 +287,17 @@ int run_evolve(const EvolveArgs& a) {
                std::to_string(t.judged), std::to_string(t.correct), std::to_string(t.failed), t.stopped});
   std::cout << "\n";
   table.print();
+  if (pool) {
+    std::cout << "\nGPU workers:";
+    for (const evolve::WorkerState& w : pool->workers())
+      std::cout << "\n  worker " << w.index << ": " << w.jobs_done << " job(s)"
+                << (w.alive ? "" : ", taken out: " + w.out_reason);
+    std::cout << "\n";
+  }
   std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations << " evaluation(s) measured, " << s.reused
             << " read back from the archive; " << fixed(s.wall_s, 1) << " s wall, GPU busy "
-            << (s.wall_s > 0 ? fixed(100 * s.gpu_s / s.wall_s, 0) : "0") << "%\n"
+            << (s.wall_s > 0 ? fixed(100 * s.gpu_s / (s.wall_s * gpu->parallel()), 0) : "0") << "%"
+            << (gpu->parallel() > 1 ? " (each of " + std::to_string(gpu->parallel()) + " GPU workers, on average)" : "") << "\n"
             << (llm ? "LLM " + llm->models() + ": " + std::to_string(s.llm.calls) + " answer(s) (" + std::to_string(s.llm.cached) +
                           " from the response cache), " + std::to_string(s.llm.failed_calls) + " failed call(s), " +
                           std::to_string(s.llm.tokens_in) + " tokens in, " + std::to_string(s.llm.tokens_out) + " out" +
@@ -419,6 +489,16 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--target-speedup", a->target_speedup, "A task stops once its best is this many times eager");
   cmd->add_flag("--no-admit", a->no_admit, "No admission for new bests (they are not winners then)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
+  cmd->add_option("--gpus", a->gpus, "Judge on these GPUs of this machine, a worker each: all, or a list (0,1,2)");
+  cmd->add_option("--workers", a->workers, "How many GPU workers --worker-command starts");
+  cmd->add_option("--worker-command", a->worker_command,
+                  "Starts one GPU worker (through sh), e.g. 'srun -n1 --gpus=1 kforge gpu-worker --connect {address} "
+                  "--worker {worker}' (docs/scale.md)");
+  cmd->add_option("--worker-host", a->worker_host,
+                  "The address GPU workers connect to (default 127.0.0.1; this machine's address for other machines)");
+  cmd->add_option("--worker-deadline", a->worker_deadline_s,
+                  "Seconds a GPU worker may take over one job before it counts as hung (default 600)")
+      ->check(CLI::PositiveNumber);
   add_no_compile_flag(cmd, a->no_compile);
   cmd->add_option("--log-json", a->log_json, "Append every screen and judgment as a JSON line to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");

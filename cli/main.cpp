@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_archive_command(app, exit_code);
   kforge::cli::add_export_command(app, exit_code);
   kforge::cli::add_serve_command(app, exit_code);
+  kforge::cli::add_gpu_worker_command(app, exit_code);
   kforge::cli::add_llm_command(app, exit_code);
   kforge::cli::add_prompt_command(app, exit_code);
   kforge::cli::add_reference_command(app, exit_code);

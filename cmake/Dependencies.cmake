@@ -23,6 +23,25 @@ if(TORCH_CXX_FLAGS)
   target_compile_options(kforge_torch INTERFACE ${_kforge_torch_flags})
 endif()
 message(STATUS "kforge: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+
+# LibTorch's <torch/types.h> takes about eleven seconds to compile, in each of some seventy files:
+# one precompiled header (kforge_torch_pch, in the top CMakeLists.txt) serves the files that use
+# LibTorch and saves about six seconds in each. In a file that does not include LibTorch it costs as
+# much as it saves elsewhere, so those are listed and left out. GCC uses the header only where the
+# flags and macros it was made with hold (a file built with other flags, such as the generator's
+# -ffp-contract=off, compiles the header as before).
+option(KFORGE_PCH "Precompile LibTorch's headers once for the files that use them" ON)
+# kforge_torch_pch(TARGET [WITHOUT_TORCH FILE...]): TARGET's files use the precompiled header,
+# except the listed ones (files that do not include LibTorch, directly or not).
+function(kforge_torch_pch target)
+  cmake_parse_arguments(ARG "" "" "WITHOUT_TORCH" ${ARGN})
+  if(KFORGE_PCH)
+    target_precompile_headers(${target} REUSE_FROM kforge_torch_pch)
+    if(ARG_WITHOUT_TORCH)
+      set_source_files_properties(${ARG_WITHOUT_TORCH} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endif()
+endfunction()
 message(STATUS "kforge: CUDA Toolkit ${CUDAToolkit_VERSION} (NVRTC in ${CUDAToolkit_LIBRARY_DIR})")
 
 # xxHash: content hashes (task versions, candidate identity, compile cache keys).

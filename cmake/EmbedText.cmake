@@ -35,5 +35,6 @@ function(kforge_embed_text target symbol)
   configure_file("${header}.new" "${header}" COPYONLY)
   configure_file("${source}.new" "${source}" COPYONLY)
   target_sources(${target} PRIVATE "${source}")
+  set_source_files_properties("${source}" PROPERTIES SKIP_PRECOMPILE_HEADERS ON)  # text only
   target_include_directories(${target} PUBLIC "${CMAKE_CURRENT_BINARY_DIR}/embedded")
 endfunction()

@@ -22,7 +22,8 @@ class FakeGpu : public evolve::Gpu {
     for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
     return 0.5 + static_cast<double>(std::stoull(content_hash(text).substr(0, 8), nullptr, 16) % 1000) / 1000.0;
   }
-  verify::Verdict verify(const tasks::Task& task, const compile::CandidateReport& r) override {
+  verify::Verdict verify(const tasks::Task& task, const evolve::Checked& c) override {
+    const compile::CandidateReport& r = c.report;
     if (!r.ok()) return verify::verdict_from_report(r);
     busy();
     ++verified;
@@ -39,13 +40,14 @@ class FakeGpu : public evolve::Gpu {
     b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
     return b;
   }
-  verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& r) override {
+  verify::Verdict screen(const tasks::Task& task, const evolve::Checked& c) override {
+    const compile::CandidateReport& r = c.report;
     busy();
     ++screened;
     if (is_wrong(r)) return wrong(task);
     return correct(time_of(r.tunables) * 1.01);  // a screen reads a little slower
   }
-  verify::Verdict admit(const tasks::Task&, const compile::CandidateReport&) override {
+  verify::Verdict admit(const tasks::Task&, const evolve::Checked&) override {
     ++admitted;
     verify::Verdict v;
     v.outcome = verify::Outcome::Correct;
@@ -53,7 +55,8 @@ class FakeGpu : public evolve::Gpu {
     return v;
   }
   // With `ncu` set, a profile per candidate: its kernels' names (from the compile report).
-  nlohmann::json profile(const tasks::Task&, const compile::CandidateReport& r) override {
+  nlohmann::json profile(const tasks::Task&, const evolve::Checked& c) override {
+    const compile::CandidateReport& r = c.report;
     ++profiled;
     nlohmann::json kernels = nlohmann::json::array();
     for (const auto& k : r.kernels)

@@ -24,21 +24,13 @@ class JudgeGpu : public Gpu {
  public:
   explicit JudgeGpu(const verify::VerifyOptions& options)
       : options_(options), judge_(options), device_(verify::list_devices().at(static_cast<size_t>(options.device))) {}
-  verify::Verdict verify(const tasks::Task& task, const compile::CandidateReport& r) override {
-    return judge_.verify(task, r);
-  }
-  verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& r) override {
-    return judge_.screen(task, r);
-  }
-  verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& r) override {
-    return judge_.admit(unseen, r);
-  }
+  verify::Verdict verify(const tasks::Task& task, const Checked& c) override { return judge_.verify(task, c.report); }
+  verify::Verdict screen(const tasks::Task& task, const Checked& c) override { return judge_.screen(task, c.report); }
+  verify::Verdict admit(const tasks::Task& unseen, const Checked& c) override { return judge_.admit(unseen, c.report); }
   std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
     return verify::measure_baselines(task, options_);
   }
-  nlohmann::json profile(const tasks::Task& task, const compile::CandidateReport& r) override {
-    return judge_.profile(task, r, ncu_);
-  }
+  nlohmann::json profile(const tasks::Task& task, const Checked& c) override { return judge_.profile(task, c.report, ncu_); }
   std::string profiler() const override { return ncu_; }
   verify::DeviceInfo device() const override { return device_; }
   std::string driver() const override { return std::to_string(verify::driver_version()); }
@@ -179,12 +171,12 @@ std::vector<Checked> Evaluator::tune_points(const Checked& c, int count) {
 
 verify::Verdict Evaluator::screen(const Checked& c) {
   if (!gpu_) throw Error("Evaluator::screen without a GPU (a kforge bug)");
-  return gpu_->screen(*c.proposal.task, c.report);
+  return gpu_->screen(*c.proposal.task, c);
 }
 
 json Evaluator::profile(const Checked& c) {
   if (!gpu_) throw Error("Evaluator::profile without a GPU (a kforge bug)");
-  return gpu_->profile(*c.proposal.task, c.report);
+  return gpu_->profile(*c.proposal.task, c);
 }
 
 Screened Evaluator::screen_points(const std::vector<Checked>& points) {
@@ -209,7 +201,7 @@ Evaluation Evaluator::judge(const Checked& c, bool admit_it) {
   if (!gpu_) throw Error("Evaluator::judge without a GPU (a kforge bug)");
   Evaluation e;
   auto t0 = std::chrono::steady_clock::now();
-  e.verdict = gpu_->verify(*c.proposal.task, c.report);
+  e.verdict = gpu_->verify(*c.proposal.task, c);
   e.verify_ms = ms_since(t0);
   if (admit_it && e.verdict.correct()) {
     auto t1 = std::chrono::steady_clock::now();
@@ -239,10 +231,10 @@ verify::Verdict Evaluator::admit(const Checked& c, uint64_t seed) {
                 "plan's at these tunables";
     return v;
   }
-  compile::CandidateReport report = compile::check_candidate(*unseen, task_tensors(task), c.proposal.source, c.proposal.plan,
-                                                             c.report.tunables, options_.facts, *compiler_);
-  verify::Verdict v = gpu_->admit(*unseen, report);
-  if (!report.ok()) v.summary = "admission on unseen dims: " + v.summary;
+  Checked on_unseen{c.proposal, compile::check_candidate(*unseen, task_tensors(task), c.proposal.source, c.proposal.plan,
+                                                        c.report.tunables, options_.facts, *compiler_)};
+  verify::Verdict v = gpu_->admit(*unseen, on_unseen);
+  if (!on_unseen.report.ok()) v.summary = "admission on unseen dims: " + v.summary;
   return v;
 }
 
@@ -253,16 +245,20 @@ archive::Archive& Evaluator::archive() {
   return *archive_;
 }
 
-int64_t Evaluator::device_id() {
+int64_t Evaluator::device_id(const std::string& uuid) {
   if (!gpu_) throw Error("Evaluator::device_id without a GPU (a kforge bug)");
-  if (!device_id_) {
-    verify::DeviceInfo d = gpu_->device();
-    device_id_ = archive()
-                     .upsert_device(d.uuid, d.name, compile::arch_for(d.cc_major, d.cc_minor), d.sm_count,
-                                    static_cast<int64_t>(d.memory_bytes), gpu_->driver())
-                     .value;
-  }
-  return *device_id_;
+  auto known = device_ids_.find(uuid);
+  if (known != device_ids_.end()) return known->second;
+  std::optional<verify::DeviceInfo> d;
+  if (uuid.empty()) d = gpu_->device();
+  for (const verify::DeviceInfo& x : gpu_->devices())
+    if (!d && x.uuid == uuid) d = x;
+  if (!d) throw Error("the GPU " + uuid + " is not one of the pool's (a kforge bug)");
+  int64_t id = archive()
+                   .upsert_device(d->uuid, d->name, compile::arch_for(d->cc_major, d->cc_minor), d->sm_count,
+                                  static_cast<int64_t>(d->memory_bytes), gpu_->driver())
+                   .value;
+  return device_ids_[uuid] = id;
 }
 
 namespace {
@@ -309,7 +305,7 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
   if (ev) {
     const verify::Verdict& v = ev->verdict;
     archive::EvaluationRecord e;
-    if (gpu) e.device = archive::DeviceId{device_id()};
+    if (gpu) e.device = archive::DeviceId{device_id(v.gpu_uuid)};
     e.outcome = verify::to_string(v.outcome);
     e.flags = v.flags;
     e.evidence = v.evidence;

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
@@ -85,36 +87,11 @@ class Loop {
     auto t0 = Clock::now();
     wall_before_ = wall_before;
     start_ = t0;
-    for (int g = 0; g <= config_.generations && !stopping(); ++g) {
-      // Every task's children for this generation are proposed (their compiles queued) before the
-      // GPU takes the first, so the GPU does not wait on compiles while work is queued.
-      std::vector<std::optional<Pending>> pending(states.size());
-      for (size_t i = 0; i < states.size(); ++i) {
-        TaskState& s = states[i];
-        if (!s.status.stopped.empty()) continue;
-        if (std::string why = task_budget_reached(s); !why.empty()) {
-          s.status.stopped = why;
-          continue;
-        }
-        s.status.generation = g;
-        pending[i] = g == 0 ? propose_start(s) : propose_generation(s, g);
-      }
-      bool any = false;
-      for (size_t i = 0; i < states.size() && !stopping(); ++i) {
-        if (!pending[i]) continue;
-        TaskState& s = states[i];
-        any = true;
-        if (g == 0) start(s, *pending[i]);
-        else generation(s, g, *pending[i]);
-        if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
-        if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
-            *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
-          s.status.stopped = "target speedup reached";
-        if (hooks_.on_progress) hooks_.on_progress(s.status);
-      }
-      if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
-      if (!any) break;
-    }
+    std::lock_guard<std::mutex> hold(mu_);
+    Gpu* gpu = ev_.gpu();
+    int lanes = std::min<int>(gpu ? gpu->parallel() : 1, static_cast<int>(states.size()));
+    if (lanes > 1) run_lanes(states, lanes);
+    else run_in_step(states);
     RunSummary out;
     out.run = run_;
     out.evaluations = measured_;
@@ -135,6 +112,90 @@ class Loop {
   int64_t spent() const { return measured_ + reused_; }
 
  private:
+  // One GPU: generation by generation, every task's children proposed (their compiles queued)
+  // before the GPU takes the first, so the GPU does not wait on compiles while work is queued.
+  void run_in_step(std::vector<TaskState>& states) {
+    for (int g = 0; g <= config_.generations && !stopping(); ++g) {
+      std::vector<std::optional<Pending>> pending(states.size());
+      for (size_t i = 0; i < states.size(); ++i) pending[i] = propose(states[i], g);
+      bool any = false;
+      for (size_t i = 0; i < states.size() && !stopping(); ++i) {
+        if (!pending[i]) continue;
+        any = true;
+        evaluate(states[i], g, *pending[i]);
+      }
+      if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
+      if (!any) break;
+    }
+  }
+
+  // Several GPUs (a pool of workers, Gpu::parallel): a lane per GPU, each taking the next task and
+  // running its generations, so no GPU waits for another task's generation to end. The lanes share
+  // the loop's state under mu_ and let go of it only while they wait (unlocked): for a GPU, a
+  // compile or a model's answer. Work in flight when a budget runs out is finished and counted: a
+  // budget may be overrun by up to a judgment per lane.
+  void run_lanes(std::vector<TaskState>& states, int lanes) {
+    size_t next = 0;
+    std::exception_ptr failed;
+    auto lane = [&] {
+      std::lock_guard<std::mutex> hold(mu_);
+      try {
+        while (!stopping() && next < states.size()) {
+          TaskState& s = states[next++];
+          for (int g = 0; g <= config_.generations && !stopping(); ++g) {
+            std::optional<Pending> p = propose(s, g);
+            if (!p) break;
+            evaluate(s, g, *p);
+            if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
+          }
+        }
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+        if (stopped_.empty()) stopped_ = "failed";
+        if (llm_) llm_->cancel();
+      }
+    };
+    unlocked([&] {
+      std::vector<std::thread> threads;
+      for (int k = 0; k < lanes; ++k) threads.emplace_back(lane);
+      for (std::thread& t : threads) t.join();
+    });
+    if (failed) std::rethrow_exception(failed);
+  }
+
+  // The lane's hold on the loop's state is let go while `f` runs (it waits on a GPU, a compile or
+  // a model) and taken back after, also when `f` throws.
+  template <typename F>
+  auto unlocked(F&& f) -> decltype(f()) {
+    mu_.unlock();
+    struct Relock {
+      std::mutex& m;
+      ~Relock() { m.lock(); }
+    } relock{mu_};
+    return f();
+  }
+
+  // A task's children for generation g (their compiles queued); none when the task has ended.
+  std::optional<Pending> propose(TaskState& s, int g) {
+    if (!s.status.stopped.empty()) return std::nullopt;
+    if (std::string why = task_budget_reached(s); !why.empty()) {
+      s.status.stopped = why;
+      return std::nullopt;
+    }
+    s.status.generation = g;
+    return g == 0 ? propose_start(s) : propose_generation(s, g);
+  }
+
+  void evaluate(TaskState& s, int g, Pending& pending) {
+    if (g == 0) start(s, pending);
+    else generation(s, g, pending);
+    if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
+    if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
+        *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
+      s.status.stopped = "target speedup reached";
+    if (hooks_.on_progress) hooks_.on_progress(s.status);
+  }
+
   bool stopping() {
     if (!stopped_.empty()) return true;
     if (hooks_.stop && hooks_.stop->load() > 0) stopped_ = "interrupted";
@@ -211,12 +272,12 @@ class Loop {
       return *known;
     }
     auto t0 = Clock::now();
-    verify::Verdict v = ev_.screen(c);
+    verify::Verdict v = unlocked([&] { return ev_.screen(c); });
     spend_gpu(s, t0);
     ++measured_, ++s.evaluations;
     Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
              v.summary};
-    add_screen(db_, id, device, run_, r);
+    add_screen(db_, id, ev_.device_id(v.gpu_uuid), run_, r);
     event(s, {{"event", "screen"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
            {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(r.outcome)},
            {"median_ms", r.median_ms ? json(*r.median_ms) : json(nullptr)}});
@@ -237,7 +298,7 @@ class Loop {
       }
     }
     auto t0 = Clock::now();
-    Evaluation e = ev_.judge(c, false);
+    Evaluation e = unlocked([&] { return ev_.judge(c, false); });
     // Admission too for a kernel flagged only "suspicious": a review may accept it later.
     bool only_suspicious = std::all_of(e.verdict.flags.begin(), e.verdict.flags.end(),
                                        [](const std::string& f) { return f == verify::kFlagSuspicious; });
@@ -245,7 +306,7 @@ class Loop {
                     (!s.best || e.verdict.timing->time.median_ms < s.best->time_ms);
     if (config_.admit && new_best) {
       auto t1 = Clock::now();
-      e.admission = ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1}));
+      e.admission = unlocked([&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
       e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     }
     spend_gpu(s, t0);
@@ -352,11 +413,11 @@ class Loop {
     Proposal p;
     p.task = s.task;
     p.source = f.source, p.plan = f.plan, p.tunables = m->tunables;
-    Checked c = ev_.check(std::move(p));
+    Checked c = unlocked([&] { return ev_.check(std::move(p)); });
     auto t0 = Clock::now();
-    json profile = ev_.profile(c);
+    json profile = unlocked([&] { return ev_.profile(c); });
     spend_gpu(s, t0);
-    ev_.archive().add_profile(archive::CandidateId{id}, device, profile);
+    ev_.archive().add_profile(archive::CandidateId{id}, ev_.device_id(profile.value("gpu_uuid", "")), profile);
     event(s, {{"event", "profile"}, {"task", s.task->id()}, {"candidate", id}, {"s", seconds_since(t0)},
               {"error", profile.value("error", "")}});
   }
@@ -383,7 +444,7 @@ class Loop {
   // A child once compiled (an ideas child: one per idea); while it waits (for the model's answer),
   // a stop request cancels the wait. An answer that has not come (a batch folder) pauses the run.
   std::vector<Checked> take(Child& child) {
-    while (child.ready.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+    while (unlocked([&] { return child.ready.wait_for(std::chrono::milliseconds(50)); }) != std::future_status::ready)
       if (llm_ && hooks_.stop && hooks_.stop->load() > 0) llm_->cancel();
     std::vector<Checked> got = child.ready.get();
     if (!stopping())  // a stop request's cancel leaves children unanswered too: that is an interrupt
@@ -568,21 +629,45 @@ class Loop {
   double gpu_s_ = 0, wall_before_ = 0;
   Clock::time_point start_;
   std::string stopped_;
+  std::mutex mu_;  // the loop's state, held by the lane that works on it (run_lanes)
 };
 
 // Each task's references timed before generation 0 where no GPU of this kind timed them at these
 // dims yet, so that every prompt, the first included, quotes the times to beat; the first timing
 // of a kind stays what prompts quote (a resumed run renders the same prompts).
+// With several GPUs, several tasks at once; each time is stored against the GPU that measured it.
 void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const LoopHooks& hooks) {
   Gpu* gpu = ev.gpu();
   if (!gpu) return;
   archive::DeviceId device{ev.device_id()};
-  for (const TaskState& s : states) {
-    if (hooks.stop && hooks.stop->load() > 0) return;
-    if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
-    if (std::optional<verify::Baselines> b = gpu->baselines(*s.task))
-      ev.archive().store_baseline(s.task_id, s.task->dims, device, b->math_mode, baseline_times(*b));
-  }
+  std::mutex mutex;  // the archive and `next`
+  size_t next = 0;
+  std::exception_ptr failed;
+  auto lane = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (next < states.size() && !failed && !(hooks.stop && hooks.stop->load() > 0)) {
+      const TaskState& s = states[next++];
+      if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
+      lock.unlock();
+      std::optional<verify::Baselines> b;
+      try {
+        b = gpu->baselines(*s.task);
+      } catch (...) {
+        lock.lock();
+        if (!failed) failed = std::current_exception();
+        return;
+      }
+      lock.lock();
+      if (b)
+        ev.archive().store_baseline(s.task_id, s.task->dims, archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
+                                    baseline_times(*b));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int k = 0; k < std::min<int>(gpu->parallel(), static_cast<int>(states.size())); ++k) threads.emplace_back(lane);
+  if (threads.empty()) lane();
+  for (std::thread& t : threads) t.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace

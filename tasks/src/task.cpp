@@ -676,6 +676,10 @@ Task load_task(const fs::path& file) {
   std::string text(kMaxTaskFileBytes + 1, '\0');  // one byte more than allowed: Loader says so
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
+  return parse_task(file, std::move(text));
+}
+
+Task parse_task(const fs::path& file, std::string text) {
   Loader loader(file, std::move(text));
   Task t = loader.load();
   validate_reference(t, loader.reference_line());

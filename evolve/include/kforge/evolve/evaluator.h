@@ -77,25 +77,33 @@ nlohmann::json admission_json(const verify::Verdict& admission);
 archive::BaselineTimes baseline_times(const verify::Baselines& b);
 
 // The GPU side of an evaluation, behind an interface so that the loop's tests fake only the GPU.
+// A candidate is given with its code (`c.proposal`) and its checks against the task it is given
+// with (`c.report`): a GPU on another machine compiles the code again (gpu_worker.h).
 class Gpu {
  public:
   virtual ~Gpu() = default;
-  virtual verify::Verdict verify(const tasks::Task& task, const compile::CandidateReport& report) = 0;
-  virtual verify::Verdict screen(const tasks::Task& task, const compile::CandidateReport& report) = 0;
-  // After verify() found it correct: `unseen` holds configurations no candidate saw.
-  virtual verify::Verdict admit(const tasks::Task& unseen, const compile::CandidateReport& report) = 0;
+  virtual verify::Verdict verify(const tasks::Task& task, const Checked& c) = 0;
+  virtual verify::Verdict screen(const tasks::Task& task, const Checked& c) = 0;
+  // After verify() found it correct: `unseen` holds configurations no candidate saw, and c.report
+  // is the candidate checked against them.
+  virtual verify::Verdict admit(const tasks::Task& unseen, const Checked& c) = 0;
   // The task's references (eager, scripted and torch.compile's where it can be) timed at its timed
   // dims; none where it cannot be.
   virtual std::optional<verify::Baselines> baselines(const tasks::Task& task) = 0;
   // Nsight Compute's profile of a correct candidate at the timed dims (verify::Judge::profile), or
   // {"error": why}; profiler() is the tool's path, "" where this GPU cannot profile.
-  virtual nlohmann::json profile(const tasks::Task& task, const compile::CandidateReport& report) {
-    (void)task, (void)report;
+  virtual nlohmann::json profile(const tasks::Task& task, const Checked& c) {
+    (void)task, (void)c;
     return {{"error", "this GPU does not profile"}};
   }
   virtual std::string profiler() const { return ""; }
   virtual verify::DeviceInfo device() const = 0;  // the GPU the verdicts are recorded against
   virtual std::string driver() const = 0;         // its driver version, for the archive
+  // A pool of GPUs of one kind (remote_gpu.h): each verdict, baseline and profile names the GPU
+  // that gave it by its uuid (Verdict::gpu_uuid), one of devices(); `parallel()` calls at once
+  // keep them all busy. A single GPU leaves gpu_uuid empty: it is device().
+  virtual std::vector<verify::DeviceInfo> devices() const { return {device()}; }
+  virtual int parallel() const { return 1; }
 };
 
 // A verify::Judge on options.device (needs a GPU: throws CudaError saying why not).
@@ -143,8 +151,9 @@ class Evaluator {
   int64_t record(const Checked& c, const std::optional<Evaluation>& e, bool with_compile = true);
   // The archive record() writes to (opened, and created or migrated, on first use).
   archive::Archive& archive();
-  // The archive's id of the GPU (recorded on first use); needs a GPU.
-  int64_t device_id();
+  // The archive's id of the GPU (recorded on first use); needs a GPU. With a uuid: the GPU of the
+  // pool that has it (Gpu::devices), "" device().
+  int64_t device_id(const std::string& uuid = "");
 
   // The GPU, when it is started after the compiles were queued (so that they overlap).
   void attach_gpu(Gpu* gpu) { gpu_ = gpu; }
@@ -159,7 +168,7 @@ class Evaluator {
   std::mutex mutex_;
   std::map<std::string, std::vector<compile::TensorInfo>> tensors_;  // by task content hash
   std::unique_ptr<archive::Archive> archive_;
-  std::optional<int64_t> device_id_;
+  std::map<std::string, int64_t> device_ids_;  // by uuid
   class Pool;
   std::unique_ptr<Pool> pool_;  // the compile threads, started on first use
 };

@@ -73,6 +73,8 @@ struct Task {
 
 // Loads and validates one task file (throws InputError).
 Task load_task(const std::filesystem::path& file);
+// The same from the file's text, `file` naming it (a GPU worker's copy of the parent's task).
+Task parse_task(const std::filesystem::path& file, std::string text);
 
 // Every *.toml in a suite folder, sorted by name (throws InputError on the first bad file).
 std::vector<Task> load_suite(const std::filesystem::path& dir);

@@ -73,6 +73,7 @@ struct Baselines {
   double compiled_build_s = 0;        // building its package now (0: it was in the cache)
   std::string math_mode;  // "ieee" (TF32 off) or "tf32"
   nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
+  std::string gpu_uuid;  // the GPU that timed them, where there are several (evolve::Gpu::devices)
 };
 // The task's reference at its timed dims, eager and scripted, timed the way candidates are (the
 // same pool of input sets, L2 flush and events). Needs a GPU.

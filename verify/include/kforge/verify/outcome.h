@@ -80,6 +80,7 @@ struct Verdict {
   std::string summary;                                   // one line for humans
   nlohmann::json evidence = nlohmann::json::object();    // what the archive stores
   std::optional<TimingResult> timing;                    // correct candidates, when timed
+  std::string gpu_uuid;  // the GPU that gave it, where there are several (evolve::Gpu::devices)
   bool correct() const { return outcome == Outcome::Correct; }
 };
 

@@ -1,0 +1,76 @@
+// GPUs in other processes (issue 23, docs/scale.md). `kforge evolve --gpus` (a worker per local GPU)
+// and `--worker-command` (workers started by srun, ssh, kubectl exec) judge on a pool of GPU workers
+// (worker_pool.h), each a `kforge gpu-worker` with a Judge on one GPU.
+//
+// Each Gpu call is one job: what to do ("verify", "screen", "admit", "baselines", "profile"), the
+// task as its file's text (the worker loads it as the parent did and checks its content hash) with
+// the dims to run, and the candidate's code; the worker compiles the code again for its GPU (of the
+// parent's kind: the same binary) and answers with the verdict as JSON (verify::to_json). A verdict
+// names the GPU that gave it (Verdict::gpu_uuid); its timing holds the baselines that GPU timed
+// beside the candidate. Only the parent writes the archive.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "kforge/compile/compiler.h"
+#include "kforge/evolve/evaluator.h"
+#include "kforge/evolve/worker_pool.h"
+
+namespace kforge::evolve {
+
+struct RemoteGpuOptions {
+  WorkerPoolOptions pool;
+  // A job's time limit on a worker; one that overruns it is hung: taken out, its job given to
+  // another. The judge's own limits (a kernel that hangs) end far sooner.
+  std::chrono::milliseconds deadline{std::chrono::minutes(10)};
+};
+
+// A Gpu whose calls are jobs for a pool of GPU workers. The constructor starts the workers and
+// checks what they report: every worker of the same GPU kind (name and compute capability: times of
+// different kinds are not comparable) and harness version; it throws kforge::Error saying why when
+// none starts or they disagree.
+//
+// A job that `pool.max_attempts` workers failed on (each died or hung on it) is the candidate's
+// harness_error and the run goes on; when no worker is left a call throws kforge::Error (the run
+// ends "failed" and `kforge evolve --resume` continues it).
+class RemoteGpu : public Gpu {
+ public:
+  explicit RemoteGpu(RemoteGpuOptions options);
+  ~RemoteGpu() override;
+
+  verify::Verdict verify(const tasks::Task& task, const Checked& c) override;
+  verify::Verdict screen(const tasks::Task& task, const Checked& c) override;
+  verify::Verdict admit(const tasks::Task& unseen, const Checked& c) override;
+  std::optional<verify::Baselines> baselines(const tasks::Task& task) override;
+  nlohmann::json profile(const tasks::Task& task, const Checked& c) override;
+  std::string profiler() const override;
+  verify::DeviceInfo device() const override;
+  std::string driver() const override;
+  std::vector<verify::DeviceInfo> devices() const override;
+  int parallel() const override;
+
+  // Each worker: alive or why it was taken out, and the jobs it answered.
+  std::vector<WorkerState> workers() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct GpuWorkerOptions {
+  std::string address;  // HOST:PORT of the parent's pool
+  int worker = 0;
+  std::string token;    // the pool's ($KFORGE_WORKER_TOKEN)
+  compile::DeviceFacts facts;  // of this worker's GPU, for its compiles
+  compile::CompilerOptions compiler;
+};
+
+// The worker's side: connects to the parent, says hello with gpu.device() and answers jobs with
+// `gpu` until the parent closes the connection (returns then). An exception from the GPU (it
+// failed) ends the worker: the parent gives the job to another. Throws kforge::Error when it cannot
+// connect.
+void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu);
+
+}  // namespace kforge::evolve

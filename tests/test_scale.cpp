@@ -1,0 +1,215 @@
+// `kforge evolve` on a pool of GPU workers (issue 23, docs/scale.md), on the CPU: the real scheduler
+// (worker_pool.h), protocol, task loading and compiles in worker processes (kforge-fake-gpu-worker:
+// `kforge gpu-worker` with the fake GPU), the real loop with a lane per worker, the real archive.
+// Only the GPU inside each worker is fake (fake_gpu.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "fake_gpu.h"
+#include "kforge/archive/sqlite.h"
+#include "kforge/common/error.h"
+#include "kforge/common/sandbox.h"
+#include "kforge/evolve/remote_gpu.h"
+#include "kforge/evolve/run.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace kforge;
+using kforge::test::TempDir;
+
+std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+
+std::vector<std::shared_ptr<const tasks::Task>> smoke_tasks() {
+  std::vector<std::shared_ptr<const tasks::Task>> out;
+  for (const auto& f : tasks::resolve_tasks("smoke", tasks_dir()))
+    out.push_back(std::make_shared<const tasks::Task>(tasks::load_task(f)));
+  return out;
+}
+
+evolve::RunConfig config() {
+  evolve::RunConfig c;
+  c.seed = 11;
+  c.generations = 2;
+  c.children = 4;
+  c.judge_top = 2;
+  c.islands = 2;
+  c.tuner.exhaustive_max = 8;
+  return c;
+}
+
+// An evaluator on a fresh archive in `dir`, judging on `gpu`.
+std::unique_ptr<evolve::Evaluator> evaluator(const TempDir& dir, evolve::Gpu* gpu) {
+  evolve::EvaluatorOptions eo;
+  eo.facts = compile::DeviceFacts::for_arch("sm_90a");
+  eo.db = (dir.path() / "a.db").string();
+  eo.compiler.workers = 2;
+  return std::make_unique<evolve::Evaluator>(eo, gpu);
+}
+
+// A pool of fake GPU workers; `args[i]` are worker i's extra arguments (--die-after 3, ...). The
+// workers are started through sh, as --worker-command starts them.
+evolve::RemoteGpuOptions pool_of(const std::vector<std::string>& args, std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+  std::string script = "case {worker} in";
+  for (size_t i = 0; i < args.size(); ++i)
+    script += " " + std::to_string(i) + ") exec '" KFORGE_FAKE_GPU_WORKER "' --connect {address} --worker {worker} " + args[i] + ";;";
+  script += " esac";
+  evolve::RemoteGpuOptions o;
+  o.pool.command = {"/bin/sh", "-c", script};
+  o.pool.workers = static_cast<int>(args.size());
+  o.pool.max_attempts = 3;
+  o.pool.env = child_environment();
+  o.deadline = deadline;
+  return o;
+}
+
+int64_t count(evolve::Evaluator& ev, const std::string& sql) {
+  archive::Statement s = ev.archive().db().prepare(sql);
+  s.step();
+  return s.integer(0);
+}
+
+// Per task, its best time and its counts, as one GPU finds them.
+std::map<std::string, std::string> outcome(const evolve::RunSummary& r) {
+  std::map<std::string, std::string> out;
+  for (const evolve::TaskStatus& t : r.tasks)
+    out[t.task] = (t.best_ms ? std::to_string(*t.best_ms) : "none") + " screened " + std::to_string(t.screened) +
+                  " judged " + std::to_string(t.judged) + " correct " + std::to_string(t.correct);
+  return out;
+}
+
+const std::map<std::string, std::string>& one_gpu_outcome() {
+  static const std::map<std::string, std::string> once = [] {
+    TempDir dir;
+    test::FakeGpu gpu;
+    auto ev = evaluator(dir, &gpu);
+    return outcome(evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt));
+  }();
+  return once;
+}
+
+// Nothing measured twice: no candidate screened twice, none judged twice.
+void expect_nothing_twice(evolve::Evaluator& ev) {
+  EXPECT_EQ(count(ev, "SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id HAVING count(*) > 1)"), 0);
+  EXPECT_EQ(count(ev, "SELECT count(*) FROM (SELECT candidate_id FROM evaluations GROUP BY candidate_id HAVING count(*) > 1)"), 0);
+}
+
+TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
+  TempDir dir;
+  evolve::RemoteGpu gpu(pool_of({"--busy-ms 5", "--busy-ms 5", "--busy-ms 5"}));
+  ASSERT_EQ(gpu.parallel(), 3);
+  auto ev = evaluator(dir, &gpu);
+  evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
+  EXPECT_EQ(r.stopped, "every task ended");
+  EXPECT_EQ(outcome(r), one_gpu_outcome()) << "each task's search does not depend on which GPU measured what";
+  expect_nothing_twice(*ev);
+  // Every screen and judgment is recorded against the worker's GPU that measured it: all three
+  // worked, each a device of the archive; so are the baselines, each task's on the GPUs that timed it.
+  EXPECT_EQ(count(*ev, "SELECT count(*) FROM devices WHERE uuid LIKE 'GPU-fake-worker-%'"), 3);
+  EXPECT_EQ(count(*ev, "SELECT count(DISTINCT device_id) FROM (SELECT device_id FROM screens UNION ALL SELECT device_id FROM evaluations)"), 3);
+  EXPECT_EQ(count(*ev, "SELECT count(DISTINCT task_id) FROM baselines"), static_cast<int64_t>(smoke_tasks().size()));
+  EXPECT_EQ(count(*ev, "SELECT count(*) FROM baselines b JOIN devices d ON d.id = b.device_id WHERE d.uuid NOT LIKE 'GPU-fake-worker-%'"), 0);
+  // A judgment's baselines are the ones its own GPU timed beside it (the fake's: 1 ms eager).
+  EXPECT_EQ(count(*ev, "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms != 1.0"), 0);
+  int jobs = 0;
+  for (const evolve::WorkerState& w : gpu.workers()) {
+    EXPECT_TRUE(w.alive) << w.out_reason;
+    jobs += w.jobs_done;
+  }
+  EXPECT_GE(jobs, r.evaluations) << "every measurement was a worker's job";
+}
+
+// One worker dies on its third measurement, one hangs on its second (the deadline takes it out),
+// one is slow: the run ends as with one GPU, nothing lost, nothing measured twice.
+TEST(Scale, WorkersThatDieOrHangAreTakenOutAndTheirWorkIsDoneElsewhere) {
+  TempDir dir;
+  evolve::RemoteGpu gpu(pool_of({"--die-after 3", "--hang-after 2", "--busy-ms 20"}, std::chrono::seconds(3)));
+  auto ev = evaluator(dir, &gpu);
+  evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
+  EXPECT_EQ(r.stopped, "every task ended");
+  EXPECT_EQ(outcome(r), one_gpu_outcome());
+  expect_nothing_twice(*ev);
+  EXPECT_EQ(count(*ev, "SELECT count(*) FROM evaluations WHERE outcome = 'harness_error'"), 0);
+  std::vector<evolve::WorkerState> w = gpu.workers();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_FALSE(w[0].alive);
+  EXPECT_NE(w[0].out_reason.find("it ended (exited with status 3)"), std::string::npos) << w[0].out_reason;
+  EXPECT_FALSE(w[1].alive);
+  EXPECT_NE(w[1].out_reason.find("deadline"), std::string::npos) << w[1].out_reason;
+  EXPECT_TRUE(w[2].alive);
+}
+
+// Every worker dies: the run ends "failed" with the reason; resumed on a new pool it finishes, and
+// what was recorded before is read back, not measured again.
+TEST(Scale, WithNoWorkerLeftTheRunFailsAndAResumeOnANewPoolFinishesIt) {
+  TempDir dir;
+  int64_t run = 0;
+  {
+    evolve::RemoteGpu gpu(pool_of({"--die-after 4", "--die-after 5"}));
+    auto ev = evaluator(dir, &gpu);
+    try {
+      evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
+      FAIL() << "the run went on without a GPU";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no GPU worker is left"), std::string::npos) << e.what();
+    }
+    run = count(*ev, "SELECT max(id) FROM runs");
+    EXPECT_EQ(count(*ev, "SELECT status = 'failed' FROM runs WHERE id = " + std::to_string(run)), 1);
+    EXPECT_GT(count(*ev, "SELECT count(*) FROM screens"), 0) << "what was measured before is kept";
+  }
+  evolve::RemoteGpu gpu(pool_of({"", ""}));
+  auto ev = evaluator(dir, &gpu);
+  int64_t screened_before = count(*ev, "SELECT count(*) FROM screens");
+  evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, run);
+  EXPECT_EQ(r.stopped, "every task ended");
+  EXPECT_GE(r.reused, screened_before);
+  expect_nothing_twice(*ev);
+  for (const evolve::TaskStatus& t : r.tasks) EXPECT_TRUE(t.best_ms) << t.task;
+}
+
+TEST(Scale, WorkersWithGpusOfDifferentKindsAreRefused) {
+  try {
+    evolve::RemoteGpu gpu(pool_of({"", "--name 'Another GPU'"}));
+    FAIL() << "a pool of two kinds was accepted";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("different kinds"), std::string::npos) << what;
+    EXPECT_NE(what.find("Another GPU"), std::string::npos) << what;
+  }
+}
+
+// The job format round trip on its own: a worker's verdict is the fake GPU's verdict for the same
+// candidate, compiled again from its code in the worker; admission runs at the unseen dims it is
+// sent; an edited task file is refused rather than judged as another task.
+TEST(Scale, AWorkerJudgesTheCandidateThatWasSent) {
+  TempDir dir;
+  evolve::RemoteGpu gpu(pool_of({""}));
+  test::FakeGpu local;
+  auto ev = evaluator(dir, &gpu);
+  std::shared_ptr<const tasks::Task> relu = smoke_tasks().at(0);
+  auto seeds = evolve::starting_population(relu, ev->archive(), 1, std::nullopt);
+  ASSERT_FALSE(seeds.empty());
+  evolve::Checked c = ev->check(seeds.at(0));
+  ASSERT_TRUE(c.report.ok());
+  verify::Verdict remote = gpu.verify(*relu, c), here = local.verify(*relu, c);
+  EXPECT_EQ(verify::to_json(remote), verify::to_json(here));
+  EXPECT_EQ(remote.gpu_uuid, "GPU-fake-worker-0");
+  EXPECT_TRUE(ev->admit(c, 1).correct());
+  // A task file (a version not sent before) edited after it was loaded.
+  std::filesystem::copy_file(relu->file, dir.path() / "relu.toml");
+  std::ofstream(dir.path() / "relu.toml", std::ios::app) << "\n# a copy\n";
+  tasks::Task copy = tasks::load_task(dir.path() / "relu.toml");
+  std::ofstream(dir.path() / "relu.toml", std::ios::app) << "# edited\n";
+  try {
+    gpu.screen(copy, c);
+    FAIL() << "an edited task file was sent";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the task file changed"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
