@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -204,6 +205,12 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a) {
   }
   std::cout << "kforge evolve: starting " << o.pool.workers << " GPU worker(s)" << std::endl;
   auto gpu = std::make_unique<evolve::RemoteGpu>(o);
+  // This process checks candidates and draws their tune spaces for its GPU 0: the workers' GPUs
+  // must be of that kind.
+  verify::DeviceInfo here = verify::list_devices().at(0), there = gpu->device();
+  if (here.name != there.name || here.cc_major != there.cc_major || here.cc_minor != there.cc_minor)
+    throw UsageError("the GPU workers judge on " + there.name + ", but this machine's GPU 0, for which kforge evolve checks "
+                     "and tunes candidates, is " + here.name + ": run kforge evolve where GPU 0 is of the workers' kind");
   std::cout << "kforge evolve: " << gpu->parallel() << " GPU worker(s) ready, " << gpu->device().name << std::endl;
   return gpu;
 }
@@ -226,8 +233,12 @@ int run_evolve(const EvolveArgs& a) {
                  "ANTHROPIC_API_KEY (docs/evolve.md). --llm none says offline on purpose.\n";
   std::vector<std::shared_ptr<const tasks::Task>> tasks;
   std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
+  std::set<std::string> named;  // a task named twice (a suite and one of its tasks) runs once
   for (const std::string& spec : config.tasks)
-    for (const auto& f : tasks::resolve_tasks(spec, root)) tasks.push_back(std::make_shared<const tasks::Task>(tasks::load_task(f)));
+    for (const auto& f : tasks::resolve_tasks(spec, root)) {
+      auto t = std::make_shared<const tasks::Task>(tasks::load_task(f));
+      if (named.insert(t->id()).second) tasks.push_back(t);
+    }
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
   std::unique_ptr<evolve::Gpu> gpu;

@@ -114,7 +114,7 @@ TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
   EXPECT_EQ(count(*ev, "SELECT count(DISTINCT task_id) FROM baselines"), static_cast<int64_t>(smoke_tasks().size()));
   EXPECT_EQ(count(*ev, "SELECT count(*) FROM baselines b JOIN devices d ON d.id = b.device_id WHERE d.uuid NOT LIKE 'GPU-fake-worker-%'"), 0);
   // A judgment's baselines are the ones its own GPU timed beside it (the fake's: 1 ms eager).
-  EXPECT_EQ(count(*ev, "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms != 1.0"), 0);
+  EXPECT_EQ(count(*ev, "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms IS NOT 1.0"), 0);
   int jobs = 0;
   for (const evolve::WorkerState& w : gpu.workers()) {
     EXPECT_TRUE(w.alive) << w.out_reason;
@@ -123,11 +123,12 @@ TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
   EXPECT_GE(jobs, r.evaluations) << "every measurement was a worker's job";
 }
 
-// One worker dies on its third measurement, one hangs on its second (the deadline takes it out),
-// one is slow: the run ends as with one GPU, nothing lost, nothing measured twice.
+// One worker dies on its third measurement, one hangs on its second (the deadline takes it out:
+// 8 s, far above a healthy job's time even on a loaded machine), one is slow: the run ends as with
+// one GPU, nothing lost, nothing measured twice.
 TEST(Scale, WorkersThatDieOrHangAreTakenOutAndTheirWorkIsDoneElsewhere) {
   TempDir dir;
-  evolve::RemoteGpu gpu(pool_of({"--die-after 3", "--hang-after 2", "--busy-ms 20"}, std::chrono::seconds(3)));
+  evolve::RemoteGpu gpu(pool_of({"--die-after 3", "--hang-after 2", "--busy-ms 20"}, std::chrono::seconds(8)));
   auto ev = evaluator(dir, &gpu);
   evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
   EXPECT_EQ(r.stopped, "every task ended");
@@ -137,7 +138,9 @@ TEST(Scale, WorkersThatDieOrHangAreTakenOutAndTheirWorkIsDoneElsewhere) {
   std::vector<evolve::WorkerState> w = gpu.workers();
   ASSERT_EQ(w.size(), 3u);
   EXPECT_FALSE(w[0].alive);
-  EXPECT_NE(w[0].out_reason.find("it ended (exited with status 3)"), std::string::npos) << w[0].out_reason;
+  // "it ended (exited with status 3)", or its connection closed before the exit was seen
+  EXPECT_EQ(w[0].out_reason.find("deadline"), std::string::npos) << w[0].out_reason;
+  EXPECT_FALSE(w[0].out_reason.empty());
   EXPECT_FALSE(w[1].alive);
   EXPECT_NE(w[1].out_reason.find("deadline"), std::string::npos) << w[1].out_reason;
   EXPECT_TRUE(w[2].alive);
@@ -183,8 +186,8 @@ TEST(Scale, WorkersWithGpusOfDifferentKindsAreRefused) {
 }
 
 // The job format round trip on its own: a worker's verdict is the fake GPU's verdict for the same
-// candidate, compiled again from its code in the worker; admission runs at the unseen dims it is
-// sent; an edited task file is refused rather than judged as another task.
+// candidate, compiled again from its code in the worker; admission goes through a worker too (its
+// job carries the unseen dims); an edited task file is refused rather than judged as another task.
 TEST(Scale, AWorkerJudgesTheCandidateThatWasSent) {
   TempDir dir;
   evolve::RemoteGpu gpu(pool_of({""}));

@@ -93,11 +93,11 @@ struct RemoteGpu::Impl {
 
   explicit Impl(RemoteGpuOptions o) : deadline(o.deadline), pool(std::move(o.pool)) {
     for (const WorkerState& w : pool.workers()) {
-      if (!w.alive) {
+      const json& hello = w.hello;
+      if (!hello.is_object()) {  // it never said hello (one that said it and died since still counts)
         std::cerr << "kforge: GPU worker " << w.index << " did not start: " << w.out_reason << "\n";
         continue;
       }
-      const json& hello = w.hello;
       if (hello.value("harness_version", 0) != verify::kHarnessVersion)
         throw Error("GPU worker " + std::to_string(w.index) + " judges by harness version " +
                     std::to_string(hello.value("harness_version", 0)) + ", this kforge by " +
@@ -109,6 +109,7 @@ struct RemoteGpu::Impl {
                     kind_of(x.device) + "); their times are not comparable: run one kforge evolve per kind");
       workers[w.index] = std::move(x);
     }
+    if (workers.empty()) throw Error("no GPU worker of the pool said hello");  // the pool throws first, with reasons
   }
 
   // The task file's text, read once per version; an edited file is refused (the worker would judge
@@ -146,6 +147,9 @@ struct RemoteGpu::Impl {
   }
 
   verify::Verdict verdict(const std::string& kind, const tasks::Task& task, const Checked& c) {
+    // What the checks refused (admission's compile at unseen dims, say) is not sent: the worker
+    // would choose other tunables.
+    if (!c.report.ok()) return verify::verdict_from_report(c.report);
     JobResult r = call(job(kind, task, &c));
     if (r.error)  // every worker it was given to died or hung on it
       return harness_error(kind + " on the GPU workers: " + *r.error);

@@ -78,15 +78,16 @@ struct Pending {
 
 class Loop {
  public:
-  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks, LlmProposer* llm)
-      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm) {
+  // `wall_before`: the wall time of the run's earlier sessions (a resumed run).
+  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks, LlmProposer* llm,
+       double wall_before)
+      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm),
+        wall_before_(wall_before), start_(Clock::now()) {
     if (llm_) llm_->ideas = config_.ideas_count;
   }
 
-  RunSummary run(std::vector<TaskState>& states, double wall_before) {
+  RunSummary run(std::vector<TaskState>& states) {
     auto t0 = Clock::now();
-    wall_before_ = wall_before;
-    start_ = t0;
     std::lock_guard<std::mutex> hold(mu_);
     Gpu* gpu = ev_.gpu();
     int lanes = std::min<int>(gpu ? gpu->parallel() : 1, static_cast<int>(states.size()));
@@ -122,7 +123,7 @@ class Loop {
       for (size_t i = 0; i < states.size() && !stopping(); ++i) {
         if (!pending[i]) continue;
         any = true;
-        evaluate(states[i], g, *pending[i]);
+        evaluate_or_cancel(states[i], g, *pending[i]);
       }
       if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
       if (!any) break;
@@ -145,7 +146,7 @@ class Loop {
           for (int g = 0; g <= config_.generations && !stopping(); ++g) {
             std::optional<Pending> p = propose(s, g);
             if (!p) break;
-            evaluate(s, g, *p);
+            evaluate_or_cancel(s, g, *p);
             if (stopping() && llm_) llm_->cancel();  // before the unconsumed children are dropped
           }
         }
@@ -184,6 +185,17 @@ class Loop {
     }
     s.status.generation = g;
     return g == 0 ? propose_start(s) : propose_generation(s, g);
+  }
+
+  // evaluate(); when it throws, the model's outstanding requests are cancelled first: the children
+  // waiting for them are dropped on the way out, and each would wait for its answer.
+  void evaluate_or_cancel(TaskState& s, int g, Pending& pending) {
+    try {
+      evaluate(s, g, pending);
+    } catch (...) {
+      if (llm_) llm_->cancel();
+      throw;
+    }
   }
 
   void evaluate(TaskState& s, int g, Pending& pending) {
@@ -251,9 +263,19 @@ class Loop {
     return ev_.record(c, std::nullopt);
   }
 
-  void spend_gpu(TaskState& s, Clock::time_point since) {
-    double spent = seconds_since(since);
+  // f() on the GPU, the loop's state let go meanwhile; the time it takes counts as the task's and
+  // the run's GPU time (not the time waiting to take the state back).
+  template <typename F>
+  auto on_gpu(TaskState& s, F&& f) -> decltype(f()) {
+    double spent = 0;
+    auto result = unlocked([&] {
+      auto t0 = Clock::now();
+      auto r = f();
+      spent = seconds_since(t0);
+      return r;
+    });
     gpu_s_ += spent, s.gpu_s += spent;
+    return result;
   }
 
   // Every event carries the run's clock and what it has spent (the --log-json lines; the
@@ -271,9 +293,7 @@ class Loop {
       ++reused_, ++s.evaluations;
       return *known;
     }
-    auto t0 = Clock::now();
-    verify::Verdict v = unlocked([&] { return ev_.screen(c); });
-    spend_gpu(s, t0);
+    verify::Verdict v = on_gpu(s, [&] { return ev_.screen(c); });
     ++measured_, ++s.evaluations;
     Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
              v.summary};
@@ -297,8 +317,7 @@ class Loop {
         return *known;
       }
     }
-    auto t0 = Clock::now();
-    Evaluation e = unlocked([&] { return ev_.judge(c, false); });
+    Evaluation e = on_gpu(s, [&] { return ev_.judge(c, false); });
     // Admission too for a kernel flagged only "suspicious": a review may accept it later.
     bool only_suspicious = std::all_of(e.verdict.flags.begin(), e.verdict.flags.end(),
                                        [](const std::string& f) { return f == verify::kFlagSuspicious; });
@@ -306,10 +325,9 @@ class Loop {
                     (!s.best || e.verdict.timing->time.median_ms < s.best->time_ms);
     if (config_.admit && new_best) {
       auto t1 = Clock::now();
-      e.admission = unlocked([&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
+      e.admission = on_gpu(s, [&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
       e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     }
-    spend_gpu(s, t0);
     ++measured_, ++s.evaluations;
     ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
     Judgment j = judgment_of(e);
@@ -415,8 +433,7 @@ class Loop {
     p.source = f.source, p.plan = f.plan, p.tunables = m->tunables;
     Checked c = unlocked([&] { return ev_.check(std::move(p)); });
     auto t0 = Clock::now();
-    json profile = unlocked([&] { return ev_.profile(c); });
-    spend_gpu(s, t0);
+    json profile = on_gpu(s, [&] { return ev_.profile(c); });
     ev_.archive().add_profile(archive::CandidateId{id}, ev_.device_id(profile.value("gpu_uuid", "")), profile);
     event(s, {{"event", "profile"}, {"task", s.task->id()}, {"candidate", id}, {"s", seconds_since(t0)},
               {"error", profile.value("error", "")}});
@@ -645,22 +662,20 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
   std::exception_ptr failed;
   auto lane = [&] {
     std::unique_lock<std::mutex> lock(mutex);
-    while (next < states.size() && !failed && !(hooks.stop && hooks.stop->load() > 0)) {
-      const TaskState& s = states[next++];
-      if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
-      lock.unlock();
-      std::optional<verify::Baselines> b;
-      try {
-        b = gpu->baselines(*s.task);
-      } catch (...) {
+    try {
+      while (next < states.size() && !failed && !(hooks.stop && hooks.stop->load() > 0)) {
+        const TaskState& s = states[next++];
+        if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
+        lock.unlock();
+        std::optional<verify::Baselines> b = gpu->baselines(*s.task);
         lock.lock();
-        if (!failed) failed = std::current_exception();
-        return;
+        if (b)
+          ev.archive().store_baseline(s.task_id, s.task->dims, archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
+                                      baseline_times(*b));
       }
-      lock.lock();
-      if (b)
-        ev.archive().store_baseline(s.task_id, s.task->dims, archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
-                                    baseline_times(*b));
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!failed) failed = std::current_exception();
     }
   };
   std::vector<std::thread> threads;
@@ -688,11 +703,11 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
     s.status.task = t->id();
     states.push_back(std::move(s));
   }
-  time_baselines(evaluator, states, hooks);
-  Loop loop(config, evaluator, run, hooks, llm);
+  Loop loop(config, evaluator, run, hooks, llm, wall_before);
   RunSummary summary;
   try {
-    summary = loop.run(states, wall_before);
+    time_baselines(evaluator, states, hooks);
+    summary = loop.run(states);
   } catch (...) {
     finish_run(db, run, "failed", {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
     throw;

@@ -70,6 +70,7 @@ struct WorkerPool::Impl {
     std::string buffer;
     std::shared_ptr<Job> job;  // the job it holds
     Clock::time_point due;
+    Clock::time_point given{};  // when it was last given a job
   };
 
   WorkerPoolOptions options;
@@ -141,18 +142,22 @@ struct WorkerPool::Impl {
     }
   }
 
-  // Gives queued jobs to idle workers.
+  // Gives queued jobs to idle workers, each to the one idle longest since its last job (so that
+  // every worker gets work even when fewer jobs than workers are ever queued at once).
   void dispatch() {
-    for (Worker& w : workers) {
-      if (queue.empty()) return;
-      if (!w.state.alive || w.job) continue;
+    while (!queue.empty()) {
+      Worker* idle = nullptr;
+      for (Worker& w : workers)
+        if (w.state.alive && !w.job && (!idle || w.given < idle->given)) idle = &w;
+      if (!idle) return;
       std::shared_ptr<Job> job = queue.front();
       queue.pop_front();
       ++job->attempts;
-      w.job = job;
-      w.due = Clock::now() + job->deadline;
-      if (!send_line(w.fd, json{{"op", "job"}, {"id", job->id}, {"job", job->body}}.dump()))
-        take_out(w, "its connection closed");
+      idle->job = job;
+      idle->given = Clock::now();
+      idle->due = idle->given + job->deadline;
+      if (!send_line(idle->fd, json{{"op", "job"}, {"id", job->id}, {"job", job->body}}.dump()))
+        take_out(*idle, "its connection closed");
     }
   }
 
