@@ -75,13 +75,13 @@ evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks:
   return p;
 }
 
+std::string device_line(const verify::DeviceInfo& g) {
+  return g.name + " (sm_" + std::to_string(g.cc_major) + std::to_string(g.cc_minor) + ", " + std::to_string(g.sm_count) + " SMs, " +
+         std::to_string(g.l2_bytes >> 20) + " MiB L2, " + std::to_string(g.max_shared_per_block_optin) + " bytes of shared memory per block)";
+}
+
 std::string device_line() {
-  const verify::Driver& d = verify::Driver::get();
-  if (d.available()) {
-    verify::DeviceInfo g = verify::list_devices().at(0);
-    return g.name + " (sm_" + std::to_string(g.cc_major) + std::to_string(g.cc_minor) + ", " + std::to_string(g.sm_count) + " SMs, " +
-           std::to_string(g.l2_bytes >> 20) + " MiB L2, " + std::to_string(g.max_shared_per_block_optin) + " bytes of shared memory per block)";
-  }
+  if (verify::Driver::get().available()) return device_line(verify::list_devices().at(0));
   return "An NVIDIA Hopper GPU, sm_90a (H100/H200 class: 132 SMs, 50-60 MiB L2, 232448 bytes of shared memory per block)";
 }
 

@@ -41,6 +41,7 @@ evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks:
 compile::DeviceFacts facts_for(const std::string& arch_flag);
 // The prompts' line about the target GPU: this machine's, else a Hopper's.
 std::string device_line();
+std::string device_line(const verify::DeviceInfo& gpu);  // that GPU's
 // The prompts' facts about the target GPU: GPU 0's (its bandwidth and peaks measured once, then
 // cached), else the usual sm_90a GPU's.
 evolve::PromptGpu prompt_gpu();

@@ -112,8 +112,7 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
 // The GPU facts the prompts quote: measured at the run's start and recorded in its config, read
 // back from it on resume (another machine of the kind measures a little differently; the prompts,
 // and the answers cached under them, must not change).
-evolve::PromptGpu recorded_target(evolve::RunConfig& config) {
-  evolve::PromptGpu g = prompt_gpu();
+evolve::PromptGpu recorded_target(evolve::RunConfig& config, evolve::PromptGpu g) {
   json& t = config.target;
   if (t.is_object()) {
     g.name = t.value("name", g.name);
@@ -133,7 +132,8 @@ evolve::PromptGpu recorded_target(evolve::RunConfig& config) {
 // The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
 // none offline.
 std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& config, const EvolveArgs& a,
-                                                   std::shared_ptr<const evolve::BatchExchange>& batch) {
+                                                   std::shared_ptr<const evolve::BatchExchange>& batch,
+                                                   const std::string& device) {
   std::vector<evolve::Voice> voices;
   auto cache = std::make_shared<evolve::ResponseCache>("");
   if (!config.llm_config.empty()) {
@@ -159,7 +159,20 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& conf
     voices.push_back({evolve::ModelConfig{client->model()}, client});
   }
   if (voices.empty()) return nullptr;
-  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device_line());
+  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device);
+}
+
+// The GPU the prompts quote when this machine has none: the first worker's, as it described it.
+evolve::PromptGpu worker_prompt_gpu(const evolve::RemoteGpu& workers) {
+  evolve::PromptGpu g;
+  verify::DeviceInfo d = workers.device();
+  g.plan = workers.facts();
+  g.name = d.name;
+  g.l2_bytes = d.l2_bytes;
+  if (d.memory_clock_khz > 0 && d.memory_bus_bits > 0)  // double data rate
+    g.spec_gbps = 2.0 * d.memory_clock_khz * 1e3 * (d.memory_bus_bits / 8.0) / 1e9;
+  g.measured = workers.measured();
+  return g;
 }
 
 // This process's environment without the variables that hold secrets (an LLM's API key stays with
@@ -167,8 +180,8 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& conf
 std::vector<std::string> worker_environment() {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
-    std::string entry = *e;
-    if (!is_secret_name(entry.substr(0, entry.find('=')))) env.push_back(entry);
+    std::string entry = *e, name = entry.substr(0, entry.find('='));
+    if (!is_secret_name(name) && name != "KFORGE_WORKER_TOKEN") env.push_back(entry);  // the pool sets its own
   }
   return env;
 }
@@ -176,9 +189,8 @@ std::vector<std::string> worker_environment() {
 // The GPU workers of --gpus (a `kforge gpu-worker` per listed GPU of this machine; one listed twice
 // shares it) or of --worker-command (--workers of them, each started by the command through sh, its
 // {address}, {worker} and {token} filled in).
-std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a) {
-  if (!a.gpus.empty() && !a.worker_command.empty())
-    throw UsageError("--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher starts)");
+// `here`: this machine has a GPU (its GPU 0 must then be of the workers' kind).
+std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool here) {
   evolve::RemoteGpuOptions o;
   o.deadline = std::chrono::milliseconds(static_cast<int64_t>(1000 * a.worker_deadline_s));
   o.pool.host = a.worker_host;
@@ -199,18 +211,21 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a) {
     o.pool.command = {self, "gpu-worker", "--connect", "{address}", "--worker", "{worker}", "--devices", join(list, ",")};
     if (a.no_compile) o.pool.command.push_back("--no-compile");
   } else {
-    if (a.workers < 1) throw UsageError("--worker-command: say how many workers it starts with --workers N");
     o.pool.workers = a.workers;
     o.pool.command = {"/bin/sh", "-c", a.worker_command};
   }
   std::cout << "kforge evolve: starting " << o.pool.workers << " GPU worker(s)" << std::endl;
   auto gpu = std::make_unique<evolve::RemoteGpu>(o);
-  // This process checks candidates and draws their tune spaces for its GPU 0: the workers' GPUs
-  // must be of that kind.
-  verify::DeviceInfo here = verify::list_devices().at(0), there = gpu->device();
-  if (here.name != there.name || here.cc_major != there.cc_major || here.cc_minor != there.cc_minor)
-    throw UsageError("the GPU workers judge on " + there.name + ", but this machine's GPU 0, for which kforge evolve checks "
-                     "and tunes candidates, is " + here.name + ": run kforge evolve where GPU 0 is of the workers' kind");
+  // With a GPU, this process checks candidates and draws their tune spaces for its GPU 0: the
+  // workers' GPUs must be of that kind. Without one, for the first worker's.
+  verify::DeviceInfo there = gpu->device();
+  if (here) {
+    verify::DeviceInfo mine = verify::list_devices().at(0);
+    if (mine.name != there.name || mine.cc_major != there.cc_major || mine.cc_minor != there.cc_minor)
+      throw UsageError("the GPU workers judge on " + there.name + ", but this machine's GPU 0, for which kforge evolve "
+                       "checks and tunes candidates, is " + mine.name + ": run kforge evolve where GPU 0 is of the "
+                       "workers' kind, or on a machine without a GPU");
+  }
   std::cout << "kforge evolve: " << gpu->parallel() << " GPU worker(s) ready, " << gpu->device().name << std::endl;
   return gpu;
 }
@@ -219,9 +234,18 @@ int run_evolve(const EvolveArgs& a) {
   if (a.llm != "auto" && a.llm != "none") throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
   if (a.llm == "none" && !a.model.empty()) throw UsageError("--llm none and --model " + a.model + " contradict each other");
   if (!a.model.empty() && !a.llm_config.empty()) throw UsageError("--model and --llm-config: give one (the config's ensemble or one model)");
-  verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
+  if (!a.gpus.empty() && !a.worker_command.empty())
+    throw UsageError("--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher starts)");
+  if (!a.worker_command.empty() && a.workers < 1)
+    throw UsageError("--worker-command: say how many workers it starts with --workers N");
+  // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
+  // their GPU, from what the first one says of it.
+  bool here = verify::Driver::get().available();
+  if (a.worker_command.empty()) verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
+  std::unique_ptr<evolve::RemoteGpu> workers;
+  if (!a.gpus.empty() || !a.worker_command.empty()) workers = start_gpu_workers(a, here);
   evolve::EvaluatorOptions eo;
-  eo.facts = facts_for("");
+  eo.facts = here ? facts_for("") : workers->facts();
   eo.db = a.db;
   eo.compiler.workers = static_cast<size_t>(a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
@@ -241,15 +265,8 @@ int run_evolve(const EvolveArgs& a) {
     }
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
-  std::unique_ptr<evolve::Gpu> gpu;
-  evolve::RemoteGpu* pool = nullptr;  // with --gpus or --worker-command
-  if (a.gpus.empty() && a.worker_command.empty()) {
-    gpu = evolve::make_judge_gpu(vo);
-  } else {
-    std::unique_ptr<evolve::RemoteGpu> workers = start_gpu_workers(a);
-    pool = workers.get();
-    gpu = std::move(workers);
-  }
+  evolve::RemoteGpu* pool = workers.get();  // with --gpus or --worker-command
+  std::unique_ptr<evolve::Gpu> gpu = workers ? std::move(workers) : evolve::make_judge_gpu(vo);
   evaluator.attach_gpu(gpu.get());
 
   std::unique_ptr<std::ofstream> log;
@@ -280,11 +297,12 @@ int run_evolve(const EvolveArgs& a) {
             << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
             << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
-  std::unique_ptr<evolve::LlmProposer> llm = make_proposer(config, a, batch);
-  if (llm) llm->set_target(recorded_target(config), evaluator.device_id());
+  std::unique_ptr<evolve::LlmProposer> llm =
+      make_proposer(config, a, batch, here ? device_line() : device_line(gpu->device()));
+  if (llm) llm->set_target(recorded_target(config, here ? prompt_gpu() : worker_prompt_gpu(*pool)), evaluator.device_id());
   std::vector<const tasks::Task*> task_list;
   for (const auto& t : tasks) task_list.push_back(t.get());
-  prepare_compiled_baselines(vo, task_list, std::cout);
+  if (here) prepare_compiled_baselines(vo, task_list, std::cout);  // elsewhere each worker builds its own
   evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();

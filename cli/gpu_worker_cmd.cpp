@@ -38,6 +38,7 @@ int run_gpu_worker(const GpuWorkerArgs& a) {
   if (o.token.empty())
     if (const char* t = std::getenv("KFORGE_WORKER_TOKEN")) o.token = t;
   o.facts = verify::plan_facts(device);
+  o.measured = verify::device_facts(device);  // for the parent's prompts (cached per device and driver)
   o.compiler.workers = static_cast<size_t>(std::max(1, a.jobs));
   verify::VerifyOptions vo;
   vo.device = device;

@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo}
+  # KFORGE_CXX_FLAGS_RELEASE: the Release build's optimization flags (CI's own, .ci/run).
+  flags=()
+  [[ -n "${KFORGE_CXX_FLAGS_RELEASE:-}" ]] && flags+=("-DCMAKE_CXX_FLAGS_RELEASE=$KFORGE_CXX_FLAGS_RELEASE")
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} "${flags[@]}"
 fi
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 cd "$BUILD_DIR"

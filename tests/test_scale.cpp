@@ -15,6 +15,7 @@
 #include "kforge/common/sandbox.h"
 #include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
+#include "kforge/verify/driver.h"
 #include "test_util.h"
 
 namespace {
@@ -212,6 +213,48 @@ TEST(Scale, AWorkerJudgesTheCandidateThatWasSent) {
     FAIL() << "an edited task file was sent";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the task file changed"), std::string::npos) << e.what();
+  }
+}
+
+// `kforge evolve` itself on a machine without a GPU, its workers started by --worker-command (the
+// fake ones, through sh): it checks and tunes for the GPU the first worker describes, prints each
+// worker's jobs, and records every measurement against the worker that made it.
+TEST(Scale, KforgeEvolveWithoutAGpuRunsOnTheWorkersItsCommandStarts) {
+  if (verify::Driver::get().available()) GTEST_SKIP() << "this machine has a GPU: kforge evolve would check for it";
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  test::CliResult r = test::run_kforge(
+      "evolve smoke/relu smoke/vector_add smoke/relu --llm none --generations 1 --workers 2 --worker-command \"'" KFORGE_FAKE_GPU_WORKER
+      "' --connect {address} --worker {worker}\" --db " + db + " --tasks-dir " + tasks_dir());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 GPU worker(s) ready, Fake GPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kforge evolve: 2 task(s)"), std::string::npos) << "a task named twice runs once\n" << r.out;
+  EXPECT_NE(r.out.find("every task ended"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPU workers:\n  worker 0: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  worker 1: "), std::string::npos) << r.out;
+  archive::Database raw(db, archive::Access::ReadOnly);
+  archive::Statement q = raw.prepare(
+      "SELECT count(*), count(DISTINCT d.uuid), min(d.uuid LIKE 'GPU-fake-worker-%') FROM evaluations e JOIN devices d ON d.id = e.device_id");
+  ASSERT_TRUE(q.step());
+  EXPECT_GT(q.integer(0), 0);
+  EXPECT_EQ(q.integer(1), 2) << "both workers judged";
+  EXPECT_EQ(q.integer(2), 1);
+}
+
+TEST(Scale, KforgeEvolveSaysWhatIsWrongWithItsWorkerFlags) {
+  test::CliResult r = test::run_kforge("evolve smoke --worker-command 'true'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--workers N"), std::string::npos) << r.out;
+  r = test::run_kforge("evolve smoke --gpus 0 --workers 2 --worker-command 'true'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--gpus and --worker-command: give one"), std::string::npos) << r.out;
+  r = test::run_kforge("evolve smoke --workers 1 --worker-command 'exit 7' --worker-host 127.0.0.1");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("it ended before it said hello (exited with status 7)"), std::string::npos) << r.out;
+  if (!verify::Driver::get().available()) {
+    r = test::run_kforge("evolve smoke --gpus 0");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_NE(r.out.find("needs an NVIDIA GPU"), std::string::npos) << r.out;
   }
 }
 

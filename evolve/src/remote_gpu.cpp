@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -45,6 +46,29 @@ verify::DeviceInfo device_from_json(const json& j) {
   d.memory_clock_khz = j.value("memory_clock_khz", 0);
   d.memory_bus_bits = j.value("memory_bus_bits", 0);
   return d;
+}
+
+json facts_json(const compile::DeviceFacts& f) {
+  return {{"arch", f.arch},
+          {"num_sms", f.num_sms},
+          {"warp_size", f.warp_size},
+          {"max_shared_per_block", f.max_shared_per_block},
+          {"max_threads_per_block", f.max_threads_per_block},
+          {"max_block", f.max_block},
+          {"max_grid", f.max_grid},
+          {"measured", f.measured}};
+}
+
+compile::DeviceFacts facts_from_json(const json& j) {
+  compile::DeviceFacts f = compile::DeviceFacts::for_arch(j.at("arch").get<std::string>());
+  f.num_sms = j.at("num_sms").get<int64_t>();
+  f.warp_size = j.at("warp_size").get<int64_t>();
+  f.max_shared_per_block = j.at("max_shared_per_block").get<int64_t>();
+  f.max_threads_per_block = j.at("max_threads_per_block").get<int64_t>();
+  f.max_block = j.at("max_block").get<std::array<int64_t, 3>>();
+  f.max_grid = j.at("max_grid").get<std::array<int64_t, 3>>();
+  f.measured = j.at("measured").get<bool>();
+  return f;
 }
 
 json baselines_json(const verify::Baselines& b) {
@@ -89,6 +113,7 @@ struct RemoteGpu::Impl {
   struct Worker {
     verify::DeviceInfo device;
     std::string driver, profiler;
+    json hello;
   };
 
   explicit Impl(RemoteGpuOptions o) : deadline(o.deadline), pool(std::move(o.pool)) {
@@ -102,7 +127,8 @@ struct RemoteGpu::Impl {
         throw Error("GPU worker " + std::to_string(w.index) + " judges by harness version " +
                     std::to_string(hello.value("harness_version", 0)) + ", this kforge by " +
                     std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
-      Worker x{device_from_json(hello.value("device", json::object())), hello.value("driver", ""), hello.value("profiler", "")};
+      Worker x{device_from_json(hello.value("device", json::object())), hello.value("driver", ""), hello.value("profiler", ""),
+               hello};
       if (!workers.empty() && kind_of(x.device) != kind_of(workers.begin()->second.device))
         throw Error("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
                     kind_of(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
@@ -198,6 +224,21 @@ std::vector<verify::DeviceInfo> RemoteGpu::devices() const {
 }
 int RemoteGpu::parallel() const { return static_cast<int>(impl_->workers.size()); }
 std::vector<WorkerState> RemoteGpu::workers() const { return impl_->pool.workers(); }
+
+compile::DeviceFacts RemoteGpu::facts() const {
+  const json& hello = impl_->workers.begin()->second.hello;
+  try {
+    return facts_from_json(hello.at("facts"));
+  } catch (const std::exception& e) {
+    throw Error(std::string("GPU worker's hello: its GPU's facts are missing or malformed: ") + e.what());
+  }
+}
+
+std::optional<verify::MeasuredFacts> RemoteGpu::measured() const {
+  const json& hello = impl_->workers.begin()->second.hello;
+  if (!hello.contains("measured") || hello["measured"].is_null()) return std::nullopt;
+  return verify::MeasuredFacts::from_json(hello["measured"]);
+}
 
 namespace {
 
@@ -298,6 +339,8 @@ void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
   int fd = connect_to(options.address);
   send_line(fd, json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
                      {"device", device_json(gpu.device())}, {"driver", gpu.driver()}, {"profiler", gpu.profiler()},
+                     {"facts", facts_json(options.facts)},
+                     {"measured", options.measured ? options.measured->to_json() : json(nullptr)},
                      {"harness_version", verify::kHarnessVersion}, {"pid", ::getpid()}}
                     .dump());
   JobRunner runner(options, gpu);

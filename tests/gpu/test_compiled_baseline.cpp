@@ -20,7 +20,7 @@ TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
   ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);  // built here, not found from an earlier run
   compile::Compiler compiler(private_cache(dir));
   std::vector<CheckedAnswer> answers;
-  for (const std::string& name : {"relu_vec4", "softmax_rows"})
+  for (std::string name : {"relu_vec4", "softmax_rows"})
     answers.push_back(check_answer_file((source_dir() / "tests/gpu/honest" / (name + ".md")).string(), verify::plan_facts(0), compiler));
   // Built ahead, both at once, as a run does before its first verdict (at the tasks' timed dims).
   verify::CompiledOptions ahead;

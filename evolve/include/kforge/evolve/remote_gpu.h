@@ -17,6 +17,7 @@
 #include "kforge/compile/compiler.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/worker_pool.h"
+#include "kforge/verify/device_facts.h"
 
 namespace kforge::evolve {
 
@@ -53,6 +54,10 @@ class RemoteGpu : public Gpu {
 
   // Each worker: alive or why it was taken out, and the jobs it answered.
   std::vector<WorkerState> workers() const;
+  // What the first worker said of its GPU: for a parent without a GPU of its own, the facts it checks
+  // candidates and draws tune spaces for, and those its prompts quote (its bandwidth measured).
+  compile::DeviceFacts facts() const;
+  std::optional<verify::MeasuredFacts> measured() const;
 
  private:
   struct Impl;
@@ -64,6 +69,7 @@ struct GpuWorkerOptions {
   int worker = 0;
   std::string token;    // the pool's ($KFORGE_WORKER_TOKEN)
   compile::DeviceFacts facts;  // of this worker's GPU, for its compiles
+  std::optional<verify::MeasuredFacts> measured;  // its bandwidth and FLOP rates, for the parent's prompts
   compile::CompilerOptions compiler;
 };
 
