@@ -234,11 +234,15 @@ TEST(Scale, KforgeEvolveWithoutAGpuRunsOnTheWorkersItsCommandStarts) {
   EXPECT_NE(r.out.find("\n  worker 1: "), std::string::npos) << r.out;
   archive::Database raw(db, archive::Access::ReadOnly);
   archive::Statement q = raw.prepare(
-      "SELECT count(*), count(DISTINCT d.uuid), min(d.uuid LIKE 'GPU-fake-worker-%') FROM evaluations e JOIN devices d ON d.id = e.device_id");
+      "SELECT count(*), count(DISTINCT d.uuid), min(d.uuid LIKE 'GPU-fake-worker-%') FROM (SELECT device_id FROM screens "
+      "UNION ALL SELECT device_id FROM evaluations) m JOIN devices d ON d.id = m.device_id");
   ASSERT_TRUE(q.step());
   EXPECT_GT(q.integer(0), 0);
-  EXPECT_EQ(q.integer(1), 2) << "both workers judged";
-  EXPECT_EQ(q.integer(2), 1);
+  EXPECT_EQ(q.integer(1), 2) << "both workers measured";
+  EXPECT_EQ(q.integer(2), 1) << "every measurement recorded against a worker's GPU";
+  archive::Statement judged = raw.prepare("SELECT count(*) FROM evaluations");
+  ASSERT_TRUE(judged.step());
+  EXPECT_GT(judged.integer(0), 0) << "the best kernels were judged";
 }
 
 TEST(Scale, KforgeEvolveSaysWhatIsWrongWithItsWorkerFlags) {
