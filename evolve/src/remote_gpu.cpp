@@ -168,8 +168,18 @@ struct RemoteGpu::Impl {
       throw Error("no GPU worker is left:" + why);
     }
     if (!r.error && r.answer.contains("error"))
-      throw Error("GPU worker " + std::to_string(r.worker) + ": " + r.answer["error"].get<std::string>());
+      throw Error("GPU worker " + std::to_string(r.worker) + ": " + r.answer["error"].dump());
     return r;
+  }
+
+  // read(answer) of worker `w`'s answer, or kforge::Error saying the answer is malformed.
+  template <typename F>
+  static auto read(const JobResult& r, F&& f) -> decltype(f(r.answer)) {
+    try {
+      return f(r.answer);
+    } catch (const std::exception& e) {
+      throw Error("GPU worker " + std::to_string(r.worker) + " sent a malformed answer: " + e.what());
+    }
   }
 
   verify::Verdict verdict(const std::string& kind, const tasks::Task& task, const Checked& c) {
@@ -179,7 +189,7 @@ struct RemoteGpu::Impl {
     JobResult r = call(job(kind, task, &c));
     if (r.error)  // every worker it was given to died or hung on it
       return harness_error(kind + " on the GPU workers: " + *r.error);
-    verify::Verdict v = verify::verdict_from_json(r.answer.at("verdict"));
+    verify::Verdict v = read(r, [](const json& a) { return verify::verdict_from_json(a.at("verdict")); });
     v.gpu_uuid = workers.at(r.worker).device.uuid;
     return v;
   }
@@ -200,8 +210,13 @@ verify::Verdict RemoteGpu::admit(const tasks::Task& unseen, const Checked& c) { 
 
 std::optional<verify::Baselines> RemoteGpu::baselines(const tasks::Task& task) {
   JobResult r = impl_->call(impl_->job("baselines", task, nullptr));
-  if (r.error || r.answer.at("baselines").is_null()) return std::nullopt;
-  verify::Baselines b = baselines_from_json(r.answer["baselines"]);
+  if (r.error) return std::nullopt;
+  std::optional<verify::Baselines> read = Impl::read(r, [](const json& a) -> std::optional<verify::Baselines> {
+    if (a.at("baselines").is_null()) return std::nullopt;
+    return baselines_from_json(a["baselines"]);
+  });
+  if (!read) return std::nullopt;
+  verify::Baselines b = *read;
   b.gpu_uuid = impl_->workers.at(r.worker).device.uuid;
   return b;
 }
@@ -209,7 +224,7 @@ std::optional<verify::Baselines> RemoteGpu::baselines(const tasks::Task& task) {
 json RemoteGpu::profile(const tasks::Task& task, const Checked& c) {
   JobResult r = impl_->call(impl_->job("profile", task, &c));
   if (r.error) return {{"error", *r.error}};
-  json p = r.answer.at("profile");
+  json p = Impl::read(r, [](const json& a) { return a.at("profile"); });
   p["gpu_uuid"] = impl_->workers.at(r.worker).device.uuid;
   return p;
 }
