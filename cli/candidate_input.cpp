@@ -86,15 +86,23 @@ std::string device_line() {
 }
 
 evolve::PromptGpu prompt_gpu() {
+  if (!verify::Driver::get().available()) {
+    evolve::PromptGpu g;
+    g.plan = facts_for("");
+    return g;
+  }
+  return prompt_gpu(verify::list_devices().at(0), facts_for(""), verify::device_facts(0));
+}
+
+evolve::PromptGpu prompt_gpu(const verify::DeviceInfo& gpu, const compile::DeviceFacts& plan,
+                             std::optional<verify::MeasuredFacts> measured) {
   evolve::PromptGpu g;
-  g.plan = facts_for("");
-  if (!verify::Driver::get().available()) return g;
-  verify::DeviceInfo info = verify::list_devices().at(0);
-  g.name = info.name;
-  g.l2_bytes = info.l2_bytes;
-  if (info.memory_clock_khz > 0 && info.memory_bus_bits > 0)  // double data rate
-    g.spec_gbps = 2.0 * info.memory_clock_khz * 1e3 * (info.memory_bus_bits / 8.0) / 1e9;
-  g.measured = verify::device_facts(0);
+  g.plan = plan;
+  g.name = gpu.name;
+  g.l2_bytes = gpu.l2_bytes;
+  if (gpu.memory_clock_khz > 0 && gpu.memory_bus_bits > 0)  // double data rate
+    g.spec_gbps = 2.0 * gpu.memory_clock_khz * 1e3 * (gpu.memory_bus_bits / 8.0) / 1e9;
+  g.measured = std::move(measured);
   return g;
 }
 

@@ -45,6 +45,9 @@ std::string device_line(const verify::DeviceInfo& gpu);  // that GPU's
 // The prompts' facts about the target GPU: GPU 0's (its bandwidth and peaks measured once, then
 // cached), else the usual sm_90a GPU's.
 evolve::PromptGpu prompt_gpu();
+// That GPU's, as described (a GPU worker's, where this machine has none).
+evolve::PromptGpu prompt_gpu(const verify::DeviceInfo& gpu, const compile::DeviceFacts& plan,
+                             std::optional<verify::MeasuredFacts> measured);
 
 // NAME=V items of --tune.
 compile::Tunables parse_tune(const std::vector<std::string>& items);

@@ -162,19 +162,6 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& conf
   return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device);
 }
 
-// The GPU the prompts quote when this machine has none: the first worker's, as it described it.
-evolve::PromptGpu worker_prompt_gpu(const evolve::RemoteGpu& workers) {
-  evolve::PromptGpu g;
-  verify::DeviceInfo d = workers.device();
-  g.plan = workers.facts();
-  g.name = d.name;
-  g.l2_bytes = d.l2_bytes;
-  if (d.memory_clock_khz > 0 && d.memory_bus_bits > 0)  // double data rate
-    g.spec_gbps = 2.0 * d.memory_clock_khz * 1e3 * (d.memory_bus_bits / 8.0) / 1e9;
-  g.measured = workers.measured();
-  return g;
-}
-
 // This process's environment without the variables that hold secrets (an LLM's API key stays with
 // the parent): the GPU workers' launchers (srun, ssh, kubectl) need theirs.
 std::vector<std::string> worker_environment() {
@@ -221,7 +208,7 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool h
   verify::DeviceInfo there = gpu->device();
   if (here) {
     verify::DeviceInfo mine = verify::list_devices().at(0);
-    if (mine.name != there.name || mine.cc_major != there.cc_major || mine.cc_minor != there.cc_minor)
+    if (evolve::gpu_kind(mine) != evolve::gpu_kind(there))
       throw UsageError("the GPU workers judge on " + there.name + ", but this machine's GPU 0, for which kforge evolve "
                        "checks and tunes candidates, is " + mine.name + ": run kforge evolve where GPU 0 is of the "
                        "workers' kind, or on a machine without a GPU");
@@ -299,7 +286,7 @@ int run_evolve(const EvolveArgs& a) {
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm =
       make_proposer(config, a, batch, here ? device_line() : device_line(gpu->device()));
-  if (llm) llm->set_target(recorded_target(config, here ? prompt_gpu() : worker_prompt_gpu(*pool)), evaluator.device_id());
+  if (llm) llm->set_target(recorded_target(config, here ? prompt_gpu() : prompt_gpu(pool->device(), pool->facts(), pool->measured())), evaluator.device_id());
   std::vector<const tasks::Task*> task_list;
   for (const auto& t : tasks) task_list.push_back(t.get());
   if (here) prepare_compiled_baselines(vo, task_list, std::cout);  // elsewhere each worker builds its own

@@ -16,6 +16,7 @@
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/protocol.h"
+#include "json_lines.h"
 
 namespace kforge::evolve {
 namespace {
@@ -94,10 +95,6 @@ verify::Baselines baselines_from_json(const json& j) {
   return b;
 }
 
-std::string kind_of(const verify::DeviceInfo& d) {
-  return d.name + " (compute capability " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ")";
-}
-
 verify::Verdict harness_error(const std::string& summary) {
   verify::Verdict v;
   v.outcome = verify::Outcome::HarnessError;
@@ -108,6 +105,10 @@ verify::Verdict harness_error(const std::string& summary) {
 // ---- The parent's side ----
 
 }  // namespace
+
+std::string gpu_kind(const verify::DeviceInfo& d) {
+  return d.name + " (compute capability " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ")";
+}
 
 struct RemoteGpu::Impl {
   struct Worker {
@@ -129,10 +130,10 @@ struct RemoteGpu::Impl {
                     std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
       Worker x{device_from_json(hello.value("device", json::object())), hello.value("driver", ""), hello.value("profiler", ""),
                hello};
-      if (!workers.empty() && kind_of(x.device) != kind_of(workers.begin()->second.device))
+      if (!workers.empty() && gpu_kind(x.device) != gpu_kind(workers.begin()->second.device))
         throw Error("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
-                    kind_of(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
-                    kind_of(x.device) + "); their times are not comparable: run one kforge evolve per kind");
+                    gpu_kind(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
+                    gpu_kind(x.device) + "); their times are not comparable: run one kforge evolve per kind");
       workers[w.index] = std::move(x);
     }
     if (workers.empty()) throw Error("no GPU worker of the pool said hello");  // the pool throws first, with reasons
@@ -278,14 +279,8 @@ int connect_to(const std::string& address) {
   return fd;
 }
 
-void send_line(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("the parent closed the connection");
-    done += static_cast<size_t>(n);
-  }
+void say(int fd, const std::string& line) {
+  if (!send_line(fd, line)) throw Error("the parent closed the connection");
 }
 
 class JobRunner {
@@ -352,7 +347,7 @@ class JobRunner {
 
 void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
   int fd = connect_to(options.address);
-  send_line(fd, json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
+  say(fd, json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
                      {"device", device_json(gpu.device())}, {"driver", gpu.driver()}, {"profiler", gpu.profiler()},
                      {"facts", facts_json(options.facts)},
                      {"measured", options.measured ? options.measured->to_json() : json(nullptr)},
@@ -378,7 +373,7 @@ void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
       } catch (const json::exception& e) {
         answer = {{"error", std::string("a malformed job: ") + e.what()}};
       }
-      send_line(fd, json{{"op", "result"}, {"id", msg["id"]}, {"answer", std::move(answer)}}.dump());
+      say(fd, json{{"op", "result"}, {"id", msg["id"]}, {"answer", std::move(answer)}}.dump());
     }
   }
   ::close(fd);

@@ -16,6 +16,7 @@
 
 #include "kforge/common/error.h"
 #include "kforge/common/process.h"
+#include "json_lines.h"
 
 namespace kforge::evolve {
 namespace {
@@ -39,18 +40,6 @@ std::string random_token() {
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
-}
-
-// Writes the whole line or returns false (the peer is gone).
-bool send_line(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace

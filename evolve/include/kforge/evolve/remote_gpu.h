@@ -28,6 +28,9 @@ struct RemoteGpuOptions {
   std::chrono::milliseconds deadline{std::chrono::minutes(10)};
 };
 
+// A GPU's kind, "NVIDIA H200 (compute capability 9.0)": GPUs of one kind give comparable times.
+std::string gpu_kind(const verify::DeviceInfo& gpu);
+
 // A Gpu whose calls are jobs for a pool of GPU workers. The constructor starts the workers and
 // checks what they report: every worker of the same GPU kind (name and compute capability: times of
 // different kinds are not comparable) and harness version; it throws kforge::Error saying why when
