@@ -1,0 +1,2 @@
+// Placeholder: filled by issue 34 work.
+#include <gtest/gtest.h>
