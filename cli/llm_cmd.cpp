@@ -4,6 +4,7 @@
 
 #include "command_list.h"
 #include "commands.h"
+#include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
 #include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
@@ -58,17 +59,22 @@ void add_llm_command(CLI::App& app, int& exit_code) {
       if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
         throw InputError("ANTHROPIC_API_KEY", std::nullopt, "", "not set; the Anthropic API needs a key");
       evolve::LlmClient client(e, p);
-      std::cout << "model     " << m.spec << " at " << e.base_url << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
+      std::cout << "model     " << m.spec << " at " << printable(redact_secrets(e.base_url)) << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
       try {
         evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
-        std::cout << "reply     " << printable(r.text.substr(0, 200)) << "\nlatency   "
+        // The reply is redacted as a whole (parse_reply did) and again here before it is cut.
+        std::string reply = redact_secrets(r.text);
+        std::cout << "reply     " << printable(reply.substr(0, 200)) << "\nlatency   "
                   << std::fixed << std::setprecision(0) << r.latency_ms << " ms (" << r.attempts
                   << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out
                   << " out\n"
                   << "cost      $" << std::setprecision(6) << m.cost_usd(r.tokens_in, r.tokens_out)
                   << "\n";
       } catch (const evolve::LlmError& err) {
-        std::cout << "failed    " << printable(err.what()) << "\n";
+        std::cout << "failed    " << printable(redact_secrets(err.what())) << "\n";
+        if (err.tokens_in > 0 || err.tokens_out > 0)  // a failed reply is paid for too
+          std::cout << "tokens    " << err.tokens_in << " in, " << err.tokens_out << " out\ncost      $" << std::fixed
+                    << std::setprecision(6) << m.cost_usd(err.tokens_in, err.tokens_out) << "\n";
         exit_code = kExitFindings;
       }
     }

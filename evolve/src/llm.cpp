@@ -14,6 +14,7 @@
 #include "kforge/common/hash.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/paths.h"
+#include "kforge/common/strings.h"
 
 namespace kforge::evolve {
 namespace {
@@ -52,11 +53,12 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   std::string lower = line;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower.rfind("retry-after:", 0) == 0) {
-    try {
-      r->retry_after_s = std::stod(line.substr(12));
-    } catch (const std::exception&) {
-      // An HTTP-date Retry-After: fall back to exponential backoff.
-    }
+    // A number of seconds; an HTTP-date, garbage, NaN, infinite or negative value: none (the
+    // exponential backoff). backoff() caps what is left at max_delay.
+    std::string v = line.substr(12);
+    char* end = nullptr;
+    double s = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() && std::isfinite(s) && s >= 0) r->retry_after_s = s;
   }
   return size * n;
 }
@@ -86,6 +88,11 @@ HttpReply post(const std::string& url, const std::vector<std::string>& headers, 
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(policy.total_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(policy.max_reply_bytes));  // a declared length
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  // http and https only: a base_url of file:// would read a local file, gopher:// or dict:// reach
+  // any TCP port (LlmClient refuses such a base_url up front; this holds whatever gets here).
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
   auto t0 = std::chrono::steady_clock::now();
   reply.curl = curl_easy_perform(curl);
   reply.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -134,7 +141,17 @@ Endpoint endpoint_from_spec(const std::string& spec) {
     throw InputError("--model", std::nullopt, "", "unknown provider '" + provider + "' (openai, anthropic)");
   }
   while (!e.base_url.empty() && e.base_url.back() == '/') e.base_url.pop_back();
+  if (!is_http_url(e.base_url))
+    throw InputError(e.provider == Provider::OpenAI ? "OPENAI_BASE_URL" : "ANTHROPIC_BASE_URL", std::nullopt, "",
+                     "must be an http:// or https:// URL, got '" + printable(redact_secrets(e.base_url)) + "'");
   return e;
+}
+
+bool is_http_url(const std::string& url) {
+  std::string lower;
+  for (char c : url.substr(0, 8)) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t host = lower.rfind("https://", 0) == 0 ? 8 : lower.rfind("http://", 0) == 0 ? 7 : 0;
+  return host && url.size() > host && url[host] != '/';
 }
 
 json openai_chat_body(const std::string& model, ChatRequest req) {
@@ -146,48 +163,124 @@ json openai_chat_body(const std::string& model, ChatRequest req) {
   return {{"model", model}, {"messages", messages}, {"temperature", req.temperature}, {"max_tokens", req.max_tokens}};
 }
 
-ChatResponse parse_reply(Provider provider, const std::string& body) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error&) {
-    throw LlmError(LlmError::Kind::BadResponse, 200, "the endpoint's reply is not JSON: " + excerpt(body));
+namespace {
+
+// One usage field as a token count: absent or null is 0; a count outside [0, kMaxReplyTokens], a
+// fraction's whole part aside, or a value that is not a number sets `problem` and is charged as
+// its bound (0 below, kMaxReplyTokens above; 0 for a non-number).
+int64_t token_count(const json& usage, const char* field, std::string& problem) {
+  auto it = usage.find(field);
+  if (it == usage.end() || it->is_null()) return 0;
+  // A scalar as written; a container by its type (dump() recurses: a deep one would overflow).
+  std::string said = "usage." + std::string(field) + " = " + (it->is_primitive() ? it->dump().substr(0, 40) : it->type_name());
+  auto bad = [&](int64_t charged) {
+    if (problem.empty())
+      problem = "the reply's usage is implausible (a negative token count or one past " + std::to_string(kMaxReplyTokens) +
+                " per reply): " + said;
+    return charged;
+  };
+  if (it->is_number_unsigned()) {
+    uint64_t u = it->get<uint64_t>();
+    return u > static_cast<uint64_t>(kMaxReplyTokens) ? bad(kMaxReplyTokens) : static_cast<int64_t>(u);
   }
+  if (it->is_number_integer()) {
+    int64_t i = it->get<int64_t>();
+    return i < 0 ? bad(0) : i > kMaxReplyTokens ? bad(kMaxReplyTokens) : i;
+  }
+  if (it->is_number_float()) {
+    double d = it->get<double>();  // JSON has no NaN or infinity; 1e400 parses as infinity
+    if (!(d >= 0)) return bad(0);
+    if (!(d <= static_cast<double>(kMaxReplyTokens))) return bad(kMaxReplyTokens);
+    return static_cast<int64_t>(d);
+  }
+  if (problem.empty()) problem = "the reply's usage is not a token count: " + said;
+  return 0;
+}
+
+std::string lower_ascii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An OpenAI message's content: a string, or a list of parts whose text parts are joined.
+std::string content_text(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string out;
+  if (content.is_array())
+    for (const json& part : content)
+      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
+        out += part["text"].get<std::string>();
+  return out;
+}
+
+}  // namespace
+
+ChatResponse parse_reply(Provider provider, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) throw LlmError(LlmError::Kind::BadResponse, 200, "the endpoint's reply is not JSON: " + excerpt(body));
+  if (!j.is_object()) throw LlmError(LlmError::Kind::BadResponse, 200, "the endpoint's reply is not a JSON object: " + excerpt(body));
   ChatResponse r;
+  // Usage first: a reply counts against the budgets whatever else is wrong with it.
+  std::string usage_problem;
+  if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
+    bool openai = provider == Provider::OpenAI;
+    r.tokens_in = token_count(*u, openai ? "prompt_tokens" : "input_tokens", usage_problem);
+    r.tokens_out = token_count(*u, openai ? "completion_tokens" : "output_tokens", usage_problem);
+  }
+  auto fail = [&](LlmError::Kind kind, const std::string& what) {
+    LlmError e(kind, 200, what);
+    e.tokens_in = r.tokens_in, e.tokens_out = r.tokens_out, e.finish_reason = r.finish_reason;
+    return e;
+  };
   try {
-    r.model = j.value("model", "");
+    if (j.contains("model") && j["model"].is_string()) r.model = redact_secrets(printable(j["model"].get<std::string>().substr(0, 200)));
     if (provider == Provider::OpenAI) {
-      const json& choices = j.at("choices");
-      if (!choices.is_array() || choices.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no choices");
-      const json& msg = choices[0].at("message");
-      if (msg.contains("content") && msg["content"].is_string()) r.text = msg["content"].get<std::string>();
+      auto choices = j.find("choices");
+      if (choices == j.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object())
+        throw fail(LlmError::Kind::BadResponse, "the reply has no choices: " + excerpt(body));
+      const json& choice = (*choices)[0];
+      if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+        r.finish_reason = choice["finish_reason"].get<std::string>().substr(0, 64);
+      if (!choice.contains("message") || !choice["message"].is_object())
+        throw fail(LlmError::Kind::BadResponse, "the reply's choice has no message: " + excerpt(body));
+      const json& msg = choice["message"];
+      if (msg.contains("content")) r.text = content_text(msg["content"]);
       for (const char* k : {"reasoning_content", "reasoning"})
         if (msg.contains(k) && msg[k].is_string()) r.reasoning = msg[k].get<std::string>();
-      if (j.contains("usage") && j["usage"].is_object()) {
-        r.tokens_in = j["usage"].value("prompt_tokens", int64_t{0});
-        r.tokens_out = j["usage"].value("completion_tokens", int64_t{0});
-      }
     } else {
-      for (const auto& block : j.at("content")) {
-        std::string type = block.value("type", "");
-        if (type == "text") r.text += block.value("text", "");
-        else if (type == "thinking") r.reasoning += block.value("thinking", "");
+      if (j.contains("stop_reason") && j["stop_reason"].is_string()) r.finish_reason = j["stop_reason"].get<std::string>().substr(0, 64);
+      auto content = j.find("content");
+      if (content == j.end() || !content->is_array())
+        throw fail(LlmError::Kind::BadResponse, "the reply has no content blocks: " + excerpt(body));
+      for (const json& block : *content) {
+        if (!block.is_object()) continue;
+        std::string type = block.contains("type") && block["type"].is_string() ? block["type"].get<std::string>() : "";
+        const char* field = type == "text" ? "text" : type == "thinking" ? "thinking" : nullptr;
+        if (!field || !block.contains(field) || !block[field].is_string()) continue;
         // Other blocks (redacted_thinking, tool_use, ...) carry nothing kforge uses.
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        r.tokens_in = j["usage"].value("input_tokens", int64_t{0});
-        r.tokens_out = j["usage"].value("output_tokens", int64_t{0});
+        (type == "text" ? r.text : r.reasoning) += block[field].get<std::string>();
       }
     }
   } catch (const json::exception& e) {
-    throw LlmError(LlmError::Kind::BadResponse, 200, std::string("the reply lacks an expected field (") + e.what() + "): " + excerpt(body));
+    throw fail(LlmError::Kind::BadResponse, std::string("the reply lacks an expected field (") + e.what() + "): " + excerpt(body));
   }
-  // Token counts become costs and budgets: a negative one (or 2^64 - 1 read as -1) is a bad reply.
-  if (r.tokens_in < 0 || r.tokens_out < 0)
-    throw LlmError(LlmError::Kind::BadResponse, 200,
-                   "the reply's usage has a negative token count (" + std::to_string(r.tokens_in) +
-                       " in, " + std::to_string(r.tokens_out) + " out): " + excerpt(body));
-  if (r.text.empty()) throw LlmError(LlmError::Kind::BadResponse, 200, "the reply has no answer text: " + excerpt(body));
+  r.finish_reason = printable(r.finish_reason);
+  // Token counts become costs and budgets: an implausible one makes the reply a bad one (charged
+  // at its bound, so a hostile count stops a budget rather than passing it).
+  if (!usage_problem.empty()) throw fail(LlmError::Kind::BadResponse, usage_problem + ": " + excerpt(body));
+  // An endpoint that echoes the key: redacted before anything (cache, archive, output) sees it.
+  r.text = redact_secrets(std::move(r.text));
+  r.reasoning = redact_secrets(std::move(r.reasoning));
+  if (r.text.empty()) {
+    std::string reason = lower_ascii(r.finish_reason);
+    std::string usage = " (" + std::to_string(r.tokens_in) + " tokens in, " + std::to_string(r.tokens_out) + " out)";
+    if (reason == "length" || reason == "max_tokens")
+      throw fail(LlmError::Kind::CutOff, "the reply stopped at the token limit before any answer text (finish reason '" +
+                                             r.finish_reason + "'" + (r.reasoning.empty() ? "" : ", after reasoning") + ")" +
+                                             usage + ": raise max_tokens in the LLM config for a reasoning model");
+    throw fail(LlmError::Kind::BadResponse, "the reply has no answer text (finish reason '" + r.finish_reason + "')" + usage +
+                                                ": " + excerpt(body));
+  }
   return r;
 }
 
@@ -220,14 +313,19 @@ std::optional<ChatResponse> ResponseCache::get(const std::string& key) const {
   try {
     json j = json::parse(*text);
     ChatResponse r;
-    r.text = j.at("text");
-    r.reasoning = j.at("reasoning");
-    r.model = j.at("model");
+    // Redacted again on the way out: an entry written before replies were redacted may hold a key.
+    r.text = redact_secrets(j.at("text").get<std::string>());
+    r.reasoning = redact_secrets(j.at("reasoning").get<std::string>());
+    r.model = redact_secrets(j.at("model").get<std::string>());
+    r.finish_reason = j.value("finish_reason", "");
     r.tokens_in = j.at("tokens_in");
     r.tokens_out = j.at("tokens_out");
     r.latency_ms = j.at("latency_ms");
     r.attempts = j.at("attempts");
     r.cached = true;
+    // Each attempt's counts are bounded: more than max_attempts replies' worth is a damaged entry.
+    int64_t bound = kMaxReplyTokens * std::max(1, std::min(r.attempts, 100));
+    if (r.tokens_in < 0 || r.tokens_out < 0 || r.tokens_in > bound || r.tokens_out > bound) return std::nullopt;
     return r;
   } catch (const json::exception&) {
     return std::nullopt;  // a damaged entry is a miss; the next put replaces it
@@ -237,8 +335,11 @@ std::optional<ChatResponse> ResponseCache::get(const std::string& key) const {
 void ResponseCache::put(const std::string& key, const ChatResponse& r) const {
   std::string dir = dir_ + "/" + key.substr(0, 2);
   make_directories(dir);
-  json j = {{"text", r.text}, {"reasoning", r.reasoning}, {"model", r.model}, {"tokens_in", r.tokens_in},
-            {"tokens_out", r.tokens_out}, {"latency_ms", r.latency_ms}, {"attempts", r.attempts}};
+  // No secret reaches the disk: the reply's text is redacted already (parse_reply); this holds for
+  // any other ChatModel's answers too.
+  json j = {{"text", redact_secrets(r.text)}, {"reasoning", redact_secrets(r.reasoning)}, {"model", redact_secrets(r.model)},
+            {"finish_reason", r.finish_reason}, {"tokens_in", r.tokens_in}, {"tokens_out", r.tokens_out},
+            {"latency_ms", r.latency_ms}, {"attempts", r.attempts}};
   write_file_atomic(dir + "/" + key + ".json", j.dump());
 }
 
@@ -246,13 +347,21 @@ LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(s
                      std::shared_ptr<ConcurrencyLimit> limit, std::shared_ptr<ResponseCache> cache)
     : endpoint_(std::move(endpoint)), policy_(policy), sleep_(std::move(sleep)), limit_(std::move(limit)), cache_(std::move(cache)) {
   validate_policy(policy_);
+  if (!is_http_url(endpoint_.base_url)) {
+    bool openai = endpoint_.provider == Provider::OpenAI;
+    throw InputError(openai ? "OPENAI_BASE_URL" : "ANTHROPIC_BASE_URL", std::nullopt, "",
+                     std::string("the base URL (this variable, or base_url under [providers.") + (openai ? "openai" : "anthropic") +
+                         "] in the LLM config) must be an http:// or https:// URL, got '" +
+                         printable(redact(endpoint_.base_url, endpoint_.api_key)) + "'");
+  }
   if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
   remember_secret(endpoint_.api_key);
 }
 
 std::chrono::milliseconds LlmClient::backoff(int attempt, std::optional<double> retry_after_s) const {
-  if (retry_after_s && *retry_after_s >= 0)
-    return std::min(policy_.max_delay, std::chrono::milliseconds(static_cast<int64_t>(*retry_after_s * 1000)));
+  if (retry_after_s && std::isfinite(*retry_after_s) && *retry_after_s >= 0)  // inf or 1e300: capped before any cast
+    return std::chrono::milliseconds(static_cast<int64_t>(
+        std::min(*retry_after_s * 1000, static_cast<double>(policy_.max_delay.count()))));
   static thread_local std::mt19937_64 rng(std::random_device{}());
   double full = static_cast<double>(policy_.base_delay.count()) * std::pow(2.0, attempt - 1);
   full = std::min(full, static_cast<double>(policy_.max_delay.count()));
@@ -295,6 +404,7 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
   std::string last_problem;
   LlmError::Kind last_kind = LlmError::Kind::Network;
   int last_status = 0;
+  int64_t paid_in = 0, paid_out = 0;  // usage reported by replies that were not taken
   for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
     if (limit_) limit_->acquire();
     HttpReply reply;
@@ -329,11 +439,22 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
     } else {
       try {
         ChatResponse r = parse_reply(endpoint_.provider, reply.body);
+        r.tokens_in += paid_in, r.tokens_out += paid_out;  // earlier bad replies' usage
         r.latency_ms = reply.ms;
         r.attempts = attempt;
         return r;
-      } catch (const LlmError& e) {
-        // A truncated or garbled 200 is retried like a network error.
+      } catch (LlmError& e) {
+        paid_in += e.tokens_in, paid_out += e.tokens_out;
+        if (e.paid()) {
+          // The model spent tokens on it (cut off at the token limit, no answer text, implausible
+          // usage): one failed call. Asking again is the caller's choice, which knows the budgets.
+          LlmError failed(e.kind(), 200,
+                          redact(endpoint_.model + " at " + url + ": " + e.what() + " (attempt " + std::to_string(attempt) + ")",
+                                 endpoint_.api_key));
+          failed.tokens_in = paid_in, failed.tokens_out = paid_out, failed.finish_reason = e.finish_reason;
+          throw failed;
+        }
+        // A truncated or garbled 200 that reported no usage is retried like a network error.
         last_kind = LlmError::Kind::BadResponse;
         last_problem = e.what();
         retry = true;
@@ -342,10 +463,12 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
     last_status = static_cast<int>(reply.status);
     if (retry && attempt < policy_.max_attempts) sleep_(backoff(attempt, reply.retry_after_s));
   }
-  throw LlmError(last_kind, last_status,
-                 redact(endpoint_.model + " at " + url + ": gave up after " + std::to_string(policy_.max_attempts) +
-                            " attempt(s); last: " + last_problem,
-                        endpoint_.api_key));
+  LlmError failed(last_kind, last_status,
+                  redact(endpoint_.model + " at " + url + ": gave up after " + std::to_string(policy_.max_attempts) +
+                             " attempt(s); last: " + last_problem,
+                         endpoint_.api_key));
+  failed.tokens_in = paid_in, failed.tokens_out = paid_out;
+  throw failed;
 }
 
 }  // namespace kforge::evolve

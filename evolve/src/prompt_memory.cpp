@@ -3,7 +3,6 @@
 // reads again: earlier runs' rows, and this run's rows of generations before the child's.
 #include <algorithm>
 #include <cstdio>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -156,6 +155,65 @@ std::string number(const json& v) {
   return buf;
 }
 
+// Plain code, no std::regex: these read sanitizer and compiler logs of model-written kernels,
+// whose lines can be megabytes long (std::regex recursed per character and overflowed the stack).
+
+bool log_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n'; }
+
+// memcheck's first "Invalid __global__ read|write of size N byte(s)" line and the line after it,
+// its "=========" prefixes (with the spaces around them) made one space; none without both lines.
+std::optional<std::string> memcheck_first_error(const std::string& log) {
+  static const std::string head = "Invalid __global__ ";
+  for (size_t at = log.find(head); at != std::string::npos; at = log.find(head, at + 1)) {
+    size_t i = at + head.size();
+    if (log.compare(i, 4, "read") == 0) i += 4;
+    else if (log.compare(i, 5, "write") == 0) i += 5;
+    else continue;
+    if (log.compare(i, 9, " of size ") != 0) continue;
+    i += 9;
+    size_t digits = i;
+    while (digits < log.size() && log[digits] >= '0' && log[digits] <= '9') ++digits;
+    if (digits == i || log.compare(digits, 5, " byte") != 0) continue;
+    size_t first_end = log.find('\n', digits);
+    if (first_end == std::string::npos) continue;  // the line after it is part of the message
+    size_t second_end = log.find('\n', first_end + 1);
+    std::string m = log.substr(at, (second_end == std::string::npos ? log.size() : second_end) - at);
+    std::string out;
+    static const std::string bar = "=========";
+    size_t from = 0;
+    for (size_t b = m.find(bar); b != std::string::npos; b = m.find(bar, from)) {
+      size_t left = b;
+      while (left > from && log_space(m[left - 1])) --left;
+      out.append(m, from, left - from);
+      out += ' ';
+      from = b + bar.size();
+      while (from < m.size() && log_space(m[from])) ++from;
+    }
+    out.append(m, from, std::string::npos);
+    return out;
+  }
+  return std::nullopt;
+}
+
+// `text` with each number ("12", "0.25", "1e-4", "3-4") made "#": the same message at other
+// sizes or lines is the same lesson.
+std::string numbers_as_hash(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] < '0' || text[i] > '9') {
+      out += text[i++];
+      continue;
+    }
+    out += '#';
+    for (++i; i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
+                                  text[i] == '+' || text[i] == '-');
+         ++i) {
+    }
+  }
+  return out;
+}
+
 // An evaluation's failure in one line: the verdict's summary where it was kept, else what its
 // evidence says (where; expected against got; the runner's or memcheck's words).
 std::string evaluation_text(const std::string& outcome, const json& ev,
@@ -185,13 +243,7 @@ std::string evaluation_text(const std::string& outcome, const json& ev,
         (ev.contains("watchdog_ms") ? number(ev["watchdog_ms"]) + " ms " : std::string()) +
         "watchdog";
   } else if (detail.contains("memcheck") && detail["memcheck"].is_string()) {
-    static const std::regex line(
-        R"(Invalid __global__ (read|write) of size \d+ bytes?[^\n]*\n[^\n]*)");
-    std::smatch m;
-    std::string log = detail["memcheck"].get<std::string>();
-    s = std::regex_search(log, m, line)
-            ? std::regex_replace(m.str(), std::regex(R"(\s*=========\s*)"), " ")
-            : outcome;
+    s = memcheck_first_error(detail["memcheck"].get<std::string>()).value_or(outcome);
   } else if (detail.contains("cuda_error") && detail["cuda_error"].is_string()) {
     s = detail["cuda_error"].get<std::string>();
   } else if (detail.contains("output") && detail.contains("elements_differing")) {
@@ -409,12 +461,11 @@ std::vector<std::string> notable_failures(const PromptInputs& in, size_t k) {
   std::vector<FailureRow> rows = failure_rows(in, order);
   // Distinct: one per candidate, and one per message (numbers aside: the same error on another
   // line, or the same wrong output at other sizes, is the same lesson).
-  static const std::regex digits(R"([0-9][0-9.eE+-]*)");
   std::set<int64_t> candidates;
   std::set<std::string> messages;
   std::vector<const FailureRow*> distinct;
   for (const FailureRow& r : rows) {
-    std::string key = r.kind + " " + std::regex_replace(r.text, digits, "#");
+    std::string key = r.kind + " " + numbers_as_hash(r.text);
     if (candidates.count(r.candidate) || messages.count(key)) continue;
     candidates.insert(r.candidate), messages.insert(key);
     distinct.push_back(&r);

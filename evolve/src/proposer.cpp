@@ -2,7 +2,7 @@
 
 #include <future>
 #include <random>
-#include <regex>
+#include <climits>
 #include <sstream>
 
 #include "kforge/common/hash.h"
@@ -10,9 +10,19 @@
 
 namespace kforge::evolve {
 
+namespace {
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out;
+  return __builtin_add_overflow(a, b, &out) ? (b > 0 ? INT64_MAX : INT64_MIN) : out;
+}
+
+}  // namespace
+
 void LlmSpent::add(const LlmSpent& o) {
-  calls += o.calls, failed_calls += o.failed_calls, tokens_in += o.tokens_in, tokens_out += o.tokens_out;
-  cached += o.cached, cost_usd += o.cost_usd;
+  calls = saturating_add(calls, o.calls), failed_calls = saturating_add(failed_calls, o.failed_calls);
+  tokens_in = saturating_add(tokens_in, o.tokens_in), tokens_out = saturating_add(tokens_out, o.tokens_out);
+  cached = saturating_add(cached, o.cached), cost_usd += o.cost_usd;
 }
 
 LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device)
@@ -29,6 +39,7 @@ LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::str
 namespace {
 
 constexpr const char* kIdeaMark = "\x01the idea\x01";
+constexpr int kRetrySample = 1 << 20;  // added to a sample to ask once more after a paid failure
 
 // The ensemble's role for a prompt kind (the LLM config's temperature keys).
 std::string role_of(PromptKind kind) {
@@ -119,35 +130,72 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
 }
 
 // One request and its answer as a proposal (without `expect_code`, the answer's text is its source).
+// Every reply's reported usage is counted, a failed call's too.
 std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
                                           bool expect_code) {
   Proposal p = blank;
-  LlmSpent s;
+  const std::string& task = blank.task->id();
+  if (budget_spent()) {  // not asked: the loop stops on the same budget, nothing is recorded
+    p.unanswered = true;
+    return {p};
+  }
   ChatResponse r;
-  try {
-    r = v.client->chat(request, sample);
-    s.calls = 1, s.tokens_in = r.tokens_in, s.tokens_out = r.tokens_out, s.cached = r.cached;
-    s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out);
-    if (!expect_code) {
-      p.source = r.text;
-      count(blank.task->id(), s);
+  for (int asked = 1;; ++asked) {
+    LlmSpent s;
+    try {
+      // The second ask is another sample: a batch folder's answer to the first is that answer
+      // again (it would be counted twice), and a response cache keeps each apart.
+      r = v.client->chat(request, asked == 1 ? sample : sample + kRetrySample);
+      s.calls = 1, s.tokens_in = r.tokens_in, s.tokens_out = r.tokens_out, s.cached = r.cached;
+      s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out);
+      count(task, s);
+      break;
+    } catch (const LlmError& e) {
+      if (e.kind() == LlmError::Kind::Unanswered) {
+        p.unanswered = true;
+        return {p};
+      }
+      s.failed_calls = 1, s.tokens_in = e.tokens_in, s.tokens_out = e.tokens_out;
+      s.cost_usd = v.config.cost_usd(e.tokens_in, e.tokens_out);
+      count(task, s);
+      // A paid failure (cut off at the token limit, no answer text) is asked once more, if the
+      // budget allows; the client retried the unpaid ones already.
+      if (e.paid() && asked < 2 && !budget_spent(task)) continue;
+      p.answer_error = std::string("no answer from the model: ") + e.what() +
+                       (e.finish_reason.empty() ? "" : " [finish_reason: " + e.finish_reason + "]") +
+                       (asked > 1 ? " (asked " + std::to_string(asked) + " times)" : "");
       return {p};
     }
+  }
+  if (!expect_code) {
+    p.source = r.text;
+    return {p};
+  }
+  try {
     compile::Answer a = compile::parse_answer(r.text);
     p.source = a.source, p.plan = a.plan;
-  } catch (const LlmError& e) {
-    if (e.kind() == LlmError::Kind::Unanswered) {
-      p.unanswered = true;
-      return {p};
-    }
-    s.failed_calls = 1;
-    p.answer_error = std::string("no answer from the model: ") + e.what();
   } catch (const compile::AnswerError& e) {
     p.source = r.text;  // what the model said instead, kept as the candidate's evidence (or the ideas)
     p.answer_error = e.what();
+    std::string reason = r.finish_reason;
+    for (char& c : reason) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (reason == "length" || reason == "max_tokens")
+      *p.answer_error += " [finish_reason: " + r.finish_reason + ": the answer was cut at max_tokens]";
   }
-  count(blank.task->id(), s);
   return {p};
+}
+
+bool LlmProposer::budget_spent(const std::string& task) const {
+  std::lock_guard<std::mutex> lock(spent_mutex_);
+  const LlmBudget& b = budget;
+  if ((b.calls > 0 && spent_.calls >= b.calls) || (b.tokens > 0 && spent_.tokens() >= b.tokens) ||
+      (b.dollars > 0 && spent_.cost_usd >= b.dollars))
+    return true;
+  if (task.empty()) return false;
+  auto it = by_task_.find(task);
+  if (it == by_task_.end()) return false;
+  return (b.task_tokens > 0 && it->second.tokens() >= b.task_tokens) ||
+         (b.task_dollars > 0 && it->second.cost_usd >= b.task_dollars);
 }
 
 void LlmProposer::count(const std::string& task, const LlmSpent& s) {
@@ -188,21 +236,75 @@ std::string LlmProposer::models() const {
   return out;
 }
 
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// An idea's first line: optional spaces, an optional "-" or "*" bullet, optional "**", an optional
+// "Idea" (any case), its number (1 or 2 digits) and ".", ")" or ":", an optional "**"; what
+// follows is the idea. Each optional part is tried taken and left (as a regex would backtrack):
+// 8 tries, each one pass over the line's head.
+std::optional<std::pair<int, std::string>> idea_item(const std::string& line) {
+  for (int tries = 0; tries < 8; ++tries) {
+    bool bullet = tries & 1, bold = tries & 2, word = tries & 4;
+    size_t i = 0, n = line.size();
+    auto spaces = [&] {
+      while (i < n && is_space(line[i])) ++i;
+    };
+    spaces();
+    if (bullet) {
+      if (i >= n || (line[i] != '-' && line[i] != '*')) continue;
+      ++i;
+      spaces();
+    }
+    if (bold) {
+      if (line.compare(i, 2, "**") != 0) continue;
+      i += 2;
+    }
+    if (word) {
+      std::string w = line.substr(i, 4);
+      for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (w != "idea") continue;
+      i += 4;
+      spaces();
+    }
+    size_t digits = 0;
+    while (i + digits < n && digits < 3 && is_digit(line[i + digits])) ++digits;
+    if (digits == 0 || digits > 2) continue;
+    int number = std::stoi(line.substr(i, digits));
+    i += digits;
+    if (i >= n || (line[i] != '.' && line[i] != ')' && line[i] != ':')) continue;
+    ++i;
+    if (line.compare(i, 2, "**") == 0) i += 2;
+    spaces();
+    return std::make_pair(number, line.substr(i));
+  }
+  return std::nullopt;
+}
+
+void append_capped(std::string& idea, const std::string& more) {
+  if (idea.size() >= kMaxIdeaBytes) return;
+  idea += more.substr(0, kMaxIdeaBytes - idea.size());
+}
+
+}  // namespace
+
 std::vector<std::string> parse_ideas(const std::string& text, size_t max) {
-  static const std::regex item(R"(^\s*(?:[-*]\s*)?(?:\*\*)?(?:Idea\s*)?(\d{1,2})[.):](?:\*\*)?\s*(.*)$)",
-                               std::regex::icase);
   std::vector<std::string> ideas;
   std::istringstream in(text);
   bool in_code = false;
   for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.rfind("```", 0) == 0) in_code = !in_code;
     if (in_code || line.rfind("```", 0) == 0) continue;
-    std::smatch m;
-    if (std::regex_match(line, m, item) && std::stoi(m[1]) == static_cast<int>(ideas.size()) + 1) {
+    auto item = idea_item(line);
+    if (item && item->first == static_cast<int>(ideas.size()) + 1) {
       if (ideas.size() == max) break;
-      ideas.push_back(m[2]);
+      ideas.emplace_back();
+      append_capped(ideas.back(), item->second);
     } else if (!ideas.empty() && !line.empty()) {
-      ideas.back() += "\n" + line;
+      append_capped(ideas.back(), "\n" + line);
     }
   }
   for (std::string& i : ideas) {

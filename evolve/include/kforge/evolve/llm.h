@@ -31,7 +31,12 @@ struct Endpoint {
 
 // "openai:gpt-4.1" or "anthropic:claude-sonnet-4-5": provider, model, and the base URL and key from
 // the environment (OPENAI_BASE_URL / OPENAI_API_KEY, ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY).
+// Throws InputError naming the variable when its base URL is not http:// or https://.
 Endpoint endpoint_from_spec(const std::string& spec);
+
+// Whether `url` is an http:// or https:// URL (case-insensitive scheme) with a host: the only
+// protocols the client speaks (file://, gopher://, ... would read local files or reach any port).
+bool is_http_url(const std::string& url);
 
 struct ChatRequest {
   std::string system;
@@ -40,10 +45,18 @@ struct ChatRequest {
   int max_tokens = 8192;
 };
 
+// The most tokens one reply may report in either direction: past every context window. A larger
+// count is an endpoint's garbage (9.2e18 would overflow the sums): the reply is a bad one, charged
+// this many tokens.
+inline constexpr int64_t kMaxReplyTokens = 10'000'000;
+
 struct ChatResponse {
-  std::string text;       // the answer (text blocks joined)
-  std::string reasoning;  // reasoning/thinking content when the endpoint returns it
+  std::string text;       // the answer (text blocks joined), known secrets redacted
+  std::string reasoning;  // reasoning/thinking content when the endpoint returns it, redacted
   std::string model;      // as the endpoint reports it
+  std::string finish_reason;  // as reported: "stop", "length" (OpenAI), "end_turn", "max_tokens" (Anthropic), or ""
+  // What the endpoint reported for every reply of this call (a retried bad reply's too), each
+  // reply's counts within [0, kMaxReplyTokens].
   int64_t tokens_in = 0, tokens_out = 0;
   double latency_ms = 0;  // the successful attempt
   int attempts = 0;
@@ -81,11 +94,19 @@ void validate_policy(const RetryPolicy& policy);
 class LlmError : public Error {
  public:
   // Unanswered: no answer yet where one may come later (a batch folder); the run pauses and a
-  // resumed run asks again, nothing recorded for the child.
-  enum class Kind { Http, Timeout, Network, BadResponse, Unanswered };
+  // resumed run asks again, nothing recorded for the child. CutOff: the reply stopped at the token
+  // limit (finish_reason "length", stop_reason "max_tokens") before any answer text, e.g. a
+  // reasoning model that spent max_tokens thinking.
+  enum class Kind { Http, Timeout, Network, BadResponse, Unanswered, CutOff };
   LlmError(Kind kind, int http_status, const std::string& what) : Error(what), kind_(kind), status_(http_status) {}
   Kind kind() const { return kind_; }
   int http_status() const { return status_; }
+
+  // What the failed call's replies reported (they count against the budgets like an answer's).
+  int64_t tokens_in = 0, tokens_out = 0;
+  std::string finish_reason;  // the last reply's, "" when none came
+  // Whether a reply that reported usage came: a paid failure, which the client does not ask again.
+  bool paid() const { return tokens_in > 0 || tokens_out > 0 || kind_ == Kind::CutOff; }
 
  private:
   Kind kind_;
@@ -135,9 +156,15 @@ class ChatModel {
 // is sent, and a batch request line's "body".
 nlohmann::json openai_chat_body(const std::string& model, ChatRequest request);
 
+// Retries: 429, 5xx, network errors, timeouts and bad replies that reported no usage are asked
+// again, up to max_attempts; a reply that reported usage (a paid one: cut off at the token limit,
+// no answer text, implausible usage) ends the call at once as an LlmError carrying that usage: the
+// caller, who knows the budgets, decides whether to ask again. Only http and https are spoken
+// (redirects too, though none are followed).
 class LlmClient : public ChatModel {
  public:
   // `sleep` is how the client waits between attempts (tests observe it); default: really sleep.
+  // Throws InputError when the endpoint's base_url is not http(s) (naming the settings it comes from).
   explicit LlmClient(Endpoint endpoint, RetryPolicy policy = {},
                      std::function<void(std::chrono::milliseconds)> sleep = {},
                      std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr);
@@ -146,7 +173,8 @@ class LlmClient : public ChatModel {
   std::string model() const override { return endpoint_.model; }
   const Endpoint& endpoint() const { return endpoint_; }
 
-  // The delay before retry `attempt` (1-based): Retry-After when given, else exponential with jitter.
+  // The delay before retry `attempt` (1-based): Retry-After when given (capped at max_delay; an
+  // infinite, NaN or negative one is ignored), else exponential with jitter.
   std::chrono::milliseconds backoff(int attempt, std::optional<double> retry_after_s) const;
 
  private:
@@ -158,7 +186,10 @@ class LlmClient : public ChatModel {
   std::shared_ptr<ResponseCache> cache_;
 };
 
-// Parses one provider's JSON reply (exposed for tests); throws LlmError(BadResponse).
+// Parses one provider's JSON reply (exposed for tests; the batch folder's answers too): the text
+// with known secrets redacted, the finish reason, usage bounded by kMaxReplyTokens. Throws
+// LlmError (BadResponse, or CutOff for a reply stopped at the token limit with no answer text)
+// carrying whatever usage the reply reported.
 ChatResponse parse_reply(Provider provider, const std::string& body);
 
 // `text` with `secret` and every other known secret (kforge/common/secrets.h) redacted, echoes

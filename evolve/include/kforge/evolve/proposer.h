@@ -28,11 +28,19 @@ namespace kforge::evolve {
 // What answers cost: every answer the run used, the response cache's too (a resumed run counts
 // what the uninterrupted one did, so budgets stop both at the same place); `cached` says how many
 // of them this process did not pay for.
+// A failed call counts its replies' reported usage too (a reply cut at the token limit is paid for).
 struct LlmSpent {
   int64_t calls = 0, failed_calls = 0, tokens_in = 0, tokens_out = 0, cached = 0;
   double cost_usd = 0;
-  int64_t tokens() const { return tokens_in + tokens_out; }
-  void add(const LlmSpent& o);
+  int64_t tokens() const { return tokens_in > INT64_MAX - tokens_out ? INT64_MAX : tokens_in + tokens_out; }
+  void add(const LlmSpent& o);  // saturating: no sum wraps
+};
+
+// The run's LLM budgets as the proposer checks them before it asks (0: no limit). The loop checks
+// the same numbers between answers (RunConfig's llm_calls, llm_tokens, ...).
+struct LlmBudget {
+  int64_t calls = 0, tokens = 0, task_tokens = 0;
+  double dollars = 0, task_dollars = 0;
 };
 
 // One model of the ensemble and what answers it.
@@ -82,6 +90,13 @@ class LlmProposer {
   bool proposes_as(const std::string& model) const;
   std::string models() const;  // "openai:a x2, anthropic:b x1" or the one spec
   int ideas = 3;               // per ideas child
+  // Set before the first prepare(). A request is not sent once the run's budget is spent (its
+  // proposal is `unanswered`; the loop stops on the same budget). A reply cut at the token limit
+  // with no answer (LlmError CutOff) or another paid failure is asked again at most once, and not
+  // when the run's or the task's budget is spent.
+  LlmBudget budget;
+  // Whether the run's budget (`task` empty) or also the task's is spent.
+  bool budget_spent(const std::string& task = "") const;
 
  private:
   std::vector<Proposal> answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
@@ -100,7 +115,9 @@ class LlmProposer {
 };
 
 // The ideas in a model's answer to the ideas prompt: its numbered items ("1. ...", "2) ..."), each
-// with the lines that continue it; at most `max`.
+// with the lines that continue it; at most `max`, each cut at kMaxIdeaBytes. Plain code, linear in
+// the text (no std::regex: a long line overflowed its recursion).
+inline constexpr size_t kMaxIdeaBytes = 16 * 1024;
 std::vector<std::string> parse_ideas(const std::string& text, size_t max);
 
 }  // namespace kforge::evolve
