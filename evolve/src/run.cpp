@@ -84,6 +84,7 @@ class Loop {
       : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm),
         wall_before_(wall_before), start_(Clock::now()) {
     if (llm_) llm_->ideas = config_.ideas_count;
+    if (llm_) llm_->budget = {config_.llm_calls, config_.llm_tokens, config_.task_llm_tokens, config_.llm_dollars, config_.task_llm_dollars};
   }
 
   RunSummary run(std::vector<TaskState>& states) {
