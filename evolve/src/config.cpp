@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "config_values.h"
 #include "kforge/common/secrets.h"
 
 namespace kforge::evolve {
@@ -12,10 +13,13 @@ namespace {
 
 const std::set<std::string> kRoles = {"translate", "optimize", "crossover", "repair", "ideas"};
 
-std::optional<int> line_of(const toml::node* n) {
-  if (!n || n->source().begin.line == 0) return std::nullopt;
-  return static_cast<int>(n->source().begin.line);
-}
+// Bounds of the file's values (docs/llm-config.md).
+constexpr int kMaxConcurrency = 256;
+constexpr int kMaxTokens = 1 << 20;
+constexpr double kMaxWeight = 1e6;
+constexpr double kMaxPricePerMtok = 1e6;  // dollars per million tokens
+
+std::optional<int> line_of(const toml::node* n) { return toml_line(n); }
 
 }  // namespace
 
@@ -55,12 +59,8 @@ const ModelConfig& LlmConfig::pick(std::mt19937_64& rng) const {
 }
 
 LlmConfig load_llm_config(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw InputError(path, static_cast<int>(e.source().begin.line), "", "not valid TOML: " + std::string(e.description()));
-  }
+  toml::table root = parse_config_file(path);
+  auto at = [&](const toml::node& n, const std::string& field) { return ConfigPlace{path, line_of(&n), field}; };
   auto fail = [&](const toml::node* n, const std::string& field, const std::string& problem) {
     throw InputError(path, line_of(n), field, problem);
   };
@@ -81,6 +81,8 @@ LlmConfig load_llm_config(const std::string& path) {
         if (k.str() == "base_url") {
           if (!v.is_string()) fail(&v, f, "must be a string");
           pc.base_url = **v.as_string();
+          if (pc.base_url.rfind("http://", 0) != 0 && pc.base_url.rfind("https://", 0) != 0)
+            fail(&v, f, "must be an http:// or https:// URL");
         } else if (k.str() == "api_key_env") {
           if (!v.is_string()) fail(&v, f, "must be the name of an environment variable");
           key_env = **v.as_string();
@@ -88,17 +90,13 @@ LlmConfig load_llm_config(const std::string& path) {
           if (!v.is_string()) fail(&v, f, "must be a string");
           pc.api_key = **v.as_string();
         } else if (k.str() == "concurrency") {
-          if (!v.is_integer() || **v.as_integer() < 1) fail(&v, f, "must be a positive integer");
-          pc.concurrency = static_cast<int>(**v.as_integer());
+          pc.concurrency = config_integer(toml_int(v), 1, kMaxConcurrency, at(v, f));
         } else if (k.str() == "timeout" || k.str() == "connect_timeout") {
           if (!v.is_number()) fail(&v, f, "must be a number of seconds");
           auto ms = checked_timeout(v.value<double>().value(), path, line_of(&v), f);
           (k.str() == "timeout" ? pc.timeout : pc.connect_timeout) = ms;
         } else if (k.str() == "max_reply_bytes") {
-          if (!v.is_integer() || **v.as_integer() < kMinReplyBytes || **v.as_integer() > kMaxReplyBytes)
-            fail(&v, f, "must be an integer number of bytes from " + std::to_string(kMinReplyBytes) + " to " +
-                            std::to_string(kMaxReplyBytes));
-          pc.max_reply_bytes = **v.as_integer();
+          pc.max_reply_bytes = config_integer(toml_int(v), kMinReplyBytes, kMaxReplyBytes, at(v, f), "bytes");
         } else {
           fail(&v, f, "unknown key (known: base_url, api_key_env, api_key, concurrency, timeout, connect_timeout, max_reply_bytes)");
         }
@@ -129,27 +127,25 @@ LlmConfig load_llm_config(const std::string& path) {
           fail(&v, f, e.problem());
         }
       } else if (k.str() == "weight") {
-        if (!v.is_number() || v.value<double>().value() <= 0) fail(&v, f, "must be a positive number");
-        m.weight = v.value<double>().value();
+        m.weight = config_number(toml_number(v), 0, kMaxWeight, true, at(v, f),
+                                 "a positive number, at most " + std::to_string(static_cast<int>(kMaxWeight)));
       } else if (k.str() == "max_tokens") {
-        if (!v.is_integer() || **v.as_integer() < 1) fail(&v, f, "must be a positive integer");
-        m.max_tokens = static_cast<int>(**v.as_integer());
+        m.max_tokens = config_integer(toml_int(v), 1, kMaxTokens, at(v, f));
       } else if (k.str() == "temperature") {
         if (!v.is_table()) fail(&v, f, "must be a table like { translate = 0.7, repair = 0.2 }");
         for (auto&& [role, tv] : *v.as_table()) {
           std::string rf = f + "." + std::string(role.str());
           if (!kRoles.count(std::string(role.str()))) fail(&tv, rf, "unknown role (translate, optimize, crossover, repair, ideas)");
-          if (!tv.is_number() || tv.value<double>().value() < 0 || tv.value<double>().value() > 2) fail(&tv, rf, "must be a number in [0, 2]");
-          m.temperature[std::string(role.str())] = tv.value<double>().value();
+          m.temperature[std::string(role.str())] = config_number(toml_number(tv), 0, 2, false, at(tv, rf), "a number in [0, 2]");
         }
       } else if (k.str() == "price") {
         if (!v.is_table()) fail(&v, f, "must be a table { input = dollars per million tokens, output = ... }");
         for (auto&& [pk, pv] : *v.as_table()) {
           std::string pf = f + "." + std::string(pk.str());
-          if (!pv.is_number() || pv.value<double>().value() < 0) fail(&pv, pf, "must be a non-negative number (dollars per million tokens)");
-          if (pk.str() == "input") m.price_input_per_mtok = pv.value<double>().value();
-          else if (pk.str() == "output") m.price_output_per_mtok = pv.value<double>().value();
-          else fail(&pv, pf, "unknown key (input, output)");
+          if (pk.str() != "input" && pk.str() != "output") fail(&pv, pf, "unknown key (input, output)");
+          double price = config_number(toml_number(pv), 0, kMaxPricePerMtok, false, at(pv, pf),
+                                       "a non-negative number of dollars per million tokens, at most 1000000");
+          (pk.str() == "input" ? m.price_input_per_mtok : m.price_output_per_mtok) = price;
         }
       } else {
         fail(&v, f, "unknown key (known: model, weight, max_tokens, temperature, price)");

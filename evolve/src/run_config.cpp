@@ -3,7 +3,10 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
+
+#include "config_values.h"
 
 #include "kforge/common/error.h"
 #include "kforge/evolve/run.h"
@@ -13,56 +16,99 @@ namespace {
 
 using nlohmann::json;
 
-// Every key kforge knows, by section ("" the top level), with whether it is a number, a bool,
-// or a list of strings.
-enum class Kind { Number, Integer, Bool, String, Strings };
-const std::map<std::string, std::map<std::string, Kind>>& known() {
-  static const std::map<std::string, std::map<std::string, Kind>> k = {
-      {"", {{"tasks", Kind::Strings}, {"seed", Kind::Integer}, {"model", Kind::String}, {"llm_config", Kind::String},
-            {"generations", Kind::Integer},
-            {"children", Kind::Integer}, {"judge_top", Kind::Integer}, {"islands", Kind::Integer},
-            {"migration_interval", Kind::Integer}, {"target_speedup", Kind::Number}, {"admit", Kind::Bool}}},
+// Every key kforge knows, by section ("" the top level), with its kind and, for an integer, its
+// range: each bound is checked before the value is narrowed to its field (a generations of 2^63 - 1
+// became -1 and measured nothing; children = 10^9 hung the loop).
+enum class Kind { Number, Integer, Seed, Bool, String, Strings };
+struct Spec {
+  Kind kind;
+  int64_t lo = 0, hi = 0;  // Integer
+};
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();  // an int64_t budget; 0 is none
+const std::map<std::string, std::map<std::string, Spec>>& known() {
+  static const std::map<std::string, std::map<std::string, Spec>> k = {
+      {"",
+       {{"tasks", {Kind::Strings}},
+        {"seed", {Kind::Seed}},
+        {"model", {Kind::String}},
+        {"llm_config", {Kind::String}},
+        {"generations", {Kind::Integer, 0, 10000}},
+        {"children", {Kind::Integer, 0, 1000}},
+        {"judge_top", {Kind::Integer, 0, 1000}},
+        {"islands", {Kind::Integer, 1, 100}},
+        {"migration_interval", {Kind::Integer, 0, 10000}},
+        {"target_speedup", {Kind::Number}},
+        {"admit", {Kind::Bool}}}},
       {"llm",
-       {{"children", Kind::Integer}, {"repair_attempts", Kind::Integer}, {"optimize", Kind::Number},
-        {"crossover", Kind::Number}, {"ideas", Kind::Number}, {"ideas_count", Kind::Integer},
-        {"profile", Kind::Bool}}},
+       {{"children", {Kind::Integer, 0, 1000}},
+        {"repair_attempts", {Kind::Integer, 0, 10}},
+        {"optimize", {Kind::Number}},
+        {"crossover", {Kind::Number}},
+        {"ideas", {Kind::Number}},
+        {"ideas_count", {Kind::Integer, 1, 100}},
+        {"profile", {Kind::Bool}}}},
       {"budget",
-       {{"evaluations", Kind::Integer}, {"task_evaluations", Kind::Integer}, {"minutes", Kind::Number},
-        {"gpu_minutes", Kind::Number}, {"task_gpu_minutes", Kind::Number}, {"llm_calls", Kind::Integer},
-        {"llm_tokens", Kind::Integer}, {"llm_dollars", Kind::Number}, {"task_llm_tokens", Kind::Integer},
-        {"task_llm_dollars", Kind::Number}}},
-      {"selection", {{"best", Kind::Number}, {"elite", Kind::Number}}},
-      {"tuner", {{"exhaustive_max", Kind::Integer}, {"elite", Kind::Integer}, {"random_share", Kind::Number}}},
+       {{"evaluations", {Kind::Integer, 0, kNoLimit}},
+        {"task_evaluations", {Kind::Integer, 0, kNoLimit}},
+        {"minutes", {Kind::Number}},
+        {"gpu_minutes", {Kind::Number}},
+        {"task_gpu_minutes", {Kind::Number}},
+        {"llm_calls", {Kind::Integer, 0, kNoLimit}},
+        {"llm_tokens", {Kind::Integer, 0, kNoLimit}},
+        {"llm_dollars", {Kind::Number}},
+        {"task_llm_tokens", {Kind::Integer, 0, kNoLimit}},
+        {"task_llm_dollars", {Kind::Number}}}},
+      {"selection", {{"best", {Kind::Number}}, {"elite", {Kind::Number}}}},
+      {"tuner",
+       {{"exhaustive_max", {Kind::Integer, 0, 100000}},
+        {"elite", {Kind::Integer, 0, 1000}},
+        {"random_share", {Kind::Number}}}},
   };
   return k;
 }
 
-// Checks `j` against known(): unknown keys, wrong types and negative numbers are InputErrors.
+// A JSON integer as config_integer's input: nullopt when it is not one or lies past int64_t.
+std::optional<int64_t> json_int(const json& v) {
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>() <= static_cast<uint64_t>(kNoLimit) ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
+  return v.is_number_integer() ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
+}
+
+// Checks `j` against known(): unknown keys, wrong types, integers out of their range and numbers
+// that are negative, NaN or infinite are InputErrors naming the key.
 void check(const json& j, const std::string& file) {
   if (!j.is_object()) throw InputError(file, std::nullopt, "", "a run config is a table of keys");
   for (const auto& [key, value] : j.items()) {
     bool section = known().count(key) && !key.empty();
-    const std::map<std::string, Kind>& keys = known().at(section ? key : "");
+    const std::map<std::string, Spec>& keys = known().at(section ? key : "");
     const json& entries = section ? value : json{{key, value}};
     if (section && !value.is_object()) throw InputError(file, std::nullopt, key, "must be a table");
     for (const auto& [name, v] : entries.items()) {
       std::string field = section ? key + "." + name : name;
       auto it = keys.find(name);
       if (it == keys.end()) throw InputError(file, std::nullopt, field, "unknown key (docs/evolve.md lists them)");
-      bool ok = it->second == Kind::Bool      ? v.is_boolean()
-                : it->second == Kind::String  ? v.is_string()
-                : it->second == Kind::Strings ? v.is_array() && std::all_of(v.begin(), v.end(), [](const json& s) {
-                                                  return s.is_string();
-                                                })
-                : it->second == Kind::Integer ? v.is_number_integer() && v.get<int64_t>() >= 0
-                                              : v.is_number() && v.get<double>() >= 0;
-      if (!ok)
-        throw InputError(file, std::nullopt, field,
-                         it->second == Kind::Bool      ? "must be true or false"
-                         : it->second == Kind::String  ? "must be a string"
-                         : it->second == Kind::Strings ? "must be a list of strings"
-                         : it->second == Kind::Integer ? "must be a whole number, 0 or more"
-                                                       : "must be a number, 0 or more");
+      ConfigPlace at{file, std::nullopt, field};
+      const Spec& spec = it->second;
+      switch (spec.kind) {
+        case Kind::Integer: (void)config_integer(json_int(v), spec.lo, spec.hi, at); break;
+        case Kind::Seed:  // a uint64_t: --seed takes any, a TOML file 0 to 2^63 - 1
+          if (!v.is_number_unsigned()) (void)config_integer(json_int(v), int64_t{0}, kNoLimit, at);
+          break;
+        case Kind::Number:
+          (void)config_number(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt, 0,
+                              std::numeric_limits<double>::max(), false, at, "a number, 0 or more (not NaN or infinite)");
+          break;
+        case Kind::Bool:
+          if (!v.is_boolean()) throw InputError(file, std::nullopt, field, "must be true or false");
+          break;
+        case Kind::String:
+          if (!v.is_string()) throw InputError(file, std::nullopt, field, "must be a string");
+          break;
+        case Kind::Strings:
+          if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& s) { return s.is_string(); }))
+            throw InputError(file, std::nullopt, field, "must be a list of strings");
+          break;
+      }
     }
   }
 }
@@ -167,18 +213,11 @@ RunConfig RunConfig::from_json(const json& recorded) {
     throw InputError("run config", std::nullopt, "tuner.random_share", "must be at most 1");
   if (c.operators.optimize + c.operators.crossover + c.operators.ideas <= 0)
     throw InputError("run config", std::nullopt, "llm", "optimize + crossover + ideas must be above 0 (they are the mix of operators)");
-  if (c.ideas_count < 1) throw InputError("run config", std::nullopt, "llm.ideas_count", "must be at least 1");
-  if (c.islands < 1) throw InputError("run config", std::nullopt, "islands", "must be at least 1");
   return c;
 }
 
 RunConfig load_run_config(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw InputError(path, static_cast<int>(e.source().begin.line), "", "not valid TOML: " + std::string(e.description()));
-  }
+  toml::table root = parse_config_file(path);
   json j = toml_to_json(root);
   try {
     return RunConfig::from_json(j);

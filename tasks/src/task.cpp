@@ -10,6 +10,7 @@
 
 #include "kforge/common/hash.h"
 #include "kforge/common/strings.h"
+#include "kforge/common/toml_limits.h"
 #include "kforge/tasks/reference.h"
 
 namespace fs = std::filesystem;
@@ -27,10 +28,9 @@ const std::set<std::string> kTopLevelKeys = {
     "check",   "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
 
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
-// on deep or long input): checked by linear scans before either parser runs.
+// on deep or long input): checked by linear scans before either parser runs (TOML nesting and
+// dotted keys: kforge/common/toml_limits.h).
 constexpr size_t kMaxTaskFileBytes = 1 << 20;
-constexpr int kMaxTomlDepth = 32;     // nested [ and { (a [[table]] header counts 2)
-constexpr int kMaxTomlKeyParts = 32;  // a.b.c = 1, [a.b.c]: dotted parts of one key
 constexpr size_t kMaxReferenceBytes = 32 * 1024;
 constexpr int kMaxReferenceLines = 1000;
 constexpr size_t kMaxReferenceLineChars = 1000;
@@ -40,61 +40,6 @@ struct Problem {
   int line;
   std::string what;
 };
-
-// The first reason toml++ must not see `text`: nesting or dotted keys past the limits. Strings
-// and comments are skipped as TOML defines them; one pass, no recursion.
-std::optional<Problem> toml_problem(const std::string& text) {
-  std::vector<char> open;  // the brackets open now; never longer than kMaxTomlDepth + 1
-  int line = 1, parts = 0;
-  bool key = true;  // reading a key (a line start outside brackets, a header, after { or ,)
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '\n') {
-      ++line;
-      if (open.empty()) key = true, parts = 0;
-      continue;
-    }
-    if (c == '#') {
-      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      bool triple = text.compare(i, 3, std::string(3, c)) == 0;
-      size_t end = i + (triple ? 3 : 1);
-      bool escapes = c == '"';
-      while (end < text.size()) {
-        if (escapes && text[end] == '\\') {
-          end += 2;
-          continue;
-        }
-        if (!triple && text[end] == '\n') break;  // unterminated: toml++ reports it
-        if (triple ? text.compare(end, 3, std::string(3, c)) == 0 : text[end] == c) break;
-        ++end;
-      }
-      for (size_t k = i; k < end && k < text.size(); ++k) line += text[k] == '\n';
-      if (!triple && end < text.size() && text[end] == '\n') end -= 1;  // the loop reads the '\n'
-      i = std::min(end + (triple ? 2 : 0), text.size());
-      continue;
-    }
-    if (c == '[' || c == '{') {
-      open.push_back(c);
-      if (static_cast<int>(open.size()) > kMaxTomlDepth)
-        return Problem{
-            line, "nested more than " + std::to_string(kMaxTomlDepth) + " levels deep ([ and {)"};
-      if (c == '{') key = true, parts = 0;
-    } else if (c == ']' || c == '}') {
-      if (!open.empty()) open.pop_back();
-    } else if (c == ',' && !open.empty() && open.back() == '{') {
-      key = true, parts = 0;
-    } else if (c == '=') {
-      key = false;
-    } else if (c == '.' && key && ++parts >= kMaxTomlKeyParts) {
-      return Problem{line,
-                     "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
-    }
-  }
-  return std::nullopt;
-}
 
 // The first reason the reference is too large for TorchScript's recursive compiler, with its
 // line relative to the reference's first line (1-based).

@@ -29,7 +29,10 @@ class BatchExchange : public ChatModel {
 
   // Writes the request (once) and waits for its answer. Throws LlmError: Http when the answer's
   // status is not 200 or it carries an error, BadResponse when its body is not a chat completion,
-  // Unanswered after `wait` or a cancel().
+  // Unanswered after `wait` or a cancel(). Throws InputError naming the file and line for what no
+  // batch API writes: a .jsonl that is not a regular file (a FIFO, a link to a device) or is over
+  // 1 GiB, a line over 64 MiB or nested past 64 levels, an answer line of the wrong shape
+  // ("status_code": "200"), two different answers to one request (naming both places).
   ChatResponse chat(const ChatRequest& request, int sample = 0) const override;
   std::string model() const override { return model_; }
   void cancel() const override { cancelled_ = true; }
@@ -42,6 +45,7 @@ class BatchExchange : public ChatModel {
 
  private:
   std::optional<nlohmann::json> find_answer(const std::string& id) const;
+  void append_request(const std::string& line) const;
   std::filesystem::path dir_, requests_;
   std::string model_;
   std::chrono::milliseconds wait_, poll_;
