@@ -26,7 +26,11 @@ int run_export(ExportArgs& a) {
   compile::Compiler compiler;
   std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into " << a.o.out.string() << std::endl;
   exporter::ExportResult r = exporter::export_library(a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
-  for (const exporter::Missing& m : r.missing) std::cout << "  " << m.task << ": not exported: " << printable(m.why) << std::endl;
+  for (const exporter::Missing& m : r.missing) {  // the whole reason, its later lines indented
+    std::string why = printable(m.why);
+    for (size_t at = why.find('\n'); at != std::string::npos; at = why.find('\n', at + 1)) why.insert(at + 1, "    ");
+    std::cout << "  " << printable(m.task) << ": not exported: " << why << std::endl;
+  }
   std::cout << r.ops.size() << " op(s) exported, " << r.missing.size() << " task(s) left out (manifest.json lists them); "
             << "build: cmake -S " << a.o.out.string() << " -B build, or pip install --no-build-isolation " << a.o.out.string() << std::endl;
   return r.ops.empty() ? kExitFindings : kExitOk;

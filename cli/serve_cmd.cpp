@@ -18,23 +18,28 @@ struct ServeArgs {
   bool allow_remote = false;
 };
 
-httplib::Server* running = nullptr;
+browse::Server* running = nullptr;
 
 int run_serve(const ServeArgs& a) {
   std::string path = archive::database_path(a.db).string();
   archive::Archive::open_read_only(path);  // a missing or old archive: its error now, not per page
-  if (!browse::is_loopback(a.host)) {
+  // Decided on the address the host resolves to, and that address is the one bound: "127.x.invalid"
+  // is a name like any other.
+  std::string address = browse::resolve_host(a.host);
+  if (address.empty())
+    throw UsageError("kforge serve: --host " + a.host + " resolves to no address (give an address of this machine, e.g. 127.0.0.1)");
+  if (!browse::is_loopback(address)) {
     if (!a.allow_remote)
       throw UsageError("kforge serve: --host " + a.host + " is not a loopback address; the archive holds kernel sources "
                        "and run configurations: pass --allow-remote to serve it to other machines");
-    std::cerr << "kforge serve: WARNING: serving " << path << " on " << a.host
+    std::cerr << "kforge serve: WARNING: serving " << path << " on " << a.host << (address != a.host ? " (" + address + ")" : "")
               << ", reachable from other machines, without authentication\n";
   }
-  httplib::Server server;
+  browse::Server server;  // request deadlines and a bound per client (docs/security.md, "The web view")
   browse::add_routes(server, path);
-  if (!server.bind_to_port(a.host, a.port))
+  if (!server.bind_to_port(address, a.port))
     throw UsageError("kforge serve: cannot listen on " + a.host + ":" + std::to_string(a.port) + " (in use, or not this machine's)");
-  std::cout << "kforge serve: " << path << " (read-only) at http://" << (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host)
+  std::cout << "kforge serve: " << path << " (read-only) at http://" << (address.find(':') != std::string::npos ? "[" + address + "]" : address)
             << ":" << a.port << "/  (Ctrl-C stops)" << std::endl;
   running = &server;
   std::signal(SIGINT, [](int) { running->stop(); });

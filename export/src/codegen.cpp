@@ -7,27 +7,51 @@
 #include "kforge/common/error.h"
 #include "kforge/common/strings.h"
 #include "kforge/export/exporter.h"
+#include "generated_text.h"
 
 namespace kforge::exporter {
 
-namespace {
-
-using compile::TensorRole;
-
-// A C++ string literal of `s` (escaped; task text may hold anything).
-std::string literal(const std::string& s) {
-  std::string out = "\"";
+std::string cpp_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
   for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-    else {
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '?') {
+      out += static_cast<char>(c);
+    } else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\%03o", c);
       out += buf;
     }
   }
-  return out + "\"";
+  return out;
 }
+
+const std::string& checked_name(const std::string& name, const std::string& who, const std::string& field) {
+  if (!is_identifier(name))
+    throw Error(who + ": " + field + ": '" + printable(name) +
+                "' is not a C++ identifier (letters, digits, _); kforge export writes it as code and refuses it");
+  return name;
+}
+
+void check_generated_names(const Op& op) {
+  const std::string who = op.task ? op.task->id() : op.op;
+  checked_name(op.op, who, "op name");
+  for (const compile::TensorInfo& t : op.tensors) checked_name(t.name, who, "tensors");
+  if (op.task) {
+    for (const auto& [name, value] : op.task->dims) checked_name(name, who, "dims");
+    for (const tasks::InputSpec& in : op.task->inputs) checked_name(in.name, who, "inputs");
+  }
+  for (const auto& [name, value] : op.tunables) checked_name(name, who, "tunables");
+  for (const compile::WorkspaceSpec& w : op.plan.workspaces) checked_name(w.name, who, "plan.workspace");
+}
+
+namespace {
+
+using compile::TensorRole;
+using nlohmann::json;
+
+// Task and archive text in generated C++: generated_text.h (one rule).
+std::string literal(const std::string& s) { return cpp_literal(s); }
 
 std::string c_type(tasks::Dtype d) {
   switch (d) {
@@ -110,8 +134,8 @@ std::string workspace_code(const Op& op) {
     const compile::WorkspaceSpec& w = op.plan.workspaces[i];
     o << "  e = " << literal(w.count.text()) << ";\n"
       << "  const int64_t ws" << i << "_count = " << code(w.count, op) << ";\n"
-      << "  if (ws" << i << "_count < 1) throw Error(std::string(op) + \": workspace " << w.name << " would hold \" + std::to_string(ws" << i
-      << "_count) + \" elements\" + " << dims_in_words(op) << ");\n"
+      << "  if (ws" << i << "_count < 1) throw Error(std::string(op) + " << literal(": workspace " + w.name + " would hold ")
+      << " + std::to_string(ws" << i << "_count) + \" elements\" + " << dims_in_words(op) << ");\n"
       << "  const uint64_t ws" << i << "_offset = ws_end, ws" << i << "_bytes = uint64_t(ws" << i << "_count) * "
       << tasks::dtype_size(w.dtype) << ";\n"
       << "  ws_end = (ws" << i << "_offset + ws" << i << "_bytes + 255) / 256 * 256;\n";
@@ -123,7 +147,7 @@ std::string workspace_code(const Op& op) {
 
 std::string op_declaration(const Op& op) {
   std::ostringstream o;
-  o << "// " << op.task->id() << ": " << op.task->summary << "\n//  ";
+  o << "// " << cpp_text(op.task->id() + ": " + op.task->summary) << "\n//  ";
   for (const compile::TensorInfo& t : op.tensors) {
     if (t.role == TensorRole::Workspace) continue;
     o << " " << (t.role == TensorRole::Input ? "in " : "out ") << t.name << " " << tasks::dtype_name(t.dtype);
@@ -151,7 +175,9 @@ std::string op_definition(const Op& op, const std::string& ns) {
     std::string from = "int64_t " + d;
     dp.replace(dp.find(from), from.size(), "int64_t d_" + d);
   }
-  o << "// " << op.task->id() << ", candidate " << op.manifest["candidate"].value("identity", "").substr(0, 16) << "\n";
+  const json* candidate = op.manifest.is_object() && op.manifest.contains("candidate") ? &op.manifest["candidate"] : nullptr;
+  std::string identity = candidate && candidate->is_object() ? candidate->value("identity", "") : "";
+  o << "// " << cpp_text(op.task->id() + ", candidate " + identity.substr(0, 16)) << "\n";
   o << "size_t " << op.op << "_workspace_bytes(" << dp << ") {\n  static const char* const op = " << literal(op.op) << ";\n"
     << kIntLambda << workspace_code(op) << "  return size_t(ws_end);\n}\n\n";
   o << "void " << op.op << "(" << params << dp << ", CUstream stream, void* workspace) {\n"
@@ -160,13 +186,13 @@ std::string op_definition(const Op& op, const std::string& ns) {
     o << "  if (d_" << d << " < 1) throw Error(std::string(op) + \": size " << d << " is \" + std::to_string(d_" << d
       << ") + \"; every size must be at least 1\");\n";
   for (const Expr& c : op.task->constraints)
-    o << "  e = " << literal(c.text()) << ";\n  if (" << code(c, op) << " == 0) throw Error(std::string(op) + \": the task needs "
-      << c.text() << "\" + " << dims_in_words(op) << ");\n";
+    o << "  e = " << literal(c.text()) << ";\n  if (" << code(c, op) << " == 0) throw Error(std::string(op) + "
+      << literal(": the task needs " + c.text()) << " + " << dims_in_words(op) << ");\n";
   o << workspace_code(op);
   // The plan's constraints chose its tunables at the timed dims; as in kforge's judge they are not
   // checked per call (the kernel was verified at every check configuration with these tunables,
   // wherever a constraint held or not: docs/export.md).
-  for (const Expr& c : op.plan.constraints) o << "  // plan constraint (chose the tunables): " << c.text() << "\n";
+  for (const Expr& c : op.plan.constraints) o << "  // plan constraint (chose the tunables): " << cpp_text(c.text()) << "\n";
   for (const compile::TensorInfo& t : op.tensors)
     if (t.role != TensorRole::Workspace)
       o << "  detail::check_aligned(x_" << t.name << ", 16, op, " << literal(t.name) << ");\n";
@@ -177,13 +203,13 @@ std::string op_definition(const Op& op, const std::string& ns) {
   for (size_t i = 0; i < op.plan.workspaces.size(); ++i)
     if (op.plan.workspaces[i].zero_init)
       o << "  detail::check(cuMemsetD8Async(CUdeviceptr(ws_base + ws" << i << "_offset), 0, ws" << i
-        << "_bytes, stream), op, \"zeroing workspace " << op.plan.workspaces[i].name << "\");\n";
+        << "_bytes, stream), op, " << literal("zeroing workspace " + op.plan.workspaces[i].name) << ");\n";
   for (size_t k = 0; k < op.plan.launches.size(); ++k) {
     const compile::LaunchSpec& l = op.plan.launches[k];
     size_t kernel = 0;
     for (size_t i = 0; i < op.kernels.size(); ++i)
       if (op.kernels[i].name == l.kernel) kernel = i;
-    o << "  {  // launch[" << k << "]: " << l.kernel << "\n    kforge_launch::Launch l;\n";
+    o << "  {  // launch[" << k << "]: " << cpp_text(l.kernel) << "\n    kforge_launch::Launch l;\n";
     auto field = [&](const std::string& lhs, const Expr& e) {
       o << "    e = " << literal(e.text()) << ";\n    " << lhs << " = " << code(e, op) << ";\n";
     };

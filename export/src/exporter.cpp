@@ -254,8 +254,7 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
     compile::CandidateReport r = compile::check_candidate(task, op.tensors, w.source, w.plan, op.tunables,
                                                           compile::DeviceFacts::for_arch(arch), compiler);
     if (!r.ok()) {
-      not_built.push_back({{"arch", arch},
-                           {"why", r.errors.empty() ? std::string() : r.errors.front().substr(0, r.errors.front().find('\n'))}});
+      not_built.push_back({{"arch", arch}, {"why", r.errors.empty() ? std::string("no reason given") : join(r.errors, "\n")}});
       continue;
     }
     if (op.kernels.empty()) op.kernels = r.kernels;
@@ -272,6 +271,7 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
   op.manifest["tunables"] = w.tunables;
   op.manifest["judged"] = w.evaluation;
   op.manifest["not_built"] = not_built;
+  check_generated_names(op);
   return op;
 }
 
@@ -293,6 +293,7 @@ Op fallback_op(const std::string& task_id, const std::string& name, const Export
   op.manifest["candidate"] = nullptr;
   op.manifest["judged"] = nullptr;
   op.manifest["tunables"] = json::object();
+  check_generated_names(op);
   return op;
 }
 

@@ -11,6 +11,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/export/exporter.h"
+#include "generated_text.h"
 
 namespace kforge::exporter {
 
@@ -47,8 +48,8 @@ std::string header(const ExportOptions& o, const ExportResult& r) {
     << "namespace " << ns << " {\n\n"
     << "class Error : public std::runtime_error {\n public:\n  using std::runtime_error::runtime_error;\n};\n\n";
   for (const Op& op : r.ops)
-    h << (op.fallback ? "// " + op.op + " (" + op.task->id() + "): no kernel; torch.ops." + ns + "." + op.op +
-                            " runs the task's reference (--fallback)\n"
+    h << (op.fallback ? "// " + cpp_text(op.op + " (" + op.task->id() + "): no kernel; torch.ops." + ns + "." + op.op +
+                                     " runs the task's reference (--fallback)") + "\n"
                       : op_declaration(op))
       << "\n";
   h << "}  // namespace " << ns << "\n";
@@ -72,14 +73,14 @@ std::string images(const ExportOptions& o, const ExportResult& r) {
   s << "\nnamespace " << o.name << "::detail {\n\n";
   for (const Op& op : r.ops) {
     if (op.fallback) continue;
-    s << "extern const OpImages " << op.op << "_images;\nconst OpImages " << op.op << "_images = {\"" << op.op << "\", {";
+    s << "extern const OpImages " << op.op << "_images;\nconst OpImages " << op.op << "_images = {" << cpp_literal(op.op) << ", {";
     for (size_t i = 0; i < op.images.size(); ++i) {
       std::string sym = "kforge_" + o.name + "_" + op.op + "_" + std::to_string(i);
       s << (i ? ",\n    " : "") << "{" << sym << ", size_t(" << sym << "_end - " << sym << "), " << op.images[i].sm << ", "
-        << (op.images[i].ptx ? "true" : "false") << ", \"" << op.images[i].arch << "\"}";
+        << (op.images[i].ptx ? "true" : "false") << ", " << cpp_literal(op.images[i].arch) << "}";
     }
     s << "}, {";
-    for (size_t k = 0; k < op.kernels.size(); ++k) s << (k ? ", " : "") << "\"" << op.kernels[k].lowered << "\"";
+    for (size_t k = 0; k < op.kernels.size(); ++k) s << (k ? ", " : "") << cpp_literal(op.kernels[k].lowered);
     s << "}};\n\n";
   }
   s << "}  // namespace " << o.name << "::detail\n";
@@ -146,9 +147,9 @@ std::string torch_file(const ExportOptions& o, const ExportResult& r) {
     << "namespace {\n\n" << kCheckFunctions;
   for (const Op& op : r.ops) s << torch_definition(op, o.name) << "\n";
   s << "}  // namespace\n\nTORCH_LIBRARY(" << o.name << ", m) {\n";
-  for (const Op& op : r.ops) s << "  m.def(\"" << torch_schema(op) << "\");\n";
+  for (const Op& op : r.ops) s << "  m.def(" << cpp_literal(torch_schema(op)) << ");\n";
   s << "}\n\nTORCH_LIBRARY_IMPL(" << o.name << ", CUDA, m) {\n";
-  for (const Op& op : r.ops) s << "  m.impl(\"" << op.op << "\", &" << op.op << "_cuda);\n";
+  for (const Op& op : r.ops) s << "  m.impl(" << cpp_literal(op.op) << ", &" << op.op << "_cuda);\n";
   s << "}\n";
   return s.str();
 }
@@ -194,6 +195,14 @@ std::string readme(const ExportOptions& o, const ExportResult& r) {
 }  // namespace
 
 void write_package(const ExportOptions& o, const ExportResult& r) {
+  // Every name the package writes as code (generated_text.h), checked before a file is written.
+  checked_name(o.name, "kforge export", "package name");
+  for (const Op& op : r.ops) {
+    check_generated_names(op);
+    for (const Op::Image& i : op.images)
+      if (i.arch.empty() || i.arch.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        throw Error((op.task ? op.task->id() : op.op) + ": images: '" + printable(i.arch) + "' is not an architecture name");
+  }
   const std::filesystem::path& d = o.out;
   const std::string& ns = o.name;
   json manifest = {{"name", ns},
@@ -209,7 +218,8 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
                    {"missing", json::array()}};
   for (const Op& op : r.ops) manifest["ops"].push_back(op.manifest);
   for (const Missing& m : r.missing) manifest["missing"].push_back({{"task", m.task}, {"why", m.why}});
-  std::string manifest_text = manifest.dump(2) + "\n";
+  // JSON's rule: the library's escaping; bytes that are not UTF-8 (archive text) become U+FFFD.
+  std::string manifest_text = manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   write(d / "manifest.json", manifest_text);
   write(d / "python" / ns / "manifest.json", manifest_text);
   write(d / "include" / ns / (ns + ".h"), header(o, r));

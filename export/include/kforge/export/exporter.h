@@ -73,6 +73,11 @@ std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
 // The package's files for `ops` (and `missing`, listed in the manifest), under options.out.
 void write_package(const ExportOptions& options, const ExportResult& result);
 
+// Throws kforge::Error naming the task and field when a name the generated C++ uses as an
+// identifier (the op, its tensors, dims, tunables, workspaces) is not one: such text is refused,
+// never escaped (export/src/generated_text.h has the rule for all other text).
+void check_generated_names(const Op& op);
+
 // Generated source, one op at a time (tests read them).
 std::string op_declaration(const Op& op);
 std::string op_definition(const Op& op, const std::string& ns);
