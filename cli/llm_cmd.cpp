@@ -36,6 +36,7 @@ void add_llm_command(CLI::App& app, int& exit_code) {
     evolve::RetryPolicy ping_policy;
     ping_policy.max_attempts = 2;
     ping_policy.total_timeout = std::chrono::seconds(60);
+    ping_policy.max_delay = std::chrono::seconds(5);  // a Retry-After of hours (or "inf") waits 5 s here
     std::vector<Target> targets;
     if (!model->empty() || cfg_path.empty()) {
       std::string spec = *model;

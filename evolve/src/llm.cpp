@@ -53,12 +53,12 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   std::string lower = line;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower.rfind("retry-after:", 0) == 0) {
-    // A number of seconds; an HTTP-date, garbage, NaN, infinite or negative value: none (the
-    // exponential backoff). backoff() caps what is left at max_delay.
+    // A number of seconds (backoff() caps it at max_delay, "inf" and 1e300 included); an
+    // HTTP-date, garbage, NaN or a negative value: none (the exponential backoff).
     std::string v = line.substr(12);
     char* end = nullptr;
     double s = std::strtod(v.c_str(), &end);
-    if (end != v.c_str() && std::isfinite(s) && s >= 0) r->retry_after_s = s;
+    if (end != v.c_str() && s >= 0) r->retry_after_s = s;  // NaN fails the comparison
   }
   return size * n;
 }
@@ -359,7 +359,7 @@ LlmClient::LlmClient(Endpoint endpoint, RetryPolicy policy, std::function<void(s
 }
 
 std::chrono::milliseconds LlmClient::backoff(int attempt, std::optional<double> retry_after_s) const {
-  if (retry_after_s && std::isfinite(*retry_after_s) && *retry_after_s >= 0)  // inf or 1e300: capped before any cast
+  if (retry_after_s && *retry_after_s >= 0)  // inf or 1e300: capped before any cast; NaN fails the comparison
     return std::chrono::milliseconds(static_cast<int64_t>(
         std::min(*retry_after_s * 1000, static_cast<double>(policy_.max_delay.count()))));
   static thread_local std::mt19937_64 rng(std::random_device{}());

@@ -173,8 +173,8 @@ class LlmClient : public ChatModel {
   std::string model() const override { return endpoint_.model; }
   const Endpoint& endpoint() const { return endpoint_; }
 
-  // The delay before retry `attempt` (1-based): Retry-After when given (capped at max_delay; an
-  // infinite, NaN or negative one is ignored), else exponential with jitter.
+  // The delay before retry `attempt` (1-based): Retry-After when given (capped at max_delay, an
+  // infinite one too; a NaN or negative one is ignored), else exponential with jitter.
   std::chrono::milliseconds backoff(int attempt, std::optional<double> retry_after_s) const;
 
  private:
