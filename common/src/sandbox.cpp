@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -85,37 +86,81 @@ std::vector<char*> c_string_array(const std::vector<std::string>& strings) {
   return out;
 }
 
-Confinement confine_files(const std::vector<std::string>& read_dirs, const std::vector<std::string>& write_dirs) {
-  Confinement c;
+namespace {
+
+// landlock_ruleset_attr as of ABI 6 (Debian 12's header has only the first field); the kernel
+// takes the longer form as long as the fields it does not know are zero.
+struct RulesetAttr {
+  uint64_t handled_access_fs = 0;
+  uint64_t handled_access_net = 0;  // ABI 4
+  uint64_t scoped = 0;              // ABI 6
+};
+constexpr uint64_t kNetBindTcp = 1ULL << 0, kNetConnectTcp = 1ULL << 1;
+constexpr uint64_t kScopeAbstractUnixSocket = 1ULL << 0, kScopeSignal = 1ULL << 1;
+
+// The rights that apply to a file (not a folder): a rule beneath a file may name only these.
+uint64_t file_rights() {
+  return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | kAccessFsTruncate |
+         kAccessFsIoctlDev;
+}
+
+}  // namespace
+
+LandlockRules::LandlockRules(const FileAccess& access) {
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1) {
-    c.how = std::string("not confined: the kernel offers no Landlock (") + std::strerror(errno) + ")";
-    return c;
+    confinement_.how = std::string("not confined: the kernel offers no Landlock (") + std::strerror(errno) + ")";
+    return;
   }
-  landlock_ruleset_attr attr{};
+  RulesetAttr attr;
   attr.handled_access_fs = all_rights(abi);
-  OwnedFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0)));
+  if (access.no_tcp && abi >= 4)  // and no port rule: no TCP at all
+    attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
+  if (access.scoped && abi >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
+  size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  OwnedFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0)));
   if (ruleset.get() < 0) throw Error(std::string("landlock_create_ruleset failed: ") + std::strerror(errno));
   std::string read_list, write_list;
-  auto allow = [&](const std::string& dir, uint64_t rights, std::string& list) {
-    OwnedFd at(::open(dir.c_str(), O_PATH | O_CLOEXEC));
+  auto allow = [&](const std::string& path, uint64_t rights, std::string& list) {
+    OwnedFd at(::open(path.c_str(), O_PATH | O_CLOEXEC));
     if (at.get() < 0) return;  // absent: nothing to allow
+    struct stat st {};
+    if (::fstat(at.get(), &st) != 0) return;
     landlock_path_beneath_attr rule{};
-    rule.allowed_access = rights;
+    rule.allowed_access = S_ISDIR(st.st_mode) ? rights : rights & file_rights() & attr.handled_access_fs;
     rule.parent_fd = at.get();
     if (::syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0)
-      throw Error("landlock_add_rule for " + dir + " failed: " + std::strerror(errno));
-    list += (list.empty() ? "" : ", ") + dir;
+      throw Error("landlock_add_rule for " + path + " failed: " + std::strerror(errno));
+    list += (list.empty() ? "" : ", ") + path;
   };
-  for (const std::string& d : read_dirs) allow(d, read_rights(), read_list);
-  for (const std::string& d : write_dirs) allow(d, all_rights(abi), write_list);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw Error(std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno));
-  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0)
-    throw Error(std::string("landlock_restrict_self failed: ") + std::strerror(errno));
-  c.active = true;
-  c.how = "Landlock ABI " + std::to_string(abi) + ": read " + (read_list.empty() ? "nothing" : read_list) + "; write " +
-          (write_list.empty() ? "nothing" : write_list);
-  return c;
+  for (const std::string& d : access.read) allow(d, read_rights(), read_list);
+  for (const std::string& d : access.write) allow(d, all_rights(abi), write_list);
+  fd_ = ::fcntl(ruleset.get(), F_DUPFD_CLOEXEC, 0);
+  if (fd_ < 0) throw Error(std::string("cannot keep the Landlock rule set: ") + std::strerror(errno));
+  confinement_.active = true;
+  confinement_.how = "Landlock ABI " + std::to_string(abi) + ": read " + (read_list.empty() ? "nothing" : read_list) +
+                     "; write " + (write_list.empty() ? "nothing" : write_list) +
+                     (attr.handled_access_net ? "; no TCP" : "") + (attr.scoped ? "; signals only inside" : "");
+}
+
+LandlockRules::~LandlockRules() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int LandlockRules::apply() const noexcept {
+  if (fd_ < 0) return 0;  // no Landlock here: nothing to apply (confinement().active says so)
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (::syscall(SYS_landlock_restrict_self, fd_, 0) != 0) return errno;
+  return 0;
+}
+
+Confinement confine_files(const std::vector<std::string>& read_dirs, const std::vector<std::string>& write_dirs) {
+  FileAccess access;
+  access.read = read_dirs;
+  access.write = write_dirs;
+  LandlockRules rules(access);
+  if (int err = rules.apply()) throw Error(std::string("confining with Landlock failed: ") + std::strerror(err));
+  return rules.confinement();
 }
 
 }  // namespace kforge

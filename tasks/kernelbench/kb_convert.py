@@ -2,6 +2,7 @@
 
 convert() returns the task's fields; it raises Unconvertible with a one-line reason otherwise.
 """
+import ast
 import inspect
 import math
 
@@ -69,6 +70,20 @@ def _docstring(model_cls):
     return line
 
 
+def _literal_sizes(tree):
+    """The module's `name = <int>` assignments that stayed literal (0 and negatives are no sizes)."""
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            v = stmt.value
+            if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub) and isinstance(v.operand, ast.Constant):
+                if type(v.operand.value) is int:
+                    out.append((stmt.targets[0].id, -v.operand.value))
+            elif isinstance(v, ast.Constant) and type(v.value) is int:
+                out.append((stmt.targets[0].id, v.value))
+    return out
+
+
 def convert(path, prelude, prelude_names, device):
     """The task fields of one problem: dict(name=..., summary, reference, dims, check, inputs,
     constraints, notes, checked)."""
@@ -131,6 +146,11 @@ def convert(path, prelude, prelude_names, device):
             continue
         if not isinstance(t, torch.Tensor):
             raise Unconvertible(f"{what} is a Python {type(t).__name__}, not a tensor; kforge inputs are tensors")
+        if 0 in t.shape:
+            zero = ", ".join(f"{n} = {v}" for n, v in _literal_sizes(tree) if v <= 0)
+            raise Unconvertible(f"{what} has an empty dimension (shape {list(t.shape)}): " +
+                                (f"the size constant {zero} must be at least 1" if zero
+                                 else "kforge tasks need at least one element"))
         d = rec.draw_of(t)
         if t.dtype not in DTYPES:
             raise Unconvertible(f"{what} is {t.dtype}, which kforge's task format has no dtype for")

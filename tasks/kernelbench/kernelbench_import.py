@@ -1,102 +1,211 @@
-"""kforge's KernelBench importer: `kforge tasks import-kernelbench` runs this with the Python that
-has PyTorch (docs/task-format.md, "KernelBench problems").
+"""kforge's KernelBench importer: `kforge tasks import-kernelbench` runs this, confined, with the
+Python that has PyTorch (docs/task-format.md, "KernelBench problems"; docs/security.md).
 
-    python3 kernelbench_import.py --prelude PRELUDE.ts [--device cpu|cuda] PROBLEM.py...
+    python3 kernelbench_import.py --reply-fd N --job JOB.json
 
-For each problem it prints one JSON line: {"file", "ok": true, "toml", "notes", ...} or
-{"file", "ok": false, "reason"}. The first line describes this Python: {"python", "torch"}.
-Without PyTorch it prints {"error": "no_torch", ...} and exits 3.
+JOB.json (kforge's): {"prelude": PATH, "device": "cpu"|"cuda", "sys_path": [...],
+"problems": [{"name": TASK_NAME, "path": ABSOLUTE_PATH}, ...]}.
+
+A problem is Python code: it runs in a process of its own, forked from this one, which holds
+nothing but a pipe for its one result. Only this process writes on fd N (kforge's channel; the
+problems' print() goes to stdout, which kforge shows on stderr), one JSON line each:
+  {"python", "torch", "device"}         first: this Python
+  {"error": "no_torch"|"no_cuda", "detail"}   and exit 3
+  {"start": I}                          problem I (0-based, in the job's order) begins
+  {"index": I, "ok": true, "toml", "dims", "fixed", "checked", "timed_checked", "notes"}
+  {"index": I, "ok": false, "reason"[, "importer": true]}
+  {"done": true}                        last
+kforge keeps the deadline: a problem that never ends is killed with this process.
 """
 import json
 import os
-import re
-import signal
 import sys
-import warnings
 
-TIME_LIMIT = 300  # seconds per problem
-
-
-class TimeLimit(BaseException):
-    """A problem ran past TIME_LIMIT (a BaseException, so no `except Exception` swallows it)."""
+MAX_RESULT_BYTES = 64 << 20
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 
 
-def emit(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+def prctl(option, value):
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def task_name(path, taken):
-    stem = os.path.splitext(os.path.basename(path))[0]
-    name = re.sub(r"[^0-9A-Za-z]+", "_", stem).strip("_").lower() or "problem"
-    if name[0].isdigit():
-        name = "kb_" + name
-    base, k = name, 1
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
+class Channel:
+    """kforge's channel: unbuffered writes of whole lines, so a fork never copies pending output."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def emit(self, obj):
+        data = (json.dumps(obj) + "\n").encode()
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+def result_of_child(convert, problem, device, torch):
+    """In the forked child: one problem's result (a dict), every failure included."""
+    from kb_load import Unconvertible
+    try:
+        r, toml = convert(problem)
+        return {"ok": True, "toml": toml, "dims": r["dims"],
+                "fixed": {n: int(v) for n, (v, _) in r["fixed"].items()},
+                "checked": [str(c) for c in r["checked"]], "timed_checked": bool(r["timed_checked"]),
+                "notes": [str(n) for n in r["notes"]]}
+    except Unconvertible as e:
+        return {"ok": False, "reason": str(e)}
+    except RecursionError:
+        return {"ok": False, "reason": "the Model nests too deeply to trace"}
+    except MemoryError:
+        return {"ok": False, "reason": "it ran out of memory (kforge's limit for the import)"}
+    except (SystemExit, KeyboardInterrupt) as e:
+        return {"ok": False, "reason": f"its code raised {type(e).__name__}({e})"}
+    except Exception as e:  # an importer bug, or the problem's code breaking the importer
+        import traceback
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return {"ok": False, "importer": True,
+                "reason": f"kforge's importer failed on it ({type(e).__name__}: {e} at "
+                          f"{os.path.basename(where.filename)}:{where.lineno})"}
+
+
+def valid_result(r):
+    """The child's result as kforge may read it, or None. The problem's code could have written
+    it (only for itself): the fields must have their types."""
+    if not isinstance(r, dict) or not isinstance(r.get("ok"), bool):
+        return None
+    if not r["ok"]:
+        return {"ok": False, "reason": str(r.get("reason", ""))[:2000], "importer": bool(r.get("importer", False))}
+    ok = (isinstance(r.get("toml"), str) and isinstance(r.get("dims"), dict)
+          and all(isinstance(k, str) for k in r["dims"])
+          and isinstance(r.get("fixed"), dict)
+          and all(isinstance(k, str) and type(v) is int for k, v in r["fixed"].items())
+          and isinstance(r.get("checked"), list) and all(isinstance(c, str) for c in r["checked"])
+          and isinstance(r.get("timed_checked"), bool)
+          and isinstance(r.get("notes"), list) and all(isinstance(n, str) for n in r["notes"]))
+    if not ok:
+        return None
+    return {k: r[k] for k in ("ok", "toml", "dims", "fixed", "checked", "timed_checked", "notes")}
+
+
+def describe(status):
+    if os.WIFSIGNALED(status):
+        import signal
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by {name}" + (" (its CPU-time limit)" if name == "SIGXCPU" else "")
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def run_problem(channel_fd, convert, problem, device, torch):
+    """Forks a child for `problem`; its result, or why there is none."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: from here on, the problem's code may run
+        code = 0
+        try:
+            os.close(r)
+            os.close(channel_fd)
+            prctl(PR_SET_PDEATHSIG, 9)
+            prctl(PR_SET_DUMPABLE, 1)  # its own /proc files, for PyTorch; this process stays closed
+            out = json.dumps(result_of_child(convert, problem, device, torch)).encode()
+            while out:
+                out = out[os.write(w, out):]
+        except BaseException:
+            code = 70
+        os._exit(code)
+    os.close(w)
+    chunks, size = [], 0
+    while True:
+        data = os.read(r, 1 << 16)
+        if not data:
+            break
+        size += len(data)
+        if size > MAX_RESULT_BYTES:
+            os.kill(pid, 9)
+            break
+        chunks.append(data)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if size > MAX_RESULT_BYTES:
+        return {"ok": False, "reason": f"its process sent more than {MAX_RESULT_BYTES >> 20} MiB"}
+    data = b"".join(chunks)
+    if not data:
+        return {"ok": False, "reason": f"its process {describe(status)} without a result "
+                                       "(the problem's code ended it)"}
+    try:
+        result = valid_result(json.loads(data.decode()))
+    except ValueError:
+        result = None
+    if result is None:
+        return {"ok": False, "reason": f"its process ({describe(status)}) sent a malformed result "
+                                       "(the problem's code wrote on kforge's pipe)"}
+    return result
+
+
+def cuda_usable():
+    """Whether PyTorch sees a CUDA GPU, asked in a child so that this process never starts CUDA
+    (a forked child could not use it then)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import torch
+            os._exit(0 if torch.cuda.is_available() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def main(argv):
-    args, files, prelude_path, device = list(argv), [], None, "cpu"
+    channel_fd, job_path = None, None
+    args = list(argv)
     while args:
         a = args.pop(0)
-        if a == "--prelude":
-            prelude_path = args.pop(0)
-        elif a == "--device":
-            device = args.pop(0)
-        else:
-            files.append(a)
+        if a == "--reply-fd":
+            channel_fd = int(args.pop(0))
+        elif a == "--job":
+            job_path = args.pop(0)
+    channel = Channel(channel_fd)
+    with open(job_path) as f:
+        job = json.load(f)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [here] + [p for p in job["sys_path"] if p]
+    device = job["device"]
     try:
         import torch
     except Exception as e:  # ImportError, or a broken install
-        emit({"error": "no_torch", "python": sys.executable, "detail": f"{type(e).__name__}: {e}"})
+        channel.emit({"error": "no_torch", "python": sys.executable, "detail": f"{type(e).__name__}: {e}"})
         return 3
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import warnings
+
     import kb_convert
     import kb_toml
-    from kb_load import Unconvertible
-
-    warnings.filterwarnings("ignore")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    emit({"python": sys.executable, "torch": torch.__version__, "device": device})
-    if device == "cuda" and not torch.cuda.is_available():
-        emit({"error": "no_cuda", "detail": f"PyTorch {torch.__version__} in {sys.executable} sees no CUDA GPU"})
-        return 3
-    with open(prelude_path) as f:
+    with open(job["prelude"]) as f:
         prelude = f.read()
+    import re
     prelude_names = set(re.findall(r"\ndef F_(\w+)\(", prelude))
-    taken = set()
+    prctl(PR_SET_DUMPABLE, 0)  # the problems' processes can neither trace nor open this one's files
+    channel.emit({"python": sys.executable, "torch": torch.__version__, "device": device})
+    if device == "cuda" and not cuda_usable():
+        channel.emit({"error": "no_cuda", "detail": f"PyTorch {torch.__version__} in {sys.executable} sees no CUDA GPU"})
+        return 3
 
-    def on_alarm(*_):
-        raise TimeLimit()
-    signal.signal(signal.SIGALRM, on_alarm)
-    for path in files:
-        name = task_name(path, taken)
-        signal.alarm(TIME_LIMIT)
-        try:
-            r = kb_convert.convert(path, prelude, prelude_names, device)
-            emit({"file": path, "ok": True, "name": name, "toml": kb_toml.task_toml(name, path, r, torch.__version__),
-                  "dims": r["dims"], "fixed": {n: v for n, (v, _) in r["fixed"].items()},
-                  "checked": r["checked"], "timed_checked": r["timed_checked"], "notes": r["notes"]})
-        except Unconvertible as e:
-            emit({"file": path, "ok": False, "name": name, "reason": str(e)})
-        except TimeLimit:
-            emit({"file": path, "ok": False, "name": name, "reason": f"took more than {TIME_LIMIT} s to convert and check"})
-        except RecursionError:
-            emit({"file": path, "ok": False, "name": name, "reason": "the Model nests too deeply to trace"})
-        except Exception as e:  # a bug in this importer: reported as one, the other problems go on
-            import traceback
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            emit({"file": path, "ok": False, "name": name, "internal": True,
-                  "reason": f"kforge's importer failed ({type(e).__name__}: {e} at "
-                            f"{os.path.basename(where.filename)}:{where.lineno})"})
-        finally:
-            signal.alarm(0)
+    def convert(problem):
+        warnings.filterwarnings("ignore")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        r = kb_convert.convert(problem["path"], prelude, prelude_names, device)
+        return r, kb_toml.task_toml(problem["name"], problem["path"], r, torch.__version__)
+
+    for i, problem in enumerate(job["problems"]):
+        channel.emit({"start": i})
+        result = run_problem(channel_fd, convert, problem, device, torch)
+        result["index"] = i
+        channel.emit(result)
+    channel.emit({"done": True})
     return 0
 
 

@@ -1,6 +1,7 @@
 // Child processes, owned: descriptors that close themselves, a spawned process that is killed and
 // reaped when its owner lets go, and waits with deadlines. The NVRTC workers, the GPU runners (and
-// compute-sanitizer around them) and the reference children all start through here.
+// compute-sanitizer around them), the reference children and the KernelBench importer's Python all
+// start through here.
 #pragma once
 
 #include <sys/types.h>
@@ -10,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kforge/common/sandbox.h"
 
 namespace kforge {
 
@@ -54,6 +57,9 @@ struct SpawnOptions {
   // exec, as kforge opens everything close-on-exec).
   std::vector<std::pair<int, int>> fds;
   bool own_process_group = false;  // kill() then reaches everything the child starts (a wrapper)
+  // Set: the child is confined before its program starts (a fork and exec rather than
+  // posix_spawn; sandbox.h). Its core dumps are off either way only when set.
+  std::optional<ChildConfinement> confine;
 };
 
 // A child process. Destroying it, or kill(), sends SIGKILL (to its group when it has one) and
