@@ -519,7 +519,14 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--log-json", a->log_json, "Append every screen and judgment as a JSON line to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
-  cmd->callback([&exit_code, a] { exit_code = run_evolve(*a); });
+  cmd->callback([&exit_code, a] {
+    try {
+      exit_code = run_evolve(*a);
+    } catch (const evolve::WorkerError& e) {  // no GPU worker started, or none is left: a failure, not a kforge bug
+      std::cerr << "kforge: " << printable(redact_secrets(e.what())) << "\n";
+      exit_code = kExitFindings;
+    }
+  });
 
   auto run = std::make_shared<int64_t>(0);
   auto db = std::make_shared<std::string>();

@@ -28,7 +28,10 @@ int run_gpu_worker(const GpuWorkerArgs& a) {
     std::vector<std::string> list = split(a.devices, ',');
     if (a.worker < 0 || static_cast<size_t>(a.worker) >= list.size())
       throw UsageError("--devices " + a.devices + " has no entry for --worker " + std::to_string(a.worker));
-    device = std::stoi(list[static_cast<size_t>(a.worker)]);
+    const std::string& entry = list[static_cast<size_t>(a.worker)];
+    if (entry.empty() || entry.size() > 4 || entry.find_first_not_of("0123456789") != std::string::npos)
+      throw UsageError("--devices " + a.devices + ": '" + entry + "' is not a GPU number");
+    device = std::stoi(entry);
   }
   verify::Driver::get().require("kforge gpu-worker");
   evolve::GpuWorkerOptions o;

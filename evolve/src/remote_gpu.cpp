@@ -5,16 +5,22 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <mutex>
 
 #include "kforge/common/error.h"
+#include "kforge/common/expr.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/json_limits.h"
+#include "kforge/common/process.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/task.h"
 #include "kforge/verify/protocol.h"
 #include "json_lines.h"
 
@@ -33,19 +39,23 @@ json device_json(const verify::DeviceInfo& d) {
           {"memory_bus_bits", d.memory_bus_bits}};
 }
 
+// A worker's GPU as its hello describes it; throws kforge::Error naming the field.
 verify::DeviceInfo device_from_json(const json& j) {
+  const std::string w = "device";
+  const int64_t big = int64_t{1} << 30;
   verify::DeviceInfo d;
-  d.ordinal = j.value("ordinal", 0);
-  d.name = j.value("name", "");
-  d.uuid = j.value("uuid", "");
-  d.cc_major = j.value("cc_major", 0), d.cc_minor = j.value("cc_minor", 0);
-  d.sm_count = j.value("sm_count", 0);
-  d.l2_bytes = j.value("l2_bytes", 0);
-  d.memory_bytes = j.value("memory_bytes", size_t{0});
-  d.max_shared_per_block_optin = j.value("max_shared_per_block_optin", 0);
-  d.clock_khz = j.value("clock_khz", 0);
-  d.memory_clock_khz = j.value("memory_clock_khz", 0);
-  d.memory_bus_bits = j.value("memory_bus_bits", 0);
+  d.ordinal = static_cast<int>(wire::integer(j, w, "ordinal", 0, 1 << 20));
+  d.name = wire::text(j, w, "name", 256);
+  d.uuid = wire::text(j, w, "uuid", 256);
+  d.cc_major = static_cast<int>(wire::integer(j, w, "cc_major", 0, 1000));
+  d.cc_minor = static_cast<int>(wire::integer(j, w, "cc_minor", 0, 1000));
+  d.sm_count = static_cast<int>(wire::integer(j, w, "sm_count", 0, big));
+  d.l2_bytes = static_cast<int>(wire::integer(j, w, "l2_bytes", 0, big));
+  d.memory_bytes = static_cast<size_t>(wire::integer(j, w, "memory_bytes", 0, int64_t{1} << 60));
+  d.max_shared_per_block_optin = static_cast<int>(wire::integer(j, w, "max_shared_per_block_optin", 0, big));
+  d.clock_khz = static_cast<int>(wire::integer(j, w, "clock_khz", 0, big));
+  d.memory_clock_khz = static_cast<int>(wire::integer(j, w, "memory_clock_khz", 0, big));
+  d.memory_bus_bits = static_cast<int>(wire::integer(j, w, "memory_bus_bits", 0, big));
   return d;
 }
 
@@ -60,16 +70,53 @@ json facts_json(const compile::DeviceFacts& f) {
           {"measured", f.measured}};
 }
 
+// "sm_90a": what NVRTC's --gpu-architecture takes, and nothing else.
+bool is_arch(const std::string& a) {
+  if (a.size() < 5 || a.size() > 8 || a.rfind("sm_", 0) != 0) return false;
+  size_t digits = 3;
+  while (digits < a.size() && a[digits] >= '0' && a[digits] <= '9') ++digits;
+  return digits > 3 && (digits == a.size() || (digits + 1 == a.size() && a[digits] >= 'a' && a[digits] <= 'z'));
+}
+
+std::array<int64_t, 3> three(const json& j, const std::string& where, const char* key) {
+  const json& v = wire::at(j, where, key);
+  std::string name = wire::path(where, key);
+  if (!v.is_array() || v.size() != 3) throw Error(name + ": " + wire::quoted(v) + " is not an array of 3 integers");
+  std::array<int64_t, 3> out{};
+  for (size_t i = 0; i < 3; ++i) out[i] = wire::integer_value(v[i], name + "[" + std::to_string(i) + "]", 1, INT32_MAX);
+  return out;
+}
+
+// What plans may assume of a worker's GPU, as its hello says; throws kforge::Error naming the field.
 compile::DeviceFacts facts_from_json(const json& j) {
-  compile::DeviceFacts f = compile::DeviceFacts::for_arch(j.at("arch").get<std::string>());
-  f.num_sms = j.at("num_sms").get<int64_t>();
-  f.warp_size = j.at("warp_size").get<int64_t>();
-  f.max_shared_per_block = j.at("max_shared_per_block").get<int64_t>();
-  f.max_threads_per_block = j.at("max_threads_per_block").get<int64_t>();
-  f.max_block = j.at("max_block").get<std::array<int64_t, 3>>();
-  f.max_grid = j.at("max_grid").get<std::array<int64_t, 3>>();
-  f.measured = j.at("measured").get<bool>();
+  const std::string w = "facts";
+  std::string arch = wire::text(j, w, "arch", 16);
+  if (!is_arch(arch)) throw Error("facts.arch: " + wire::quoted(arch) + " is not an architecture like sm_90a");
+  compile::DeviceFacts f = compile::DeviceFacts::for_arch(arch);
+  f.num_sms = wire::integer(j, w, "num_sms", 1, 1 << 20);
+  f.warp_size = wire::integer(j, w, "warp_size", 1, 1024);
+  f.max_shared_per_block = wire::integer(j, w, "max_shared_per_block", 1, int64_t{1} << 30);
+  f.max_threads_per_block = wire::integer(j, w, "max_threads_per_block", 1, 1 << 20);
+  f.max_block = three(j, w, "max_block");
+  f.max_grid = three(j, w, "max_grid");
+  f.measured = wire::boolean(j, w, "measured");
   return f;
+}
+
+// A worker's measured bandwidth and FLOP rates; throws kforge::Error naming the field.
+verify::MeasuredFacts measured_from_json(const json& j) {
+  const std::string w = "measured";
+  verify::MeasuredFacts m;
+  m.uuid = wire::text(j, w, "uuid", 256);
+  m.name = wire::text(j, w, "name", 256);
+  m.driver = static_cast<int>(wire::integer(j, w, "driver", 0, INT32_MAX));
+  m.read_gbps = wire::number(j, w, "read_gbps");
+  m.write_gbps = wire::number(j, w, "write_gbps");
+  m.copy_gbps = wire::number(j, w, "copy_gbps");
+  const json& peaks = wire::object(j, w, "peak_tflops");
+  if (peaks.size() > 16) throw Error("measured.peak_tflops: more than 16 entries");
+  for (const auto& [dtype, value] : peaks.items()) m.peak_tflops[dtype] = wire::number(peaks, "measured.peak_tflops", dtype);
+  return m;
 }
 
 json baselines_json(const verify::Baselines& b) {
@@ -82,16 +129,27 @@ json baselines_json(const verify::Baselines& b) {
           {"clocks", b.clocks}};
 }
 
+// time_stats_from_json of j[key], its errors naming where.key.
+verify::TimeStats time_stats_at(const json& j, const std::string& where, const char* key) {
+  const json& v = wire::at(j, where, key);
+  try {
+    return verify::time_stats_from_json(v);
+  } catch (const Error& e) {
+    throw Error(wire::path(where, key) + ": " + e.what());
+  }
+}
+
+// A worker's baselines; throws kforge::Error naming the field.
 verify::Baselines baselines_from_json(const json& j) {
-  if (!j.is_object()) throw Error("baselines: not an object");
+  const std::string w = "baselines";
   verify::Baselines b;
-  b.eager = verify::time_stats_from_json(j.at("eager"));
-  b.scripted = verify::time_stats_from_json(j.at("scripted"));
-  if (!j.at("compiled").is_null()) b.compiled = verify::time_stats_from_json(j["compiled"]);
-  b.compiled_absent = j.at("compiled_absent").get<std::string>();
-  b.compiled_build_s = j.at("compiled_build_s").get<double>();
-  b.math_mode = j.at("math_mode").get<std::string>();
-  b.clocks = j.at("clocks");
+  b.eager = time_stats_at(j, w, "eager");
+  b.scripted = time_stats_at(j, w, "scripted");
+  if (!wire::at(j, w, "compiled").is_null()) b.compiled = time_stats_at(j, w, "compiled");
+  b.compiled_absent = wire::text(j, w, "compiled_absent", 65536);
+  b.compiled_build_s = wire::number(j, w, "compiled_build_s");
+  b.math_mode = wire::text(j, w, "math_mode", 64);
+  b.clocks = wire::at(j, w, "clocks");
   return b;
 }
 
@@ -104,10 +162,49 @@ verify::Verdict harness_error(const std::string& summary) {
 
 // ---- The parent's side ----
 
+// The reasons each worker was taken out, a line each.
+std::string reasons(const std::vector<WorkerState>& workers) {
+  std::string why;
+  for (const WorkerState& w : workers) why += "\n  worker " + std::to_string(w.index) + ": " + w.out_reason;
+  return why;
+}
+
 }  // namespace
 
 std::string gpu_kind(const verify::DeviceInfo& d) {
   return d.name + " (compute capability " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ")";
+}
+
+std::string hello_problem(const json& hello) {
+  try {
+    (void)wire::integer(hello, "", "harness_version", 0, INT32_MAX);
+    (void)device_from_json(wire::at(hello, "", "device"));
+    (void)facts_from_json(wire::at(hello, "", "facts"));
+    (void)wire::text(hello, "", "driver", 256);
+    (void)wire::text(hello, "", "profiler", 4096);
+    if (!wire::at(hello, "", "measured").is_null()) (void)measured_from_json(hello["measured"]);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string answer_problem(const std::string& kind, const json& answer) {
+  try {
+    if (!answer.is_object()) throw Error("answer: " + wire::quoted(answer) + " is not an object");
+    if (answer.contains("error")) {  // the worker says the job is wrong
+      (void)wire::text(answer, "answer", "error", 65536);
+    } else if (kind == "baselines") {
+      if (!wire::at(answer, "answer", "baselines").is_null()) (void)baselines_from_json(answer["baselines"]);
+    } else if (kind == "profile") {
+      (void)wire::object(answer, "", "profile");
+    } else {
+      (void)verify::verdict_from_json(wire::at(answer, "answer", "verdict"));
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 struct RemoteGpu::Impl {
@@ -117,26 +214,32 @@ struct RemoteGpu::Impl {
     json hello;
   };
 
-  explicit Impl(RemoteGpuOptions o) : deadline(o.deadline), pool(std::move(o.pool)) {
+  static WorkerPoolOptions checked(WorkerPoolOptions o) {
+    o.check_hello = hello_problem;
+    return o;
+  }
+
+  explicit Impl(RemoteGpuOptions o) : deadline(o.deadline), pool(checked(std::move(o.pool))) {
     for (const WorkerState& w : pool.workers()) {
       const json& hello = w.hello;
       if (!hello.is_object()) {  // it never said hello (one that said it and died since still counts)
         std::cerr << "kforge: GPU worker " << w.index << " did not start: " << w.out_reason << "\n";
         continue;
       }
-      if (hello.value("harness_version", 0) != verify::kHarnessVersion)
-        throw Error("GPU worker " + std::to_string(w.index) + " judges by harness version " +
-                    std::to_string(hello.value("harness_version", 0)) + ", this kforge by " +
-                    std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
-      Worker x{device_from_json(hello.value("device", json::object())), hello.value("driver", ""), hello.value("profiler", ""),
-               hello};
+      // The pool checked the hello (hello_problem): these reads cannot fail.
+      int64_t version = hello.at("harness_version").get<int64_t>();
+      if (version != verify::kHarnessVersion)
+        throw Error("GPU worker " + std::to_string(w.index) + " judges by harness version " + std::to_string(version) +
+                    ", this kforge by " + std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
+      Worker x{device_from_json(hello.at("device")), hello.at("driver").get<std::string>(),
+               hello.at("profiler").get<std::string>(), hello};
       if (!workers.empty() && gpu_kind(x.device) != gpu_kind(workers.begin()->second.device))
         throw Error("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
                     gpu_kind(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
                     gpu_kind(x.device) + "); their times are not comparable: run one kforge evolve per kind");
       workers[w.index] = std::move(x);
     }
-    if (workers.empty()) throw Error("no GPU worker of the pool said hello");  // the pool throws first, with reasons
+    if (workers.empty()) throw WorkerError("no GPU worker of the pool said hello" + reasons(pool.workers()));
   }
 
   // The task file's text, read once per version; an edited file is refused (the worker would judge
@@ -161,25 +264,25 @@ struct RemoteGpu::Impl {
     return j;
   }
 
+  // The answer of a worker to `job`, checked (answer_problem: a worker whose answer is malformed is
+  // taken out and the job given to another); an error when every worker it was given to failed.
+  // Throws WorkerError when no worker is left, or when a worker says the job is wrong.
   JobResult call(json job) {
-    JobResult r = pool.submit(std::move(job), deadline).get();
-    if (r.error && pool.alive() == 0) {
-      std::string why;
-      for (const WorkerState& w : pool.workers()) why += "\n  worker " + std::to_string(w.index) + ": " + w.out_reason;
-      throw Error("no GPU worker is left:" + why);
-    }
+    std::string kind = job["kind"].get<std::string>();
+    JobResult r = pool.submit(std::move(job), deadline, [kind](const json& a) { return answer_problem(kind, a); }).get();
+    if (r.error && pool.alive() == 0) throw WorkerError("no GPU worker is left:" + reasons(pool.workers()));
     if (!r.error && r.answer.contains("error"))
-      throw Error("GPU worker " + std::to_string(r.worker) + ": " + r.answer["error"].dump());
+      throw WorkerError("GPU worker " + std::to_string(r.worker) + " refused a " + kind + " job: " + r.answer["error"].get<std::string>());
     return r;
   }
 
-  // read(answer) of worker `w`'s answer, or kforge::Error saying the answer is malformed.
+  // read(answer) of worker `w`'s answer, which answer_problem() passed.
   template <typename F>
   static auto read(const JobResult& r, F&& f) -> decltype(f(r.answer)) {
     try {
       return f(r.answer);
     } catch (const std::exception& e) {
-      throw Error("GPU worker " + std::to_string(r.worker) + " sent a malformed answer: " + e.what());
+      throw Error("GPU worker " + std::to_string(r.worker) + "'s answer passed its check, yet cannot be read: " + e.what());
     }
   }
 
@@ -188,7 +291,7 @@ struct RemoteGpu::Impl {
     // would choose other tunables.
     if (!c.report.ok()) return verify::verdict_from_report(c.report);
     JobResult r = call(job(kind, task, &c));
-    if (r.error)  // every worker it was given to died or hung on it
+    if (r.error)  // every worker it was given to died, hung or broke the protocol on it
       return harness_error(kind + " on the GPU workers: " + *r.error);
     verify::Verdict v = read(r, [](const json& a) { return verify::verdict_from_json(a.at("verdict")); });
     v.gpu_uuid = workers.at(r.worker).device.uuid;
@@ -241,19 +344,13 @@ std::vector<verify::DeviceInfo> RemoteGpu::devices() const {
 int RemoteGpu::parallel() const { return static_cast<int>(impl_->workers.size()); }
 std::vector<WorkerState> RemoteGpu::workers() const { return impl_->pool.workers(); }
 
-compile::DeviceFacts RemoteGpu::facts() const {
-  const json& hello = impl_->workers.begin()->second.hello;
-  try {
-    return facts_from_json(hello.at("facts"));
-  } catch (const std::exception& e) {
-    throw Error(std::string("GPU worker's hello: its GPU's facts are missing or malformed: ") + e.what());
-  }
-}
+// The hellos were checked (hello_problem): the reads below cannot fail.
+compile::DeviceFacts RemoteGpu::facts() const { return facts_from_json(impl_->workers.begin()->second.hello.at("facts")); }
 
 std::optional<verify::MeasuredFacts> RemoteGpu::measured() const {
   const json& hello = impl_->workers.begin()->second.hello;
-  if (!hello.contains("measured") || hello["measured"].is_null()) return std::nullopt;
-  return verify::MeasuredFacts::from_json(hello["measured"]);
+  if (hello.at("measured").is_null()) return std::nullopt;
+  return measured_from_json(hello["measured"]);
 }
 
 namespace {
@@ -283,100 +380,188 @@ void say(int fd, const std::string& line) {
   if (!send_line(fd, line)) throw Error("the parent closed the connection");
 }
 
+const char* const kJobLine = "the parent's job line";
+const char* const kJob = "the parent's job";
+constexpr int64_t kMaxDim = int64_t{1} << 40;
+constexpr size_t kMaxConfigurations = 64;
+
+InputError job_error(const std::string& field, const std::string& problem) { return InputError(kJob, std::nullopt, field, problem); }
+
+// Dims `d` as a configuration of `task`: its constraints hold, every input's size is positive and
+// the inputs' bytes do not overflow.
+void check_configuration(const tasks::Task& task, const tasks::Dims& d, const std::string& field) {
+  try {
+    for (const Expr& c : task.constraints)
+      if (!c.eval_bool(d)) throw job_error(field, "'" + c.text() + "' does not hold for " + tasks::format_dims(d));
+    for (const tasks::InputSpec& in : task.inputs)
+      for (const Expr& e : in.shape)
+        if (e.eval_int(d) < 1)
+          throw job_error(field, "input " + in.name + "'s size '" + e.text() + "' is not positive for " + tasks::format_dims(d));
+    (void)task.input_bytes(d);
+  } catch (const ExprError& e) {
+    throw job_error(field, std::string(e.what()) + " for " + tasks::format_dims(d));
+  }
+}
+
+// j as a configuration of `task`: every one of its dims and no other, each an integer from 1 on.
+tasks::Dims dims_of(const json& j, const tasks::Task& task, const std::string& field) {
+  if (!j.is_object()) throw job_error(field, wire::quoted(j) + " is not an object of dim = integer");
+  tasks::Dims d;
+  for (const auto& [name, value] : j.items()) {
+    if (!task.dims.count(name)) {
+      std::string known;
+      for (const auto& [k, v] : task.dims) known += (known.empty() ? "" : ", ") + k;
+      throw job_error(field + "." + printable(name.substr(0, 64)), "not a dim of the task (its dims: " + known + ")");
+    }
+    d[name] = wire::integer_value(value, field + "." + name, 1, kMaxDim);
+  }
+  for (const auto& [name, v] : task.dims)
+    if (!d.count(name)) throw job_error(field, "missing dim '" + name + "'");
+  check_configuration(task, d, field);
+  return d;
+}
+
+// The job's task: the parent's file text, loaded as the parent loaded it, at the job's dims
+// (admission's are unseen ones).
+std::shared_ptr<const tasks::Task> task_of(const json& j) {
+  std::string hash = wire::text(j, "task", "content_hash", 256);
+  std::string file = wire::text(j, "task", "file", 4096);
+  tasks::Task t;
+  try {
+    t = tasks::parse_task(file, wire::text(j, "task", "text", kMaxLineBytes));
+  } catch (const InputError& e) {
+    throw job_error("task.text", e.what());
+  }
+  if (t.content_hash != hash) throw job_error("task.content_hash", "the text does not have the content hash the parent sent");
+  t.dims = dims_of(wire::at(j, "task", "dims"), t, "task.dims");
+  const json& checks = wire::at(j, "task", "check_dims");
+  if (!checks.is_array() || checks.size() > kMaxConfigurations)
+    throw job_error("task.check_dims", "not an array of at most " + std::to_string(kMaxConfigurations) + " configurations");
+  std::vector<tasks::Dims> check_dims;
+  for (size_t i = 0; i < checks.size(); ++i) check_dims.push_back(dims_of(checks[i], t, "task.check_dims[" + std::to_string(i) + "]"));
+  t.check_dims = std::move(check_dims);
+  return std::make_shared<const tasks::Task>(std::move(t));
+}
+
+GpuJob read_job(const json& j) {
+  GpuJob job;
+  job.kind = wire::text(j, "", "kind", 64);
+  if (job.kind != "verify" && job.kind != "screen" && job.kind != "admit" && job.kind != "baselines" && job.kind != "profile")
+    throw job_error("kind", wire::quoted(job.kind) + " is not a GPU job (verify, screen, admit, baselines, profile)");
+  job.task = task_of(wire::object(j, "", "task"));
+  if (job.kind == "baselines") return job;
+  const json& c = wire::object(j, "", "candidate");
+  job.source = wire::text(c, "candidate", "source", kMaxLineBytes);
+  job.plan = wire::text(c, "candidate", "plan", kMaxLineBytes);
+  const json& tunables = wire::object(c, "candidate", "tunables");
+  if (tunables.size() > 256) throw job_error("candidate.tunables", "more than 256 tunables");
+  for (const auto& [name, value] : tunables.items())
+    job.tunables[name] = wire::integer_value(value, "candidate.tunables." + printable(name.substr(0, 64)), -kMaxDim, kMaxDim);
+  return job;
+}
+
 class JobRunner {
  public:
   JobRunner(const GpuWorkerOptions& o, Gpu& gpu) : options_(o), gpu_(gpu), compiler_(o.compiler) {}
 
-  json answer(const json& job) {
-    std::string kind = job.at("kind").get<std::string>();
-    std::shared_ptr<const tasks::Task> task = task_of(job.at("task"));
-    if (kind == "baselines") {
-      std::optional<verify::Baselines> b = gpu_.baselines(*task);
-      return {{"baselines", b ? baselines_json(*b) : json(nullptr)}};
+  // The answer to a job, or {"error": why} when the job itself is wrong (the GPU is fine).
+  json answer_or_error(const json& j) {
+    try {
+      return answer(read_gpu_job(j));
+    } catch (const InputError& e) {
+      return {{"error", e.what()}};
     }
-    const json& cand = job.at("candidate");
-    Checked c;
-    c.proposal.task = task;
-    c.proposal.source = cand.at("source").get<std::string>();
-    c.proposal.plan = cand.at("plan").get<std::string>();
-    c.proposal.tunables = cand.at("tunables").get<compile::Tunables>();
-    c.report = compile::check_candidate(*task, tensors(*task), c.proposal.source, c.proposal.plan, c.proposal.tunables,
-                                        options_.facts, compiler_);
-    if (kind == "profile") return {{"profile", gpu_.profile(*task, c)}};
-    verify::Verdict v;
-    if (!c.report.ok()) v = verify::verdict_from_report(c.report);  // as the parent's checks would have said
-    else if (kind == "verify") v = gpu_.verify(*task, c);
-    else if (kind == "screen") v = gpu_.screen(*task, c);
-    else if (kind == "admit") v = gpu_.admit(*task, c);
-    else throw InputError("job", std::nullopt, "kind", "'" + kind + "' is not a GPU job");
-    return {{"verdict", verify::to_json(v)}};
   }
 
  private:
-  // The parent's task file, loaded as the parent loaded it, at the job's dims (admission's are
-  // unseen ones).
-  std::shared_ptr<const tasks::Task> task_of(const json& j) {
-    std::string hash = j.at("content_hash").get<std::string>();
-    auto it = tasks_.find(hash);
-    if (it == tasks_.end()) {
-      tasks::Task t = tasks::parse_task(j.at("file").get<std::string>(), j.at("text").get<std::string>());
-      if (t.content_hash != hash) throw InputError(t.file.string(), std::nullopt, "", "its text does not have the content hash the parent sent");
-      it = tasks_.emplace(hash, std::move(t)).first;
+  json answer(const GpuJob& job) {
+    const tasks::Task& task = *job.task;
+    if (job.kind == "baselines") {
+      std::optional<verify::Baselines> b = gpu_.baselines(task);
+      return {{"baselines", b ? baselines_json(*b) : json(nullptr)}};
     }
-    auto task = std::make_shared<tasks::Task>(it->second);
-    task->dims = j.at("dims").get<tasks::Dims>();
-    task->check_dims = j.at("check_dims").get<std::vector<tasks::Dims>>();
-    return task;
+    Checked c;
+    c.proposal.task = job.task;
+    c.proposal.source = job.source;
+    c.proposal.plan = job.plan;
+    c.proposal.tunables = job.tunables;
+    c.report = compile::check_candidate(task, tensors(task), c.proposal.source, c.proposal.plan, c.proposal.tunables,
+                                        options_.facts, compiler_);
+    if (job.kind == "profile") return {{"profile", gpu_.profile(task, c)}};
+    verify::Verdict v;
+    if (!c.report.ok()) v = verify::verdict_from_report(c.report);  // as the parent's checks would have said
+    else if (job.kind == "verify") v = gpu_.verify(task, c);
+    else if (job.kind == "screen") v = gpu_.screen(task, c);
+    else v = gpu_.admit(task, c);
+    return {{"verdict", verify::to_json(v)}};
   }
 
   const std::vector<compile::TensorInfo>& tensors(const tasks::Task& task) {
     auto it = tensors_.find(task.content_hash);
-    if (it == tensors_.end())
+    if (it == tensors_.end()) {
+      if (tensors_.size() >= 64) tensors_.clear();  // a parent sending ever new tasks
       it = tensors_.emplace(task.content_hash, compile::task_tensors(task, tasks::Reference::compile(task))).first;
+    }
     return it->second;
   }
 
   const GpuWorkerOptions& options_;
   Gpu& gpu_;
   compile::Compiler compiler_;
-  std::map<std::string, tasks::Task> tasks_;                             // by content hash
-  std::map<std::string, std::vector<compile::TensorInfo>> tensors_;     // by content hash
+  std::map<std::string, std::vector<compile::TensorInfo>> tensors_;  // by content hash
 };
 
 }  // namespace
 
+JobLine read_job_line(std::string_view line) {
+  json msg = parse_json_bounded(line, kJobLine, kMaxJsonDepth, kMaxLineBytes);
+  if (!msg.is_object()) throw InputError(kJobLine, std::nullopt, "", wire::quoted(msg).substr(0, 80) + " is not a JSON object");
+  try {
+    std::string op = wire::text(msg, "", "op", 64);
+    if (op != "job") throw Error("op: " + wire::quoted(op) + " is not \"job\"");
+    JobLine j;
+    j.id = wire::integer(msg, "", "id", INT64_MIN, INT64_MAX);
+    (void)wire::object(msg, "", "job");
+    j.job = std::move(msg["job"]);
+    return j;
+  } catch (const Error& e) {
+    throw InputError(kJobLine, std::nullopt, "", e.what());
+  }
+}
+
+GpuJob read_gpu_job(const json& job) {
+  try {
+    return read_job(job);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {  // a field missing or of the wrong type (wire::)
+    throw job_error("", e.what());
+  }
+}
+
 void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
-  int fd = connect_to(options.address);
-  say(fd, json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
+  UniqueFd fd(connect_to(options.address));
+  say(fd.get(), json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
                      {"device", device_json(gpu.device())}, {"driver", gpu.driver()}, {"profiler", gpu.profiler()},
                      {"facts", facts_json(options.facts)},
                      {"measured", options.measured ? options.measured->to_json() : json(nullptr)},
                      {"harness_version", verify::kHarnessVersion}, {"pid", ::getpid()}}
                     .dump());
   JobRunner runner(options, gpu);
-  std::string buffer;
+  LineReader lines(kMaxLineBytes);
   char chunk[65536];
-  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) != 0;) {
+  for (ssize_t n; (n = ::recv(fd.get(), chunk, sizeof chunk, 0)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
-    buffer.append(chunk, static_cast<size_t>(n));
-    for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
-      json msg = json::parse(buffer.substr(0, nl), nullptr, false);
-      buffer.erase(0, nl + 1);
-      if (!msg.is_object() || msg.value("op", "") != "job" || !msg.contains("job"))
-        throw Error("the parent sent what the protocol does not allow");
-      json answer;
-      try {
-        answer = runner.answer(msg["job"]);
-      } catch (const InputError& e) {  // the job itself is wrong: the parent says so; the GPU is fine
-        answer = {{"error", e.what()}};
-      } catch (const json::exception& e) {
-        answer = {{"error", std::string("a malformed job: ") + e.what()}};
-      }
-      say(fd, json{{"op", "result"}, {"id", msg["id"]}, {"answer", std::move(answer)}}.dump());
+    lines.append(chunk, static_cast<size_t>(n));
+    while (std::optional<std::string> line = lines.next()) {
+      JobLine job = read_job_line(*line);  // a line that is not a job ends the worker: it has no id to answer
+      json result{{"op", "result"}, {"id", job.id}, {"answer", runner.answer_or_error(job.job)}};
+      say(fd.get(), result.dump(-1, ' ', false, json::error_handler_t::replace));
     }
+    if (lines.over_limit())
+      throw InputError(kJobLine, std::nullopt, "", "a line longer than " + std::to_string(lines.max_bytes()) + " bytes");
   }
-  ::close(fd);
 }
 
 }  // namespace kforge::evolve

@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "kforge/common/error.h"
+#include "kforge/common/json_limits.h"
 #include "kforge/common/process.h"
+#include "kforge/common/strings.h"
 #include "json_lines.h"
 
 namespace kforge::evolve {
@@ -23,6 +25,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using wire::quoted;
+
+// Connections accepted that have not said hello yet; past it, the oldest is closed.
+constexpr size_t kMaxPendingConnections = 128;
+// Hellos with the token that name no worker, kept for the error when none starts.
+constexpr size_t kMaxStrayNotes = 5;
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
@@ -42,13 +50,104 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// Compares in time that does not depend on where they differ (the length is no secret).
+bool same_token(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// A line as a reason quotes it: printable, cut at 120 bytes.
+std::string shown(std::string_view line) {
+  return printable(line.substr(0, 120)) + (line.size() > 120 ? "..." : "");
+}
+
+// msg[key], or the problem "key: missing".
+const json* member(const json& msg, const char* key, std::string& problem) {
+  auto it = msg.find(key);
+  if (it != msg.end()) return &*it;
+  problem = std::string(key) + ": missing";
+  return nullptr;
+}
+
+// `check(value)`, or the problem when the check itself failed (it must not throw).
+std::string checked(const WorkerCheck& check, const json& value) {
+  if (!check) return "";
+  try {
+    return check(value);
+  } catch (const std::exception& e) {
+    return std::string("its check failed: ") + e.what();
+  }
+}
+
 }  // namespace
+
+HelloLine read_hello(std::string_view line, const std::string& token, int workers) {
+  HelloLine h;
+  json msg;
+  try {
+    msg = parse_json_bounded(line, "hello", kMaxJsonDepth, kMaxHelloBytes);
+  } catch (const InputError& e) {
+    h.problem = e.problem();
+    return h;
+  }
+  auto t = msg.is_object() ? msg.find("token") : msg.end();
+  if (!msg.is_object() || t == msg.end() || !t->is_string() || !same_token(t->get_ref<const std::string&>(), token)) {
+    h.problem = "not a hello with the pool's token";
+    return h;
+  }
+  h.has_token = true;
+  msg.erase("token");
+  const json* op = member(msg, "op", h.problem);
+  if (op && *op != "hello") h.problem = "op: " + quoted(*op) + " is not \"hello\"";
+  std::string worker_problem;
+  if (const json* w = member(msg, "worker", worker_problem)) {
+    if (w->is_number_unsigned() && w->get<uint64_t>() < static_cast<uint64_t>(workers))
+      h.worker = static_cast<int>(w->get<uint64_t>());
+    else
+      worker_problem = "worker: " + quoted(*w) + " is not a worker index (0 to " + std::to_string(workers - 1) + ")";
+  }
+  if (h.problem.empty()) h.problem = worker_problem;
+  h.hello = std::move(msg);
+  return h;
+}
+
+ResultLine read_result(std::string_view line, int64_t id) {
+  ResultLine r;
+  json msg;
+  try {
+    msg = parse_json_bounded(line, "result", kMaxJsonDepth, kMaxLineBytes);
+  } catch (const InputError& e) {
+    r.problem = e.problem();
+    return r;
+  }
+  if (!msg.is_object()) {
+    r.problem = "not a JSON object";
+    return r;
+  }
+  const json* op = member(msg, "op", r.problem);
+  if (!op) return r;
+  if (*op != "result") {
+    r.problem = "op: " + quoted(*op) + " is not \"result\"";
+    return r;
+  }
+  const json* got = member(msg, "id", r.problem);
+  if (!got) return r;
+  if (!got->is_number_integer() || (got->is_number_unsigned() && got->get<uint64_t>() > INT64_MAX) || got->get<int64_t>() != id) {
+    r.problem = "id: " + quoted(*got) + " is not " + std::to_string(id) + ", the id of the job it holds";
+    return r;
+  }
+  if (member(msg, "answer", r.problem)) r.answer = std::move(msg["answer"]);
+  return r;
+}
 
 struct WorkerPool::Impl {
   struct Job {
     int64_t id = 0;
-    json body;
+    std::string line;  // {"op":"job",...}, written in submit()
     std::chrono::milliseconds deadline{0};
+    WorkerCheck check;
     int attempts = 0;
     std::promise<JobResult> promise;
   };
@@ -56,10 +155,15 @@ struct WorkerPool::Impl {
     WorkerState state;
     Process process;  // when this pool started it
     int fd = -1;
-    std::string buffer;
+    LineReader lines{kMaxLineBytes};
     std::shared_ptr<Job> job;  // the job it holds
     Clock::time_point due;
     Clock::time_point given{};  // when it was last given a job
+  };
+  // A connection that has not said hello yet.
+  struct Pending {
+    int fd = -1;
+    LineReader lines{kMaxHelloBytes};
   };
 
   WorkerPoolOptions options;
@@ -73,6 +177,7 @@ struct WorkerPool::Impl {
   int64_t next_id = 1;
   bool stopping = false;
   std::thread scheduler;
+  std::vector<std::string> strays;  // hellos with the token that named no worker waiting for one
 
   void listen_on(const std::string& host) {
     listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -115,20 +220,24 @@ struct WorkerPool::Impl {
       take_out(w, why);
       return;
     }
-    w.buffer.append(buf, static_cast<size_t>(n));
-    for (size_t nl; w.state.alive && (nl = w.buffer.find('\n')) != std::string::npos;) {
-      std::string line = w.buffer.substr(0, nl);
-      w.buffer.erase(0, nl + 1);
-      json msg = json::parse(line, nullptr, false);
-      if (msg.is_discarded() || !msg.is_object() || msg.value("op", "") != "result" || !w.job || msg.value("id", int64_t{-1}) != w.job->id) {
-        take_out(w, "it sent what the protocol does not allow: " + line.substr(0, 200));
-        return;
-      }
-      std::shared_ptr<Job> job = std::move(w.job);
-      w.job.reset();
-      ++w.state.jobs_done;
-      job->promise.set_value({msg.contains("answer") ? msg["answer"] : json(nullptr), std::nullopt, w.state.index, job->attempts});
-    }
+    w.lines.append(buf, static_cast<size_t>(n));
+    while (w.state.alive)
+      if (std::optional<std::string> line = w.lines.next()) answer_from(w, *line);
+      else break;
+    if (w.state.alive && w.lines.over_limit())
+      take_out(w, "it sent what the protocol does not allow: a line longer than " + std::to_string(w.lines.max_bytes()) + " bytes");
+  }
+
+  // One line from worker `w`: the answer to the job it holds, or it is taken out.
+  void answer_from(Worker& w, const std::string& line) {
+    if (!w.job) return take_out(w, "it sent what the protocol does not allow: " + shown(line) + ": a line while it held no job");
+    ResultLine r = read_result(line, w.job->id);
+    if (r.problem.empty()) r.problem = checked(w.job->check, r.answer);
+    if (!r.problem.empty()) return take_out(w, "it sent what the protocol does not allow: " + shown(line) + ": " + r.problem);
+    std::shared_ptr<Job> job = std::move(w.job);
+    w.job.reset();
+    ++w.state.jobs_done;
+    job->promise.set_value({std::move(r.answer), std::nullopt, w.state.index, job->attempts});
   }
 
   // Gives queued jobs to idle workers, each to the one idle longest since its last job (so that
@@ -145,8 +254,7 @@ struct WorkerPool::Impl {
       idle->job = job;
       idle->given = Clock::now();
       idle->due = idle->given + job->deadline;
-      if (!send_line(idle->fd, json{{"op", "job"}, {"id", job->id}, {"job", job->body}}.dump()))
-        take_out(*idle, "its connection closed");
+      if (!send_line(idle->fd, job->line)) take_out(*idle, "its connection closed");
     }
   }
 
@@ -190,59 +298,85 @@ struct WorkerPool::Impl {
     }
   }
 
+  // A worker that will not be: `why` is its reason; one this pool started is killed.
+  void refuse(Worker& w, const std::string& why) {
+    w.state.out_reason = why;
+    if (w.process.running()) w.process.kill();
+  }
+
+  bool waiting_for_hello(const Worker& w) const { return w.fd < 0 && w.state.out_reason.empty(); }
+
+  // A connection's first line: the hello of a worker waiting for one, or the connection is closed.
+  // Only a hello with the token is heard further: it may take out the worker it names, or be noted.
+  void hear_hello(int fd, const std::string& line, const std::string& rest) {
+    HelloLine h = read_hello(line, token, options.workers);
+    Worker* w = h.worker >= 0 ? &workers[static_cast<size_t>(h.worker)] : nullptr;
+    if (h.problem.empty() && !waiting_for_hello(*w)) h.problem = "a second hello for worker " + std::to_string(h.worker);
+    if (h.problem.empty()) h.problem = checked(options.check_hello, h.hello);
+    if (!h.problem.empty()) {
+      ::close(fd);
+      if (!h.has_token) return;  // an outsider's, or garbage
+      if (w && waiting_for_hello(*w)) refuse(*w, "its hello: " + h.problem);
+      else if (strays.size() < kMaxStrayNotes) strays.push_back("a connection with the pool's token: its hello: " + h.problem);
+      return;
+    }
+    w->fd = fd;
+    w->lines.append(rest.data(), rest.size());
+    w->state.hello = std::move(h.hello);
+    w->state.alive = true;
+  }
+
+  // Reads from a connection that has not said hello; false once it is closed or a worker's.
+  bool read_pending(Pending& p) {
+    char chunk[4096];
+    ssize_t n = ::recv(p.fd, chunk, sizeof chunk, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n > 0) p.lines.append(chunk, static_cast<size_t>(n));
+    std::optional<std::string> line = n > 0 ? p.lines.next() : std::nullopt;
+    if (!line) {
+      if (n > 0 && !p.lines.over_limit()) return true;
+      close_fd(p.fd);  // it closed, or sent more than a hello without a newline
+      return false;
+    }
+    hear_hello(p.fd, *line, p.lines.rest());
+    p.fd = -1;
+    return false;
+  }
+
   // Accepts connections until every worker said hello or the time is up.
   void await_hellos() {
     const auto until = Clock::now() + options.connect_timeout;
-    std::vector<std::pair<int, std::string>> pending;  // accepted, hello not yet read whole
+    std::deque<Pending> pending;
     auto waiting = [&] {
       for (const Worker& w : workers)
-        if (w.fd < 0 && w.state.out_reason.empty()) return true;
+        if (waiting_for_hello(w)) return true;
       return false;
     };
     while (waiting() && Clock::now() < until) {
       std::vector<pollfd> fds = {{listen_fd, POLLIN, 0}};
-      for (auto& [fd, buf] : pending) fds.push_back({fd, POLLIN, 0});
+      for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
       ::poll(fds.data(), fds.size(), 100);
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_pending(pending[i - 1]);
+      std::erase_if(pending, [](const Pending& p) { return p.fd < 0; });
       if (fds[0].revents & POLLIN) {
         int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) pending.push_back({fd, ""});
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        auto& [fd, buf] = pending[i - 1];
-        char chunk[4096];
-        ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-        if (n > 0) buf.append(chunk, static_cast<size_t>(n));
-        size_t nl = buf.find('\n');
-        if (n > 0 && nl == std::string::npos && buf.size() < 65536) continue;
-        json hello = nl == std::string::npos ? json() : json::parse(buf.substr(0, nl), nullptr, false);
-        int index = hello.is_object() ? hello.value("worker", -1) : -1;
-        bool ok = hello.is_object() && hello.value("op", "") == "hello" && hello.value("token", "") == token && index >= 0 &&
-                  index < options.workers && workers[index].fd < 0 && workers[index].state.out_reason.empty();
-        if (ok) {
-          Worker& w = workers[index];
-          w.fd = fd;
-          w.buffer = buf.substr(nl + 1);
-          hello.erase("token");
-          w.state.hello = hello;
-          w.state.alive = true;
-        } else {
-          ::close(fd);  // not one of ours (a wrong token), or a second hello for one index
+        if (fd >= 0) {
+          if (pending.size() >= kMaxPendingConnections) {
+            close_fd(pending.front().fd);
+            pending.pop_front();
+          }
+          pending.push_back({fd, LineReader(kMaxHelloBytes)});
         }
-        fd = -1;
       }
-      std::erase_if(pending, [](const auto& p) { return p.first < 0; });
       for (Worker& w : workers)  // a local worker that ended before its hello
-        if (w.fd < 0 && w.state.out_reason.empty() && w.process.pid() > 0)
+        if (waiting_for_hello(w) && w.process.pid() > 0)
           if (auto status = w.process.wait_exit(std::chrono::milliseconds(0)))
             w.state.out_reason = "it ended before it said hello (" + describe_exit(*status) + ")";
     }
-    for (auto& [fd, buf] : pending) ::close(fd);
+    for (Pending& p : pending) close_fd(p.fd);
     for (Worker& w : workers)
-      if (w.fd < 0 && w.state.out_reason.empty()) {
-        w.state.out_reason = "it did not connect within " + std::to_string(options.connect_timeout.count()) + " ms";
-        w.process.kill();
-      }
+      if (waiting_for_hello(w)) refuse(w, "it did not connect within " + std::to_string(options.connect_timeout.count()) + " ms");
   }
 };
 
@@ -270,11 +404,12 @@ WorkerPool::WorkerPool(WorkerPoolOptions options) : impl_(std::make_unique<Impl>
     }
   }
   p.await_hellos();
+  close_fd(p.listen_fd);  // every worker said hello or was taken out: nothing more may connect
   if (alive() == 0) {
     std::string why;
     for (const Impl::Worker& w : p.workers) why += "\n  worker " + std::to_string(w.state.index) + ": " + w.state.out_reason;
-    close_fd(p.listen_fd);
-    throw Error("no worker of the pool started (" + p.address + "):" + why);
+    for (const std::string& stray : p.strays) why += "\n  " + stray;
+    throw WorkerError("no worker of the pool started (" + p.address + "):" + why);
   }
   p.scheduler = std::thread([&p] { p.run(); });
 }
@@ -298,14 +433,20 @@ WorkerPool::~WorkerPool() {
   close_fd(p.wake[1]);
 }
 
-std::future<JobResult> WorkerPool::submit(nlohmann::json job, std::chrono::milliseconds deadline) {
+std::future<JobResult> WorkerPool::submit(nlohmann::json job, std::chrono::milliseconds deadline, WorkerCheck check_answer) {
   auto j = std::make_shared<Impl::Job>();
-  j->body = std::move(job);
   j->deadline = deadline;
+  j->check = std::move(check_answer);
   std::future<JobResult> f = j->promise.get_future();
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     j->id = impl_->next_id++;
+  }
+  // Written here: a job that cannot be (a string that is not UTF-8) is the caller's exception, not
+  // the scheduler's.
+  j->line = json{{"op", "job"}, {"id", j->id}, {"job", std::move(job)}}.dump();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->queue.push_back(j);
   }
   (void)!::write(impl_->wake[1], "x", 1);

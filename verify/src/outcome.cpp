@@ -1,5 +1,8 @@
 #include "kforge/verify/outcome.h"
 
+#include <limits>
+#include <type_traits>
+
 #include "kforge/common/error.h"
 
 namespace kforge::verify {
@@ -65,14 +68,25 @@ nlohmann::json TimingResult::to_json() const {
 
 namespace {
 
-// j[key] as T, or kforge::Error naming `where`.key.
+// j[key] as T, or kforge::Error naming `where`.key. Numbers are strict: an integer field takes an
+// integer that fits, a number field a number (not true, which JSON's library would turn into 1).
 template <typename T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw Error(where + ": no field \"" + std::string(key) + "\"");
+  const nlohmann::json& v = j.at(key);
+  auto wrong = [&] { return Error(where + "." + key + ": " + v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 80) + " is not of the expected type"); };
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                           : v.get<int64_t>() < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+                                                                 v.get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max())))
+      throw wrong();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) throw wrong();
+  }
   try {
-    return j.at(key).get<T>();
+    return v.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(where + "." + key + ": " + j.at(key).dump().substr(0, 80) + " is not of the expected type");
+    throw wrong();
   }
 }
 
@@ -81,27 +95,26 @@ std::optional<double> optional_number(const nlohmann::json& j, const char* key, 
   return field<double>(j, key, where);
 }
 
-}  // namespace
-
-TimeStats time_stats_from_json(const nlohmann::json& j) {
+// The time statistics at j, `where` naming them.
+TimeStats time_stats_at(const nlohmann::json& j, const std::string& where) {
   TimeStats t;
-  t.median_ms = field<double>(j, "median_ms", "time");
-  t.iqr_ms = field<double>(j, "iqr_ms", "time");
-  t.min_ms = field<double>(j, "min_ms", "time");
-  t.reps = field<int>(j, "reps", "time");
-  t.held = field<bool>(j, "held", "time");
+  t.median_ms = field<double>(j, "median_ms", where);
+  t.iqr_ms = field<double>(j, "iqr_ms", where);
+  t.min_ms = field<double>(j, "min_ms", where);
+  t.reps = field<int>(j, "reps", where);
+  t.held = field<bool>(j, "held", where);
   return t;
 }
 
-TimingResult timing_from_json(const nlohmann::json& j) {
-  const std::string w = "timing";
+// The timing at j, `w` naming it.
+TimingResult timing_at(const nlohmann::json& j, const std::string& w) {
   TimingResult t;
-  t.time = time_stats_from_json(field<nlohmann::json>(j, "time", w));
-  t.eager = time_stats_from_json(field<nlohmann::json>(j, "eager", w));
-  t.scripted = time_stats_from_json(field<nlohmann::json>(j, "scripted", w));
+  t.time = time_stats_at(field<nlohmann::json>(j, "time", w), w + ".time");
+  t.eager = time_stats_at(field<nlohmann::json>(j, "eager", w), w + ".eager");
+  t.scripted = time_stats_at(field<nlohmann::json>(j, "scripted", w), w + ".scripted");
   t.speedup_eager = field<double>(j, "speedup_eager", w);
   t.speedup_scripted = field<double>(j, "speedup_scripted", w);
-  if (j.contains("compiled") && !j["compiled"].is_null()) t.compiled = time_stats_from_json(j["compiled"]);
+  if (j.contains("compiled") && !j["compiled"].is_null()) t.compiled = time_stats_at(j["compiled"], w + ".compiled");
   t.speedup_compiled = optional_number(j, "speedup_compiled", w);
   t.compiled_absent = field<std::string>(j, "compiled_absent", w);
   t.bytes = optional_number(j, "bytes", w);
@@ -116,6 +129,12 @@ TimingResult timing_from_json(const nlohmann::json& j) {
   return t;
 }
 
+}  // namespace
+
+TimeStats time_stats_from_json(const nlohmann::json& j) { return time_stats_at(j, "time"); }
+
+TimingResult timing_from_json(const nlohmann::json& j) { return timing_at(j, "timing"); }
+
 nlohmann::json to_json(const Verdict& v) {
   return {{"outcome", to_string(v.outcome)}, {"flags", v.flags}, {"summary", v.summary}, {"evidence", v.evidence},
           {"timing", v.timing ? v.timing->to_json() : nlohmann::json(nullptr)}};
@@ -125,12 +144,12 @@ Verdict verdict_from_json(const nlohmann::json& j) {
   Verdict v;
   std::string outcome = field<std::string>(j, "outcome", "verdict");
   std::optional<Outcome> o = outcome_from_string(outcome);
-  if (!o) throw Error("verdict.outcome: \"" + outcome + "\" is not an outcome");
+  if (!o) throw Error("verdict.outcome: \"" + outcome.substr(0, 80) + "\" is not an outcome");
   v.outcome = *o;
   v.flags = field<std::vector<std::string>>(j, "flags", "verdict");
   v.summary = field<std::string>(j, "summary", "verdict");
   v.evidence = field<nlohmann::json>(j, "evidence", "verdict");
-  if (j.contains("timing") && !j["timing"].is_null()) v.timing = timing_from_json(j["timing"]);
+  if (j.is_object() && j.contains("timing") && !j["timing"].is_null()) v.timing = timing_at(j["timing"], "verdict.timing");
   return v;
 }
 

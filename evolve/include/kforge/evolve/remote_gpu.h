@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "kforge/compile/compiler.h"
 #include "kforge/evolve/evaluator.h"
@@ -32,13 +34,17 @@ struct RemoteGpuOptions {
 std::string gpu_kind(const verify::DeviceInfo& gpu);
 
 // A Gpu whose calls are jobs for a pool of GPU workers. The constructor starts the workers and
-// checks what they report: every worker of the same GPU kind (name and compute capability: times of
-// different kinds are not comparable) and harness version; it throws kforge::Error saying why when
-// none starts or they disagree.
+// checks what they report: a hello with a field missing or of the wrong type (hello_problem) takes
+// that worker out; the rest must be of one GPU kind (name and compute capability: times of
+// different kinds are not comparable) and harness version. It throws WorkerError when none starts,
+// kforge::Error when they disagree.
 //
-// A job that `pool.max_attempts` workers failed on (each died or hung on it) is the candidate's
-// harness_error and the run goes on; when no worker is left a call throws kforge::Error (the run
-// ends "failed" and `kforge evolve --resume` continues it).
+// An answer that is malformed for its job (answer_problem: a verdict with a field missing, say)
+// takes its worker out, the reason naming the field, and the job goes to another. A job that
+// `pool.max_attempts` workers failed on (each died, hung or broke the protocol on it) is the
+// candidate's harness_error and the run goes on; when no worker is left a call throws WorkerError
+// naming each worker and why it was taken out (the run ends "failed" and `kforge evolve --resume`
+// continues it).
 class RemoteGpu : public Gpu {
  public:
   explicit RemoteGpu(RemoteGpuOptions options);
@@ -67,6 +73,32 @@ class RemoteGpu : public Gpu {
   std::unique_ptr<Impl> impl_;
 };
 
+// What the parent checks of a worker's hello and of its answer to a job of `kind`: "" when it is
+// right, else the problem naming the field ("verdict: no field \"flags\"").
+std::string hello_problem(const nlohmann::json& hello);
+std::string answer_problem(const std::string& kind, const nlohmann::json& answer);
+
+// The worker's reading of a line from its parent, {"op":"job","id":N,"job":{...}}. Throws
+// InputError naming "the parent's job line" and the field (the worker then ends: it has no id to
+// answer).
+struct JobLine {
+  int64_t id = 0;
+  nlohmann::json job;
+};
+JobLine read_job_line(std::string_view line);
+
+// A job, read and checked: its kind; its task, loaded from the parent's copy of the file at the
+// job's dims and check dims (the task's own dims, each an integer from 1, its constraints holding,
+// every input's size positive); the candidate's code, plan and tunables. Throws InputError naming
+// "the parent's job" and the field (the worker answers with it).
+struct GpuJob {
+  std::string kind;  // verify, screen, admit, baselines, profile
+  std::shared_ptr<const tasks::Task> task;
+  std::string source, plan;  // the candidate's (not for baselines)
+  compile::Tunables tunables;
+};
+GpuJob read_gpu_job(const nlohmann::json& job);
+
 struct GpuWorkerOptions {
   std::string address;  // HOST:PORT of the parent's pool
   int worker = 0;
@@ -77,9 +109,10 @@ struct GpuWorkerOptions {
 };
 
 // The worker's side: connects to the parent, says hello with gpu.device() and answers jobs with
-// `gpu` until the parent closes the connection (returns then). An exception from the GPU (it
-// failed) ends the worker: the parent gives the job to another. Throws kforge::Error when it cannot
-// connect.
+// `gpu` until the parent closes the connection (returns then). A job that is wrong (read_gpu_job) is
+// answered with {"error": why}. An exception from the GPU (it failed) ends the worker: the parent
+// gives the job to another. Throws kforge::Error when it cannot connect, InputError on a line that
+// is not a job (read_job_line) or is longer than 16 MiB.
 void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu);
 
 }  // namespace kforge::evolve
