@@ -557,7 +557,7 @@ TEST(Fuzz, ModelRepliesThroughTheParserAndTheHttpClient) {
       json{{"choices", {{{"message", {{"content", echo}}}, {"finish_reason", "length"}}}}, {"usage", {{"prompt_tokens", 1}}}}.dump(),
       R"({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})",
       R"({"content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}], "usage": {"input_tokens": 5, "output_tokens": 5}})"};
-  std::string failures = fuzz(seeds, 1500, 25, 34, [&](const std::string& body) -> std::string {
+  std::string failures = fuzz(seeds, 1000, 25, 34, [&](const std::string& body) -> std::string {
     static std::unique_ptr<RawEndpoint> server;  // made in the forked child, on the first HTTP case
     static std::mutex served_mutex;
     static std::string served;
