@@ -6,7 +6,9 @@
 // the summary. The fuzz target (Fuzz.ExportText) does the same for mutated text in every field that
 // reaches a generated file. A refused winner's reason is said whole.
 #include <nlohmann/json.hpp>
+#include <ftw.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -361,7 +363,7 @@ TEST(ExportText, NamesAreRefusedNotEscaped) {
   refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].tensors[0].name = "x, int y"; },
           "smoke/softmax: tensors: 'x, int y'");
   refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].plan.workspaces[0].name = "p\nq"; },
-          "smoke/softmax: plan.workspace: 'p\\x0Aq'");
+          "smoke/softmax: plan.workspace: 'p\\012q' is not a C++ identifier");
   refused([](exporter::ExportResult&, exporter::ExportOptions& o) { o.name = "k)\nexec(\"x\")#"; }, "package name");
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "pkg")) << "nothing is written when a name is refused";
 }
@@ -375,16 +377,29 @@ using namespace kforge::test::fuzzing;
 // Mutated task and archive text through every generator: the package's C++ is the benign text's,
 // token for token (the text only inside comments and literals), and its CMake and Python files are
 // the templates, whatever the text.
+// A package is written (each file synced) for every case: on tmpfs where there is one.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    std::string templ = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm/kforge-fuzz-XXXXXX" : "/tmp/kforge-fuzz-XXXXXX";
+    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for " + templ);
+    path = templ;
+  }
+  ~ScratchDir() {
+    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
+  }
+};
+
 TEST(Fuzz, ExportText) {
-  TempDir dir;
+  ScratchDir dir;
   OpFixture f = OpFixture::make();
-  std::map<std::string, std::string> benign = package_files(with_text(f, "benign text"), dir.path() / "benign");
+  std::map<std::string, std::string> benign = package_files(with_text(f, "benign text"), std::filesystem::path(dir.path) / "benign");
   std::vector<std::string> seeds = {"Argmax (int64 indices) over dim 1 of a 3-D float32 tensor",
                                     "Argmax\n#include <cstdlib>\nstatic int p = (std::system(\"touch /tmp/x\"), 0);\n//",
                                     "partial<BLOCK, 4>", "_Z7partialILi256EEvPKfPfx", "0123456789abcdef0123456789abcdef",
                                     "def forward(x: Tensor) -> Tensor:\n    return torch.argmax(x, dim=1)\n", "?\?/ \\ */ \r \" '"};
-  std::string failures = fuzz(seeds, 400, 20, 34, [&](const std::string& text) -> std::string {
-    return code_difference(f, text.substr(0, 16384), dir.path() / "fuzzed", benign);
+  std::string failures = fuzz(seeds, 1000, 40, 34, [&](const std::string& text) -> std::string {
+    return code_difference(f, text.substr(0, 16384), std::filesystem::path(dir.path) / "fuzzed", benign);
   });
   EXPECT_EQ(failures, "");
 }

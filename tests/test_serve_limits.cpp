@@ -58,11 +58,13 @@ bool send_all(int fd, const std::string& s) {
 std::pair<std::string, bool> receive(int fd, std::chrono::milliseconds wait) {
   std::string got;
   auto end = Clock::now() + wait;
-  for (;;) {
+  for (;;) {  // polls at least once, also when `wait` is 0
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-    if (left <= 0) return {got, false};
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) {
+      if (left <= 0) return {got, false};
+      continue;
+    }
     char buf[4096];
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) return {got, true};  // closed (or reset)

@@ -28,7 +28,7 @@ std::string cpp_text(std::string_view s) {
 
 const std::string& checked_name(const std::string& name, const std::string& who, const std::string& field) {
   if (!is_identifier(name))
-    throw Error(who + ": " + field + ": '" + printable(name) +
+    throw Error(who + ": " + field + ": '" + cpp_text(name) +
                 "' is not a C++ identifier (letters, digits, _); kforge export writes it as code and refuses it");
   return name;
 }
