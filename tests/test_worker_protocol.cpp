@@ -381,6 +381,12 @@ TEST(WorkerProtocol, KforgeEvolveEndsWithExit1WhenNoGpuWorkerIsLeftOrNoneStarts)
   EXPECT_TRUE(has(r.out, "worker 0: its hello: ")) << r.out;
 }
 
+TEST(WorkerProtocol, KforgeGpuWorkerSaysWhatIsWrongWithItsDevicesList) {
+  test::CliResult r = test::run_kforge("gpu-worker --connect 127.0.0.1:1 --worker 1 --devices 0,x");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "'x' is not a GPU number")) << r.out;
+}
+
 // ---- The worker's side: the test is its parent ----
 
 struct Listener {

@@ -229,12 +229,12 @@ struct RemoteGpu::Impl {
       // The pool checked the hello (hello_problem): these reads cannot fail.
       int64_t version = hello.at("harness_version").get<int64_t>();
       if (version != verify::kHarnessVersion)
-        throw Error("GPU worker " + std::to_string(w.index) + " judges by harness version " + std::to_string(version) +
+        throw WorkerError("GPU worker " + std::to_string(w.index) + " judges by harness version " + std::to_string(version) +
                     ", this kforge by " + std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
       Worker x{device_from_json(hello.at("device")), hello.at("driver").get<std::string>(),
                hello.at("profiler").get<std::string>(), hello};
       if (!workers.empty() && gpu_kind(x.device) != gpu_kind(workers.begin()->second.device))
-        throw Error("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
+        throw WorkerError("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
                     gpu_kind(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
                     gpu_kind(x.device) + "); their times are not comparable: run one kforge evolve per kind");
       workers[w.index] = std::move(x);

@@ -36,8 +36,8 @@ std::string gpu_kind(const verify::DeviceInfo& gpu);
 // A Gpu whose calls are jobs for a pool of GPU workers. The constructor starts the workers and
 // checks what they report: a hello with a field missing or of the wrong type (hello_problem) takes
 // that worker out; the rest must be of one GPU kind (name and compute capability: times of
-// different kinds are not comparable) and harness version. It throws WorkerError when none starts,
-// kforge::Error when they disagree.
+// different kinds are not comparable) and harness version. It throws WorkerError when none starts
+// or they disagree.
 //
 // An answer that is malformed for its job (answer_problem: a verdict with a field missing, say)
 // takes its worker out, the reason naming the field, and the job goes to another. A job that
