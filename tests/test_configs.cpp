@@ -310,7 +310,7 @@ struct ScriptRun {
 };
 ScriptRun script(const std::string& args) {
   TempDir io;
-  std::string cmd = "python3 " + (kforge::test::source_dir() / "scripts/batch-exchange.py").string() + " " + args + " >" +
+  std::string cmd = "timeout 30 python3 " + (kforge::test::source_dir() / "scripts/batch-exchange.py").string() + " " + args + " >" +
                     (io.path() / "out").string() + " 2>" + (io.path() / "err").string();
   int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, *kforge::read_file((io.path() / "out").string()),
@@ -326,14 +326,15 @@ json request_line(const std::string& id) {
 TEST(BatchScript, PendingRefusesIdsThatArePaths) {
   TempDir dir, outside;
   std::string escape = (outside.path() / "owned").string();
-  for (const std::string& id : {std::string("../../owned"), escape, std::string("kf-1/../../x"), std::string(""), std::string(".")}) {
+  std::string climb = dir.path().filename().string() + "-owned";  // unique beside `dir`
+  for (const std::string& id : {"../../" + climb, escape, std::string("kf-1/../../x"), std::string(""), std::string(".")}) {
     dir.write("requests.jsonl", request_line("kf-000000000000000000000001").dump() + "\n" + request_line(id).dump() + "\n");
     ScriptRun r = script("pending " + dir.path().string());
     EXPECT_EQ(r.code, 1) << id << r.out << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_TRUE(has(r.err, "requests.jsonl:2: custom_id")) << r.err;
     EXPECT_FALSE(std::filesystem::exists(escape + ".md"));
-    EXPECT_FALSE(std::filesystem::exists(dir.path().parent_path() / "owned.md"));
+    EXPECT_FALSE(std::filesystem::exists(dir.path().parent_path() / (climb + ".md")));
   }
   dir.write("requests.jsonl", request_line("kf-000000000000000000000001").dump() + "\n");
   ScriptRun ok = script("pending " + dir.path().string());
@@ -384,7 +385,17 @@ TEST(Fuzz, LlmConfigs) {
       "0.3, ideas = 1.0 }\n\n[[models]]\nmodel = \"anthropic:claude-sonnet-4-5\"\nweight = 1\nprice = { input = 3.0, output "
       "= 15.0 }\n",
       "[[models]]\nmodel = \"openai:x\"\n",
-      "[providers.openai]\nconcurrency = 4\n[[models]]\nmodel = \"openai:a\"\nmax_tokens = 8192\nweight = 0.5\n"};
+      "[providers.openai]\nconcurrency = 4\n[[models]]\nmodel = \"openai:a\"\nmax_tokens = 8192\nweight = 0.5\n",
+      // The hostile ones of issue 34 (a mutation mostly leaves their point intact).
+      "[providers.openai]\nbase_url = \"http://127.0.0.1:18940/ok\"\nconcurrency = 4294967296\n[[models]]\nmodel = \"openai:x\"\n",
+      "[[models]]\nmodel = \"openai:x\"\nmax_tokens = 2147483648\n",
+      "[[models]]\nmodel = \"openai:x\"\nprice = { input = nan, output = nan }\nweight = nan\n",
+      "[[models]]\nmodel = \"openai:x\"\ntemperature = { repair = nan, ideas = inf }\n",
+      "[models]\n" + std::string(200, 'a') + " = 1\n" + [] {
+        std::string d;
+        for (int i = 0; i < 400; ++i) d += "a.";
+        return d + "b = 1\n";
+      }()};
   std::string path = (dir.path() / "llm.toml").string();
   std::string failures = fuzz(seeds, 3000, 20, 34, [&](const std::string& text) -> std::string {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
@@ -423,7 +434,12 @@ TEST(Fuzz, BatchFolders) {
       answer_line(id, "1. vectorize\n2. unroll\n", 429).dump() + "\n" + ok,
       ok + "\n" + answer_line(id, "another").dump() + "\n",
       "{\"custom_id\": \"" + id + "\", \"response\": {\"status_code\": 200, \"body\": {\"choices\": [{\"message\": "
-      "{\"content\": \"hi\"}}], \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 2}}}}\n"};
+      "{\"content\": \"hi\"}}], \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 2}}}}\n",
+      // The hostile ones of issue 34.
+      answer_line(id, "x", "200").dump() + "\n",
+      json{{"custom_id", id}, {"response", {{"status_code", 200}, {"body", "just text"}}}}.dump() + "\n",
+      json{{"custom_id", id}}.dump() + "\n" + json{{"custom_id", json::array({id})}, {"response", "x"}}.dump() + "\n",
+      "{\"custom_id\": \"" + id + "\", \"response\": " + std::string(300, '[') + "\n" + ok + "\n"};
   std::string path = (dir.path() / "answers.jsonl").string();
   std::string failures = fuzz(seeds, 1500, 20, 35, [&](const std::string& text) -> std::string {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
