@@ -50,7 +50,8 @@ using nlohmann::json;
 constexpr double kDefaultProblemSeconds = 300;
 constexpr std::chrono::seconds kHelperStartLimit{120};  // Python and PyTorch loading
 constexpr std::chrono::seconds kProbeLimit{30};
-constexpr int kReplyFd = 3;
+constexpr int kReplyFd = 3;  // the helper's answers
+constexpr int kLayerFd = 4;  // the Landlock rule set, for the problems' processes
 constexpr size_t kMaxLineBytes = size_t{96} << 20;  // a task file is far smaller
 
 struct ImportArgs {
@@ -434,6 +435,10 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   // Its answers on fd 3; the problems' print() goes to its stdout, which is kforge's stderr.
   o.fds = {{reply.write.get(), kReplyFd}, {2, 1}};
   if (null) o.fds.push_back({null.get(), 0});
+  if (rules.fd() >= 0) {  // each problem's process enters a layer of its own (see the helper)
+    o.fds.push_back({rules.fd(), kLayerFd});
+    o.argv.insert(o.argv.end(), {"--layer-fd", std::to_string(kLayerFd)});
+  }
   o.own_process_group = true;  // killing it kills the problem's process with it
   o.confine = ChildConfinement{};
   o.confine->files = &rules;

@@ -1,13 +1,16 @@
 """kforge's KernelBench importer: `kforge tasks import-kernelbench` runs this, confined, with the
 Python that has PyTorch (docs/task-format.md, "KernelBench problems"; docs/security.md).
 
-    python3 kernelbench_import.py --reply-fd N --job JOB.json
+    python3 kernelbench_import.py --reply-fd N --job JOB.json [--layer-fd M]
 
 JOB.json (kforge's): {"prelude": PATH, "device": "cpu"|"cuda", "sys_path": [...],
 "problems": [{"name": TASK_NAME, "path": ABSOLUTE_PATH}, ...]}.
 
 A problem is Python code: it runs in a process of its own, forked from this one, which holds
-nothing but a pipe for its one result. Only this process writes on fd N (kforge's channel; the
+nothing but a pipe for its one result. kforge runs this process under Landlock and passes its rule
+set as fd M: each problem's process enters one more layer of it (landlock_restrict_self), so it
+cannot trace this process nor open its descriptors through /proc, even as root, nor (Landlock ABI
+6) signal it. Without Landlock, this process only makes itself untraceable (PR_SET_DUMPABLE 0). Only this process writes on fd N (kforge's channel; the
 problems' print() goes to stdout, which kforge shows on stderr), one JSON line each:
   {"python", "torch", "device"}         first: this Python
   {"error": "no_torch"|"no_cuda", "detail"}   and exit 3
@@ -23,11 +26,21 @@ import sys
 
 MAX_RESULT_BYTES = 64 << 20
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+SYS_LANDLOCK_RESTRICT_SELF = 446  # the same number on every Linux architecture
 
 
 def prctl(option, value):
     import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def enter_layer(fd):
+    """One more Landlock layer, kforge's rule set again (no_new_privs is set already)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(fd)
 
 
 class Channel:
@@ -98,23 +111,28 @@ def describe(status):
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def run_problem(channel_fd, convert, problem, device, torch):
+def run_problem(channel_fd, layer_fd, convert, problem, device, torch):
     """Forks a child for `problem`; its result, or why there is none."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: from here on, the problem's code may run
-        code = 0
         try:
             os.close(r)
             os.close(channel_fd)
             prctl(PR_SET_PDEATHSIG, 9)
+            if layer_fd is not None:
+                enter_layer(layer_fd)
             prctl(PR_SET_DUMPABLE, 1)  # its own /proc files, for PyTorch; this process stays closed
-            out = json.dumps(result_of_child(convert, problem, device, torch)).encode()
+            result = result_of_child(convert, problem, device, torch)
+        except OSError as e:
+            result = {"ok": False, "reason": f"kforge could not confine its process: {e}"}
+        try:
+            out = json.dumps(result).encode()
             while out:
                 out = out[os.write(w, out):]
         except BaseException:
-            code = 70
-        os._exit(code)
+            os._exit(70)
+        os._exit(0)
     os.close(w)
     chunks, size = [], 0
     while True:
@@ -159,7 +177,7 @@ def cuda_usable():
 
 
 def main(argv):
-    channel_fd, job_path = None, None
+    channel_fd, job_path, layer_fd = None, None, None
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -167,6 +185,8 @@ def main(argv):
             channel_fd = int(args.pop(0))
         elif a == "--job":
             job_path = args.pop(0)
+        elif a == "--layer-fd":
+            layer_fd = int(args.pop(0))
     channel = Channel(channel_fd)
     with open(job_path) as f:
         job = json.load(f)
@@ -202,7 +222,7 @@ def main(argv):
 
     for i, problem in enumerate(job["problems"]):
         channel.emit({"start": i})
-        result = run_problem(channel_fd, convert, problem, device, torch)
+        result = run_problem(channel_fd, layer_fd, convert, problem, device, torch)
         result["index"] = i
         channel.emit(result)
     channel.emit({"done": True})

@@ -56,6 +56,10 @@ class LandlockRules {
   // Confines the calling process (and its future children) for good: no new privileges, then
   // the rules. System calls only, so a forked child may call it before exec. 0, or an errno value.
   int apply() const noexcept;
+  // The rule set's descriptor (-1 without Landlock), to hand to a confined process that confines
+  // its own children one layer further (landlock_restrict_self on it): a process of a deeper
+  // layer can neither trace, nor open the /proc files of, nor (ABI 6) signal one of a shallower.
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
