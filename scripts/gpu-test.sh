@@ -28,9 +28,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 # The README's set-up command, as a user runs it: it finds the CUDA LibTorch inside this machine's
 # PyTorch by itself, builds everything, and judges the smoke suite's seeds and a cheat.
 export BUILD_DIR CMAKE_BUILD_TYPE=Release
-if [ "${KFORGE_GPU_SETUP:-1}" = 0 ]; then  # 0: only kforge, its helpers and the GPU tests (saves ~4 min)
+if [ "${KFORGE_GPU_SETUP:-1}" = 0 ]; then  # 0: only kforge, its helpers and the test programs (saves ~4 min)
   step build 300 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release || exit 1
-  step build 600 cmake --build "$BUILD_DIR" -j"$JOBS" --target kforge kforge-core kforge-runner kforge-nvrtc-worker kforge_gpu_tests ||
+  step build 600 cmake --build "$BUILD_DIR" -j"$JOBS" --target kforge kforge-core kforge-runner kforge-nvrtc-worker kforge_gpu_tests kforge_tests ||
     { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 elif ! step setup 1200 scripts/setup.sh; then
   grep -E "error|Error|kforge:" "$OUT/setup.log" | head -40
@@ -43,7 +43,7 @@ cat "$OUT/doctor.log"
 # GpuLoop.* (the loop against the exploit corpus) adds ~2 min; KFORGE_GPU_FILTER picks tests.
 step gpu-tests 480 "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_FILTER:-*}"
 # Untrusted input on this machine's kernel (Landlock or not) and toolkit: always, they are quick.
-[ -x "$BUILD_DIR"/tests/kforge_tests ] && step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*'
+[ -x "$BUILD_DIR"/tests/kforge_tests ] && step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*:WorkerProtocol.*'
 # The first verify builds smoke/softmax's torch.compile package (48-60 s cold).
 step verify-cli 150 "$BUILD_DIR"/kforge verify --answer tests/gpu/honest/softmax_rows.md --task smoke/softmax
 step verify-cli 60 "$BUILD_DIR"/kforge verify --answer tests/gpu/exploits/oob_write.md --task smoke/relu
