@@ -175,7 +175,7 @@ class HelperDir {
 std::map<std::string, std::string> python_environment() {
   std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"},
                                             {"PYTHONUNBUFFERED", "1"}};
-  for (const char* name : {"PYTHONPATH", "PYTHONHOME"})
+  for (const char* name : {"PYTHONPATH", "PYTHONHOME", "USER", "LOGNAME"})
     if (const char* v = std::getenv(name)) env[name] = v;
   return env;
 }
@@ -271,10 +271,15 @@ FileAccess helper_access(const PythonFacts& py, const HelperDir& dir,
   a.read.push_back("/proc");
   a.read.push_back(dir.helper());
   for (const std::string& p : problems) a.read.push_back(p);
-  a.write = {dir.work(), "/dev/null"};
+  // Who the user is (Python's getpass and PyTorch's caches look the uid up; no secrets in these).
+  for (const char* p : {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime"}) a.read.push_back(p);
+  a.write = {dir.work(), "/dev/null", "/dev/zero"};
   if (device == "cuda") {  // the driver's device files and what it reads of the machine
-    for (const char* p : {"/proc/driver/nvidia", "/sys"}) a.read.push_back(p);
-    for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"})
+    for (const char* p : {"/proc/driver/nvidia", "/sys", "/etc/nvidia", "/usr/share/nvidia", "/usr/local/nvidia",
+                          "/run/nvidia-persistenced"})
+      a.read.push_back(p);
+    for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
+                          "/dev/nvidia-caps", "/dev/shm"})
       a.write.push_back(p);
     for (int i = 0; i < 64; ++i) a.write.push_back("/dev/nvidia" + std::to_string(i));
   }
