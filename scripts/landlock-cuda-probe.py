@@ -81,6 +81,19 @@ def main():
         "everything, scoped": ([("/", ALL)], 3),
         "everything, not scoped": ([("/", ALL)], 0),
     }
+    if "--narrow" in sys.argv:  # which right outside the base rules CUDA needs
+        rd = [("/", READ)]
+        w = lambda *ps: b + rd + [(p, ALL) for p in ps]
+        variants = {
+            "read / + write /dev": (w("/dev"), 3),
+            "read / + write /proc": (w("/proc"), 3),
+            "read / + write /sys": (w("/sys"), 3),
+            "read / + write /run /var /tmp": (w("/run", "/var", "/tmp"), 3),
+            "read / + write /dev /proc /sys": (w("/dev", "/proc", "/sys"), 3),
+            "/ with file rights only": ([("/", READ | FILE)], 3),
+            "/ with all but ioctl_dev": ([("/", ALL & ~(1 << 15))], 3),
+            "/ with all but make_*": ([("/", ALL & ~(0x1fc0))], 3),
+        }
     import json
     procs = {}
     for name, (rules, scoped) in variants.items():
