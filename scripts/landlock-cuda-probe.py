@@ -94,6 +94,17 @@ def main():
             "/ with all but ioctl_dev": ([("/", ALL & ~(1 << 15))], 3),
             "/ with all but make_*": ([("/", ALL & ~(0x1fc0))], 3),
         }
+    if "--proc" in sys.argv:  # where beneath /proc (the probe's child makes its own rules: /proc/self is its own)
+        rd = [("/", READ)]
+        w = lambda *ps: b + rd + [(p, ALL) for p in ps]
+        variants = {
+            "read / + write /proc/self": (w("/proc/self"), 3),
+            "read / + write /proc/driver": (w("/proc/driver"), 3),
+            "read / + write /proc/sys": (w("/proc/sys"), 3),
+            "read / + file rights /proc": (b + rd + [("/proc", READ | FILE)], 3),
+            "read / + ioctl /proc": (b + rd + [("/proc", READ | (1 << 15))], 3),
+            "read / + write-file /proc": (b + rd + [("/proc", READ | (1 << 1))], 3),
+        }
     import json
     procs = {}
     for name, (rules, scoped) in variants.items():
