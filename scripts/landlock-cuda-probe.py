@@ -105,6 +105,16 @@ def main():
             "read / + ioctl /proc": (b + rd + [("/proc", READ | (1 << 15))], 3),
             "read / + write-file /proc": (b + rd + [("/proc", READ | (1 << 1))], 3),
         }
+    if "--self" in sys.argv:  # where beneath /proc/self, and which rights
+        rd = [("/", READ)]
+        f = lambda path, rights: (b + rd + [(path, rights)], 3)
+        variants = {
+            "file rights /proc/self/fd": f("/proc/self/fd", READ | FILE),
+            "file rights /proc/self/task": f("/proc/self/task", READ | FILE),
+            "write+ioctl /proc/self": f("/proc/self", READ | (1 << 1) | (1 << 15)),
+            "write+truncate /proc/self": f("/proc/self", READ | (1 << 1) | (1 << 14)),
+            "write+truncate+ioctl /proc/self": f("/proc/self", READ | (1 << 1) | (1 << 14) | (1 << 15)),
+        }
     import json
     procs = {}
     for name, (rules, scoped) in variants.items():
