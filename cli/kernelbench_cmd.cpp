@@ -365,7 +365,10 @@ bool Import::run(const PythonFacts& py, const HelperDir& dir, std::string& why) 
   const Confinement& c = rules.confinement();
   confinement_ = c.active ? "confined with " + c.how.substr(0, c.how.find(':')) +
                                 ": it reads Python, PyTorch and the problems, writes a private folder, "
-                                "no TCP"
+                                "no TCP" +
+                                (a_.device == "cuda" ? " (with CUDA: each problem's process; kforge's helper has the "
+                                                       "rest of the limits)"
+                                                     : "")
                           : "NOT confined, " + c.how;
   for (;;) {
     if (std::none_of(problems_.begin(), problems_.end(),
@@ -446,7 +449,10 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   }
   o.own_process_group = true;  // killing it kills the problem's process with it
   o.confine = ChildConfinement{};
-  o.confine->files = &rules;
+  // With CUDA, the driver writes beneath /proc/PID/task of every process that uses it, and a rule
+  // names one PID: the helper (kforge's code, which runs no problem code) then has no Landlock
+  // layer of its own, and each problem's process enters the rule set with its own PID added.
+  o.confine->files = a_.device == "cuda" ? nullptr : &rules;
   o.confine->memory_bytes = reference_limits(std::nullopt, kCheckReferenceSeconds).memory_bytes;
   // CPU seconds per process: each problem's process has its own, PyTorch uses up to 2 threads.
   o.confine->cpu_seconds = static_cast<int64_t>(2 * a_.time_limit) + 10;

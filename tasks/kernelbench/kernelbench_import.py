@@ -7,8 +7,10 @@ JOB.json (kforge's): {"prelude": PATH, "device": "cpu"|"cuda", "sys_path": [...]
 "problems": [{"name": TASK_NAME, "path": ABSOLUTE_PATH}, ...]}.
 
 A problem is Python code: it runs in a process of its own, forked from this one, which holds
-nothing but a pipe for its one result. kforge runs this process under Landlock and passes its rule
-set as fd M: each problem's process enters one more layer of it (landlock_restrict_self), so it
+nothing but a pipe for its one result. kforge runs this process under Landlock (on the CPU; with
+CUDA, whose driver writes beneath /proc/PID/task, it does not, as PIDs differ) and passes its rule
+set as fd M: each problem's process enters one more layer of it (landlock_restrict_self), with its
+own /proc/PID/task writable, so it
 cannot trace this process nor open its descriptors through /proc, even as root, nor (Landlock ABI
 6) signal it. Without Landlock, this process only makes itself untraceable (PR_SET_DUMPABLE 0). Only this process writes on fd N (kforge's channel; the
 problems' print() goes to stdout, which kforge shows on stderr), one JSON line each:
@@ -25,8 +27,9 @@ import os
 import sys
 
 MAX_RESULT_BYTES = 64 << 20
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-SYS_LANDLOCK_RESTRICT_SELF = 446  # the same number on every Linux architecture
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+# the same numbers on every Linux architecture
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 
 
 def prctl(option, value):
@@ -34,10 +37,32 @@ def prctl(option, value):
     ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
+def allow_own_threads(libc, fd):
+    """Adds to kforge's rule set: this process may write beneath its own /proc/PID/task (the CUDA
+    driver names its threads there: without it, CUDA fails to start, as seen on an H100)."""
+    import ctypes
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    abi = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+    rights = (1 << 1) | (1 << 2) | (1 << 3) | ((1 << 14) if abi >= 3 else 0)  # write, read, read dir, truncate
+    task = os.open("/proc/self/task", os.O_PATH | os.O_CLOEXEC)
+    try:
+        rule = PathBeneath(rights, task)
+        if libc.syscall(SYS_LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(rule), 0) != 0:  # LANDLOCK_RULE_PATH_BENEATH
+            raise OSError(ctypes.get_errno(), "landlock_add_rule for /proc/self/task failed")
+    finally:
+        os.close(task)
+
+
 def enter_layer(fd):
-    """One more Landlock layer, kforge's rule set again (no_new_privs is set already)."""
+    """One more Landlock layer, kforge's rule set again, with this process's own threads."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)  # set already where kforge confined this helper
+    allow_own_threads(libc, fd)
     if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     os.close(fd)
