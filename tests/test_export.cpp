@@ -26,19 +26,10 @@ namespace {
 
 using namespace kforge;
 using kforge::test::source_dir;
+const auto run = kforge::test::run_command;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-// The command's exit status and its output (stdout and stderr).
-std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 const std::string kKforge = KFORGE_BINARY;
 const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string();
@@ -46,7 +37,7 @@ const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-le
 // Compiles the package's PyTorch ops (syntax only) against this machine's ATen headers, with the two
 // CUDA headers Debian's CPU LibTorch lacks stood in for (the GPU machine builds them for real:
 // scripts/gpu-export.sh). Its exit status and output.
-std::pair<int, std::string> compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg, const std::string& ns) {
+kforge::test::CliResult compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg, const std::string& ns) {
   dir.write("stub/c10/cuda/CUDAStream.h",
             "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace c10::cuda {\n"
             "struct Stream { CUstream stream() const { return nullptr; } };\n"

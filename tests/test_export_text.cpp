@@ -29,18 +29,10 @@ namespace {
 
 using namespace kforge;
 using kforge::test::source_dir;
+const auto run = kforge::test::run_command;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 const std::string kKforge = KFORGE_BINARY;
 
@@ -160,7 +152,7 @@ json argmax_line() {
 
 // level1/argmax_dim.toml under `dir`/tasks with `summary` (TOML text of a basic string's inside),
 // its winner's line pointed at that version, and `kforge export` of it into `dir`/`out`.
-std::pair<int, std::string> export_argmax(const TempDir& dir, const std::string& summary_toml, const std::string& out,
+kforge::test::CliResult export_argmax(const TempDir& dir, const std::string& summary_toml, const std::string& out,
                                           const std::function<void(json&)>& edit = {}) {
   std::string toml = *read_file((source_dir() / "tasks/level1/argmax_dim.toml").string());
   size_t at = toml.find("summary = \""), end = toml.find('\n', at);

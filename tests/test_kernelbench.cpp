@@ -16,15 +16,6 @@
 namespace kforge::test {
 namespace {
 
-// The Python kforge would pick that can import torch ("" when none): python3 on PATH, then
-// Debian's.
-std::string torch_python() {
-  for (const std::string& py : {std::string("python3"), std::string("/usr/bin/python3")}) {
-    std::string cmd = py + " -c 'import torch' > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
 
 std::string read(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -14,13 +14,6 @@
 namespace kforge::test {
 namespace {
 
-std::string torch_python() {
-  for (const std::string& py : {std::string("python3"), std::string("/usr/bin/python3")}) {
-    std::string cmd = py + " -c 'import torch' > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
 
 #define REQUIRE_TORCH()                                                                        \
   if (torch_python().empty())                                                                  \

@@ -318,15 +318,7 @@ TEST(Llm, ConcurrencyLimitCapsRequestsInFlight) {
   EXPECT_EQ(peak.load(), 2);
 }
 
-std::pair<int, std::string> run_cli(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+const auto run_cli = kforge::test::run_command;
 
 TEST(Llm, PingFromTheCommandLine) {
   FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });

@@ -124,15 +124,7 @@ std::string in_child(const std::function<bool()>& body) {
   return WEXITSTATUS(status) == 0 ? "" : "the child's check failed";
 }
 
-std::pair<int, std::string> run_cli(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+const auto run_cli = kforge::test::run_command;
 
 std::string grep_dir(const std::string& dir, const std::string& what) {
   auto [rc, out] = run_cli("grep -rl -F -- '" + what + "' " + dir + " | wc -l");

@@ -2,7 +2,13 @@
 // an error naming the file, the line where known, the field and the problem.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "kforge/tasks/task.h"
 #include "test_util.h"
@@ -259,6 +265,36 @@ TEST(TaskLoader, ASymlinkLoopIsAnInputError) {
     }
   }
   EXPECT_EQ(resolve_tasks("a/x", dir.path()).size(), 1u);
+}
+
+// Issue 34: a FIFO named like a task file hung the loader (it read from the pipe); now it is an
+// InputError naming the file, and nothing is read. A writer feeds the FIFO a valid task for up to
+// a second, so without the check the test fails (the task loads) instead of hanging.
+TEST(TaskLoader, AFifoIsAnInputErrorNotARead) {
+  TempDir dir;
+  std::string fifo = (dir.path() / "pipe.toml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::string text = valid_task("pipe");
+    for (int i = 0; i < 100; ++i) {
+      int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) {
+        (void)!::write(fd, text.data(), text.size());
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // ENXIO: no reader yet
+    }
+  });
+  try {
+    load_task(fifo);
+    ADD_FAILURE() << "a FIFO loaded as a task";
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find(fifo), std::string::npos) << what;
+    EXPECT_NE(what.find("FIFO"), std::string::npos) << what;
+  }
+  writer.join();
 }
 
 TEST(UnseenDims, SatisfyConstraintsDifferFromShownDimsAndRepeatPerSeed) {

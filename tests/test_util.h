@@ -48,23 +48,37 @@ class TempDir {
 
 inline std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }
 
-#ifdef KFORGE_BINARY
 struct CliResult {
   int code = -1;    // the exit status; 128 + N for signal N
   std::string out;  // standard output and error together
 };
 
-// The kforge binary with `args` (shell words), after `env` (shell assignments, e.g. "COLUMNS=60").
-inline CliResult run_kforge(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + KFORGE_BINARY + " " + args + " 2>&1";
+// A shell command line's exit status and its output (stdout and stderr together).
+inline CliResult run_command(const std::string& cmd) {
   CliResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
   int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// The Python kforge would pick that can import torch ("" when none): python3 on PATH, then
+// Debian's.
+inline std::string torch_python() {
+  for (const std::string& py : {std::string("python3"), std::string("/usr/bin/python3")}) {
+    std::string cmd = py + " -c 'import torch' > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+#ifdef KFORGE_BINARY
+// The kforge binary with `args` (shell words), after `env` (shell assignments, e.g. "COLUMNS=60").
+inline CliResult run_kforge(const std::string& args, const std::string& env = "") {
+  return run_command(env + (env.empty() ? "" : " ") + KFORGE_BINARY + " " + args);
 }
 #endif
 

@@ -10,6 +10,7 @@
 
 #include "kforge/common/hash.h"
 #include "kforge/common/strings.h"
+#include "kforge/common/input_file.h"
 #include "kforge/common/toml_limits.h"
 #include "kforge/tasks/reference.h"
 
@@ -616,12 +617,8 @@ std::string shape_expressions(const InputSpec& in) {
 }
 
 Task load_task(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), std::nullopt, "", "cannot open the task file");
-  std::string text(kMaxTaskFileBytes + 1, '\0');  // one byte more than allowed: Loader says so
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return parse_task(file, std::move(text));
+  // A regular file of bounded size only: a FIFO or a link to /dev/zero named *.toml hung the read.
+  return parse_task(file, read_input_file(file.string(), kMaxTaskFileBytes));
 }
 
 Task parse_task(const fs::path& file, std::string text) {
