@@ -1,5 +1,6 @@
 // `kforge evolve SUITE|TASK...`: the search loop (docs/evolve.md), and `kforge report RUN`, its
 // markdown report from the archive.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -85,6 +86,29 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
          std::to_string(s.failed) + " failed";
 }
 
+// The flags that override the run config's numbers.
+void apply_number_flags(const EvolveArgs& a, evolve::RunConfig& c) {
+  if (a.generations) c.generations = *a.generations;
+  if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
+  if (a.budget_minutes) c.minutes = *a.budget_minutes;
+  if (a.target_speedup) c.target_speedup = *a.target_speedup;
+}
+
+// The number flags keep the bounds of the keys they override (one rule, the run config's), and
+// say so before any work: UsageError naming the flag.
+void check_number_flags(const EvolveArgs& a) {
+  evolve::RunConfig c;
+  apply_number_flags(a, c);
+  try {
+    (void)evolve::RunConfig::from_json(c.to_json());
+  } catch (const InputError& e) {
+    std::string flag = e.field();
+    std::replace(flag.begin(), flag.end(), '.', '-');
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    throw UsageError("--" + flag + ": " + e.problem());
+  }
+}
+
 evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_from) {
   evolve::RunConfig c;
   if (a.resume) {
@@ -100,10 +124,7 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   if (!a.model.empty()) c.model = a.model, c.llm_config.clear();
   if (!a.llm_config.empty()) c.llm_config = a.llm_config, c.model.clear();
   if (a.llm == "none") c.model.clear(), c.llm_config.clear();
-  if (a.generations) c.generations = *a.generations;
-  if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
-  if (a.budget_minutes) c.minutes = *a.budget_minutes;
-  if (a.target_speedup) c.target_speedup = *a.target_speedup;
+  apply_number_flags(a, c);
   if (a.no_admit) c.admit = false;
   if (c.tasks.empty()) throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
   return c;
@@ -225,6 +246,7 @@ int run_evolve(const EvolveArgs& a) {
     throw UsageError("--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher starts)");
   if (!a.worker_command.empty() && a.workers < 1)
     throw UsageError("--worker-command: say how many workers it starts with --workers N");
+  check_number_flags(a);
   // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
   // their GPU, from what the first one says of it.
   bool here = verify::Driver::get().available();

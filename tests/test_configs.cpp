@@ -224,6 +224,22 @@ struct Folder {
   }
 };
 
+// kforge evolve's flags that override run-config numbers keep those keys' bounds (the flags went
+// around them), and say so before the GPU check: exit 2 naming the flag, here without a GPU.
+TEST(Configs, EvolveFlagsKeepTheBoundsOfTheKeysTheyOverride) {
+  TempDir dir;
+  std::string db = (dir.path() / "flags.db").string();
+  for (auto [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--generations 20000", "--generations: must be a whole number from 0 to 10000"},
+           {"--budget-evaluations -3", "--budget-evaluations: must be a whole number from 0"},
+           {"--target-speedup nan", "--target-speedup: must be a number, 0 or more (not NaN or infinite)"},
+           {"--budget-minutes inf", "--budget-minutes: must be a number"}}) {
+    kforge::test::CliResult r = kforge::test::run_kforge("evolve smoke/relu --llm none --db " + db + " " + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
+  }
+}
+
 TEST(BatchFolder, FifosAndDeviceLinksAreErrorsNotHangs) {
   Folder f;
   f.write("answers.jsonl", answer_line(f.id, "fine").dump() + "\n");
