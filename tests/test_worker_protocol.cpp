@@ -248,6 +248,32 @@ TEST(WorkerProtocol, AHelloWithTheTokenButNoWorkerIndexIsNamedWhenNoneStarts) {
   }
 }
 
+// A worker whose first line was refused before its token was read (over 64 KiB, or a token that is
+// not a string) is not "a worker that did not connect": the reason says no hello with the token
+// came, and how many connections were closed for their first line.
+TEST(WorkerProtocol, AWorkerWhoseHelloWasRefusedUnreadIsToldApartFromOneThatNeverConnected) {
+  for (bool oversized : {true, false}) {
+    SCOPED_TRACE(oversized ? "a hello over 64 KiB" : "a token that is a number");
+    Staged stage;
+    evolve::WorkerPoolOptions o;
+    o.command = {"/bin/sh", "-c", stage.script({""})};
+    o.connect_timeout = 3s;
+    auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
+    auto [address, token] = stage.address_and_token(0);
+    Conn w0 = Conn::dial(address);
+    w0.send(oversized ? json{{"op", "hello"}, {"worker", 0}, {"token", token}, {"name", std::string(70000, 'x')}}.dump() + "\n"
+                      : "{\"op\": \"hello\", \"worker\": 0, \"token\": 5}\n");
+    try {
+      started.get();
+      FAIL() << "a pool without a worker";
+    } catch (const Error& e) {
+      EXPECT_TRUE(has(e.what(), "no hello with the pool's token came from it within 3000 ms (1 connection(s) were closed"))
+          << e.what();
+      EXPECT_FALSE(has(e.what(), "did not connect")) << e.what();
+    }
+  }
+}
+
 // ---- RemoteGpu: what a worker with the token says of its GPU and its verdicts ----
 
 json good_hello(int worker, const std::string& token) {

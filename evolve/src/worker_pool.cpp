@@ -178,6 +178,7 @@ struct WorkerPool::Impl {
   bool stopping = false;
   std::thread scheduler;
   std::vector<std::string> strays;  // hellos with the token that named no worker waiting for one
+  int closed_without_token = 0;      // connections closed before a hello with the token
 
   void listen_on(const std::string& host) {
     listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -315,7 +316,10 @@ struct WorkerPool::Impl {
     if (h.problem.empty()) h.problem = checked(options.check_hello, h.hello);
     if (!h.problem.empty()) {
       ::close(fd);
-      if (!h.has_token) return;  // an outsider's, or garbage
+      if (!h.has_token) {  // an outsider's, or garbage
+        ++closed_without_token;
+        return;
+      }
       if (w && waiting_for_hello(*w)) refuse(*w, "its hello: " + h.problem);
       else if (strays.size() < kMaxStrayNotes) strays.push_back("a connection with the pool's token: its hello: " + h.problem);
       return;
@@ -335,7 +339,8 @@ struct WorkerPool::Impl {
     std::optional<std::string> line = n > 0 ? p.lines.next() : std::nullopt;
     if (!line) {
       if (n > 0 && !p.lines.over_limit()) return true;
-      close_fd(p.fd);  // it closed, or sent more than a hello without a newline
+      if (n > 0 || !p.lines.rest().empty()) ++closed_without_token;  // it sent more than a hello without a newline
+      close_fd(p.fd);  // or it closed
       return false;
     }
     hear_hello(p.fd, *line, p.lines.rest());
@@ -376,7 +381,13 @@ struct WorkerPool::Impl {
     }
     for (Pending& p : pending) close_fd(p.fd);
     for (Worker& w : workers)
-      if (waiting_for_hello(w)) refuse(w, "it did not connect within " + std::to_string(options.connect_timeout.count()) + " ms");
+      if (waiting_for_hello(w))
+        refuse(w, "no hello with the pool's token came from it within " + std::to_string(options.connect_timeout.count()) +
+                      " ms" +
+                      (closed_without_token ? " (" + std::to_string(closed_without_token) +
+                                                  " connection(s) were closed for a first line that was not a hello "
+                                                  "with the token: over 64 KiB, not JSON, or without the token as a string)"
+                                            : ""));
   }
 };
 
