@@ -1,5 +1,6 @@
 // `kforge evolve SUITE|TASK...`: the search loop (docs/evolve.md), and `kforge report RUN`, its
 // markdown report from the archive.
+#include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -10,7 +11,6 @@
 #include <memory>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "candidate_input.h"
 #include "command_list.h"
@@ -18,9 +18,9 @@
 #include "compiled_baselines.h"
 #include "kforge/archive/location.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
 #include "kforge/evolve/batch.h"
-#include "kforge/common/secrets.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
@@ -52,22 +52,26 @@ struct EvolveArgs {
 std::atomic<int> g_stop{0};
 
 extern "C" void on_interrupt(int) {
-  if (g_stop.fetch_add(1) >= 1) std::_Exit(130);  // the second Ctrl-C: at once (everything recorded is committed)
+  if (g_stop.fetch_add(1) >= 1)
+    std::_Exit(130);  // the second Ctrl-C: at once (everything recorded is committed)
 }
 
 std::string status_line(const evolve::TaskStatus& s) {
   std::string best = s.best_ms ? fixed(*s.best_ms, 4) + " ms" : "none yet";
   if (s.best_ms && s.eager_ms) best += ", " + fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
-  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += ", " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
-  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0) best += ", " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
+  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0)
+    best += ", " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0)
+    best += ", " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
   if (s.roofline_fraction) best += ", " + fixed(100 * *s.roofline_fraction, 0) + "% of roofline";
   return s.task + ": generation " + std::to_string(s.generation) + ", best " + best + "; " +
-         std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" + std::to_string(s.correct) +
-         " correct, " + std::to_string(s.failed) + " failed)";
+         std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" +
+         std::to_string(s.correct) + " correct, " + std::to_string(s.failed) + " failed)";
 }
 
 // The live line, the run's budget first (a narrow terminal cuts the end):
-// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 1.20x compile 80%, 3 ok 0 failed".
+// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 1.20x compile 80%, 3
+// ok 0 failed".
 std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
   auto clock = [](double sec) {
     int t = static_cast<int>(sec);
@@ -75,15 +79,19 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
   };
   std::string best = "no best yet";
   if (s.best_ms && s.eager_ms) best = fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
-  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0) best += " " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
-  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0) best += " " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
+  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0)
+    best += " " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
+  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0)
+    best += " " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
   if (s.roofline_fraction) best += " " + fixed(100 * *s.roofline_fraction, 0) + "%";
   double t = e.value("t", 0.0);
-  std::string evals = std::to_string(e.value("evaluations", int64_t{0})) + (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
+  std::string evals = std::to_string(e.value("evaluations", int64_t{0})) +
+                      (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
   std::string wall = clock(t) + (c.minutes > 0 ? "/" + clock(60 * c.minutes) : "");
-  return evals + " evals, " + wall + ", GPU " + (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "% | g" +
-         std::to_string(s.generation) + " " + s.task + " " + best + ", " + std::to_string(s.correct) + " ok " +
-         std::to_string(s.failed) + " failed";
+  return evals + " evals, " + wall + ", GPU " +
+         (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "% | g" +
+         std::to_string(s.generation) + " " + s.task + " " + best + ", " +
+         std::to_string(s.correct) + " ok " + std::to_string(s.failed) + " failed";
 }
 
 // The flags that override the run config's numbers.
@@ -113,8 +121,10 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   evolve::RunConfig c;
   if (a.resume) {
     json runs = resumed_from->runs();
-    auto it = std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == *a.resume; });
-    if (it == runs.end()) throw UsageError("--resume: no run " + std::to_string(*a.resume) + " in the archive");
+    auto it =
+        std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == *a.resume; });
+    if (it == runs.end())
+      throw UsageError("--resume: no run " + std::to_string(*a.resume) + " in the archive");
     c = evolve::RunConfig::from_json((*it)["config"]);
     return c;  // a resumed run keeps its config: flags would change what it replays
   }
@@ -126,7 +136,8 @@ evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_fro
   if (a.llm == "none") c.model.clear(), c.llm_config.clear();
   apply_number_flags(a, c);
   if (a.no_admit) c.admit = false;
-  if (c.tasks.empty()) throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
+  if (c.tasks.empty())
+    throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
   return c;
 }
 
@@ -137,10 +148,14 @@ evolve::PromptGpu recorded_target(evolve::RunConfig& config, evolve::PromptGpu g
   json& t = config.target;
   if (t.is_object()) {
     g.name = t.value("name", g.name);
-    g.l2_bytes = t.contains("l2_bytes") ? std::optional<int64_t>(t["l2_bytes"].get<int64_t>()) : std::nullopt;
-    g.spec_gbps = t.contains("spec_gbps") ? std::optional<double>(t["spec_gbps"].get<double>()) : std::nullopt;
-    if (t.contains("measured")) g.measured = verify::MeasuredFacts::from_json(t["measured"]);
-    else g.measured.reset();
+    g.l2_bytes = t.contains("l2_bytes") ? std::optional<int64_t>(t["l2_bytes"].get<int64_t>())
+                                        : std::nullopt;
+    g.spec_gbps = t.contains("spec_gbps") ? std::optional<double>(t["spec_gbps"].get<double>())
+                                          : std::nullopt;
+    if (t.contains("measured"))
+      g.measured = verify::MeasuredFacts::from_json(t["measured"]);
+    else
+      g.measured.reset();
     return g;
   }
   t = {{"name", g.name}};
@@ -152,9 +167,9 @@ evolve::PromptGpu recorded_target(evolve::RunConfig& config, evolve::PromptGpu g
 
 // The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
 // none offline.
-std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& config, const EvolveArgs& a,
-                                                   std::shared_ptr<const evolve::BatchExchange>& batch,
-                                                   const std::string& device) {
+std::unique_ptr<evolve::LlmProposer> make_proposer(
+    const evolve::RunConfig& config, const EvolveArgs& a,
+    std::shared_ptr<const evolve::BatchExchange>& batch, const std::string& device) {
   std::vector<evolve::Voice> voices;
   auto cache = std::make_shared<evolve::ResponseCache>("");
   if (!config.llm_config.empty()) {
@@ -164,23 +179,32 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(const evolve::RunConfig& conf
       std::string provider = m.spec.substr(0, m.spec.find(':'));
       auto p = cfg.providers.find(provider);
       auto& limit = limits[provider];
-      if (!limit) limit = std::make_shared<evolve::ConcurrencyLimit>(p == cfg.providers.end() ? 4 : p->second.concurrency);
-      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m), nullptr, limit, cache)});
+      if (!limit)
+        limit = std::make_shared<evolve::ConcurrencyLimit>(
+            p == cfg.providers.end() ? 4 : p->second.concurrency);
+      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m),
+                                                                     nullptr, limit, cache)});
     }
   } else if (config.model.rfind("batch:", 0) == 0) {
-    auto wait = a.batch_wait_s ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *a.batch_wait_s)) : std::chrono::hours(24);
+    auto wait = a.batch_wait_s
+                    ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *a.batch_wait_s))
+                    : std::chrono::hours(24);
     batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch", wait);
-    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
-              << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there (its output "
-                 "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+    std::cout
+        << "kforge evolve: the model's requests go to " << batch->requests_file().string()
+        << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there "
+           "(its output "
+           "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
     voices.push_back({evolve::ModelConfig{"batch"}, batch});
   } else if (!config.model.empty()) {
-    auto client = std::make_shared<const evolve::LlmClient>(evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{},
-                                                            nullptr, std::make_shared<evolve::ConcurrencyLimit>(4), cache);
+    auto client = std::make_shared<const evolve::LlmClient>(
+        evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr,
+        std::make_shared<evolve::ConcurrencyLimit>(4), cache);
     voices.push_back({evolve::ModelConfig{client->model()}, client});
   }
   if (voices.empty()) return nullptr;
-  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(), device);
+  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(),
+                                               device);
 }
 
 // This process's environment without the variables that hold secrets (an LLM's API key stays with
@@ -189,7 +213,8 @@ std::vector<std::string> worker_environment() {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e, name = entry.substr(0, entry.find('='));
-    if (!is_secret_name(name) && name != "KFORGE_WORKER_TOKEN") env.push_back(entry);  // the pool sets its own
+    if (!is_secret_name(name) && name != "KFORGE_WORKER_TOKEN")
+      env.push_back(entry);  // the pool sets its own
   }
   return env;
 }
@@ -211,12 +236,15 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool h
     else
       list = split(a.gpus, ',');
     for (const std::string& g : list)
-      if (g.empty() || g.size() > 4 || !std::all_of(g.begin(), g.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+      if (g.empty() || g.size() > 4 ||
+          !std::all_of(g.begin(), g.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
           std::stoi(g) >= count)
-        throw UsageError("--gpus " + a.gpus + ": '" + g + "' is not a GPU of this machine (0 to " + std::to_string(count - 1) + ")");
+        throw UsageError("--gpus " + a.gpus + ": '" + g + "' is not a GPU of this machine (0 to " +
+                         std::to_string(count - 1) + ")");
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     o.pool.workers = static_cast<int>(list.size());
-    o.pool.command = {self, "gpu-worker", "--connect", "{address}", "--worker", "{worker}", "--devices", join(list, ",")};
+    o.pool.command = {self,       "gpu-worker", "--connect", "{address}",
+                      "--worker", "{worker}",   "--devices", join(list, ",")};
     if (a.no_compile) o.pool.command.push_back("--no-compile");
   } else {
     o.pool.workers = a.workers;
@@ -230,42 +258,57 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool h
   if (here) {
     verify::DeviceInfo mine = verify::list_devices().at(0);
     if (evolve::gpu_kind(mine) != evolve::gpu_kind(there))
-      throw UsageError("the GPU workers judge on " + there.name + ", but this machine's GPU 0, for which kforge evolve "
-                       "checks and tunes candidates, is " + mine.name + ": run kforge evolve where GPU 0 is of the "
+      throw UsageError("the GPU workers judge on " + there.name +
+                       ", but this machine's GPU 0, for which kforge evolve "
+                       "checks and tunes candidates, is " +
+                       mine.name +
+                       ": run kforge evolve where GPU 0 is of the "
                        "workers' kind, or on a machine without a GPU");
   }
-  std::cout << "kforge evolve: " << gpu->parallel() << " GPU worker(s) ready, " << gpu->device().name << std::endl;
+  std::cout << "kforge evolve: " << gpu->parallel() << " GPU worker(s) ready, "
+            << gpu->device().name << std::endl;
   return gpu;
 }
 
 int run_evolve(const EvolveArgs& a) {
-  if (a.llm != "auto" && a.llm != "none") throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
-  if (a.llm == "none" && !a.model.empty()) throw UsageError("--llm none and --model " + a.model + " contradict each other");
-  if (!a.model.empty() && !a.llm_config.empty()) throw UsageError("--model and --llm-config: give one (the config's ensemble or one model)");
+  if (a.llm != "auto" && a.llm != "none")
+    throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
+  if (a.llm == "none" && !a.model.empty())
+    throw UsageError("--llm none and --model " + a.model + " contradict each other");
+  if (!a.model.empty() && !a.llm_config.empty())
+    throw UsageError("--model and --llm-config: give one (the config's ensemble or one model)");
   if (!a.gpus.empty() && !a.worker_command.empty())
-    throw UsageError("--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher starts)");
+    throw UsageError(
+        "--gpus and --worker-command: give one (this machine's GPUs, or workers a launcher "
+        "starts)");
   if (!a.worker_command.empty() && a.workers < 1)
     throw UsageError("--worker-command: say how many workers it starts with --workers N");
   check_number_flags(a);
   // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
   // their GPU, from what the first one says of it.
   bool here = verify::Driver::get().available();
-  if (a.worker_command.empty()) verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
+  if (a.worker_command.empty())
+    verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
   std::unique_ptr<evolve::RemoteGpu> workers;
   if (!a.gpus.empty() || !a.worker_command.empty()) workers = start_gpu_workers(a, here);
   evolve::EvaluatorOptions eo;
   eo.facts = here ? facts_for("") : workers->facts();
   eo.db = a.db;
-  eo.compiler.workers = static_cast<size_t>(a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
+  eo.compiler.workers = static_cast<size_t>(
+      a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
   evolve::RunConfig config = config_from(a, &evaluator.archive());
   if (config.model.empty() && config.llm_config.empty() && a.llm == "auto")
-    std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the tune spaces of the "
-                 "seeds and the archive's kernels) makes every child. To add a model: --model openai:MODEL with "
-                 "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model anthropic:MODEL with "
+    std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the "
+                 "tune spaces of the "
+                 "seeds and the archive's kernels) makes every child. To add a model: --model "
+                 "openai:MODEL with "
+                 "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model "
+                 "anthropic:MODEL with "
                  "ANTHROPIC_API_KEY (docs/evolve.md). --llm none says offline on purpose.\n";
   std::vector<std::shared_ptr<const tasks::Task>> tasks;
-  std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
+  std::filesystem::path root =
+      a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
   std::set<std::string> named;  // a task named twice (a suite and one of its tasks) runs once
   for (const std::string& spec : config.tasks)
     for (const auto& f : tasks::resolve_tasks(spec, root)) {
@@ -295,34 +338,46 @@ int run_evolve(const EvolveArgs& a) {
     shown_best[s.task] = s.best;
     if (progress.on() && !news) return;
     progress.clear();
-    std::cout << "  " << printable(status_line(s)) << (s.stopped.empty() ? "" : " [" + s.stopped + "]") << std::endl;
+    std::cout << "  " << printable(status_line(s))
+              << (s.stopped.empty() ? "" : " [" + s.stopped + "]") << std::endl;
   };
   hooks.on_event = [&](const json& e, const evolve::TaskStatus& s) {
     if (progress.on()) progress.show(live_line(s, e, config));
     if (log) *log << e.dump() << "\n" << std::flush;
   };
   std::signal(SIGINT, on_interrupt);
-  std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations << " generation(s), "
-            << config.islands << " island(s), seed " << config.seed << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "")
-            << std::endl;
+  std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations
+            << " generation(s), " << config.islands << " island(s), seed " << config.seed
+            << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "") << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm =
       make_proposer(config, a, batch, here ? device_line() : device_line(gpu->device()));
-  if (llm) llm->set_target(recorded_target(config, here ? prompt_gpu() : prompt_gpu(pool->device(), pool->facts(), pool->measured())), evaluator.device_id());
+  if (llm)
+    llm->set_target(
+        recorded_target(config, here ? prompt_gpu()
+                                     : prompt_gpu(pool->device(), pool->facts(), pool->measured())),
+        evaluator.device_id());
   std::vector<const tasks::Task*> task_list;
   for (const auto& t : tasks) task_list.push_back(t.get());
-  if (here) prepare_compiled_baselines(vo, task_list, std::cout);  // elsewhere each worker builds its own
-  evolve::RunSummary s = evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
+  if (here)
+    prepare_compiled_baselines(vo, task_list, std::cout);  // elsewhere each worker builds its own
+  evolve::RunSummary s =
+      evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
-  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "x COMPILE", "ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"});
+  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "x COMPILE", "ROOFLINE", "SCREENED",
+               "JUDGED", "CORRECT", "FAILED", "STOPPED"});
   for (const auto& t : s.tasks)
-    table.add({t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-",
-               t.best_ms && t.eager_ms ? fixed(*t.eager_ms / *t.best_ms, 2) : "-",
-               t.best_ms && t.scripted_ms && *t.scripted_ms > 0 ? fixed(*t.scripted_ms / *t.best_ms, 2) : "-",
-               t.best_ms && t.compiled_ms && *t.compiled_ms > 0 ? fixed(*t.compiled_ms / *t.best_ms, 2) : "-",
-               t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-", std::to_string(t.screened),
-               std::to_string(t.judged), std::to_string(t.correct), std::to_string(t.failed), t.stopped});
+    table.add(
+        {t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-",
+         t.best_ms && t.eager_ms ? fixed(*t.eager_ms / *t.best_ms, 2) : "-",
+         t.best_ms && t.scripted_ms && *t.scripted_ms > 0 ? fixed(*t.scripted_ms / *t.best_ms, 2)
+                                                          : "-",
+         t.best_ms && t.compiled_ms && *t.compiled_ms > 0 ? fixed(*t.compiled_ms / *t.best_ms, 2)
+                                                          : "-",
+         t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-",
+         std::to_string(t.screened), std::to_string(t.judged), std::to_string(t.correct),
+         std::to_string(t.failed), t.stopped});
   std::cout << "\n";
   table.print();
   if (pool) {
@@ -332,20 +387,30 @@ int run_evolve(const EvolveArgs& a) {
                 << (w.alive ? "" : ", taken out: " + w.out_reason);
     std::cout << "\n";
   }
-  std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations << " evaluation(s) measured, " << s.reused
-            << " read back from the archive; " << fixed(s.wall_s, 1) << " s wall, GPU busy "
+  std::cout << "\nrun " << s.run << ": " << s.stopped << "; " << s.evaluations
+            << " evaluation(s) measured, " << s.reused << " read back from the archive; "
+            << fixed(s.wall_s, 1) << " s wall, GPU busy "
             << (s.wall_s > 0 ? fixed(100 * s.gpu_s / (s.wall_s * gpu->parallel()), 0) : "0") << "%"
-            << (gpu->parallel() > 1 ? " (each of " + std::to_string(gpu->parallel()) + " GPU workers, on average)" : "") << "\n"
-            << (llm ? "LLM " + llm->models() + ": " + std::to_string(s.llm.calls) + " answer(s) (" + std::to_string(s.llm.cached) +
-                          " from the response cache), " + std::to_string(s.llm.failed_calls) + " failed call(s), " +
-                          std::to_string(s.llm.tokens_in) + " tokens in, " + std::to_string(s.llm.tokens_out) + " out" +
-                          (s.llm.cost_usd > 0 ? ", $" + fixed(s.llm.cost_usd, 4) + " at list price" : "") + "\n"
+            << (gpu->parallel() > 1
+                    ? " (each of " + std::to_string(gpu->parallel()) + " GPU workers, on average)"
                     : "")
-            << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume " << s.run
-            << "` continues it.\n";
+            << "\n"
+            << (llm ? "LLM " + llm->models() + ": " + std::to_string(s.llm.calls) + " answer(s) (" +
+                          std::to_string(s.llm.cached) + " from the response cache), " +
+                          std::to_string(s.llm.failed_calls) + " failed call(s), " +
+                          std::to_string(s.llm.tokens_in) + " tokens in, " +
+                          std::to_string(s.llm.tokens_out) + " out" +
+                          (s.llm.cost_usd > 0 ? ", $" + fixed(s.llm.cost_usd, 4) + " at list price"
+                                              : "") +
+                          "\n"
+                    : "")
+            << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume "
+            << s.run << "` continues it.\n";
   if (s.stopped == evolve::kWaitingForAnswers && batch) {
-    std::cout << "run " << s.run << " waits for " << batch->unanswered() << " answer(s) to the requests in "
-              << batch->requests_file().string() << ". Put the answers (Batch API output lines) in a .jsonl file beside it, then `kforge evolve --resume "
+    std::cout << "run " << s.run << " waits for " << batch->unanswered()
+              << " answer(s) to the requests in " << batch->requests_file().string()
+              << ". Put the answers (Batch API output lines) in a .jsonl file beside it, then "
+                 "`kforge evolve --resume "
               << s.run << "`.\n";
     return kExitWaiting;
   }
@@ -358,15 +423,19 @@ int run_evolve(const EvolveArgs& a) {
 // search found its speed.
 std::string best_by_generation(archive::Database& db, int64_t run) {
   archive::Statement q = db.prepare(
-      "SELECT t.suite || '/' || t.name, c.generation, e.time_ms, e.eager_ms, c.prompt_kind FROM evaluations e JOIN "
-      "candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? AND e.outcome = "
-      "'correct' AND e.admitted = 1 AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY 1, c.generation, e.time_ms");
+      "SELECT t.suite || '/' || t.name, c.generation, e.time_ms, e.eager_ms, c.prompt_kind FROM "
+      "evaluations e JOIN "
+      "candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? "
+      "AND e.outcome = "
+      "'correct' AND e.admitted = 1 AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY 1, "
+      "c.generation, e.time_ms");
   q.bind(1, run);
   struct Step {
     double ms, eager_ms;
     std::string kind;
   };
-  std::map<std::string, std::map<int64_t, Step>> best;  // task -> generation -> the best so far, once it improved
+  std::map<std::string, std::map<int64_t, Step>>
+      best;  // task -> generation -> the best so far, once it improved
   while (q.step()) {
     std::map<int64_t, Step>& steps = best[q.text(0)];
     int64_t g = q.integer(1);
@@ -375,12 +444,14 @@ std::string best_by_generation(archive::Database& db, int64_t run) {
       steps[g] = {ms, q.is_null(3) ? 0 : q.real(3), q.text(4)};
   }
   if (best.empty()) return "";
-  archive::Statement generations = db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
+  archive::Statement generations =
+      db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
   generations.bind(1, run);
   generations.step();
   int64_t last = generations.integer(0);
   std::ostringstream md;
-  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each generation, and the "
+  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each "
+        "generation, and the "
         "proposer of each new best.\n\n| task |";
   for (int64_t g = 0; g <= last; ++g) md << " g" << g << " |";
   md << "\n|---|";
@@ -393,7 +464,10 @@ std::string best_by_generation(archive::Database& db, int64_t run) {
       auto it = steps.find(g);
       bool improved = it != steps.end();
       if (improved) now = &it->second;
-      md << " " << (now && now->eager_ms > 0 ? fixed(now->eager_ms / now->ms, 2) + "x" : now ? fixed(now->ms, 4) + " ms" : "-")
+      md << " "
+         << (now && now->eager_ms > 0 ? fixed(now->eager_ms / now->ms, 2) + "x"
+             : now                    ? fixed(now->ms, 4) + " ms"
+                                      : "-")
          << (improved ? " (" + now->kind + ")" : "") << " |";
     }
     md << "\n";
@@ -406,19 +480,22 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
   archive::Archive ar = archive::Archive::open_read_only(path);
   json runs = ar.runs();
   auto it = std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == run; });
-  if (it == runs.end()) throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
+  if (it == runs.end())
+    throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
   const json& r = *it;
   std::ostringstream md;
   md << "# kforge evolve, run " << run << "\n\n"
      << "Started " << r["started_at"].get<std::string>() << ", " << r["status"].get<std::string>()
-     << (r["finished_at"].is_null() ? "" : " " + r["finished_at"].get<std::string>()) << ". Spent: "
-     << r["budgets_used"].dump() << ". Config: `" << r["config"].dump() << "`.\n\n";
+     << (r["finished_at"].is_null() ? "" : " " + r["finished_at"].get<std::string>())
+     << ". Spent: " << r["budgets_used"].dump() << ". Config: `" << r["config"].dump() << "`.\n\n";
   archive::Database& db = ar.db();
   archive::Statement tasks = db.prepare(
-      "SELECT DISTINCT t.suite || '/' || t.name, t.id FROM candidates c JOIN tasks t ON t.id = c.task_id "
+      "SELECT DISTINCT t.suite || '/' || t.name, t.id FROM candidates c JOIN tasks t ON t.id = "
+      "c.task_id "
       "WHERE c.run_id = ? ORDER BY 1");
   tasks.bind(1, run);
-  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile | roofline | "
+  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile "
+        "| roofline | "
         "candidates | failed |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::vector<std::pair<std::string, int64_t>> winners;
@@ -427,56 +504,76 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
     std::string name = tasks.text(0);
     int64_t task_id = tasks.integer(1);
     archive::Statement best = db.prepare(
-        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction, e.compiled_ms FROM evaluations e JOIN candidates c "
-        "ON c.id = e.candidate_id WHERE c.task_id = ? AND c.run_id = ? AND e.outcome = 'correct' AND e.admitted = 1 "
+        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction, e.compiled_ms "
+        "FROM evaluations e JOIN candidates c "
+        "ON c.id = e.candidate_id WHERE c.task_id = ? AND c.run_id = ? AND e.outcome = 'correct' "
+        "AND e.admitted = 1 "
         "AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY e.time_ms LIMIT 1");
     best.bind(1, task_id).bind(2, run);
     archive::Statement counts = db.prepare(
-        "SELECT count(*), (SELECT count(*) FROM screens s JOIN candidates c2 ON c2.id = s.candidate_id WHERE "
-        "c2.task_id = ? AND s.run_id = ? AND s.median_ms IS NULL) FROM candidates c WHERE c.task_id = ? AND c.run_id = ?");
+        "SELECT count(*), (SELECT count(*) FROM screens s JOIN candidates c2 ON c2.id = "
+        "s.candidate_id WHERE "
+        "c2.task_id = ? AND s.run_id = ? AND s.median_ms IS NULL) FROM candidates c WHERE "
+        "c.task_id = ? AND c.run_id = ?");
     counts.bind(1, task_id).bind(2, run).bind(3, task_id).bind(4, run);
     counts.step();
     if (best.step()) {
       double t = best.real(1);
-      auto ratio = [&](int col) { return best.is_null(col) ? std::string("-") : fixed(best.real(col) / t, 2); };
-      md << "| " << name << " | " << fixed(t, 4) << " | " << (best.is_null(2) ? "-" : fixed(best.real(2), 4)) << " | "
-         << ratio(2) << " | " << (best.is_null(3) ? "-" : fixed(best.real(3), 4)) << " | " << ratio(3) << " | "
+      auto ratio = [&](int col) {
+        return best.is_null(col) ? std::string("-") : fixed(best.real(col) / t, 2);
+      };
+      md << "| " << name << " | " << fixed(t, 4) << " | "
+         << (best.is_null(2) ? "-" : fixed(best.real(2), 4)) << " | " << ratio(2) << " | "
+         << (best.is_null(3) ? "-" : fixed(best.real(3), 4)) << " | " << ratio(3) << " | "
          << (best.is_null(5) ? "-" : fixed(best.real(5), 4)) << " | " << ratio(5) << " | "
-         << (best.is_null(4) ? "-" : fixed(100 * best.real(4), 0) + "%") << " | " << counts.integer(0) << " | "
-         << counts.integer(1) << " |\n";
+         << (best.is_null(4) ? "-" : fixed(100 * best.real(4), 0) + "%") << " | "
+         << counts.integer(0) << " | " << counts.integer(1) << " |\n";
       winners.emplace_back(name, best.integer(0));
     } else {
-      md << "| " << name << " | - | - | - | - | - | - | - | - | " << counts.integer(0) << " | " << counts.integer(1) << " |\n";
+      md << "| " << name << " | - | - | - | - | - | - | - | - | " << counts.integer(0) << " | "
+         << counts.integer(1) << " |\n";
     }
   }
   archive::Statement outcomes = db.prepare(
-      "SELECT e.outcome, count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ? "
-      "GROUP BY e.outcome UNION ALL SELECT 'screen: ' || s.outcome, count(*) FROM screens s WHERE s.run_id = ? "
+      "SELECT e.outcome, count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "WHERE c.run_id = ? "
+      "GROUP BY e.outcome UNION ALL SELECT 'screen: ' || s.outcome, count(*) FROM screens s WHERE "
+      "s.run_id = ? "
       "GROUP BY s.outcome ORDER BY 1");
   outcomes.bind(1, run).bind(2, run);
   md << "\n## Outcomes\n\n";
   while (outcomes.step()) md << "- " << outcomes.text(0) << ": " << outcomes.integer(1) << "\n";
   // Who proposed what, and how much of it was correct (a screen or a judgment).
   archive::Statement kinds = db.prepare(
-      "SELECT c.prompt_kind, c.model, count(*), sum(EXISTS (SELECT 1 FROM screens s WHERE s.candidate_id = c.id AND "
-      "s.outcome = 'correct') OR EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id AND e.outcome = "
+      "SELECT c.prompt_kind, c.model, count(*), sum(EXISTS (SELECT 1 FROM screens s WHERE "
+      "s.candidate_id = c.id AND "
+      "s.outcome = 'correct') OR EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id "
+      "AND e.outcome = "
       "'correct')) FROM candidates c WHERE c.run_id = ? GROUP BY 1, 2 ORDER BY 1, 2");
   kinds.bind(1, run);
-  md << "\n## Proposers\n\n| kind | model | candidates | correct | share correct |\n|---|---|---|---|---|\n";
+  md << "\n## Proposers\n\n| kind | model | candidates | correct | share correct "
+        "|\n|---|---|---|---|---|\n";
   int64_t candidates = 0;
   while (kinds.step()) {
     candidates += kinds.integer(2);
-    md << "| " << kinds.text(0) << " | " << kinds.text(1) << " | " << kinds.integer(2) << " | " << kinds.integer(3) << " | "
-       << fixed(100.0 * static_cast<double>(kinds.integer(3)) / static_cast<double>(std::max<int64_t>(kinds.integer(2), 1)), 0)
+    md << "| " << kinds.text(0) << " | " << kinds.text(1) << " | " << kinds.integer(2) << " | "
+       << kinds.integer(3) << " | "
+       << fixed(100.0 * static_cast<double>(kinds.integer(3)) /
+                    static_cast<double>(std::max<int64_t>(kinds.integer(2), 1)),
+                0)
        << "% |\n";
   }
   const json& used = r["budgets_used"];
-  if (used.is_object() && used.value("llm_calls", int64_t{0}) + used.value("llm_failed_calls", int64_t{0}) > 0) {
-    int64_t tokens = used.value("llm_tokens_in", int64_t{0}) + used.value("llm_tokens_out", int64_t{0});
-    md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) (" << used.value("llm_cached", int64_t{0})
-       << " from the cache), " << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
-       << used.value("llm_tokens_in", int64_t{0}) << " tokens in, " << used.value("llm_tokens_out", int64_t{0})
-       << " out; " << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
+  if (used.is_object() &&
+      used.value("llm_calls", int64_t{0}) + used.value("llm_failed_calls", int64_t{0}) > 0) {
+    int64_t tokens =
+        used.value("llm_tokens_in", int64_t{0}) + used.value("llm_tokens_out", int64_t{0});
+    md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) ("
+       << used.value("llm_cached", int64_t{0}) << " from the cache), "
+       << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
+       << used.value("llm_tokens_in", int64_t{0}) << " tokens in, "
+       << used.value("llm_tokens_out", int64_t{0}) << " out; "
+       << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
   }
   md << best_by_generation(db, run);
   md << "\n## Winners' lineage\n\n";
@@ -485,8 +582,8 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
     std::string chain;
     for (archive::CandidateId c : ar.lineage(archive::CandidateId{id})) {
       json cj = ar.show(c);
-      chain += (chain.empty() ? "" : " <- ") + std::to_string(c.value) + " (" + cj["prompt_kind"].get<std::string>() +
-               " " + cj["tunables"].dump() + ")";
+      chain += (chain.empty() ? "" : " <- ") + std::to_string(c.value) + " (" +
+               cj["prompt_kind"].get<std::string>() + " " + cj["tunables"].dump() + ")";
     }
     md << chain << "\n";
   }
@@ -507,44 +604,62 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<EvolveArgs>();
   auto* cmd = app.add_subcommand("evolve", command_description("evolve"));
   cmd->add_option("tasks", a->tasks, "Suites, task files or names (default: the config's `tasks`)");
-  cmd->add_option("--config", a->config_file, "Run config (TOML, docs/evolve.md); flags override it");
-  cmd->add_option("--resume", a->resume, "Continue run RUN (its recorded config; nothing measured twice)");
-  cmd->add_option("--llm", a->llm, "none: the offline proposer only; auto (default): the LLM of --model when given");
+  cmd->add_option("--config", a->config_file,
+                  "Run config (TOML, docs/evolve.md); flags override it");
+  cmd->add_option("--resume", a->resume,
+                  "Continue run RUN (its recorded config; nothing measured twice)");
+  cmd->add_option("--llm", a->llm,
+                  "none: the offline proposer only; auto (default): the LLM of --model when given");
   cmd->add_option("--model", a->model,
-                  "The LLM proposer's model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (endpoint and key from "
-                  "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; docs/llm-config.md), or "
+                  "The LLM proposer's model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 "
+                  "(endpoint and key from "
+                  "OPENAI_BASE_URL/OPENAI_API_KEY or ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY; "
+                  "docs/llm-config.md), or "
                   "batch:DIR (requests and answers as OpenAI Batch API files in DIR)");
   cmd->add_option("--llm-config", a->llm_config,
-                  "An LLM config file (docs/llm-config.md): an ensemble of models with weights, temperatures per role "
+                  "An LLM config file (docs/llm-config.md): an ensemble of models with weights, "
+                  "temperatures per role "
                   "and prices; instead of --model");
   cmd->add_option("--batch-wait", a->batch_wait_s,
-                  "With --model batch:DIR: seconds a request waits for its answer before the run pauses (exit 75; "
+                  "With --model batch:DIR: seconds a request waits for its answer before the run "
+                  "pauses (exit 75; "
                   "--resume goes on); default 24 h");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
-  cmd->add_option("--budget-evaluations", a->budget_evaluations, "Stop after this many screens and judgments");
-  cmd->add_option("--budget-minutes", a->budget_minutes, "Stop after this many minutes of wall time");
-  cmd->add_option("--target-speedup", a->target_speedup, "A task stops once its best is this many times eager");
-  cmd->add_flag("--no-admit", a->no_admit, "No admission for new bests (they are not winners then)");
+  cmd->add_option("--budget-evaluations", a->budget_evaluations,
+                  "Stop after this many screens and judgments");
+  cmd->add_option("--budget-minutes", a->budget_minutes,
+                  "Stop after this many minutes of wall time");
+  cmd->add_option("--target-speedup", a->target_speedup,
+                  "A task stops once its best is this many times eager");
+  cmd->add_flag("--no-admit", a->no_admit,
+                "No admission for new bests (they are not winners then)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
-  cmd->add_option("--gpus", a->gpus, "Judge on these GPUs of this machine, a worker each: all, or a list (0,1,2)");
+  cmd->add_option("--gpus", a->gpus,
+                  "Judge on these GPUs of this machine, a worker each: all, or a list (0,1,2)");
   cmd->add_option("--workers", a->workers, "How many GPU workers --worker-command starts");
   cmd->add_option("--worker-command", a->worker_command,
-                  "Starts one GPU worker (through sh), e.g. 'srun -n1 --gpus=1 kforge gpu-worker --connect {address} "
+                  "Starts one GPU worker (through sh), e.g. 'srun -n1 --gpus=1 kforge gpu-worker "
+                  "--connect {address} "
                   "--worker {worker}' (docs/scale.md)");
   cmd->add_option("--worker-host", a->worker_host,
-                  "The address GPU workers connect to (default 127.0.0.1; this machine's address for other machines)");
-  cmd->add_option("--worker-deadline", a->worker_deadline_s,
-                  "Seconds a GPU worker may take over one job before it counts as hung (default 600)")
+                  "The address GPU workers connect to (default 127.0.0.1; this machine's address "
+                  "for other machines)");
+  cmd->add_option(
+         "--worker-deadline", a->worker_deadline_s,
+         "Seconds a GPU worker may take over one job before it counts as hung (default 600)")
       ->check(CLI::PositiveNumber);
   add_no_compile_flag(cmd, a->no_compile);
-  cmd->add_option("--log-json", a->log_json, "Append every screen and judgment as a JSON line to this file");
+  cmd->add_option("--log-json", a->log_json,
+                  "Append every screen and judgment as a JSON line to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
-  cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--db", a->db,
+                  "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->callback([&exit_code, a] {
     try {
       exit_code = run_evolve(*a);
-    } catch (const evolve::WorkerError& e) {  // no GPU worker started, or none is left: a failure, not a kforge bug
+    } catch (const evolve::WorkerError&
+                 e) {  // no GPU worker started, or none is left: a failure, not a kforge bug
       std::cerr << "kforge: " << printable(redact_secrets(e.what())) << "\n";
       exit_code = kExitFindings;
     }

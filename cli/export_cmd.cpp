@@ -20,19 +20,25 @@ int run_export(ExportArgs& a) {
   for (std::string& arch : a.o.archs) arch = trim(arch);
   for (char c : a.o.name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      throw UsageError("kforge export: --name " + a.o.name + " is not a C++ and Python identifier (letters, digits, _)");
+      throw UsageError("kforge export: --name " + a.o.name +
+                       " is not a C++ and Python identifier (letters, digits, _)");
   if (a.o.name.empty() || std::isdigit(static_cast<unsigned char>(a.o.name[0])))
     throw UsageError("kforge export: --name must start with a letter or _");
   compile::Compiler compiler;
-  std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into " << a.o.out.string() << std::endl;
-  exporter::ExportResult r = exporter::export_library(a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
+  std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into "
+            << a.o.out.string() << std::endl;
+  exporter::ExportResult r = exporter::export_library(
+      a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
   for (const exporter::Missing& m : r.missing) {  // the whole reason, its later lines indented
     std::string why = printable(m.why);
-    for (size_t at = why.find('\n'); at != std::string::npos; at = why.find('\n', at + 1)) why.insert(at + 1, "    ");
+    for (size_t at = why.find('\n'); at != std::string::npos; at = why.find('\n', at + 1))
+      why.insert(at + 1, "    ");
     std::cout << "  " << printable(m.task) << ": not exported: " << why << std::endl;
   }
-  std::cout << r.ops.size() << " op(s) exported, " << r.missing.size() << " task(s) left out (manifest.json lists them); "
-            << "build: cmake -S " << a.o.out.string() << " -B build, or pip install --no-build-isolation " << a.o.out.string() << std::endl;
+  std::cout << r.ops.size() << " op(s) exported, " << r.missing.size()
+            << " task(s) left out (manifest.json lists them); "
+            << "build: cmake -S " << a.o.out.string()
+            << " -B build, or pip install --no-build-isolation " << a.o.out.string() << std::endl;
   return r.ops.empty() ? kExitFindings : kExitOk;
 }
 
@@ -44,21 +50,32 @@ void add_export_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", a->o.out, "Folder to write the package into")->required();
   cmd->add_option("--suite", a->o.suites, "Suites to export (default: every task with a winner)");
   cmd->add_option("--task", a->o.tasks, "Tasks to export (suite/name or name)");
-  cmd->add_option("--name", a->o.name, "The package's name: C++ namespace, CMake package, Python module")->capture_default_str();
-  cmd->add_option("--arch", a->archs, "Architectures, comma-separated: a cubin each, and PTX")->capture_default_str();
-  cmd->add_option("--from", a->o.from_jsonl, "An archive export (kforge archive export, JSONL or .gz) instead of the archive");
-  cmd->add_option("--tasks-dir", a->o.tasks_dir, "Folder holding the suites (each winner's task file, at the version it was judged)");
-  cmd->add_option("--db", a->o.db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--name", a->o.name,
+                  "The package's name: C++ namespace, CMake package, Python module")
+      ->capture_default_str();
+  cmd->add_option("--arch", a->archs, "Architectures, comma-separated: a cubin each, and PTX")
+      ->capture_default_str();
+  cmd->add_option("--from", a->o.from_jsonl,
+                  "An archive export (kforge archive export, JSONL or .gz) instead of the archive");
+  cmd->add_option(
+      "--tasks-dir", a->o.tasks_dir,
+      "Folder holding the suites (each winner's task file, at the version it was judged)");
+  cmd->add_option("--db", a->o.db,
+                  "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_option("--harness", a->o.harness_version,
-                  "Harness version whose verdicts count (default: this kforge's, " + std::to_string(verify::kHarnessVersion) +
+                  "Harness version whose verdicts count (default: this kforge's, " +
+                      std::to_string(verify::kHarnessVersion) +
                       "); an archive judged by an older kforge names its version")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--min-speedup", a->o.min_speedup,
-                  "Leave out (or, with --fallback, run the reference for) tasks whose winner is slower than this over eager")
+                  "Leave out (or, with --fallback, run the reference for) tasks whose winner is "
+                  "slower than this over eager")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--include-unadmitted", a->o.include_unadmitted,
                 "Also kernels never admitted (fresh dims, sanitizers); the manifest says which");
-  cmd->add_flag("--fallback", a->o.fallback, "Tasks without a winner as PyTorch ops that run the task's reference (the manifest says so)");
+  cmd->add_flag(
+      "--fallback", a->o.fallback,
+      "Tasks without a winner as PyTorch ops that run the task's reference (the manifest says so)");
   cmd->callback([&exit_code, a] { exit_code = run_export(*a); });
 }
 

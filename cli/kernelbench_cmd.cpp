@@ -130,8 +130,8 @@ std::string task_name(const std::string& file, std::set<std::string>& taken) {
 
 bool safe_task_name(const std::string& name) {
   return !name.empty() && name.size() <= 200 && std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-         });
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
 }
 
 // The helper's files (tasks/kernelbench/, embedded at build time).
@@ -213,7 +213,8 @@ print(json.dumps({"executable": sys.executable, "real": os.path.realpath(sys.exe
   char chunk[65536];
   auto deadline = std::chrono::steady_clock::now() + kProbeLimit;
   while (text.size() < (size_t{16} << 20)) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd pf{out.read.get(), POLLIN, 0};
     if (left.count() <= 0 || ::poll(&pf, 1, static_cast<int>(left.count())) == 0) break;
     ssize_t n = ::read(out.read.get(), chunk, sizeof chunk);
@@ -259,8 +260,9 @@ FileAccess helper_access(const PythonFacts& py, const HelperDir& dir,
     if (p == "/" || (!home.empty() && (home == p || home.rfind(p + "/", 0) == 0))) continue;
     a.read.push_back(p);
   }
-  for (const char* lib : {"/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64",
-                          "/usr/local/lib", "/etc/ld.so.cache", "/dev/urandom", "/sys/devices/system/cpu"})
+  for (const char* lib :
+       {"/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
+        "/etc/ld.so.cache", "/dev/urandom", "/sys/devices/system/cpu"})
     a.read.push_back(lib);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     for (const std::string& e : split(ld, ':'))
@@ -272,14 +274,15 @@ FileAccess helper_access(const PythonFacts& py, const HelperDir& dir,
   a.read.push_back(dir.helper());
   for (const std::string& p : problems) a.read.push_back(p);
   // Who the user is (Python's getpass and PyTorch's caches look the uid up; no secrets in these).
-  for (const char* p : {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime"}) a.read.push_back(p);
+  for (const char* p : {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime"})
+    a.read.push_back(p);
   a.write = {dir.work(), "/dev/null", "/dev/zero"};
   if (device == "cuda") {  // the driver's device files and what it reads of the machine
-    for (const char* p : {"/proc/driver/nvidia", "/sys", "/etc/nvidia", "/usr/share/nvidia", "/usr/local/nvidia",
-                          "/run/nvidia-persistenced"})
+    for (const char* p : {"/proc/driver/nvidia", "/sys", "/etc/nvidia", "/usr/share/nvidia",
+                          "/usr/local/nvidia", "/run/nvidia-persistenced"})
       a.read.push_back(p);
-    for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
-                          "/dev/nvidia-caps", "/dev/shm"})
+    for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                          "/dev/nvidia-modeset", "/dev/nvidia-caps", "/dev/shm"})
       a.write.push_back(p);
     for (int i = 0; i < 64; ++i) a.write.push_back("/dev/nvidia" + std::to_string(i));
   }
@@ -312,7 +315,8 @@ const json& field(const json& j, const char* key) {
 }
 
 std::string text(const json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 enum class Outcome { Pending, Converted, Failed };
@@ -363,13 +367,15 @@ bool Import::run(const PythonFacts& py, const HelperDir& dir, std::string& why) 
   for (const Problem& p : problems_) paths.push_back(p.path);
   LandlockRules rules(helper_access(py, dir, paths, a_.device));
   const Confinement& c = rules.confinement();
-  confinement_ = c.active ? "confined with " + c.how.substr(0, c.how.find(':')) +
-                                ": it reads Python, PyTorch and the problems, writes a private folder, "
-                                "no TCP" +
-                                (a_.device == "cuda" ? " (with CUDA: each problem's process; kforge's helper has the "
-                                                       "rest of the limits)"
-                                                     : "")
-                          : "NOT confined, " + c.how;
+  confinement_ = c.active
+                     ? "confined with " + c.how.substr(0, c.how.find(':')) +
+                           ": it reads Python, PyTorch and the problems, writes a private folder, "
+                           "no TCP" +
+                           (a_.device == "cuda"
+                                ? " (with CUDA: each problem's process; kforge's helper has the "
+                                  "rest of the limits)"
+                                : "")
+                     : "NOT confined, " + c.how;
   for (;;) {
     if (std::none_of(problems_.begin(), problems_.end(),
                      [](const Problem& p) { return p.outcome == Outcome::Pending; }))
@@ -401,7 +407,8 @@ class LineReader {
         return Got::Line;
       }
       if (buffer_.size() > kMaxLineBytes) return Got::TooLong;
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return Got::Timeout;
       pollfd p{fd_, POLLIN, 0};
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
@@ -438,8 +445,9 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   SpawnOptions o;
   o.env = child_environment(env);
-  o.argv = {py.executable, dir.helper() + "/kernelbench_import.py", "--reply-fd",
-            std::to_string(kReplyFd), "--job", job_file};
+  o.argv = {py.executable, dir.helper() + "/kernelbench_import.py",
+            "--reply-fd",  std::to_string(kReplyFd),
+            "--job",       job_file};
   // Its answers on fd 3; the problems' print() goes to its stdout, which is kforge's stderr.
   o.fds = {{reply.write.get(), kReplyFd}, {2, 1}};
   if (null) o.fds.push_back({null.get(), 0});
@@ -461,7 +469,8 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   reply.write.reset();
 
   using clock = std::chrono::steady_clock;
-  auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(a_.time_limit));
+  auto limit =
+      std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(a_.time_limit));
   LineReader lines(reply.read.get());
   std::optional<size_t> current;  // index into `todo` of the problem under way
   size_t next = 0;                // the next problem the helper should start
@@ -479,14 +488,14 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
       helper.kill();
       return stop("took more than " + seconds(a_.time_limit) +
                       " to convert and check (stopped at kforge's deadline, --time-limit)",
-                  "kforge's importer did not " +
-                      std::string(hello ? "go on" : "start") + " within its time limit");
+                  "kforge's importer did not " + std::string(hello ? "go on" : "start") +
+                      " within its time limit");
     }
     if (got != LineReader::Got::Line) {
       int status = helper.kill();
       if (got == LineReader::Got::TooLong) ++kforge_bugs_;
       std::string how = got == LineReader::Got::TooLong ? "sent an overlong line (a kforge bug)"
-                                                         : describe_exit(status);
+                                                        : describe_exit(status);
       return stop("kforge's importer " + how + " while it ran (the problem's code ended it)",
                   "kforge's importer (" + py.executable + ") " + how +
                       (hello ? "" : " before it started (its messages are above)"));
@@ -508,13 +517,14 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
     if (j.contains("torch") && !hello) {
       hello = true;
       if (!started_)
-        std::cout << "importing " << problems_.size() << " KernelBench problem(s) into " << suite_dir_
-                  << " (" << text(field(j, "python")) << ", PyTorch " << text(field(j, "torch"))
-                  << ", checked on " << a_.device << ")\n           " << confinement_ << "; "
-                  << seconds(a_.time_limit) << " per problem" << std::endl;
+        std::cout << "importing " << problems_.size() << " KernelBench problem(s) into "
+                  << suite_dir_ << " (" << text(field(j, "python")) << ", PyTorch "
+                  << text(field(j, "torch")) << ", checked on " << a_.device << ")\n           "
+                  << confinement_ << "; " << seconds(a_.time_limit) << " per problem" << std::endl;
       started_ = true;
       deadline = clock::now() + limit;
-    } else if (j.contains("start") && hello && !current && j["start"] == next && next < todo.size()) {
+    } else if (j.contains("start") && hello && !current && j["start"] == next &&
+               next < todo.size()) {
       current = next++;
       deadline = clock::now() + limit;
     } else if (j.contains("index") && current && j["index"] == *current) {
@@ -553,12 +563,14 @@ void Import::on_result(Problem& p, const json& j) {
   }
   const json &toml = field(j, "toml"), &dims_of = field(j, "dims"), &fixed_of = field(j, "fixed"),
              &checked = field(j, "checked"), &notes = field(j, "notes");
-  bool typed = toml.is_string() && dims_of.is_object() && fixed_of.is_object() && checked.is_array() &&
-               notes.is_array() &&
-               std::all_of(fixed_of.begin(), fixed_of.end(), [](const json& v) { return v.is_number_integer(); }) &&
+  bool typed = toml.is_string() && dims_of.is_object() && fixed_of.is_object() &&
+               checked.is_array() && notes.is_array() &&
+               std::all_of(fixed_of.begin(), fixed_of.end(),
+                           [](const json& v) { return v.is_number_integer(); }) &&
                std::all_of(notes.begin(), notes.end(), [](const json& v) { return v.is_string(); });
   if (!typed) return fail(p, "its result is malformed (the problem's code wrote on kforge's pipe)");
-  if (!safe_task_name(p.name)) throw Error("task name '" + p.name + "' is not a safe file name (a kforge bug)");
+  if (!safe_task_name(p.name))
+    throw Error("task name '" + p.name + "' is not a safe file name (a kforge bug)");
   std::string path = suite_dir_ + "/" + p.name + ".toml";
   make_directories(suite_dir_);
   write_file_atomic(path, toml.get<std::string>());
@@ -566,8 +578,10 @@ void Import::on_result(Problem& p, const json& j) {
     (void)tasks::load_task(path);
   } catch (const InputError& e) {
     ::unlink(path.c_str());
-    return fail(p, std::string("the converted task does not load (a kforge bug, unless the problem's "
-                               "code forged its result): ") + e.what());
+    return fail(p,
+                std::string("the converted task does not load (a kforge bug, unless the problem's "
+                            "code forged its result): ") +
+                    e.what());
   }
   p.outcome = Outcome::Converted;
   written_.push_back(path);
@@ -656,18 +670,18 @@ int run_import(const ImportArgs& a, const fs::path& tasks_root) {
     c.device = a.device;
     check_rc = run_check(c, tasks_root);
   }
-  std::cout << "\nimported " << converted << " of " << files.size() << " KernelBench problem(s) ("
-            << percent(converted, files.size()) << ") into " << suite_dir << "; " << failed
-            << " could not be converted"
-            << (import.importer_failures()
-                    ? " (" + std::to_string(import.importer_failures()) +
-                          " of them broke kforge's importer: a kforge bug, unless the problem's own "
-                          "code did it; please report it with the problem)"
-                    : std::string())
-            << (unreached ? "; " + std::to_string(unreached) + " not reached (above)" : std::string())
-            << (check_rc == kExitOk ? ""
-                                    : "; some converted tasks fail `kforge tasks check` (above)")
-            << "\n";
+  std::cout
+      << "\nimported " << converted << " of " << files.size() << " KernelBench problem(s) ("
+      << percent(converted, files.size()) << ") into " << suite_dir << "; " << failed
+      << " could not be converted"
+      << (import.importer_failures()
+              ? " (" + std::to_string(import.importer_failures()) +
+                    " of them broke kforge's importer: a kforge bug, unless the problem's own "
+                    "code did it; please report it with the problem)"
+              : std::string())
+      << (unreached ? "; " + std::to_string(unreached) + " not reached (above)" : std::string())
+      << (check_rc == kExitOk ? "" : "; some converted tasks fail `kforge tasks check` (above)")
+      << "\n";
   if (import.kforge_bugs()) return kExitInternal;
   return failed || unreached || check_rc != kExitOk ? kExitFindings : kExitOk;
 }

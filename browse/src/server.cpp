@@ -35,10 +35,13 @@ void route(httplib::Server& server, const std::string& db_path, const std::strin
         v = {{{"error", e.what()}}, page("Error", "<p>" + escape(e.what()) + "</p>"), 500};
       }
       res.status = v.status;
-      res.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'");
+      res.set_header(
+          "Content-Security-Policy",
+          "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'");
       res.set_header("X-Content-Type-Options", "nosniff");
       if (api)
-        res.set_content(v.data.dump(2, ' ', false, json::error_handler_t::replace), "application/json");
+        res.set_content(v.data.dump(2, ' ', false, json::error_handler_t::replace),
+                        "application/json");
       else
         res.set_content(v.html, "text/html; charset=utf-8");
     };
@@ -82,7 +85,9 @@ bool loopback(const sockaddr_storage& s) {
 std::string numeric(const sockaddr_storage& s) {
   char host[NI_MAXHOST];
   socklen_t len = s.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&s), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "";
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&s), len, host, sizeof host, nullptr, 0,
+                    NI_NUMERICHOST) != 0)
+    return "";
   return host;
 }
 
@@ -117,7 +122,8 @@ class DeadlineStream : public httplib::Stream {
   DeadlineStream(socket_t sock, const ServeLimits& limits, const httplib::Server& server)
       : sock_(sock), limits_(limits), server_(server) {}
 
-  // The next request may take until `from` + the request deadline; its answer is timed from its first byte.
+  // The next request may take until `from` + the request deadline; its answer is timed from its
+  // first byte.
   void start_request(Clock::time_point from) {
     read_deadline_ = from + limits_.request_deadline;
     read_left_ = limits_.max_request_bytes;
@@ -148,17 +154,24 @@ class DeadlineStream : public httplib::Stream {
     if (!wait(POLLOUT, *write_deadline_)) return -1;
     return ::send(sock_, ptr, size, MSG_NOSIGNAL);
   }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
   socket_t socket() const override { return sock_; }
 
  private:
-  Clock::time_point write_deadline() const { return write_deadline_.value_or(Clock::now() + limits_.response_deadline); }
+  Clock::time_point write_deadline() const {
+    return write_deadline_.value_or(Clock::now() + limits_.response_deadline);
+  }
   // Until `sock_` is ready for `events` (or closed); false at `deadline` or when the server stops.
   bool wait(short events, Clock::time_point deadline) const {
     for (;;) {
       if (!server_.is_running()) return false;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{sock_, events, 0};
       int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
@@ -173,7 +186,8 @@ class DeadlineStream : public httplib::Stream {
     port = 0;
     if (get(sock_, reinterpret_cast<sockaddr*>(&s), &len) != 0) return;
     char host[NI_MAXHOST], serv[NI_MAXSERV];
-    if (::getnameinfo(reinterpret_cast<sockaddr*>(&s), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&s), len, host, sizeof host, serv, sizeof serv,
+                      NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
       ip = host;
       port = std::atoi(serv);
     }
@@ -197,9 +211,12 @@ void close_socket(socket_t sock) {
 
 // One connection too many from an address: 503 without reading it (never blocks), then closed.
 void refuse(socket_t sock) {
-  static const std::string body = "kforge serve: too many connections from your address; try again shortly\n";
-  static const std::string answer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 5\r\n"
-                                    "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  static const std::string body =
+      "kforge serve: too many connections from your address; try again shortly\n";
+  static const std::string answer =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 5\r\n"
+      "Connection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   (void)!::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   close_socket(sock);
 }
@@ -207,7 +224,9 @@ void refuse(socket_t sock) {
 }  // namespace
 
 Server::Server(ServeLimits limits) : limits_(limits) {
-  new_task_queue = [threads = std::max<size_t>(limits.threads, 1)] { return new httplib::ThreadPool(threads); };
+  new_task_queue = [threads = std::max<size_t>(limits.threads, 1)] {
+    return new httplib::ThreadPool(threads);
+  };
   set_payload_max_length(limits.max_request_bytes);
 }
 
@@ -270,15 +289,24 @@ std::string resolve_host(const std::string& host) {
 }
 
 void add_routes(httplib::Server& server, const std::string& db_path) {
-  route(server, db_path, "/", [](archive::Archive& ar, const httplib::Request&) { return overview(ar); });
+  route(server, db_path, "/",
+        [](archive::Archive& ar, const httplib::Request&) { return overview(ar); });
   route(server, db_path, "/leaderboard", [](archive::Archive& ar, const httplib::Request& r) {
-    return leaderboard(ar, r.get_param_value("suite"), r.get_param_value("device"), r.get_param_value("tag"));
+    return leaderboard(ar, r.get_param_value("suite"), r.get_param_value("device"),
+                       r.get_param_value("tag"));
   });
-  route(server, db_path, "/tasks", [](archive::Archive& ar, const httplib::Request&) { return task_list(ar); });
-  route(server, db_path, "/task", [](archive::Archive& ar, const httplib::Request& r) { return task_page(ar, r.get_param_value("id")); });
+  route(server, db_path, "/tasks",
+        [](archive::Archive& ar, const httplib::Request&) { return task_list(ar); });
+  route(server, db_path, "/task", [](archive::Archive& ar, const httplib::Request& r) {
+    return task_page(ar, r.get_param_value("id"));
+  });
   route(server, db_path, R"(/candidate/(\d{1,18}))",
-        [](archive::Archive& ar, const httplib::Request& r) { return candidate_page(ar, std::stoll(r.matches[1].str())); });
-  route(server, db_path, "/search", [](archive::Archive& ar, const httplib::Request& r) { return search_page(ar, r.get_param_value("q")); });
+        [](archive::Archive& ar, const httplib::Request& r) {
+          return candidate_page(ar, std::stoll(r.matches[1].str()));
+        });
+  route(server, db_path, "/search", [](archive::Archive& ar, const httplib::Request& r) {
+    return search_page(ar, r.get_param_value("q"));
+  });
   // No write routes: every other method is refused, whatever the path.
   auto refuse = [](const httplib::Request&, httplib::Response& res) {
     res.status = 405;

@@ -19,10 +19,11 @@ void add_routes(httplib::Server& server, const std::string& db_path);
 // What one client may cost the server (docs/security.md, "The web view").
 struct ServeLimits {
   // The whole request (line, headers, any body) arrives within this, counted from when the
-  // connection is free for it (accepted, or its previous answer sent): slow or idle clients are cut.
+  // connection is free for it (accepted, or its previous answer sent): slow or idle clients are
+  // cut.
   std::chrono::milliseconds request_deadline{5000};
   std::chrono::milliseconds response_deadline{30000};  // the whole answer is taken within this
-  size_t max_request_bytes = 64 * 1024;                // a request's line, headers and body together
+  size_t max_request_bytes = 64 * 1024;  // a request's line, headers and body together
   size_t per_client = 16;          // connections of one address served at once; the next ones wait
   size_t waiting_per_client = 64;  // connections of one address waiting their turn; past it, 503
   size_t threads = 64;             // connections served at once in all
@@ -38,8 +39,8 @@ class Server : public httplib::Server {
 
  private:
   struct Client {
-    size_t active = 0;                  // connections served now
-    std::vector<socket_t> waiting;      // accepted, waiting their turn (oldest first)
+    size_t active = 0;              // connections served now
+    std::vector<socket_t> waiting;  // accepted, waiting their turn (oldest first)
   };
   bool process_and_close_socket(socket_t sock) override;
   void serve(socket_t sock);  // its requests, then closes it
@@ -49,8 +50,8 @@ class Server : public httplib::Server {
   std::map<std::string, Client> clients_;  // by address
 };
 
-// True when `host` resolves (as bind() resolves it) to loopback addresses only: 127.0.0.0/8, ::1 (or
-// IPv4-mapped 127/8). A name that resolves to nothing is no loopback address.
+// True when `host` resolves (as bind() resolves it) to loopback addresses only: 127.0.0.0/8, ::1
+// (or IPv4-mapped 127/8). A name that resolves to nothing is no loopback address.
 bool is_loopback(const std::string& host);
 
 // The numeric address `host` resolves to first (the one to bind, so that the address checked is the
