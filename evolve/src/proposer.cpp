@@ -89,7 +89,9 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
 
   ChatRequest request;
   request.system = "You are an expert CUDA engineer. Answer in the format the prompt gives.";
-  request.user = render_prompt(templates_, ask.kind, in);
+  PromptParts prompt = render_prompt_parts(templates_, ask.kind, in);
+  request.context = prompt.context;
+  request.user = prompt.body;
   request.temperature = voice.config.temperature_for(role_of(ask.kind));
   request.max_tokens = voice.config.max_tokens;
   Proposal blank;
@@ -103,7 +105,7 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
     return [this, &voice, request, blank, sample = ask.sample] { return answer(voice, request, blank, sample, true); };
 
   // Ideas: the ideas in words first, then each one's implementation, asked at once.
-  std::string idea_prompt = render_prompt(templates_, PromptKind::Idea, in);
+  std::string idea_prompt = render_prompt_parts(templates_, PromptKind::Idea, in).body;
   return [this, &voice, request, blank, idea_prompt, sample = ask.sample]() -> std::vector<Proposal> {
     std::vector<Proposal> listed = answer(voice, request, blank, sample, false);
     if (listed.front().unanswered || listed.front().answer_error) return listed;

@@ -26,6 +26,12 @@ class BatchExchange : public ChatModel {
   BatchExchange(std::filesystem::path dir, std::string model,
                 std::chrono::milliseconds wait = std::chrono::hours(24),
                 std::chrono::milliseconds poll = std::chrono::milliseconds(1000));
+  // Requests shaped for `endpoint` (its provider, model and WireOptions; never streamed): an
+  // Anthropic endpoint's are Anthropic Message Batches request lines (custom_id, params), read
+  // back from its results format (custom_id, result: succeeded/errored/canceled/expired).
+  BatchExchange(std::filesystem::path dir, Endpoint endpoint,
+                std::chrono::milliseconds wait = std::chrono::hours(24),
+                std::chrono::milliseconds poll = std::chrono::milliseconds(1000));
 
   // Writes the request (once) and waits for its answer. Throws LlmError: Http when the answer's
   // status is not 200 or it carries an error, BadResponse when its body is not a chat completion,

@@ -13,18 +13,28 @@
 namespace kforge::evolve {
 
 struct ModelConfig {
-  std::string spec;   // "openai:gpt-4.1"
+  std::string spec;   // "openai:gpt-4.1", or "NAME:model" for a [providers.NAME] table
   double weight = 1;  // share of requests in the ensemble
-  std::map<std::string, double> temperature;  // by role: translate, optimize, crossover, repair
+  std::map<std::string, double> temperature;  // by role: translate, optimize, crossover, repair, ideas
   int max_tokens = 8192;
+  std::string reasoning_effort;  // OpenAI-compatible APIs; "" not sent
+  int thinking_budget = 0;       // Anthropic extended thinking; 0 off
   double price_input_per_mtok = 0;   // dollars per million input tokens
   double price_output_per_mtok = 0;  // dollars per million output tokens
+  // Input tokens read from / written to the provider's prompt cache. load_llm_config fills what
+  // the file leaves out as the provider prices it (Anthropic: 0.1x and 1.25x input; OpenAI-compatible:
+  // the input price, no discount assumed, and no writes).
+  double price_cached_input_per_mtok = 0;
+  double price_cache_write_per_mtok = 0;
 
-  double temperature_for(const std::string& role) const;  // default 1.0
-  double cost_usd(int64_t tokens_in, int64_t tokens_out) const;
+  // The role's temperature; none when the file gives none (no temperature is sent).
+  std::optional<double> temperature_for(const std::string& role) const;
+  // tokens_in counts every input token, cache_read and cache_write ones included.
+  double cost_usd(int64_t tokens_in, int64_t tokens_out, int64_t cache_read = 0, int64_t cache_write = 0) const;
 };
 
 struct ProviderConfig {
+  Provider api = Provider::OpenAI;  // `api = "openai" | "anthropic"`; default: the table's name when it is one
   std::string base_url;
   std::string api_key;  // from api_key_env (default OPENAI_API_KEY / ANTHROPIC_API_KEY) or api_key
   int concurrency = 4;
@@ -32,12 +42,18 @@ struct ProviderConfig {
   std::optional<std::chrono::milliseconds> timeout;          // per attempt
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<int64_t> max_reply_bytes;
+  // Request shape (WireOptions) where the file sets it.
+  std::optional<std::string> token_limit_field;  // "max_completion_tokens" or "max_tokens"
+  std::optional<bool> stream, prompt_cache;
+  int64_t tokens_per_minute = 0;  // 0: no limit
 };
 
 struct LlmConfig {
   std::vector<ModelConfig> models;
-  std::map<std::string, ProviderConfig> providers;  // "openai", "anthropic"
+  std::map<std::string, ProviderConfig> providers;  // "openai", "anthropic", or any name with `api`
 
+  // The model's endpoint: its provider table's API, base URL, key and request shape, with the
+  // model's reasoning_effort and thinking_budget.
   Endpoint endpoint(const ModelConfig& m) const;
   // `base` with what the model's provider table sets (timeout, connect_timeout, max_reply_bytes).
   RetryPolicy policy(const ModelConfig& m, RetryPolicy base = {}) const;

@@ -1,6 +1,8 @@
 // LLM endpoints over libcurl: OpenAI-compatible chat completions (OpenAI, vLLM, SGLang, Ollama,
-// llama.cpp) and the Anthropic Messages API. Timeouts, retries with exponential backoff and jitter
-// on 429, 5xx and network errors (Retry-After honoured), tolerant parsing, token accounting.
+// llama.cpp, OpenRouter, Gemini) and the Anthropic Messages API, streamed (server-sent events) or
+// not. Timeouts, retries with exponential backoff and jitter on 429, 5xx and network errors
+// (Retry-After honoured), a tokens-per-minute limit, parameters an endpoint refuses learned from
+// its 400s, prompt caching, tolerant parsing, token accounting (cached input tokens apart).
 // API keys live only in Endpoint and in the request's headers: never in errors, logs or results.
 #pragma once
 
@@ -21,12 +23,27 @@ namespace kforge::evolve {
 
 enum class Provider { OpenAI, Anthropic };
 
+// How the requests to one model are shaped (the LLM config's keys, docs/llm-config.md). What an
+// endpoint refuses with a 400 naming the field is changed here for the rest of the run.
+struct WireOptions {
+  // OpenAI-compatible: the body field of the token limit. OpenAI's reasoning models (o-series,
+  // gpt-5) take only "max_completion_tokens"; servers that know only "max_tokens" are configured so.
+  std::string token_limit_field = "max_completion_tokens";
+  bool temperature = true;       // send the request's temperature when it has one
+  std::string reasoning_effort;  // OpenAI-compatible: "minimal", "low", "medium", "high"; "": not sent
+  int thinking_budget = 0;       // Anthropic: extended thinking with this many tokens; 0: off (then no temperature is sent)
+  bool stream = true;            // server-sent events; a server that answers in one JSON body is read as such
+  bool stream_usage = true;      // OpenAI-compatible: stream_options.include_usage (usage in the last chunk)
+  bool cache_prompt = true;      // Anthropic: cache_control on the system text and the request's context
+};
+
 struct Endpoint {
   Provider provider = Provider::OpenAI;
   std::string base_url;  // e.g. https://api.openai.com/v1, http://localhost:8000/v1, https://api.anthropic.com
   std::string model;
   std::string api_key;   // secret: never printed
   std::string anthropic_version = "2023-06-01";
+  WireOptions wire;
 };
 
 // "openai:gpt-4.1" or "anthropic:claude-sonnet-4-5": provider, model, and the base URL and key from
@@ -38,11 +55,17 @@ Endpoint endpoint_from_spec(const std::string& spec);
 // protocols the client speaks (file://, gopher://, ... would read local files or reach any port).
 bool is_http_url(const std::string& url);
 
+// A request's text comes in three parts, the stable ones first so a provider's prompt cache
+// serves them again: `system` (the same for every request), `context` (the same for every request
+// about one task: the answer format, the GPU, the task), `user` (this request's own part). The
+// user message is the context, a blank line and `user`; Anthropic's request marks the system text
+// and the context cacheable.
 struct ChatRequest {
   std::string system;
   std::string user;
-  double temperature = 1.0;
+  std::optional<double> temperature;  // sent only when set (reasoning models refuse all but the default)
   int max_tokens = 8192;
+  std::string context;
 };
 
 // The most tokens one reply may report in either direction: past every context window. A larger
@@ -56,8 +79,9 @@ struct ChatResponse {
   std::string model;      // as the endpoint reports it
   std::string finish_reason;  // as reported: "stop", "length" (OpenAI), "end_turn", "max_tokens" (Anthropic), or ""
   // What the endpoint reported for every reply of this call (a retried bad reply's too), each
-  // reply's counts within [0, kMaxReplyTokens].
-  int64_t tokens_in = 0, tokens_out = 0;
+  // reply's counts within [0, kMaxReplyTokens]. tokens_in counts every input token, those read
+  // from the provider's prompt cache (cache_read) and written to it (cache_write) included.
+  int64_t tokens_in = 0, tokens_out = 0, tokens_cache_read = 0, tokens_cache_write = 0;
   double latency_ms = 0;  // the successful attempt
   int attempts = 0;
   bool cached = false;    // replayed from the response cache
@@ -103,7 +127,7 @@ class LlmError : public Error {
   int http_status() const { return status_; }
 
   // What the failed call's replies reported (they count against the budgets like an answer's).
-  int64_t tokens_in = 0, tokens_out = 0;
+  int64_t tokens_in = 0, tokens_out = 0, tokens_cache_read = 0, tokens_cache_write = 0;
   std::string finish_reason;  // the last reply's, "" when none came
   // Whether a reply that reported usage came: a paid failure, which the client does not ask again.
   bool paid() const { return tokens_in > 0 || tokens_out > 0 || kind_ == Kind::CutOff; }
@@ -111,6 +135,37 @@ class LlmError : public Error {
  private:
   Kind kind_;
   int status_;
+};
+
+// An endpoint's tokens-per-minute limit, shared by its clients: a request waits until its estimate
+// (prompt characters / 4 plus its max_tokens, as providers count it) fits the tokens sent in the
+// last 60 s; a request larger than the limit goes alone. The estimate is replaced by the usage the
+// reply reports.
+class TokenRate {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  using Sleep = std::function<void(std::chrono::milliseconds)>;
+  // `clock` and `sleep` default to the steady clock and really sleeping (tests pass their own).
+  explicit TokenRate(int64_t per_minute, Clock clock = {}, Sleep sleep = {});
+  // Waits until `tokens` fit; returns a ticket for settle().
+  int64_t acquire(int64_t tokens);
+  // The ticket's tokens as the reply reported them (0 for a request that never reached the model).
+  void settle(int64_t ticket, int64_t tokens);
+  int64_t per_minute() const { return per_minute_; }
+
+ private:
+  struct Sent {
+    int64_t ticket;
+    std::chrono::steady_clock::time_point at;
+    int64_t tokens;
+  };
+  int64_t in_window(std::chrono::steady_clock::time_point now);  // drops what left the window; locked
+  int64_t per_minute_;
+  Clock clock_;
+  Sleep sleep_;
+  std::mutex mutex_;
+  std::vector<Sent> sent_;
+  int64_t next_ticket_ = 1;
 };
 
 // At most N requests in flight across every client sharing it (an endpoint's concurrency limit).
@@ -152,9 +207,20 @@ class ChatModel {
   virtual void cancel() const {}
 };
 
-// The OpenAI chat-completions body for `request` (its secrets redacted): what an OpenAI endpoint
-// is sent, and a batch request line's "body".
+// The body `endpoint` is sent for `request` (its secrets redacted), shaped by endpoint.wire: the
+// OpenAI chat-completions or Anthropic Messages request. `stream` adds what streaming needs (a
+// batch line's body is never streamed).
+nlohmann::json chat_body(const Endpoint& endpoint, ChatRequest request, bool stream);
+// The OpenAI body for `model` with default options, not streamed (the OpenAI batch line's body).
 nlohmann::json openai_chat_body(const std::string& model, ChatRequest request);
+
+// What a 400 reply says the endpoint refuses among the fields `body` holds: the field's name (its
+// "param", or a field quoted in a message that says it is unsupported, not permitted, or must take
+// another value), or "" when it names none kforge can leave out. Exposed for tests.
+std::string refused_field(const nlohmann::json& body, const std::string& reply_body);
+// `wire` changed so the next body leaves `field` out (the token limit: the other field name);
+// false when there is nothing to change (the field is required, or was changed already).
+bool adapt_to_refusal(Provider provider, WireOptions& wire, const std::string& field);
 
 // Retries: 429, 5xx, network errors, timeouts and bad replies that reported no usage are asked
 // again, up to max_attempts; a reply that reported usage (a paid one: cut off at the token limit,
@@ -165,13 +231,20 @@ class LlmClient : public ChatModel {
  public:
   // `sleep` is how the client waits between attempts (tests observe it); default: really sleep.
   // Throws InputError when the endpoint's base_url is not http(s) (naming the settings it comes from).
+  // `rate`: the endpoint's tokens-per-minute limit, shared with its other clients.
   explicit LlmClient(Endpoint endpoint, RetryPolicy policy = {},
                      std::function<void(std::chrono::milliseconds)> sleep = {},
-                     std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr);
+                     std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr,
+                     std::shared_ptr<TokenRate> rate = nullptr);
   // Thread-safe. `sample` distinguishes repeated samples of one request in the cache.
   ChatResponse chat(const ChatRequest& request, int sample = 0) const override;  // throws LlmError after the last attempt
   std::string model() const override { return endpoint_.model; }
   const Endpoint& endpoint() const { return endpoint_; }
+  // The options the next request is shaped by: the endpoint's, less what it refused so far.
+  WireOptions wire() const;
+  // Where the client says, once per refused field, what it leaves out from now on (default: a
+  // "kforge: ..." line on stderr). Set before the first chat().
+  void on_notice(std::function<void(const std::string&)> notice) { notice_ = std::move(notice); }
 
   // The delay before retry `attempt` (1-based): Retry-After when given (capped at max_delay, an
   // infinite one too; a NaN or negative one is ignored), else exponential with jitter.
@@ -184,6 +257,10 @@ class LlmClient : public ChatModel {
   std::function<void(std::chrono::milliseconds)> sleep_;
   std::shared_ptr<ConcurrencyLimit> limit_;
   std::shared_ptr<ResponseCache> cache_;
+  std::shared_ptr<TokenRate> rate_;
+  std::function<void(const std::string&)> notice_;
+  mutable std::mutex wire_mutex_;
+  mutable WireOptions wire_;  // endpoint_.wire as adapted to the endpoint's refusals
 };
 
 // Parses one provider's JSON reply (exposed for tests; the batch folder's answers too): the text
@@ -191,6 +268,14 @@ class LlmClient : public ChatModel {
 // LlmError (BadResponse, or CutOff for a reply stopped at the token limit with no answer text)
 // carrying whatever usage the reply reported.
 ChatResponse parse_reply(Provider provider, const std::string& body);
+
+// A streamed reply (the server-sent events of OpenAI's chat completions or Anthropic's Messages)
+// assembled into the body the same request would have had unstreamed, for parse_reply. Throws
+// LlmError: Network when the stream ends before its end ("[DONE]", a finish reason, message_stop),
+// Http for an error event (overloaded_error: 529), carrying the usage the events reported so far.
+std::string assemble_stream(Provider provider, const std::string& events);
+// Whether a reply body is server-sent events rather than one JSON document.
+bool is_event_stream(const std::string& content_type, const std::string& body);
 
 // `text` with `secret` and every other known secret (kforge/common/secrets.h) redacted, echoes
 // and partial echoes included (defence in depth for messages built from replies).

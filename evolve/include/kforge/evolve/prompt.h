@@ -78,7 +78,17 @@ struct PromptInputs {
 // The values of every known placeholder (those without data say so in words), everything
 // retrieved included (no budget: it depends on the template).
 std::map<std::string, std::string> prompt_context(const PromptInputs& in);
-// The prompt of `kind` for `in`, within in.max_tokens.
+// A prompt in two parts: `context`, the same for every prompt about one task on one GPU (the
+// answer format, the target, the task and how it is judged: prompts/context.md), and `body`, this
+// prompt's own part (its kind's template). The context goes first so a provider's prompt cache
+// serves it again; it is "" when the prompts folder has no context.md.
+struct PromptParts {
+  std::string context, body;
+  std::string joined() const { return context.empty() ? body : context + "\n\n" + body; }
+};
+// The prompt of `kind` for `in`, both parts within in.max_tokens together.
+PromptParts render_prompt_parts(const PromptTemplates& templates, PromptKind kind, const PromptInputs& in);
+// The same, joined as the model reads it.
 std::string render_prompt(const PromptTemplates& templates, PromptKind kind, const PromptInputs& in);
 
 }  // namespace kforge::evolve
