@@ -252,6 +252,7 @@ class LlmClient : public ChatModel {
 
  private:
   ChatResponse chat_uncached(const ChatRequest& request) const;
+  bool adapt(const nlohmann::json& sent, const std::string& reply_body) const;
   Endpoint endpoint_;
   RetryPolicy policy_;
   std::function<void(std::chrono::milliseconds)> sleep_;
