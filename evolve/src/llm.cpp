@@ -255,9 +255,13 @@ ChatResponse parse_reply(Provider provider, const std::string& body) {
     if (provider == Provider::OpenAI) {
       // prompt_tokens counts the cached ones (prompt_tokens_details.cached_tokens).
       r.tokens_in = token_count(*u, "prompt_tokens", usage_problem);
-      if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
+      if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
         r.tokens_cache_read =
             std::min(r.tokens_in, token_count(*d, "cached_tokens", usage_problem));
+        r.tokens_cache_write =  // newer usage objects say what the cache stored
+            std::min(r.tokens_in - r.tokens_cache_read,
+                     token_count(*d, "cache_write_tokens", usage_problem));
+      }
       r.tokens_out =
           token_count(*u, "completion_tokens", usage_problem);  // reasoning tokens included
     } else {
