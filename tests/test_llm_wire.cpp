@@ -98,6 +98,16 @@ TEST(LlmWire, AnthropicThinkingSendsNoTemperatureAndRoomForTheAnswer) {
   EXPECT_EQ(chat_body(e, small, false)["max_tokens"], 2048 + 1024);
 }
 
+TEST(LlmWire, AnthropicAdaptiveThinkingForTheModelsThatTakeOnlyIt) {
+  Endpoint e = endpoint(Provider::Anthropic);
+  e.wire.thinking_adaptive = true;
+  json body = chat_body(e, request(0.7), false);
+  EXPECT_EQ(body["thinking"], json({{"type", "adaptive"}}));
+  EXPECT_FALSE(body.contains("temperature"));
+  EXPECT_TRUE(adapt_to_refusal(Provider::Anthropic, e.wire, "thinking"));
+  EXPECT_FALSE(chat_body(e, request(), false).contains("thinking"));
+}
+
 TEST(LlmWire, SecretsNeverReachABody) {
   kforge::remember_secret("sk-proj-abcdefghijklmnopqrstuvwxyz0123456789");  // a key the config read
   ChatRequest r = request();

@@ -605,6 +605,14 @@ ChatResponse LlmClient::chat_uncached(const ChatRequest& request) const {
                      std::to_string(reply.status) + ")";
       retry = true;
     } else if (reply.curl != CURLE_OK) {
+      // A stream the connection dropped mid-answer: what its events reported so far counts.
+      if (reply.status == 200 && is_event_stream(reply.content_type, reply.body)) {
+        try {
+          (void)assemble_stream(endpoint_.provider, reply.body);
+        } catch (const LlmError& e) {
+          charge(e);
+        }
+      }
       last_kind = reply.curl == CURLE_OPERATION_TIMEDOUT ? LlmError::Kind::Timeout
                                                          : LlmError::Kind::Network;
       last_problem =

@@ -49,7 +49,9 @@ json anthropic_body(const Endpoint& e, const ChatRequest& r, bool stream) {
                {"max_tokens", r.max_tokens},
                {"messages", json::array({{{"role", "user"}, {"content", content}}})}};
   if (!r.system.empty()) body["system"] = json::array({text_block(r.system, w.cache_prompt)});
-  if (w.thinking_budget > 0) {
+  if (w.thinking_adaptive) {
+    body["thinking"] = {{"type", "adaptive"}};
+  } else if (w.thinking_budget > 0) {
     body["thinking"] = {{"type", "enabled"}, {"budget_tokens", w.thinking_budget}};
     // max_tokens counts the thinking: a request whose limit does not pass the budget (the ping's)
     // gets its limit on top of the budget.
@@ -167,7 +169,7 @@ bool adapt_to_refusal(Provider provider, WireOptions& w, const std::string& fiel
   if (field == "reasoning_effort") return off(w.reasoning_effort, std::string());
   if (field == "stream_options") return off(w.stream_usage, false);
   if (field == "stream") return off(w.stream, false);
-  if (field == "thinking") return off(w.thinking_budget, 0);
+  if (field == "thinking") return off(w.thinking_budget, 0) | off(w.thinking_adaptive, false);
   if (field == "cache_control") return off(w.cache_prompt, false);
   return false;
 }

@@ -31,7 +31,10 @@ struct WireOptions {
   std::string token_limit_field = "max_completion_tokens";
   bool temperature = true;       // send the request's temperature when it has one
   std::string reasoning_effort;  // OpenAI-compatible: "minimal", "low", "medium", "high"; "": not sent
-  int thinking_budget = 0;       // Anthropic: extended thinking with this many tokens; 0: off (then no temperature is sent)
+  // Anthropic extended thinking (with it on, no temperature is sent): `thinking_budget` tokens
+  // ({"type": "enabled"}), or adaptive (the models that take only {"type": "adaptive"}); both 0/false: off.
+  int thinking_budget = 0;
+  bool thinking_adaptive = false;
   bool stream = true;            // server-sent events; a server that answers in one JSON body is read as such
   bool stream_usage = true;      // OpenAI-compatible: stream_options.include_usage (usage in the last chunk)
   bool cache_prompt = true;      // Anthropic: cache_control on the system text and the request's context
