@@ -36,6 +36,7 @@ using nlohmann::json;
 struct EvolveArgs {
   std::vector<std::string> tasks;
   std::string config_file, tasks_dir, db, llm = "auto", log_json, model, llm_config;
+  std::string batch_model;  // with --model batch:DIR: the requests' model and format
   std::optional<double> batch_wait_s;
   std::optional<int64_t> resume;
   std::optional<uint64_t> seed;
@@ -165,6 +166,27 @@ evolve::PromptGpu recorded_target(evolve::RunConfig& config, evolve::PromptGpu g
   return g;
 }
 
+// " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
+// "" when it served none.
+std::string cached_share(int64_t in, int64_t cache_read) {
+  if (cache_read <= 0 || in <= 0) return "";
+  double percent = 100.0 * static_cast<double>(std::min(cache_read, in)) / static_cast<double>(in);
+  return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
+}
+
+// What the batch folder of --model batch:DIR holds: the requests' format and the answers'.
+struct BatchFormat {
+  std::string requests, answers;
+};
+BatchFormat batch_format(const EvolveArgs& a) {
+  if (!a.batch_model.empty() &&
+      evolve::endpoint_from_spec(a.batch_model).provider == evolve::Provider::Anthropic)
+    return {"Anthropic Message Batches request lines (custom_id, params) for " + a.batch_model,
+            "Message Batches results lines"};
+  return {"OpenAI Batch API input lines" + (a.batch_model.empty() ? "" : " for " + a.batch_model),
+          "Batch API output lines"};
+}
+
 // The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
 // none offline.
 std::unique_ptr<evolve::LlmProposer> make_proposer(
@@ -174,28 +196,40 @@ std::unique_ptr<evolve::LlmProposer> make_proposer(
   auto cache = std::make_shared<evolve::ResponseCache>("");
   if (!config.llm_config.empty()) {
     evolve::LlmConfig cfg = evolve::load_llm_config(config.llm_config);
-    std::map<std::string, std::shared_ptr<evolve::ConcurrencyLimit>> limits;  // one per provider
+    // One concurrency limit per provider, and one tokens-per-minute limit per provider that sets
+    // one: shared by its models' clients.
+    std::map<std::string, std::shared_ptr<evolve::ConcurrencyLimit>> limits;
+    std::map<std::string, std::shared_ptr<evolve::TokenRate>> rates;
     for (const evolve::ModelConfig& m : cfg.models) {
-      std::string provider = m.spec.substr(0, m.spec.find(':'));
+      std::string provider = m.provider();
       auto p = cfg.providers.find(provider);
       auto& limit = limits[provider];
       if (!limit)
         limit = std::make_shared<evolve::ConcurrencyLimit>(
             p == cfg.providers.end() ? 4 : p->second.concurrency);
+      auto& rate = rates[provider];
+      if (!rate && p != cfg.providers.end() && p->second.tokens_per_minute > 0)
+        rate = std::make_shared<evolve::TokenRate>(p->second.tokens_per_minute);
       voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m),
-                                                                     nullptr, limit, cache)});
+                                                                     nullptr, limit, cache, rate)});
     }
   } else if (config.model.rfind("batch:", 0) == 0) {
     auto wait = a.batch_wait_s
                     ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *a.batch_wait_s))
                     : std::chrono::hours(24);
-    batch = std::make_shared<const evolve::BatchExchange>(config.model.substr(6), "batch", wait);
-    std::cout
-        << "kforge evolve: the model's requests go to " << batch->requests_file().string()
-        << " (OpenAI Batch API input lines); answers are read from the other .jsonl files there "
-           "(its output "
-           "format) as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
-    voices.push_back({evolve::ModelConfig{"batch"}, batch});
+    std::string dir = config.model.substr(6);
+    // Without --batch-model: OpenAI Batch API lines whose body's model is "batch" (as before).
+    if (a.batch_model.empty())
+      batch = std::make_shared<const evolve::BatchExchange>(dir, "batch", wait);
+    else
+      batch = std::make_shared<const evolve::BatchExchange>(
+          dir, evolve::endpoint_from_spec(a.batch_model), wait);
+    BatchFormat format = batch_format(a);
+    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
+              << " (" << format.requests
+              << "); answers are read from the other .jsonl files there (" << format.answers
+              << ") as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+    voices.push_back({evolve::ModelConfig{a.batch_model.empty() ? "batch" : a.batch_model}, batch});
   } else if (!config.model.empty()) {
     auto client = std::make_shared<const evolve::LlmClient>(
         evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr,
@@ -283,6 +317,20 @@ int run_evolve(const EvolveArgs& a) {
         "starts)");
   if (!a.worker_command.empty() && a.workers < 1)
     throw UsageError("--worker-command: say how many workers it starts with --workers N");
+  // --batch-model: checked here against the flags; against a --config file's or a resumed run's
+  // model once the run's config is read.
+  if (!a.batch_model.empty()) {
+    if (a.llm == "none" || !a.llm_config.empty() ||
+        (!a.model.empty() && a.model.rfind("batch:", 0) != 0))
+      throw UsageError(
+          "--batch-model: only with --model batch:DIR (it names the model and format of the "
+          "requests written there)");
+    try {
+      (void)evolve::endpoint_from_spec(a.batch_model);
+    } catch (const InputError& e) {
+      throw UsageError("--batch-model: " + e.problem());
+    }
+  }
   check_number_flags(a);
   // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
   // their GPU, from what the first one says of it.
@@ -298,6 +346,12 @@ int run_evolve(const EvolveArgs& a) {
       a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
   evolve::RunConfig config = config_from(a, &evaluator.archive());
+  if (!a.batch_model.empty() && config.model.rfind("batch:", 0) != 0)
+    throw UsageError("--batch-model: only with --model batch:DIR (the run's model: " +
+                     (config.model.empty()
+                          ? config.llm_config.empty() ? "none" : "the LLM config's ensemble"
+                          : config.model) +
+                     ")");
   if (config.model.empty() && config.llm_config.empty() && a.llm == "auto")
     std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the "
                  "tune spaces of the "
@@ -398,7 +452,8 @@ int run_evolve(const EvolveArgs& a) {
             << (llm ? "LLM " + llm->models() + ": " + std::to_string(s.llm.calls) + " answer(s) (" +
                           std::to_string(s.llm.cached) + " from the response cache), " +
                           std::to_string(s.llm.failed_calls) + " failed call(s), " +
-                          std::to_string(s.llm.tokens_in) + " tokens in, " +
+                          std::to_string(s.llm.tokens_in) + " tokens in" +
+                          cached_share(s.llm.tokens_in, s.llm.tokens_cache_read) + ", " +
                           std::to_string(s.llm.tokens_out) + " out" +
                           (s.llm.cost_usd > 0 ? ", $" + fixed(s.llm.cost_usd, 4) + " at list price"
                                               : "") +
@@ -409,7 +464,8 @@ int run_evolve(const EvolveArgs& a) {
   if (s.stopped == evolve::kWaitingForAnswers && batch) {
     std::cout << "run " << s.run << " waits for " << batch->unanswered()
               << " answer(s) to the requests in " << batch->requests_file().string()
-              << ". Put the answers (Batch API output lines) in a .jsonl file beside it, then "
+              << ". Put the answers (" << batch_format(a).answers
+              << ") in a .jsonl file beside it, then "
                  "`kforge evolve --resume "
               << s.run << "`.\n";
     return kExitWaiting;
@@ -571,8 +627,10 @@ int run_report(int64_t run, const std::string& db_flag, const std::string& out_f
     md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) ("
        << used.value("llm_cached", int64_t{0}) << " from the cache), "
        << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
-       << used.value("llm_tokens_in", int64_t{0}) << " tokens in, "
-       << used.value("llm_tokens_out", int64_t{0}) << " out; "
+       << used.value("llm_tokens_in", int64_t{0}) << " tokens in"
+       << cached_share(used.value("llm_tokens_in", int64_t{0}),
+                       used.value("llm_tokens_cache_read", int64_t{0}))
+       << ", " << used.value("llm_tokens_out", int64_t{0}) << " out; "
        << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
   }
   md << best_by_generation(db, run);
@@ -620,6 +678,11 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
                   "An LLM config file (docs/llm-config.md): an ensemble of models with weights, "
                   "temperatures per role "
                   "and prices; instead of --model");
+  cmd->add_option("--batch-model", a->batch_model,
+                  "With --model batch:DIR: the requests' model and format, PROVIDER:MODEL "
+                  "(anthropic:MODEL writes Anthropic Message Batches lines, openai:MODEL OpenAI "
+                  "Batch API lines); give it again with --resume. Default: OpenAI lines for model "
+                  "\"batch\"");
   cmd->add_option("--batch-wait", a->batch_wait_s,
                   "With --model batch:DIR: seconds a request waits for its answer before the run "
                   "pauses (exit 75; "

@@ -1,4 +1,5 @@
 // `kforge llm ping [--model PROVIDER:MODEL]`: one tiny request, with latency and tokens.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
@@ -64,30 +65,51 @@ void add_llm_command(CLI::App& app, int& exit_code) {
     }
     if (timeout)
       for (auto& t : targets) t.policy.total_timeout = *timeout;
+    // "120 in, 45 out", or "120 in (100 from the prompt cache), 45 out".
+    auto tokens = [](int64_t in, int64_t cache_read, int64_t out) {
+      return std::to_string(in) + " in" +
+             (cache_read > 0 ? " (" + std::to_string(cache_read) + " from the prompt cache)" : "") +
+             ", " + std::to_string(out) + " out";
+    };
     exit_code = kExitOk;
     for (const auto& [e, m, p] : targets) {
-      if (e.api_key.empty() && e.provider == evolve::Provider::Anthropic)
+      // Anthropic's own API needs a key; a server of another name that speaks its API (a local
+      // one) may not.
+      if (e.api_key.empty() && m.provider() == "anthropic")
         throw InputError("ANTHROPIC_API_KEY", std::nullopt, "",
                          "not set; the Anthropic API needs a key");
       evolve::LlmClient client(e, p);
       std::cout << "model     " << m.spec << " at " << printable(redact_secrets(e.base_url))
                 << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
+      evolve::ChatRequest ping;
+      ping.system = "Answer with one word.";
+      ping.user = "Say pong.";
+      // No temperature: reasoning models (OpenAI's o-series and gpt-5, Anthropic's with thinking)
+      // refuse any but their default. Room to think: a reasoning model spends tokens before it
+      // answers, and a limit of 16 ended the ping in its thinking with no answer. A thinking
+      // budget must stay below the limit (the config checked it is below max_tokens).
+      ping.max_tokens =
+          std::min(m.max_tokens, m.thinking_budget > 0 ? m.thinking_budget + 1024 : 1024);
       try {
-        evolve::ChatResponse r = client.chat({"Answer with one word.", "Say pong.", 0.0, 16});
+        evolve::ChatResponse r = client.chat(ping);
         // The reply is redacted as a whole (parse_reply did) and again here before it is cut.
         std::string reply = redact_secrets(r.text);
         std::cout << "reply     " << printable(reply.substr(0, 200)) << "\nlatency   " << std::fixed
                   << std::setprecision(0) << r.latency_ms << " ms (" << r.attempts
-                  << " attempt(s))\ntokens    " << r.tokens_in << " in, " << r.tokens_out
-                  << " out\n"
-                  << "cost      $" << std::setprecision(6) << m.cost_usd(r.tokens_in, r.tokens_out)
+                  << " attempt(s))\ntokens    "
+                  << tokens(r.tokens_in, r.tokens_cache_read, r.tokens_out) << "\ncost      $"
+                  << std::setprecision(6)
+                  << m.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read,
+                                r.tokens_cache_write)
                   << "\n";
       } catch (const evolve::LlmError& err) {
         std::cout << "failed    " << printable(redact_secrets(err.what())) << "\n";
         if (err.tokens_in > 0 || err.tokens_out > 0)  // a failed reply is paid for too
-          std::cout << "tokens    " << err.tokens_in << " in, " << err.tokens_out
-                    << " out\ncost      $" << std::fixed << std::setprecision(6)
-                    << m.cost_usd(err.tokens_in, err.tokens_out) << "\n";
+          std::cout << "tokens    " << tokens(err.tokens_in, err.tokens_cache_read, err.tokens_out)
+                    << "\ncost      $" << std::fixed << std::setprecision(6)
+                    << m.cost_usd(err.tokens_in, err.tokens_out, err.tokens_cache_read,
+                                  err.tokens_cache_write)
+                    << "\n";
         exit_code = kExitFindings;
       }
     }

@@ -15,6 +15,7 @@
 #include "kforge/common/error.h"
 #include "kforge/evolve/batch.h"
 #include "kforge/evolve/config.h"
+#include "kforge/evolve/proposer.h"
 #include "kforge/evolve/run.h"
 #include "test_util.h"
 
@@ -112,6 +113,209 @@ TEST(Configs, LlmConfigBaseUrlIsHttp) {
   auto path = dir.write("llm.toml", "[providers.openai]\nbase_url = \"file:///etc/passwd#\"\n" + std::string(kModel)).string();
   EXPECT_EQ(input_error([&] { ev::load_llm_config(path); }),
             path + "|2|providers.openai.base_url|must be an http:// or https:// URL");
+}
+
+// Issue 35: endpoints as they are in 2026. Providers of any name with their API and request shape,
+// reasoning and thinking models, cache prices, one temperature for every role.
+TEST(Configs, LlmConfigProvidersOfAnyNameCarryTheirApiAndRequestShape) {
+  TempDir dir;
+  setenv("KFORGE_TEST_VLLM_KEY", "vllm-key-0123", 1);
+  auto path = dir.write("llm.toml", R"([providers.vllm]
+api = "openai"
+base_url = "http://gpu-box:8000/v1/"
+api_key_env = "KFORGE_TEST_VLLM_KEY"
+token_limit_field = "max_tokens"
+stream = false
+tokens_per_minute = 200000
+concurrency = 16
+timeout = 600
+
+[providers.anthropic]
+api_key = "sk-ant-test"
+prompt_cache = false
+tokens_per_minute = 30000
+
+[providers.openai]
+api = "openai"
+
+[[models]]
+model = "vllm:Qwen/Qwen3-Coder-30B-A3B-Instruct"
+temperature = 0.6
+
+[[models]]
+model = "anthropic:claude-sonnet-4-5"
+max_tokens = 32000
+thinking_budget = 16000
+price = { input = 3.0, output = 15.0 }
+
+[[models]]
+model = "openai:gpt-5"
+reasoning_effort = "minimal"
+temperature = { repair = 0.2 }
+)");
+  ev::LlmConfig cfg = ev::load_llm_config(path.string());
+  ASSERT_EQ(cfg.models.size(), 3u);
+
+  const ev::ModelConfig& qwen = cfg.models[0];
+  for (const char* role : {"translate", "optimize", "crossover", "repair", "ideas"})
+    EXPECT_EQ(qwen.temperature_for(role), 0.6) << role << ": one number is every role's temperature";
+  ev::Endpoint e = cfg.endpoint(qwen);
+  EXPECT_EQ(e.provider, ev::Provider::OpenAI);
+  EXPECT_EQ(e.base_url, "http://gpu-box:8000/v1");
+  EXPECT_EQ(e.model, "Qwen/Qwen3-Coder-30B-A3B-Instruct");
+  EXPECT_EQ(e.api_key, "vllm-key-0123");
+  EXPECT_EQ(e.wire.token_limit_field, "max_tokens");
+  EXPECT_FALSE(e.wire.stream);
+  EXPECT_EQ(e.wire.reasoning_effort, "");
+  EXPECT_EQ(e.wire.thinking_budget, 0);
+  EXPECT_EQ(cfg.providers.at("vllm").tokens_per_minute, 200000);
+  EXPECT_EQ(cfg.providers.at("vllm").concurrency, 16);
+  EXPECT_EQ(cfg.policy(qwen).total_timeout, std::chrono::milliseconds(600000));
+
+  const ev::ModelConfig& claude = cfg.models[1];
+  EXPECT_EQ(claude.thinking_budget, 16000);
+  EXPECT_FALSE(claude.temperature_for("optimize")) << "none configured: none sent";
+  e = cfg.endpoint(claude);
+  EXPECT_EQ(e.provider, ev::Provider::Anthropic);
+  EXPECT_EQ(e.base_url, "https://api.anthropic.com");
+  EXPECT_EQ(e.api_key, "sk-ant-test");
+  EXPECT_FALSE(e.wire.cache_prompt);
+  EXPECT_EQ(e.wire.thinking_budget, 16000);
+  EXPECT_EQ(cfg.providers.at("anthropic").api, ev::Provider::Anthropic);
+
+  const ev::ModelConfig& gpt = cfg.models[2];
+  EXPECT_EQ(gpt.temperature_for("repair"), 0.2);
+  EXPECT_FALSE(gpt.temperature_for("translate"));
+  e = cfg.endpoint(gpt);
+  EXPECT_EQ(e.provider, ev::Provider::OpenAI);
+  EXPECT_EQ(e.wire.reasoning_effort, "minimal");
+  EXPECT_EQ(e.wire.token_limit_field, "max_completion_tokens") << "the default";
+  EXPECT_TRUE(e.wire.stream) << "the default";
+  EXPECT_EQ(cfg.providers.at("openai").tokens_per_minute, 0);
+}
+
+// Every bad value of the new keys is an InputError naming the file, the line and the field.
+TEST(Configs, LlmConfigNewKeysAreCheckedNamingFileLineAndField) {
+  TempDir dir;
+  const std::string claude = "[[models]]\nmodel = \"anthropic:claude-x\"\n";
+  const std::string custom = "[[models]]\nmodel = \"vllm:m\"\n";
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           // [providers.NAME]
+           {"[providers.vllm]\nbase_url = \"http://h:8000/v1\"\n" + custom, "|1|providers.vllm.api|missing"},
+           {"[providers.vllm]\napi = \"openai\"\n" + custom, "|1|providers.vllm.base_url|missing"},
+           {"[providers.vllm]\napi = \"gemini\"\nbase_url = \"http://h/v1\"\n" + custom,
+            "|2|providers.vllm.api|must be \"openai\" or \"anthropic\""},
+           {"[providers.vllm]\napi = 1\nbase_url = \"http://h/v1\"\n" + custom, "|2|providers.vllm.api|must be"},
+           {"[providers.openai]\napi = \"anthropic\"\n" + std::string(kModel), "|2|providers.openai.api|must be \"openai\""},
+           {"[providers.anthropic]\ntoken_limit_field = \"max_tokens\"\n" + claude,
+            "|2|providers.anthropic.token_limit_field|only for api = \"openai\""},
+           {"[providers.openai]\ntoken_limit_field = \"max_output_tokens\"\n" + std::string(kModel),
+            "|2|providers.openai.token_limit_field|must be \"max_completion_tokens\" or \"max_tokens\""},
+           {"[providers.openai]\nprompt_cache = true\n" + std::string(kModel),
+            "|2|providers.openai.prompt_cache|only for api = \"anthropic\""},
+           {"[providers.openai]\nstream = \"yes\"\n" + std::string(kModel), "|2|providers.openai.stream|must be true or false"},
+           {"[providers.openai]\ntokens_per_minute = 0\n" + std::string(kModel),
+            "|2|providers.openai.tokens_per_minute|must be a whole number of tokens from 1 to 1000000000"},
+           {"[providers.openai]\ntokens_per_minute = 1000000001\n" + std::string(kModel),
+            "|2|providers.openai.tokens_per_minute|must be a whole number"},
+           {"[providers.openai]\ntokens_per_minute = 1.5\n" + std::string(kModel),
+            "|2|providers.openai.tokens_per_minute|must be a whole number"},
+           // [[models]]
+           {"[[models]]\nmodel = \"mistral:large\"\n", "|2|models[0].model|unknown provider 'mistral'"},
+           {"[[models]]\nmodel = \"vllm:\"\n[providers.vllm]\napi = \"openai\"\nbase_url = \"http://h/v1\"\n",
+            "|2|models[0].model|not PROVIDER:MODEL"},
+           {claude + "thinking_budget = 1000\n", "|3|models[0].thinking_budget|at least 1024"},
+           {claude + "thinking_budget = 8192\n", "|3|models[0].thinking_budget|below max_tokens (8192)"},
+           {claude + "max_tokens = 4000\nthinking_budget = 4000\n", "|4|models[0].thinking_budget|below max_tokens (4000)"},
+           {claude + "thinking_budget = 2048.5\n", "|3|models[0].thinking_budget|whole number"},
+           {claude + "thinking_budget = 2048\ntemperature = 0.5\n", "|4|models[0].temperature|thinking"},
+           {claude + "thinking_budget = 2048\ntemperature = { repair = 0.2 }\n", "|4|models[0].temperature|thinking"},
+           {std::string(kModel) + "thinking_budget = 2048\n", "|3|models[0].thinking_budget|only for api = \"anthropic\""},
+           {claude + "reasoning_effort = \"high\"\n", "|3|models[0].reasoning_effort|only for api = \"openai\""},
+           {std::string(kModel) + "reasoning_effort = \"extreme\"\n",
+            "|3|models[0].reasoning_effort|must be one of none, minimal, low, medium, high, xhigh"},
+           {std::string(kModel) + "reasoning_effort = 3\n", "|3|models[0].reasoning_effort|must be one of"},
+           {std::string(kModel) + "temperature = 2.5\n", "|3|models[0].temperature|must be a number in [0, 2]"},
+           {std::string(kModel) + "temperature = \"hot\"\n", "|3|models[0].temperature|must be a number"},
+           {std::string(kModel) + "price = { cached_input = -1 }\n", "|3|models[0].price.cached_input|non-negative"},
+           {std::string(kModel) + "price = { cache_write = nan }\n", "|3|models[0].price.cache_write|non-negative"},
+           {std::string(kModel) + "price = { cache_read = 1 }\n", "|3|models[0].price.cache_read|unknown key"}}) {
+    auto path = dir.write("llm.toml", text).string();
+    std::string e = input_error([&] { ev::load_llm_config(path); });
+    size_t problem = want.rfind('|') + 1;  // "|line|field|" then a part of the problem
+    EXPECT_TRUE(has(e, path + want.substr(0, problem)) && has(e, want.substr(problem))) << text << "\n -> " << e;
+  }
+}
+
+// Cache prices default as each API's provider charges them: Anthropic reads at 0.1x and writes
+// (5-minute cache) at 1.25x the input price; OpenAI-compatible reads at the input price (no
+// discount assumed: a local server has none, OpenAI's varies by model) and writes, reported only
+// by OpenAI's GPT-5.6 family and OpenRouter, at 1.25x. What the file sets wins.
+TEST(Configs, LlmConfigCachePricesDefaultPerProviderAndCostCountsThem) {
+  TempDir dir;
+  auto path = dir.write("llm.toml", R"([providers.vllm]
+api = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+
+[[models]]
+model = "anthropic:claude-sonnet-4-5"
+price = { input = 3.0, output = 15.0 }
+
+[[models]]
+model = "openai:gpt-5"
+price = { input = 1.25, output = 10.0 }
+
+[[models]]
+model = "vllm:m"
+price = { input = 0.4, output = 1.6, cached_input = 0.04, cache_write = 0.0 }
+)");
+  ev::LlmConfig cfg = ev::load_llm_config(path.string());
+  const ev::ModelConfig &claude = cfg.models[0], &gpt = cfg.models[1], &local = cfg.models[2];
+  EXPECT_DOUBLE_EQ(claude.price_cached_input_per_mtok, 0.3);
+  EXPECT_DOUBLE_EQ(claude.price_cache_write_per_mtok, 3.75);
+  EXPECT_DOUBLE_EQ(gpt.price_cached_input_per_mtok, 1.25);
+  EXPECT_DOUBLE_EQ(gpt.price_cache_write_per_mtok, 1.5625);
+  EXPECT_DOUBLE_EQ(local.price_cached_input_per_mtok, 0.04);
+  EXPECT_DOUBLE_EQ(local.price_cache_write_per_mtok, 0.0);
+  // tokens_in counts the cached ones: 1M in of which 600k read and 200k written, 100k out.
+  EXPECT_NEAR(claude.cost_usd(1'000'000, 100'000, 600'000, 200'000), 0.2 * 3 + 0.6 * 0.3 + 0.2 * 3.75 + 0.1 * 15, 1e-12);
+  EXPECT_NEAR(gpt.cost_usd(1'000'000, 100'000, 600'000), 1.25 + 0.1 * 10, 1e-12);
+  EXPECT_NEAR(local.cost_usd(1'000'000, 0, 1'000'000), 0.04, 1e-12);
+  EXPECT_NEAR(claude.cost_usd(1'000'000, 0), 3.0, 1e-12) << "no cache counts: every input token at the input price";
+  // Counts an endpoint got wrong (more cached than sent) never make a negative or inflated price.
+  EXPECT_NEAR(claude.cost_usd(100, 0, 1000, 1000), 100 * 0.3 / 1e6, 1e-15);
+  EXPECT_EQ(claude.cost_usd(-5, -5, -5, -5), 0.0);
+}
+
+// The prompt cache's tokens are summed like the other counts: saturating, never wrapping.
+TEST(Configs, LlmSpentSumsCacheTokensSaturating) {
+  ev::LlmSpent total, one;
+  one.tokens_in = 1000, one.tokens_cache_read = 600, one.tokens_cache_write = 200;
+  total.add(one);
+  total.add(one);
+  EXPECT_EQ(total.tokens_cache_read, 1200);
+  EXPECT_EQ(total.tokens_cache_write, 400);
+  one.tokens_cache_read = one.tokens_cache_write = INT64_MAX;
+  total.add(one);
+  EXPECT_EQ(total.tokens_cache_read, INT64_MAX);
+  EXPECT_EQ(total.tokens_cache_write, INT64_MAX);
+}
+
+// --batch-model names the body's model and format of --model batch:DIR; it is checked before the
+// GPU check (exit 2 naming the flag), so this runs without a GPU.
+TEST(Configs, EvolveBatchModelIsCheckedBeforeAnyWork) {
+  TempDir dir;
+  std::string db = (dir.path() / "flags.db").string();
+  std::string batch = (dir.path() / "batch").string();
+  for (auto [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--llm none --batch-model anthropic:claude-x", "--batch-model: only with --model batch:DIR"},
+           {"--model openai:gpt-5 --batch-model anthropic:claude-x", "--batch-model: only with --model batch:DIR"},
+           {"--model batch:" + batch + " --batch-model mistral:large", "--batch-model: unknown provider 'mistral'"},
+           {"--model batch:" + batch + " --batch-model claude", "--batch-model: 'claude' is not PROVIDER:MODEL"}}) {
+    kforge::test::CliResult r = kforge::test::run_kforge("evolve smoke/relu --db " + db + " " + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
+  }
 }
 
 // toml++ recursed once per dotted part: a key a million parts deep was a segfault.
@@ -401,6 +605,11 @@ TEST(Fuzz, LlmConfigs) {
       "0.3, ideas = 1.0 }\n\n[[models]]\nmodel = \"anthropic:claude-sonnet-4-5\"\nweight = 1\nprice = { input = 3.0, output "
       "= 15.0 }\n",
       "[[models]]\nmodel = \"openai:x\"\n",
+      // Issue 35's keys.
+      "[providers.vllm]\napi = \"openai\"\nbase_url = \"http://localhost:8000/v1\"\ntoken_limit_field = \"max_tokens\"\n"
+      "stream = false\ntokens_per_minute = 100000\n[providers.anthropic]\nprompt_cache = true\n[[models]]\nmodel = "
+      "\"vllm:q\"\ntemperature = 0.7\nreasoning_effort = \"low\"\n[[models]]\nmodel = \"anthropic:c\"\nmax_tokens = "
+      "4096\nthinking_budget = 2048\nprice = { input = 3, output = 15, cached_input = 0.3, cache_write = 3.75 }\n",
       "[providers.openai]\nconcurrency = 4\n[[models]]\nmodel = \"openai:a\"\nmax_tokens = 8192\nweight = 0.5\n",
       // The hostile ones of issue 34 (a mutation mostly leaves their point intact).
       "[providers.openai]\nbase_url = \"http://127.0.0.1:18940/ok\"\nconcurrency = 4294967296\n[[models]]\nmodel = \"openai:x\"\n",
@@ -423,13 +632,20 @@ TEST(Fuzz, LlmConfigs) {
     }
     for (const ev::ModelConfig& m : cfg.models) {
       if (!(m.weight > 0) || !std::isfinite(m.weight) || m.max_tokens < 1 || !std::isfinite(m.price_input_per_mtok) ||
-          !std::isfinite(m.price_output_per_mtok))
+          !std::isfinite(m.price_output_per_mtok) || !(m.price_cached_input_per_mtok >= 0) ||
+          !(m.price_cache_write_per_mtok >= 0) || !std::isfinite(m.price_cached_input_per_mtok) ||
+          !std::isfinite(m.price_cache_write_per_mtok))
         return "accepted a bad model: " + m.spec;
+      if (m.thinking_budget != 0 && (m.thinking_budget < 1024 || m.thinking_budget >= m.max_tokens))
+        return "accepted thinking_budget " + std::to_string(m.thinking_budget);
       for (const auto& [role, t] : m.temperature)
         if (!(t >= 0 && t <= 2)) return "accepted temperature " + std::to_string(t);
     }
     for (const auto& [name, p] : cfg.providers)
       if (p.concurrency < 1) return "accepted concurrency " + std::to_string(p.concurrency);
+    for (const auto& [name, p] : cfg.providers)
+      if (p.tokens_per_minute < 0 || p.tokens_per_minute > 1'000'000'000)
+        return "accepted tokens_per_minute " + std::to_string(p.tokens_per_minute);
     return "";
   });
   EXPECT_EQ(failures, "");

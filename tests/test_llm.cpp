@@ -509,8 +509,10 @@ model = "anthropic:small"
   LlmConfig cfg = load_llm_config(path);
   ASSERT_EQ(cfg.models.size(), 2u);
   EXPECT_EQ(cfg.models[0].temperature_for("repair"), 0.2);
-  EXPECT_EQ(cfg.models[0].temperature_for("optimize"), 1.0);
+  EXPECT_EQ(cfg.models[0].temperature_for("optimize"), std::nullopt) << "not configured: no temperature is sent";
   EXPECT_DOUBLE_EQ(cfg.models[0].cost_usd(1000000, 500000), 2.0 + 4.0);
+  // OpenAI-compatible: cached input at the input price unless the file says otherwise.
+  EXPECT_DOUBLE_EQ(cfg.models[0].cost_usd(1000000, 500000, 400000), 2.0 + 4.0);
   Endpoint e = cfg.endpoint(cfg.models[0]);
   EXPECT_EQ(e.base_url, "http://127.0.0.1:9/v1");
   EXPECT_EQ(e.api_key, kKey);
@@ -546,7 +548,23 @@ TEST(LlmConfig, ErrorsNameFileLineAndField) {
   expect("[[models]]\nmodel = \"openai:x\"\nweight = -1\n", "models[0].weight", "positive");
   expect("[[models]]\nmodel = \"openai:x\"\ntemperature = { judging = 0.1 }\n", "models[0].temperature.judging", "unknown role");
   expect("[[models]]\nmodel = \"openai:x\"\nprice = { input = -2 }\n", "models[0].price.input", "non-negative");
-  expect("[providers.mistral]\nbase_url = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.mistral", "unknown provider");
+  // A provider of any name says its API and where it is; a model names a provider there is.
+  expect("[providers.mistral]\nbase_url = \"https://api.mistral.ai/v1\"\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.mistral.api", "missing");
+  expect("[providers.mistral]\napi = \"openai\"\n[[models]]\nmodel = \"mistral:x\"\n", "providers.mistral.base_url",
+         "missing");
+  expect("[[models]]\nmodel = \"mistral:large\"\n", "models[0].model", "unknown provider 'mistral'");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 512\n", "models[0].thinking_budget", "at least 1024");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nmax_tokens = 2048\nthinking_budget = 2048\n", "models[0].thinking_budget",
+         "below max_tokens");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 2048\ntemperature = 1.0\n", "models[0].temperature",
+         "thinking");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nreasoning_effort = \"low\"\n", "models[0].reasoning_effort",
+         "only for api = \"openai\"");
+  expect("[providers.anthropic]\ntoken_limit_field = \"max_tokens\"\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.anthropic.token_limit_field", "only for api = \"openai\"");
+  expect("[providers.openai]\ntokens_per_minute = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.tokens_per_minute",
+         "whole number");
   expect("[providers.openai]\nkey = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.key", "unknown key");
   expect("", "models", "missing");
   for (const char* bad : {"0", "-1", "nan", "inf", "-inf", "1e300", "3601"})
@@ -572,6 +590,30 @@ TEST(LlmConfig, PingsEveryModelWithCostAndNoKeyInTheOutput) {
   EXPECT_NE(out.find("cost      $0.210000"), std::string::npos) << out;  // 120 in x $1000/M + 45 out x $2000/M
   EXPECT_EQ(server.calls(), 2);
   EXPECT_EQ(out.find(kKey), std::string::npos) << "the key leaked: " << out;
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+// Issue 35: the ping is a request a reasoning model can answer (no temperature, room to think), with
+// the config's reasoning_effort; its tokens show the prompt cache's share and cost at its price.
+TEST(LlmConfig, PingSendsNoTemperatureAndShowsTheCachedShare) {
+  const std::string reply =
+      R"({"id": "x", "model": "test-model", "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 120, "completion_tokens": 45, "total_tokens": 165, "prompt_tokens_details": {"cached_tokens": 100}}})";
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(reply, "application/json"); });
+  char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/llm.toml";
+  std::ofstream(path) << "[providers.local]\napi = \"openai\"\nbase_url = \"" << server.endpoint(Provider::OpenAI).base_url
+                      << "\"\n[[models]]\nmodel = \"local:m\"\nreasoning_effort = \"low\"\n"
+                         "price = { input = 1000.0, output = 2000.0, cached_input = 100.0 }\n";
+  auto [rc, out] = run_cli(std::string(KFORGE_BINARY) + " llm ping --config " + path);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("tokens    120 in (100 from the prompt cache), 45 out"), std::string::npos) << out;
+  EXPECT_NE(out.find("cost      $0.120000"), std::string::npos) << out;  // 20 x $1000/M + 100 x $100/M + 45 x $2000/M
+  nlohmann::json body = nlohmann::json::parse(server.last_body());
+  EXPECT_FALSE(body.contains("temperature")) << body.dump();
+  EXPECT_EQ(body.value("model", ""), "m");
+  EXPECT_EQ(body.value("reasoning_effort", ""), "low") << body.dump();
+  EXPECT_GE(body.value("max_completion_tokens", 0), 1024) << body.dump();
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 

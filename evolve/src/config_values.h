@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kforge/common/error.h"
 #include "kforge/common/input_file.h"
@@ -42,21 +43,45 @@ inline toml::table parse_config_file(const std::string& path) {
 // `value` (nullopt: not an integer, or past 64 bits) as an Int when it lies in [lo, hi];
 // InputError "must be a whole number [of UNIT] from lo to hi" otherwise.
 template <typename Int>
-Int config_integer(std::optional<int64_t> value, Int lo, Int hi, const ConfigPlace& at, const std::string& unit = "") {
+Int config_integer(std::optional<int64_t> value, Int lo, Int hi, const ConfigPlace& at,
+                   const std::string& unit = "") {
   if (!value || *value < static_cast<int64_t>(lo) || *value > static_cast<int64_t>(hi))
     throw InputError(at.file, at.line, at.field,
-                     "must be a whole number" + (unit.empty() ? "" : " of " + unit) + " from " + std::to_string(lo) +
-                         " to " + std::to_string(hi));
+                     "must be a whole number" + (unit.empty() ? "" : " of " + unit) + " from " +
+                         std::to_string(lo) + " to " + std::to_string(hi));
   return static_cast<Int>(*value);
 }
 
 // `value` (nullopt: not a number) when it is finite and in [lo, hi] (above lo with above_lo);
 // InputError otherwise, its problem "must be " + `what`.
-inline double config_number(std::optional<double> value, double lo, double hi, bool above_lo, const ConfigPlace& at,
-                            const std::string& what) {
+inline double config_number(std::optional<double> value, double lo, double hi, bool above_lo,
+                            const ConfigPlace& at, const std::string& what) {
   if (!value || !std::isfinite(*value) || *value < lo || (above_lo && *value == lo) || *value > hi)
     throw InputError(at.file, at.line, at.field, "must be " + what);
   return *value;
+}
+
+// The TOML node as a boolean; InputError "must be true or false" otherwise.
+inline bool config_bool(const toml::node& n, const ConfigPlace& at) {
+  if (!n.is_boolean()) throw InputError(at.file, at.line, at.field, "must be true or false");
+  return **n.as_boolean();
+}
+
+// The TOML node as one of `choices`; InputError otherwise: 'must be "a" or "b"' for two choices,
+// "must be one of a, b, c" for more.
+inline std::string config_choice(const toml::node& n, const std::vector<std::string>& choices,
+                                 const ConfigPlace& at) {
+  if (n.is_string())
+    for (const std::string& c : choices)
+      if (**n.as_string() == c) return c;
+  std::string said;
+  if (choices.size() == 2) {
+    said = "\"" + choices[0] + "\" or \"" + choices[1] + "\"";
+  } else {
+    said = "one of ";
+    for (size_t i = 0; i < choices.size(); ++i) said += (i ? ", " : "") + choices[i];
+  }
+  throw InputError(at.file, at.line, at.field, "must be " + said);
 }
 
 // A TOML node's line, when it has one.

@@ -23,6 +23,8 @@ void LlmSpent::add(const LlmSpent& o) {
   calls = saturating_add(calls, o.calls), failed_calls = saturating_add(failed_calls, o.failed_calls);
   tokens_in = saturating_add(tokens_in, o.tokens_in), tokens_out = saturating_add(tokens_out, o.tokens_out);
   cached = saturating_add(cached, o.cached), cost_usd += o.cost_usd;
+  tokens_cache_read = saturating_add(tokens_cache_read, o.tokens_cache_read);
+  tokens_cache_write = saturating_add(tokens_cache_write, o.tokens_cache_write);
 }
 
 LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device)
@@ -149,7 +151,8 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       // again (it would be counted twice), and a response cache keeps each apart.
       r = v.client->chat(request, asked == 1 ? sample : sample + kRetrySample);
       s.calls = 1, s.tokens_in = r.tokens_in, s.tokens_out = r.tokens_out, s.cached = r.cached;
-      s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out);
+      s.tokens_cache_read = r.tokens_cache_read, s.tokens_cache_write = r.tokens_cache_write;
+      s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write);
       count(task, s);
       break;
     } catch (const LlmError& e) {
@@ -158,7 +161,8 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
         return {p};
       }
       s.failed_calls = 1, s.tokens_in = e.tokens_in, s.tokens_out = e.tokens_out;
-      s.cost_usd = v.config.cost_usd(e.tokens_in, e.tokens_out);
+      s.tokens_cache_read = e.tokens_cache_read, s.tokens_cache_write = e.tokens_cache_write;
+      s.cost_usd = v.config.cost_usd(e.tokens_in, e.tokens_out, e.tokens_cache_read, e.tokens_cache_write);
       count(task, s);
       // A paid failure (cut off at the token limit, no answer text) is asked once more, if the
       // budget allows; the client retried the unpaid ones already.

@@ -718,7 +718,9 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
              {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s},
               {"llm_calls", summary.llm.calls}, {"llm_failed_calls", summary.llm.failed_calls},
               {"llm_tokens_in", summary.llm.tokens_in}, {"llm_tokens_out", summary.llm.tokens_out},
-              {"llm_cached", summary.llm.cached}, {"llm_cost_usd", summary.llm.cost_usd}});
+              {"llm_tokens_cache_read", summary.llm.tokens_cache_read},
+              {"llm_tokens_cache_write", summary.llm.tokens_cache_write}, {"llm_cached", summary.llm.cached},
+              {"llm_cost_usd", summary.llm.cost_usd}});
   return summary;
 }
 

@@ -29,8 +29,11 @@ namespace kforge::evolve {
 // what the uninterrupted one did, so budgets stop both at the same place); `cached` says how many
 // of them this process did not pay for.
 // A failed call counts its replies' reported usage too (a reply cut at the token limit is paid for).
+// tokens_in counts every input token; tokens_cache_read and tokens_cache_write are the part of
+// them the provider's prompt cache served and stored (priced apart).
 struct LlmSpent {
   int64_t calls = 0, failed_calls = 0, tokens_in = 0, tokens_out = 0, cached = 0;
+  int64_t tokens_cache_read = 0, tokens_cache_write = 0;
   double cost_usd = 0;
   int64_t tokens() const { return tokens_in > INT64_MAX - tokens_out ? INT64_MAX : tokens_in + tokens_out; }
   void add(const LlmSpent& o);  // saturating: no sum wraps
