@@ -47,7 +47,8 @@ std::string in_child(int seconds, const std::function<std::string()>& f) {
   ::close(fds[1]);
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -63,30 +64,38 @@ std::string input_error(const std::function<void()>& f) {
     f();
     return "no error";
   } catch (const InputError& e) {
-    return e.file() + "|" + (e.line() ? std::to_string(*e.line()) : "-") + "|" + e.field() + "|" + e.problem();
+    return e.file() + "|" + (e.line() ? std::to_string(*e.line()) : "-") + "|" + e.field() + "|" +
+           e.problem();
   } catch (const std::exception& e) {
     return std::string("not an InputError: ") + e.what();
   }
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 const char* kModel = "[[models]]\nmodel = \"openai:x\"\n";
 
 TEST(Configs, LlmConfigIntegersAreRangeCheckedBeforeNarrowing) {
   TempDir dir;
   for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
-           {"[providers.openai]\nconcurrency = 4294967296\n" + std::string(kModel), "providers.openai.concurrency"},
-           {"[providers.openai]\nconcurrency = 0\n" + std::string(kModel), "providers.openai.concurrency"},
-           {"[providers.openai]\nconcurrency = 100000\n" + std::string(kModel), "providers.openai.concurrency"},
+           {"[providers.openai]\nconcurrency = 4294967296\n" + std::string(kModel),
+            "providers.openai.concurrency"},
+           {"[providers.openai]\nconcurrency = 0\n" + std::string(kModel),
+            "providers.openai.concurrency"},
+           {"[providers.openai]\nconcurrency = 100000\n" + std::string(kModel),
+            "providers.openai.concurrency"},
            {std::string(kModel) + "max_tokens = 2147483648\n", "models[0].max_tokens"},
            {std::string(kModel) + "max_tokens = 4294967297\n", "models[0].max_tokens"},
            {std::string(kModel) + "max_tokens = 1.5\n", "models[0].max_tokens"}}) {
     auto path = dir.write("llm.toml", text).string();
     std::string e = input_error([&] { ev::load_llm_config(path); });
-    EXPECT_TRUE(has(e, path + "|") && has(e, "|" + field + "|must be a whole number")) << text << " -> " << e;
+    EXPECT_TRUE(has(e, path + "|") && has(e, "|" + field + "|must be a whole number"))
+        << text << " -> " << e;
   }
-  auto path = dir.write("llm.toml", "[providers.openai]\nconcurrency = 256\n" + std::string(kModel) + "max_tokens = 1048576\n");
+  auto path = dir.write("llm.toml", "[providers.openai]\nconcurrency = 256\n" +
+                                        std::string(kModel) + "max_tokens = 1048576\n");
   ev::LlmConfig cfg = ev::load_llm_config(path.string());
   EXPECT_EQ(cfg.providers.at("openai").concurrency, 256);
   EXPECT_EQ(cfg.models[0].max_tokens, 1048576);
@@ -100,7 +109,9 @@ TEST(Configs, LlmConfigNanAndInfinitiesAreErrorsNamingTheField) {
              {"price = { input = ", "models[0].price.input"},
              {"price = { output = ", "models[0].price.output"},
              {"temperature = { repair = ", "models[0].temperature.repair"}}) {
-      std::string text = std::string(kModel) + line + bad + (line.back() == ' ' && line.find('{') != std::string::npos ? " }" : "") + "\n";
+      std::string text = std::string(kModel) + line + bad +
+                         (line.back() == ' ' && line.find('{') != std::string::npos ? " }" : "") +
+                         "\n";
       auto path = dir.write("llm.toml", text).string();
       std::string e = input_error([&] { ev::load_llm_config(path); });
       EXPECT_TRUE(has(e, path + "|3|" + field + "|must be")) << text << " -> " << e;
@@ -110,7 +121,9 @@ TEST(Configs, LlmConfigNanAndInfinitiesAreErrorsNamingTheField) {
 
 TEST(Configs, LlmConfigBaseUrlIsHttp) {
   TempDir dir;
-  auto path = dir.write("llm.toml", "[providers.openai]\nbase_url = \"file:///etc/passwd#\"\n" + std::string(kModel)).string();
+  auto path = dir.write("llm.toml", "[providers.openai]\nbase_url = \"file:///etc/passwd#\"\n" +
+                                        std::string(kModel))
+                  .string();
   EXPECT_EQ(input_error([&] { ev::load_llm_config(path); }),
             path + "|2|providers.openai.base_url|must be an http:// or https:// URL");
 }
@@ -158,7 +171,8 @@ temperature = { repair = 0.2 }
 
   const ev::ModelConfig& qwen = cfg.models[0];
   for (const char* role : {"translate", "optimize", "crossover", "repair", "ideas"})
-    EXPECT_EQ(qwen.temperature_for(role), 0.6) << role << ": one number is every role's temperature";
+    EXPECT_EQ(qwen.temperature_for(role), 0.6)
+        << role << ": one number is every role's temperature";
   ev::Endpoint e = cfg.endpoint(qwen);
   EXPECT_EQ(e.provider, ev::Provider::OpenAI);
   EXPECT_EQ(e.base_url, "http://gpu-box:8000/v1");
@@ -181,7 +195,16 @@ temperature = { repair = 0.2 }
   EXPECT_EQ(e.api_key, "sk-ant-test");
   EXPECT_FALSE(e.wire.cache_prompt);
   EXPECT_EQ(e.wire.thinking_budget, 16000);
+  EXPECT_FALSE(e.wire.thinking_adaptive);
   EXPECT_EQ(cfg.providers.at("anthropic").api, ev::Provider::Anthropic);
+
+  {  // adaptive thinking, for the models that take no budget
+    auto adaptive =
+        dir.write("adaptive.toml",
+                  "[[models]]\nmodel = \"anthropic:claude-opus-4-7\"\nthinking = \"adaptive\"\n");
+    ev::LlmConfig a = ev::load_llm_config(adaptive.string());
+    EXPECT_TRUE(a.endpoint(a.models[0]).wire.thinking_adaptive);
+  }
 
   const ev::ModelConfig& gpt = cfg.models[2];
   EXPECT_EQ(gpt.temperature_for("repair"), 0.2);
@@ -201,49 +224,77 @@ TEST(Configs, LlmConfigNewKeysAreCheckedNamingFileLineAndField) {
   const std::string custom = "[[models]]\nmodel = \"vllm:m\"\n";
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            // [providers.NAME]
-           {"[providers.vllm]\nbase_url = \"http://h:8000/v1\"\n" + custom, "|1|providers.vllm.api|missing"},
+           {"[providers.vllm]\nbase_url = \"http://h:8000/v1\"\n" + custom,
+            "|1|providers.vllm.api|missing"},
            {"[providers.vllm]\napi = \"openai\"\n" + custom, "|1|providers.vllm.base_url|missing"},
            {"[providers.vllm]\napi = \"gemini\"\nbase_url = \"http://h/v1\"\n" + custom,
             "|2|providers.vllm.api|must be \"openai\" or \"anthropic\""},
-           {"[providers.vllm]\napi = 1\nbase_url = \"http://h/v1\"\n" + custom, "|2|providers.vllm.api|must be"},
-           {"[providers.openai]\napi = \"anthropic\"\n" + std::string(kModel), "|2|providers.openai.api|must be \"openai\""},
+           {"[providers.vllm]\napi = 1\nbase_url = \"http://h/v1\"\n" + custom,
+            "|2|providers.vllm.api|must be"},
+           {"[providers.openai]\napi = \"anthropic\"\n" + std::string(kModel),
+            "|2|providers.openai.api|must be \"openai\""},
            {"[providers.anthropic]\ntoken_limit_field = \"max_tokens\"\n" + claude,
             "|2|providers.anthropic.token_limit_field|only for api = \"openai\""},
            {"[providers.openai]\ntoken_limit_field = \"max_output_tokens\"\n" + std::string(kModel),
-            "|2|providers.openai.token_limit_field|must be \"max_completion_tokens\" or \"max_tokens\""},
+            "|2|providers.openai.token_limit_field|must be \"max_completion_tokens\" or "
+            "\"max_tokens\""},
            {"[providers.openai]\nprompt_cache = true\n" + std::string(kModel),
             "|2|providers.openai.prompt_cache|only for api = \"anthropic\""},
-           {"[providers.openai]\nstream = \"yes\"\n" + std::string(kModel), "|2|providers.openai.stream|must be true or false"},
+           {"[providers.openai]\nstream = \"yes\"\n" + std::string(kModel),
+            "|2|providers.openai.stream|must be true or false"},
            {"[providers.openai]\ntokens_per_minute = 0\n" + std::string(kModel),
-            "|2|providers.openai.tokens_per_minute|must be a whole number of tokens from 1 to 1000000000"},
+            "|2|providers.openai.tokens_per_minute|must be a whole number of tokens from 1 to "
+            "1000000000"},
            {"[providers.openai]\ntokens_per_minute = 1000000001\n" + std::string(kModel),
             "|2|providers.openai.tokens_per_minute|must be a whole number"},
            {"[providers.openai]\ntokens_per_minute = 1.5\n" + std::string(kModel),
             "|2|providers.openai.tokens_per_minute|must be a whole number"},
            // [[models]]
-           {"[[models]]\nmodel = \"mistral:large\"\n", "|2|models[0].model|unknown provider 'mistral'"},
-           {"[[models]]\nmodel = \"vllm:\"\n[providers.vllm]\napi = \"openai\"\nbase_url = \"http://h/v1\"\n",
+           {"[[models]]\nmodel = \"mistral:large\"\n",
+            "|2|models[0].model|unknown provider 'mistral'"},
+           {"[[models]]\nmodel = \"vllm:\"\n[providers.vllm]\napi = \"openai\"\nbase_url = "
+            "\"http://h/v1\"\n",
             "|2|models[0].model|not PROVIDER:MODEL"},
            {claude + "thinking_budget = 1000\n", "|3|models[0].thinking_budget|at least 1024"},
-           {claude + "thinking_budget = 8192\n", "|3|models[0].thinking_budget|below max_tokens (8192)"},
-           {claude + "max_tokens = 4000\nthinking_budget = 4000\n", "|4|models[0].thinking_budget|below max_tokens (4000)"},
+           {claude + "thinking_budget = 8192\n",
+            "|3|models[0].thinking_budget|below max_tokens (8192)"},
+           {claude + "max_tokens = 4000\nthinking_budget = 4000\n",
+            "|4|models[0].thinking_budget|below max_tokens (4000)"},
            {claude + "thinking_budget = 2048.5\n", "|3|models[0].thinking_budget|whole number"},
-           {claude + "thinking_budget = 2048\ntemperature = 0.5\n", "|4|models[0].temperature|thinking"},
-           {claude + "thinking_budget = 2048\ntemperature = { repair = 0.2 }\n", "|4|models[0].temperature|thinking"},
-           {std::string(kModel) + "thinking_budget = 2048\n", "|3|models[0].thinking_budget|only for api = \"anthropic\""},
-           {claude + "reasoning_effort = \"high\"\n", "|3|models[0].reasoning_effort|only for api = \"openai\""},
+           {claude + "thinking_budget = 2048\ntemperature = 0.5\n",
+            "|4|models[0].temperature|thinking"},
+           {claude + "thinking_budget = 2048\ntemperature = { repair = 0.2 }\n",
+            "|4|models[0].temperature|thinking"},
+           {std::string(kModel) + "thinking_budget = 2048\n",
+            "|3|models[0].thinking_budget|only for api = \"anthropic\""},
+           {claude + "reasoning_effort = \"high\"\n",
+            "|3|models[0].reasoning_effort|only for api = \"openai\""},
+           {claude + "thinking = \"enabled\"\n", "|3|models[0].thinking|adaptive"},
+           {claude + "thinking = \"adaptive\"\nthinking_budget = 2048\n",
+            "|3|models[0].thinking|not both"},
+           {claude + "thinking = \"adaptive\"\ntemperature = 0.3\n",
+            "|4|models[0].temperature|thinking"},
+           {std::string(kModel) + "thinking = \"adaptive\"\n",
+            "|3|models[0].thinking|only for api = \"anthropic\""},
            {std::string(kModel) + "reasoning_effort = \"extreme\"\n",
             "|3|models[0].reasoning_effort|must be one of none, minimal, low, medium, high, xhigh"},
-           {std::string(kModel) + "reasoning_effort = 3\n", "|3|models[0].reasoning_effort|must be one of"},
-           {std::string(kModel) + "temperature = 2.5\n", "|3|models[0].temperature|must be a number in [0, 2]"},
-           {std::string(kModel) + "temperature = \"hot\"\n", "|3|models[0].temperature|must be a number"},
-           {std::string(kModel) + "price = { cached_input = -1 }\n", "|3|models[0].price.cached_input|non-negative"},
-           {std::string(kModel) + "price = { cache_write = nan }\n", "|3|models[0].price.cache_write|non-negative"},
-           {std::string(kModel) + "price = { cache_read = 1 }\n", "|3|models[0].price.cache_read|unknown key"}}) {
+           {std::string(kModel) + "reasoning_effort = 3\n",
+            "|3|models[0].reasoning_effort|must be one of"},
+           {std::string(kModel) + "temperature = 2.5\n",
+            "|3|models[0].temperature|must be a number in [0, 2]"},
+           {std::string(kModel) + "temperature = \"hot\"\n",
+            "|3|models[0].temperature|must be a number"},
+           {std::string(kModel) + "price = { cached_input = -1 }\n",
+            "|3|models[0].price.cached_input|non-negative"},
+           {std::string(kModel) + "price = { cache_write = nan }\n",
+            "|3|models[0].price.cache_write|non-negative"},
+           {std::string(kModel) + "price = { cache_read = 1 }\n",
+            "|3|models[0].price.cache_read|unknown key"}}) {
     auto path = dir.write("llm.toml", text).string();
     std::string e = input_error([&] { ev::load_llm_config(path); });
     size_t problem = want.rfind('|') + 1;  // "|line|field|" then a part of the problem
-    EXPECT_TRUE(has(e, path + want.substr(0, problem)) && has(e, want.substr(problem))) << text << "\n -> " << e;
+    EXPECT_TRUE(has(e, path + want.substr(0, problem)) && has(e, want.substr(problem)))
+        << text << "\n -> " << e;
   }
 }
 
@@ -278,10 +329,12 @@ price = { input = 0.4, output = 1.6, cached_input = 0.04, cache_write = 0.0 }
   EXPECT_DOUBLE_EQ(local.price_cached_input_per_mtok, 0.04);
   EXPECT_DOUBLE_EQ(local.price_cache_write_per_mtok, 0.0);
   // tokens_in counts the cached ones: 1M in of which 600k read and 200k written, 100k out.
-  EXPECT_NEAR(claude.cost_usd(1'000'000, 100'000, 600'000, 200'000), 0.2 * 3 + 0.6 * 0.3 + 0.2 * 3.75 + 0.1 * 15, 1e-12);
+  EXPECT_NEAR(claude.cost_usd(1'000'000, 100'000, 600'000, 200'000),
+              0.2 * 3 + 0.6 * 0.3 + 0.2 * 3.75 + 0.1 * 15, 1e-12);
   EXPECT_NEAR(gpt.cost_usd(1'000'000, 100'000, 600'000), 1.25 + 0.1 * 10, 1e-12);
   EXPECT_NEAR(local.cost_usd(1'000'000, 0, 1'000'000), 0.04, 1e-12);
-  EXPECT_NEAR(claude.cost_usd(1'000'000, 0), 3.0, 1e-12) << "no cache counts: every input token at the input price";
+  EXPECT_NEAR(claude.cost_usd(1'000'000, 0), 3.0, 1e-12)
+      << "no cache counts: every input token at the input price";
   // Counts an endpoint got wrong (more cached than sent) never make a negative or inflated price.
   EXPECT_NEAR(claude.cost_usd(100, 0, 1000, 1000), 100 * 0.3 / 1e6, 1e-15);
   EXPECT_EQ(claude.cost_usd(-5, -5, -5, -5), 0.0);
@@ -308,11 +361,16 @@ TEST(Configs, EvolveBatchModelIsCheckedBeforeAnyWork) {
   std::string db = (dir.path() / "flags.db").string();
   std::string batch = (dir.path() / "batch").string();
   for (auto [flags, says] : std::vector<std::pair<std::string, std::string>>{
-           {"--llm none --batch-model anthropic:claude-x", "--batch-model: only with --model batch:DIR"},
-           {"--model openai:gpt-5 --batch-model anthropic:claude-x", "--batch-model: only with --model batch:DIR"},
-           {"--model batch:" + batch + " --batch-model mistral:large", "--batch-model: unknown provider 'mistral'"},
-           {"--model batch:" + batch + " --batch-model claude", "--batch-model: 'claude' is not PROVIDER:MODEL"}}) {
-    kforge::test::CliResult r = kforge::test::run_kforge("evolve smoke/relu --db " + db + " " + flags);
+           {"--llm none --batch-model anthropic:claude-x",
+            "--batch-model: only with --model batch:DIR"},
+           {"--model openai:gpt-5 --batch-model anthropic:claude-x",
+            "--batch-model: only with --model batch:DIR"},
+           {"--model batch:" + batch + " --batch-model mistral:large",
+            "--batch-model: unknown provider 'mistral'"},
+           {"--model batch:" + batch + " --batch-model claude",
+            "--batch-model: 'claude' is not PROVIDER:MODEL"}}) {
+    kforge::test::CliResult r =
+        kforge::test::run_kforge("evolve smoke/relu --db " + db + " " + flags);
     EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
   }
@@ -331,7 +389,8 @@ TEST(Configs, DeepTomlNeverReachesTheParser) {
   EXPECT_EQ(in_child(20, [&] { return input_error([&] { ev::load_run_config(run); }); }),
             run + "|1||nested more than 32 levels deep ([ and {)");
   auto header = dir.write("run2.toml", "[" + dotted.substr(9, 200000) + "b]\n").string();
-  EXPECT_TRUE(has(in_child(20, [&] { return input_error([&] { ev::load_run_config(header); }); }), "dotted parts"));
+  EXPECT_TRUE(has(in_child(20, [&] { return input_error([&] { ev::load_run_config(header); }); }),
+                  "dotted parts"));
 }
 
 // A FIFO or a device named as a config hung the read.
@@ -348,7 +407,8 @@ TEST(Configs, ConfigsAreRegularFilesOfBoundedSize) {
   EXPECT_EQ(in_child(10, [&] { return input_error([&] { ev::load_run_config(zero); }); }),
             zero + "|-||a device, not a regular file");
   auto big = dir.write("big.toml", "# " + std::string(2 << 20, 'x') + "\n").string();
-  EXPECT_TRUE(has(input_error([&] { ev::load_llm_config(big); }), big + "|-||2097155 bytes; the limit is 1048576"));
+  EXPECT_TRUE(has(input_error([&] { ev::load_llm_config(big); }),
+                  big + "|-||2097155 bytes; the limit is 1048576"));
 }
 
 TEST(Configs, RunConfigIntegersAreBoundedNamingTheKey) {
@@ -372,15 +432,20 @@ TEST(Configs, RunConfigIntegersAreBoundedNamingTheKey) {
            {"[budget]\nllm_tokens = 1.5\n", "budget.llm_tokens"}}) {
     auto path = dir.write("run.toml", text).string();
     std::string e = input_error([&] { ev::load_run_config(path); });
-    EXPECT_TRUE(has(e, path + "|-|" + field + "|must be a whole number from ")) << text << " -> " << e;
+    EXPECT_TRUE(has(e, path + "|-|" + field + "|must be a whole number from "))
+        << text << " -> " << e;
   }
   // The archive's copy (--resume) is checked the same way, also past 64 bits.
-  std::string e = input_error([] { ev::RunConfig::from_json({{"generations", 18446744073709551615ULL}}); });
+  std::string e = input_error([] {
+    ev::RunConfig::from_json({{"generations", 18446744073709551615ULL}});
+  });
   EXPECT_TRUE(has(e, "|generations|must be a whole number from 0 to 10000")) << e;
   ev::RunConfig c;
   c.seed = 18446744073709551615ULL;  // --seed takes any 64-bit seed; the resumed run reads it back
   EXPECT_EQ(ev::RunConfig::from_json(c.to_json()).seed, c.seed);
-  auto ok = dir.write("run.toml", "generations = 10000\nchildren = 1000\nislands = 100\n[budget]\nevaluations = 9223372036854775807\n");
+  auto ok = dir.write("run.toml",
+                      "generations = 10000\nchildren = 1000\nislands = 100\n[budget]\nevaluations "
+                      "= 9223372036854775807\n");
   ev::RunConfig loaded = ev::load_run_config(ok.string());
   EXPECT_EQ(loaded.generations, 10000);
   EXPECT_EQ(loaded.children, 1000);
@@ -390,14 +455,20 @@ TEST(Configs, RunConfigIntegersAreBoundedNamingTheKey) {
 TEST(Configs, RunConfigNanAndInfinitiesAreErrorsNamingTheKey) {
   TempDir dir;
   for (const char* bad : {"nan", "inf", "-inf"}) {
-    for (const auto& [section, key] : std::vector<std::pair<std::string, std::string>>{
-             {"", "target_speedup"}, {"budget", "minutes"}, {"budget", "llm_dollars"}, {"llm", "optimize"},
-             {"selection", "best"}, {"tuner", "random_share"}}) {
+    for (const auto& [section, key] :
+         std::vector<std::pair<std::string, std::string>>{{"", "target_speedup"},
+                                                          {"budget", "minutes"},
+                                                          {"budget", "llm_dollars"},
+                                                          {"llm", "optimize"},
+                                                          {"selection", "best"},
+                                                          {"tuner", "random_share"}}) {
       std::string text = (section.empty() ? "" : "[" + section + "]\n") + key + " = " + bad + "\n";
       auto path = dir.write("run.toml", text).string();
       std::string e = input_error([&] { ev::load_run_config(path); });
       std::string field = section.empty() ? key : section + "." + key;
-      EXPECT_TRUE(has(e, path + "|-|" + field + "|must be a number, 0 or more (not NaN or infinite)")) << text << " -> " << e;
+      EXPECT_TRUE(
+          has(e, path + "|-|" + field + "|must be a number, 0 or more (not NaN or infinite)"))
+          << text << " -> " << e;
     }
   }
 }
@@ -406,22 +477,29 @@ TEST(Configs, RunConfigNanAndInfinitiesAreErrorsNamingTheKey) {
 
 // A batch output line as the OpenAI Batch API writes it.
 json answer_line(const std::string& id, const std::string& text, json status = 200) {
-  json body = {{"model", "m"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}}}},
-               {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
-  return {{"id", "batch_req_1"}, {"custom_id", id}, {"response", {{"status_code", status}, {"body", body}}}, {"error", nullptr}};
+  json body = {
+      {"model", "m"},
+      {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}}}},
+      {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
+  return {{"id", "batch_req_1"},
+          {"custom_id", id},
+          {"response", {{"status_code", status}, {"body", body}}},
+          {"error", nullptr}};
 }
 
 struct Folder {
   TempDir dir;
-  ev::BatchExchange ex{dir.path(), "batch", std::chrono::milliseconds(200), std::chrono::milliseconds(10)};
+  ev::BatchExchange ex{dir.path(), "batch", std::chrono::milliseconds(200),
+                       std::chrono::milliseconds(10)};
   ev::ChatRequest request = [] {
     ev::ChatRequest r;
     r.user = "make it fast";
     return r;
   }();
   std::string id = ex.custom_id(request, 0);
-  std::string write(const std::string& name, const std::string& text) const { return dir.write(name, text).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    return dir.write(name, text).string();
+  }
   // chat()'s InputError, or what it did instead; in a child, so a hang fails the test.
   std::string chat_error() const {
     return in_child(20, [&] { return input_error([&] { ex.chat(request, 0); }); });
@@ -436,9 +514,11 @@ TEST(Configs, EvolveFlagsKeepTheBoundsOfTheKeysTheyOverride) {
   for (auto [flags, says] : std::vector<std::pair<std::string, std::string>>{
            {"--generations 20000", "--generations: must be a whole number from 0 to 10000"},
            {"--budget-evaluations -3", "--budget-evaluations: must be a whole number from 0"},
-           {"--target-speedup nan", "--target-speedup: must be a number, 0 or more (not NaN or infinite)"},
+           {"--target-speedup nan",
+            "--target-speedup: must be a number, 0 or more (not NaN or infinite)"},
            {"--budget-minutes inf", "--budget-minutes: must be a number"}}) {
-    kforge::test::CliResult r = kforge::test::run_kforge("evolve smoke/relu --llm none --db " + db + " " + flags);
+    kforge::test::CliResult r =
+        kforge::test::run_kforge("evolve smoke/relu --llm none --db " + db + " " + flags);
     EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
   }
@@ -459,7 +539,9 @@ TEST(BatchFolder, FifosAndDeviceLinksAreErrorsNotHangs) {
   EXPECT_TRUE(has(f.chat_error(), "sub.jsonl|-||a folder, not a file"));
   ::rmdir((f.dir.path() / "sub.jsonl").c_str());
   // A link to a regular file is read like one; the answer comes back.
-  ASSERT_EQ(::symlink((f.dir.path() / "answers.jsonl").c_str(), (f.dir.path() / "linked.jsonl").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink((f.dir.path() / "answers.jsonl").c_str(), (f.dir.path() / "linked.jsonl").c_str()),
+      0);
   EXPECT_EQ(f.ex.chat(f.request, 0).text, "fine");
 }
 
@@ -472,17 +554,34 @@ TEST(BatchFolder, AnOverlongLineIsAnErrorNamingFileAndLine) {
 
 // "status_code": "200" was a JSON library exception: exit 4.
 TEST(BatchFolder, AnswerTypeErrorsNameFileLineAndField) {
-  for (const auto& [line, field] : std::vector<std::pair<std::function<json(const std::string&)>, std::string>>{
-           {[](const std::string& id) { return answer_line(id, "x", "200"); }, "response.status_code"},
-           {[](const std::string& id) { return answer_line(id, "x", 2.5e10); }, "response.status_code"},
-           {[](const std::string& id) { return answer_line(id, "x", nullptr); }, "response.status_code"},
-           {[](const std::string& id) { return json{{"custom_id", id}}; }, "response"},
-           {[](const std::string& id) { return json{{"custom_id", id}, {"response", "x"}}; }, "response"},
-           {[](const std::string& id) { return json{{"custom_id", id}, {"response", {{"status_code", 200}, {"body", "text"}}}}; },
-            "response.body"},
-           {[](const std::string& id) { return json{{"custom_id", json::array({id})}, {"response", nullptr}}; }, "custom_id"}}) {
+  for (
+      const auto& [line, field] :
+      std::vector<std::pair<std::function<json(const std::string&)>, std::string>>{
+          {[](const std::string& id) { return answer_line(id, "x", "200"); },
+           "response.status_code"},
+          {[](const std::string& id) { return answer_line(id, "x", 2.5e10); },
+           "response.status_code"},
+          {[](const std::string& id) { return answer_line(id, "x", nullptr); },
+           "response.status_code"},
+          {[](const std::string& id) {
+             return json{{"custom_id", id}};
+           },
+           "response"},
+          {[](const std::string& id) {
+             return json{{"custom_id", id}, {"response", "x"}};
+           },
+           "response"},
+          {[](const std::string& id) {
+             return json{{"custom_id", id}, {"response", {{"status_code", 200}, {"body", "text"}}}};
+           },
+           "response.body"},
+          {[](const std::string& id) {
+             return json{{"custom_id", json::array({id})}, {"response", nullptr}};
+           },
+           "custom_id"}}) {
     Folder f;
-    std::string path = f.write("out.jsonl", answer_line("kf-other", "not this").dump() + "\n" + line(f.id).dump() + "\n");
+    std::string path = f.write(
+        "out.jsonl", answer_line("kf-other", "not this").dump() + "\n" + line(f.id).dump() + "\n");
     std::string e = f.chat_error();
     EXPECT_TRUE(has(e, path + "|2|" + field + "|")) << line(f.id).dump() << " -> " << e;
   }
@@ -496,29 +595,36 @@ TEST(BatchFolder, AnswerTypeErrorsNameFileLineAndField) {
 TEST(BatchFolder, ConflictingAnswersAreAnErrorNamingBothFiles) {
   Folder f;
   std::string a = f.write("a.jsonl", answer_line(f.id, "first answer").dump() + "\n");
-  std::string b = f.write("b.jsonl", answer_line("kf-other", "x").dump() + "\n" + answer_line(f.id, "SECOND answer").dump() + "\n");
+  std::string b = f.write("b.jsonl", answer_line("kf-other", "x").dump() + "\n" +
+                                         answer_line(f.id, "SECOND answer").dump() + "\n");
   std::string e = f.chat_error();
-  EXPECT_TRUE(has(e, b + "|2|custom_id|" + f.id + " is answered differently here and in " + a + ":1")) << e;
+  EXPECT_TRUE(
+      has(e, b + "|2|custom_id|" + f.id + " is answered differently here and in " + a + ":1"))
+      << e;
   // The same answer twice (a file copied) is one answer.
   f.write("b.jsonl", answer_line(f.id, "first answer").dump() + "\n");
   EXPECT_EQ(f.ex.chat(f.request, 0).text, "first answer");
   // Within one file too.
-  f.write("b.jsonl", answer_line(f.id, "first answer").dump() + "\n" + answer_line(f.id, "third").dump() + "\n");
+  f.write("b.jsonl", answer_line(f.id, "first answer").dump() + "\n" +
+                         answer_line(f.id, "third").dump() + "\n");
   EXPECT_TRUE(has(f.chat_error(), b + "|2|custom_id|")) << f.chat_error();
 }
 
-// A requests.jsonl that is a folder was "cannot append" (exit 4); a link sent the prompts elsewhere.
+// A requests.jsonl that is a folder was "cannot append" (exit 4); a link sent the prompts
+// elsewhere.
 TEST(BatchFolder, RequestsFileIsAPlainFile) {
   TempDir dir;
   ::mkdir((dir.path() / "requests.jsonl").c_str(), 0755);
   EXPECT_EQ(input_error([&] { ev::BatchExchange(dir.path(), "batch"); }),
             (dir.path() / "requests.jsonl").string() +
-                "|-||not a regular file (a link, folder, FIFO or device): kforge writes its requests only to a plain file");
+                "|-||not a regular file (a link, folder, FIFO or device): kforge writes its "
+                "requests only to a plain file");
   TempDir other;
   std::string target = other.write("victim", "untouched\n").string();
   ::rmdir((dir.path() / "requests.jsonl").c_str());
   ASSERT_EQ(::symlink(target.c_str(), (dir.path() / "requests.jsonl").c_str()), 0);
-  EXPECT_TRUE(has(input_error([&] { ev::BatchExchange(dir.path(), "batch"); }), "|-||not a regular file"));
+  EXPECT_TRUE(
+      has(input_error([&] { ev::BatchExchange(dir.path(), "batch"); }), "|-||not a regular file"));
   EXPECT_EQ(*kforge::read_file(target), "untouched\n");
 }
 
@@ -530,15 +636,19 @@ struct ScriptRun {
 };
 ScriptRun script(const std::string& args) {
   TempDir io;
-  std::string cmd = "timeout 30 python3 " + (kforge::test::source_dir() / "scripts/batch-exchange.py").string() + " " + args + " >" +
-                    (io.path() / "out").string() + " 2>" + (io.path() / "err").string();
+  std::string cmd =
+      "timeout 30 python3 " + (kforge::test::source_dir() / "scripts/batch-exchange.py").string() +
+      " " + args + " >" + (io.path() / "out").string() + " 2>" + (io.path() / "err").string();
   int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, *kforge::read_file((io.path() / "out").string()),
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128,
+          *kforge::read_file((io.path() / "out").string()),
           *kforge::read_file((io.path() / "err").string())};
 }
 
 json request_line(const std::string& id) {
-  return {{"custom_id", id}, {"method", "POST"}, {"url", "/v1/chat/completions"},
+  return {{"custom_id", id},
+          {"method", "POST"},
+          {"url", "/v1/chat/completions"},
           {"body", {{"model", "batch"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}}};
 }
 
@@ -547,8 +657,10 @@ TEST(BatchScript, PendingRefusesIdsThatArePaths) {
   TempDir dir, outside;
   std::string escape = (outside.path() / "owned").string();
   std::string climb = dir.path().filename().string() + "-owned";  // unique beside `dir`
-  for (const std::string& id : {"../../" + climb, escape, std::string("kf-1/../../x"), std::string(""), std::string(".")}) {
-    dir.write("requests.jsonl", request_line("kf-000000000000000000000001").dump() + "\n" + request_line(id).dump() + "\n");
+  for (const std::string& id :
+       {"../../" + climb, escape, std::string("kf-1/../../x"), std::string(""), std::string(".")}) {
+    dir.write("requests.jsonl", request_line("kf-000000000000000000000001").dump() + "\n" +
+                                    request_line(id).dump() + "\n");
     ScriptRun r = script("pending " + dir.path().string());
     EXPECT_EQ(r.code, 1) << id << r.out << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -566,10 +678,12 @@ TEST(BatchScript, PendingRefusesIdsThatArePaths) {
 TEST(BatchScript, MalformedRequestsAreOneLineErrors) {
   TempDir dir;
   for (const std::string& line :
-       {std::string("[1, 2]"), std::string("{\"custom_id\": 5}"), std::string("{\"custom_id\": \"kf-1\"}"),
+       {std::string("[1, 2]"), std::string("{\"custom_id\": 5}"),
+        std::string("{\"custom_id\": \"kf-1\"}"),
         std::string("{\"custom_id\": \"kf-1\", \"body\": {\"messages\": 7}}"),
         std::string("{\"custom_id\": \"kf-1\", \"body\": {\"messages\": [{\"role\": \"user\"}]}}"),
-        std::string("{\"custom_id\": \"kf-1\", \"body\": {\"messages\": [{\"role\": \"user\", \"content\": [1]}]}}"),
+        std::string("{\"custom_id\": \"kf-1\", \"body\": {\"messages\": [{\"role\": \"user\", "
+                    "\"content\": [1]}]}}"),
         std::string("not json"), std::string(100000, '[')}) {
     dir.write("requests.jsonl", line + "\n");
     for (const char* cmd : {"pending ", "collect "}) {
@@ -598,21 +712,32 @@ using namespace kforge::test::fuzzing;
 TEST(Fuzz, LlmConfigs) {
   TempDir dir;
   std::vector<std::string> seeds = {
-      "[providers.openai]\nbase_url = \"http://localhost:8000/v1\"\napi_key_env = \"OPENAI_API_KEY\"\nconcurrency = 8\n"
-      "timeout = 300\nconnect_timeout = 10\nmax_reply_bytes = 16777216\n\n[providers.anthropic]\napi_key_env = "
-      "\"ANTHROPIC_API_KEY\"\n\n[[models]]\nmodel = \"openai:Qwen/Qwen3-Coder-480B\"\nweight = 3\nmax_tokens = 16384\n"
-      "price = { input = 0.4, output = 1.6 }\ntemperature = { translate = 0.7, optimize = 1.0, crossover = 1.0, repair = "
-      "0.3, ideas = 1.0 }\n\n[[models]]\nmodel = \"anthropic:claude-sonnet-4-5\"\nweight = 1\nprice = { input = 3.0, output "
+      "[providers.openai]\nbase_url = \"http://localhost:8000/v1\"\napi_key_env = "
+      "\"OPENAI_API_KEY\"\nconcurrency = 8\n"
+      "timeout = 300\nconnect_timeout = 10\nmax_reply_bytes = "
+      "16777216\n\n[providers.anthropic]\napi_key_env = "
+      "\"ANTHROPIC_API_KEY\"\n\n[[models]]\nmodel = \"openai:Qwen/Qwen3-Coder-480B\"\nweight = "
+      "3\nmax_tokens = 16384\n"
+      "price = { input = 0.4, output = 1.6 }\ntemperature = { translate = 0.7, optimize = 1.0, "
+      "crossover = 1.0, repair = "
+      "0.3, ideas = 1.0 }\n\n[[models]]\nmodel = \"anthropic:claude-sonnet-4-5\"\nweight = "
+      "1\nprice = { input = 3.0, output "
       "= 15.0 }\n",
       "[[models]]\nmodel = \"openai:x\"\n",
       // Issue 35's keys.
-      "[providers.vllm]\napi = \"openai\"\nbase_url = \"http://localhost:8000/v1\"\ntoken_limit_field = \"max_tokens\"\n"
-      "stream = false\ntokens_per_minute = 100000\n[providers.anthropic]\nprompt_cache = true\n[[models]]\nmodel = "
-      "\"vllm:q\"\ntemperature = 0.7\nreasoning_effort = \"low\"\n[[models]]\nmodel = \"anthropic:c\"\nmax_tokens = "
-      "4096\nthinking_budget = 2048\nprice = { input = 3, output = 15, cached_input = 0.3, cache_write = 3.75 }\n",
-      "[providers.openai]\nconcurrency = 4\n[[models]]\nmodel = \"openai:a\"\nmax_tokens = 8192\nweight = 0.5\n",
+      "[providers.vllm]\napi = \"openai\"\nbase_url = "
+      "\"http://localhost:8000/v1\"\ntoken_limit_field = \"max_tokens\"\n"
+      "stream = false\ntokens_per_minute = 100000\n[providers.anthropic]\nprompt_cache = "
+      "true\n[[models]]\nmodel = "
+      "\"vllm:q\"\ntemperature = 0.7\nreasoning_effort = \"low\"\n[[models]]\nmodel = "
+      "\"anthropic:c\"\nmax_tokens = "
+      "4096\nthinking_budget = 2048\nprice = { input = 3, output = 15, cached_input = 0.3, "
+      "cache_write = 3.75 }\n",
+      "[providers.openai]\nconcurrency = 4\n[[models]]\nmodel = \"openai:a\"\nmax_tokens = "
+      "8192\nweight = 0.5\n",
       // The hostile ones of issue 34 (a mutation mostly leaves their point intact).
-      "[providers.openai]\nbase_url = \"http://127.0.0.1:18940/ok\"\nconcurrency = 4294967296\n[[models]]\nmodel = \"openai:x\"\n",
+      "[providers.openai]\nbase_url = \"http://127.0.0.1:18940/ok\"\nconcurrency = "
+      "4294967296\n[[models]]\nmodel = \"openai:x\"\n",
       "[[models]]\nmodel = \"openai:x\"\nmax_tokens = 2147483648\n",
       "[[models]]\nmodel = \"openai:x\"\nprice = { input = nan, output = nan }\nweight = nan\n",
       "[[models]]\nmodel = \"openai:x\"\ntemperature = { repair = nan, ideas = inf }\n",
@@ -631,9 +756,10 @@ TEST(Fuzz, LlmConfigs) {
       return named(e, path);
     }
     for (const ev::ModelConfig& m : cfg.models) {
-      if (!(m.weight > 0) || !std::isfinite(m.weight) || m.max_tokens < 1 || !std::isfinite(m.price_input_per_mtok) ||
-          !std::isfinite(m.price_output_per_mtok) || !(m.price_cached_input_per_mtok >= 0) ||
-          !(m.price_cache_write_per_mtok >= 0) || !std::isfinite(m.price_cached_input_per_mtok) ||
+      if (!(m.weight > 0) || !std::isfinite(m.weight) || m.max_tokens < 1 ||
+          !std::isfinite(m.price_input_per_mtok) || !std::isfinite(m.price_output_per_mtok) ||
+          !(m.price_cached_input_per_mtok >= 0) || !(m.price_cache_write_per_mtok >= 0) ||
+          !std::isfinite(m.price_cached_input_per_mtok) ||
           !std::isfinite(m.price_cache_write_per_mtok))
         return "accepted a bad model: " + m.spec;
       if (m.thinking_budget != 0 && (m.thinking_budget < 1024 || m.thinking_budget >= m.max_tokens))
@@ -653,24 +779,30 @@ TEST(Fuzz, LlmConfigs) {
 
 TEST(Fuzz, BatchFolders) {
   TempDir dir;
-  ev::BatchExchange ex(dir.path(), "batch", std::chrono::milliseconds(0), std::chrono::milliseconds(1));
+  ev::BatchExchange ex(dir.path(), "batch", std::chrono::milliseconds(0),
+                       std::chrono::milliseconds(1));
   ev::ChatRequest request;
   request.user = "make it fast";
   std::string id = ex.custom_id(request, 0);
   std::string ok = answer_line(id, "```cuda\n__global__ void k() {}\n```").dump();
-  json error = {{"id", "b"}, {"custom_id", id}, {"response", nullptr}, {"error", {{"message", "expired"}, {"code", "x"}}}};
+  json error = {{"id", "b"},
+                {"custom_id", id},
+                {"response", nullptr},
+                {"error", {{"message", "expired"}, {"code", "x"}}}};
   std::vector<std::string> seeds = {
-      ok + "\n",
-      answer_line("kf-other", "x").dump() + "\n" + ok + "\n",
-      error.dump() + "\n",
+      ok + "\n", answer_line("kf-other", "x").dump() + "\n" + ok + "\n", error.dump() + "\n",
       answer_line(id, "1. vectorize\n2. unroll\n", 429).dump() + "\n" + ok,
       ok + "\n" + answer_line(id, "another").dump() + "\n",
-      "{\"custom_id\": \"" + id + "\", \"response\": {\"status_code\": 200, \"body\": {\"choices\": [{\"message\": "
-      "{\"content\": \"hi\"}}], \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 2}}}}\n",
+      "{\"custom_id\": \"" + id +
+          "\", \"response\": {\"status_code\": 200, \"body\": {\"choices\": [{\"message\": "
+          "{\"content\": \"hi\"}}], \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": "
+          "2}}}}\n",
       // The hostile ones of issue 34.
       answer_line(id, "x", "200").dump() + "\n",
-      json{{"custom_id", id}, {"response", {{"status_code", 200}, {"body", "just text"}}}}.dump() + "\n",
-      json{{"custom_id", id}}.dump() + "\n" + json{{"custom_id", json::array({id})}, {"response", "x"}}.dump() + "\n",
+      json{{"custom_id", id}, {"response", {{"status_code", 200}, {"body", "just text"}}}}.dump() +
+          "\n",
+      json{{"custom_id", id}}.dump() + "\n" +
+          json{{"custom_id", json::array({id})}, {"response", "x"}}.dump() + "\n",
       "{\"custom_id\": \"" + id + "\", \"response\": " + std::string(300, '[') + "\n" + ok + "\n"};
   std::string path = (dir.path() / "answers.jsonl").string();
   std::string failures = fuzz(seeds, 1500, 20, 35, [&](const std::string& text) -> std::string {

@@ -14,7 +14,8 @@ namespace {
 
 const std::vector<std::string> kRoles = {"translate", "optimize", "crossover", "repair", "ideas"};
 // OpenAI's reasoning_effort values (none and xhigh since GPT-5.1/5.2; servers take a subset).
-const std::vector<std::string> kEfforts = {"none", "minimal", "low", "medium", "high", "xhigh"};
+const std::vector<std::string> kEfforts = {"none", "minimal", "low", "medium",
+                                           "high", "xhigh",   "max"};
 
 // Bounds of the file's values (docs/llm-config.md).
 constexpr int kMaxConcurrency = 256;
@@ -77,6 +78,7 @@ Endpoint LlmConfig::endpoint(const ModelConfig& m) const {
   }
   e.wire.reasoning_effort = m.reasoning_effort;
   e.wire.thinking_budget = m.thinking_budget;
+  e.wire.thinking_adaptive = m.thinking_adaptive;
   return e;
 }
 
@@ -199,7 +201,8 @@ LlmConfig load_llm_config(const std::string& path) {
     const toml::table& t = *arr->get(i)->as_table();
     std::string field = "models[" + std::to_string(i) + "]";
     ModelConfig m;
-    const toml::node *model = nullptr, *effort = nullptr, *budget = nullptr, *temperature = nullptr;
+    const toml::node *model = nullptr, *effort = nullptr, *budget = nullptr, *temperature = nullptr,
+                     *adaptive = nullptr;
     bool cached_price = false, write_price = false;
     for (auto&& [k, v] : t) {
       std::string f = field + "." + std::string(k.str());
@@ -233,6 +236,9 @@ LlmConfig load_llm_config(const std::string& path) {
       } else if (k.str() == "reasoning_effort") {
         effort = &v;
         m.reasoning_effort = config_choice(v, kEfforts, at(v, f));
+      } else if (k.str() == "thinking") {
+        adaptive = &v;
+        m.thinking_adaptive = config_choice(v, {"adaptive"}, at(v, f)) == "adaptive";
       } else if (k.str() == "thinking_budget") {
         budget = &v;
         m.thinking_budget = config_integer(toml_int(v), 1, kMaxTokens, at(v, f), "tokens");
@@ -260,7 +266,7 @@ LlmConfig load_llm_config(const std::string& path) {
       } else {
         fail(&v, f,
              "unknown key (known: model, weight, max_tokens, temperature, reasoning_effort, "
-             "thinking_budget, price)");
+             "thinking, thinking_budget, price)");
       }
     }
     if (!model) fail(&t, field + ".model", "missing");
@@ -303,6 +309,14 @@ LlmConfig load_llm_config(const std::string& path) {
     if (budget && temperature)
       fail(temperature, field + ".temperature",
            "not with thinking_budget: Anthropic refuses a temperature with extended thinking");
+    if (adaptive && api != Provider::Anthropic)
+      fail(adaptive, field + ".thinking", "only for api = \"anthropic\"");
+    if (adaptive && budget)
+      fail(adaptive, field + ".thinking",
+           "\"adaptive\" or thinking_budget, not both (adaptive thinking takes no budget)");
+    if (adaptive && temperature)
+      fail(temperature, field + ".temperature",
+           "not with thinking: Anthropic refuses a temperature with thinking on");
     if (!cached_price)
       m.price_cached_input_per_mtok = api == Provider::Anthropic
                                           ? kCacheReadShare * m.price_input_per_mtok
