@@ -89,8 +89,8 @@ RetryPolicy quick(int attempts = 5) {
 }
 
 std::shared_ptr<const tasks::Task> relu() {
-  return std::make_shared<const tasks::Task>(
-      tasks::load_task(tasks::resolve_tasks("smoke/relu", (kforge::test::source_dir() / "tasks").string()).at(0)));
+  return std::make_shared<const tasks::Task>(tasks::load_task(
+      tasks::resolve_tasks("smoke/relu", (kforge::test::source_dir() / "tasks").string()).at(0)));
 }
 
 RunConfig loop_config() {
@@ -155,13 +155,17 @@ TEST(LlmReplies, ReplyCutAtTheTokenLimitIsOnePaidFailedCallWithItsFinishReason) 
 }
 
 TEST(LlmReplies, RepliesCutAtTheTokenLimitCountAgainstTheBudgetsAndStopTheRun) {
-  RawEndpoint server([](const httplib::Request&, httplib::Response& res) { res.set_content(kReasoningOnly, "application/json"); });
+  RawEndpoint server([](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kReasoningOnly, "application/json");
+  });
   auto proposer = [&] {
     ModelConfig m;
     m.spec = "openai:hostile";
     m.price_input_per_mtok = 10, m.price_output_per_mtok = 40;  // cfg/price_ro.toml
-    auto client = std::make_shared<const LlmClient>(server.endpoint(Provider::OpenAI), quick(5), [](auto) {});
-    return std::make_unique<LlmProposer>(std::vector<Voice>{{m, client}}, (kforge::test::source_dir() / "prompts").string(),
+    auto client =
+        std::make_shared<const LlmClient>(server.endpoint(Provider::OpenAI), quick(5), [](auto) {});
+    return std::make_unique<LlmProposer>(std::vector<Voice>{{m, client}},
+                                         (kforge::test::source_dir() / "prompts").string(),
                                          "a test GPU");
   };
   const int64_t per_reply = 20000 + 16384;
@@ -169,7 +173,8 @@ TEST(LlmReplies, RepliesCutAtTheTokenLimitCountAgainstTheBudgetsAndStopTheRun) {
     // No budget: each child is asked twice (the retry of a cut-off reply), each reply paid.
     Rig rig;
     auto llm = proposer();
-    RunSummary r = run_evolution(loop_config(), {relu()}, *rig.evaluator, std::nullopt, {}, llm.get());
+    RunSummary r =
+        run_evolution(loop_config(), {relu()}, *rig.evaluator, std::nullopt, {}, llm.get());
     EXPECT_EQ(server.requests(), 2 * 2 * 2) << "2 generations x 2 children x (1 + 1 retry)";
     EXPECT_EQ(r.llm.calls, 0);
     EXPECT_EQ(r.llm.failed_calls, 8);
@@ -177,7 +182,8 @@ TEST(LlmReplies, RepliesCutAtTheTokenLimitCountAgainstTheBudgetsAndStopTheRun) {
     EXPECT_NEAR(r.llm.cost_usd, 8 * (20000 * 10 + 16384 * 40) / 1e6, 1e-9);
     // The children are recorded with why they failed, the finish reason among it (one candidate:
     // their empty sources are one identity).
-    EXPECT_GE(rig.count("SELECT count(*) FROM compiles WHERE errors LIKE '%finish_reason: length%'"), 1);
+    EXPECT_GE(
+        rig.count("SELECT count(*) FROM compiles WHERE errors LIKE '%finish_reason: length%'"), 1);
   }
   {
     // budget.toml: llm_tokens = 1000, llm_dollars = 0.01. The first reply spends it: no retry, no
@@ -207,8 +213,11 @@ TEST(LlmReplies, ImplausibleUsageIsABadReplyChargedAtItsBound) {
            R"(, "completion_tokens": )" + out + "}}";
   };
   for (const auto& [in, out] : std::vector<std::pair<std::string, std::string>>{
-           {"9.2e18", "9.2e18"}, {"9223372036854775807", "9223372036854775807"}, {"18446744073709551615", "5"},
-           {"1e300", "5"}, {"10000001", "1"}}) {
+           {"9.2e18", "9.2e18"},
+           {"9223372036854775807", "9223372036854775807"},
+           {"18446744073709551615", "5"},
+           {"1e300", "5"},
+           {"10000001", "1"}}) {
     try {
       parse_reply(Provider::OpenAI, body(in, out));
       ADD_FAILURE() << "accepted usage " << in << ", " << out;
@@ -228,7 +237,8 @@ TEST(LlmReplies, ImplausibleUsageIsABadReplyChargedAtItsBound) {
   }
   EXPECT_THROW(parse_reply(Provider::OpenAI, body("\"100\"", "\"x\"")), LlmError);  // not numbers
   EXPECT_THROW(parse_reply(Provider::OpenAI, body("[[[[1]]]]", "1")), LlmError);
-  ChatResponse fractional = parse_reply(Provider::OpenAI, body("1.5", "2.7"));  // llm_server.py usage-float
+  ChatResponse fractional =
+      parse_reply(Provider::OpenAI, body("1.5", "2.7"));  // llm_server.py usage-float
   EXPECT_EQ(fractional.tokens_in, 1);
   EXPECT_EQ(fractional.tokens_out, 2);
   ChatResponse edge = parse_reply(Provider::OpenAI, body(std::to_string(kMaxReplyTokens), "0"));
@@ -259,8 +269,9 @@ TEST(LlmReplies, IdeasWithAMegabyteLineParseInLinearTime) {
   std::string huge(1 << 20, 'a');
   std::string failed = in_child([&] {
     std::vector<std::string> ideas = parse_ideas("1. " + huge + "\n2. b\n3. c\n", 3);
-    return ideas.size() == 3 && ideas[0].size() == kMaxIdeaBytes && ideas[1] == "b" && ideas[2] == "c" &&
-           parse_ideas(std::string(1 << 20, '1') + ".\n", 3).empty() && parse_ideas("**Idea " + huge, 3).empty();
+    return ideas.size() == 3 && ideas[0].size() == kMaxIdeaBytes && ideas[1] == "b" &&
+           ideas[2] == "c" && parse_ideas(std::string(1 << 20, '1') + ".\n", 3).empty() &&
+           parse_ideas("**Idea " + huge, 3).empty();
   });
   EXPECT_EQ(failed, "");
   // The regex's forms, kept: bullets, bold, "Idea N:", CRLF lines, three digits are no number.
@@ -274,11 +285,16 @@ TEST(LlmReplies, IdeasWithAMegabyteLineParseInLinearTime) {
   EXPECT_EQ(parse_ideas("IDEA 1. x\n", 3), std::vector<std::string>{"x"});
 }
 
-std::string relu_answer() { return *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string()); }
-bool asks_for_ideas(const std::string& prompt) {
-  return prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos;  // prompts/ideas.md
+std::string relu_answer() {
+  return *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string());
 }
-std::string long_line_ideas() { return "1. " + std::string(1 << 20, 'a') + "\n2. Unroll by four.\n3. Use float4.\n"; }
+bool asks_for_ideas(const std::string& prompt) {
+  return prompt.find("distinct optimisation ideas as a numbered list") !=
+         std::string::npos;  // prompts/ideas.md
+}
+std::string long_line_ideas() {
+  return "1. " + std::string(1 << 20, 'a') + "\n2. Unroll by four.\n3. Use float4.\n";
+}
 
 RunConfig ideas_config() {
   RunConfig c = loop_config();
@@ -298,16 +314,19 @@ TEST(LlmReplies, IdeasAnswerWithAMegabyteLineThroughTheHttpClient) {
   });
   Rig rig;
   auto llm = model.proposer((rig.dir.path() / "cache").string());
-  RunSummary r = run_evolution(ideas_config(), {relu()}, *rig.evaluator, std::nullopt, {}, llm.get());
+  RunSummary r =
+      run_evolution(ideas_config(), {relu()}, *rig.evaluator, std::nullopt, {}, llm.get());
   EXPECT_EQ(r.llm.failed_calls, 0);
   EXPECT_EQ(rig.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'idea'"), 3);
-  for (const std::string& p : model.prompts()) EXPECT_LT(p.size(), 512u << 10) << "an idea is cut at kMaxIdeaBytes";
+  for (const std::string& p : model.prompts())
+    EXPECT_LT(p.size(), 512u << 10) << "an idea is cut at kMaxIdeaBytes";
 }
 
 // Answers each request line of a batch folder as it appears (as a batch API would).
 class BatchAnswerer {
  public:
-  BatchAnswerer(std::filesystem::path dir, std::function<std::string(const std::string& prompt)> answer)
+  BatchAnswerer(std::filesystem::path dir,
+                std::function<std::string(const std::string& prompt)> answer)
       : dir_(std::move(dir)), thread_([this, answer = std::move(answer)] {
           std::set<std::string> done;
           while (!stop_) {
@@ -317,11 +336,17 @@ class BatchAnswerer {
               json j = json::parse(line, nullptr, false);
               if (j.is_discarded() || !done.insert(j.value("custom_id", "")).second) continue;
               json body = {{"model", "batch"},
-                           {"choices", {{{"index", 0}, {"message", {{"role", "assistant"},
-                                                                    {"content", answer(j["body"]["messages"].back()["content"])}}}}}},
+                           {"choices",
+                            {{{"index", 0},
+                              {"message",
+                               {{"role", "assistant"},
+                                {"content", answer(j["body"]["messages"].back()["content"])}}}}}},
                            {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
               std::ofstream(dir_ / "answers.jsonl", std::ios::app)
-                  << json{{"custom_id", j["custom_id"]}, {"response", {{"status_code", 200}, {"body", body}}}, {"error", nullptr}}.dump()
+                  << json{{"custom_id", j["custom_id"]},
+                          {"response", {{"status_code", 200}, {"body", body}}},
+                          {"error", nullptr}}
+                         .dump()
                   << "\n";
             }
             std::this_thread::sleep_for(10ms);
@@ -361,7 +386,8 @@ TEST(LlmReplies, FailureMemoryReadsMegabyteLogLines) {
   auto task = relu();
   archive::Archive ar = archive::Archive::open((dir.path() / "a.db").string());
   archive::TaskId tid = ar.upsert_task(*task);
-  auto add = [&](const std::string& name, const std::string& at, std::optional<archive::CompileRecord> compile,
+  auto add = [&](const std::string& name, const std::string& at,
+                 std::optional<archive::CompileRecord> compile,
                  std::vector<archive::EvaluationRecord> evaluations) {
     archive::NewCandidate c;
     c.task = tid;
@@ -381,11 +407,18 @@ TEST(LlmReplies, FailureMemoryReadsMegabyteLogLines) {
   ok.stage = "passed";
   archive::EvaluationRecord oob;
   oob.outcome = "out_of_bounds_write";
-  oob.evidence = {{"detail", {{"memcheck", "========= Invalid __global__ write of size 4 bytes\n=========     at relu_k+0x90 in x.cu:5 " +
-                                               std::string(1 << 20, 'x') + "\n========= " + std::string(1 << 20, '=') + "\n"}}}};
+  oob.evidence = {
+      {"detail",
+       {{"memcheck",
+         "========= Invalid __global__ write of size 4 bytes\n=========     at relu_k+0x90 in "
+         "x.cu:5 " +
+             std::string(1 << 20, 'x') + "\n========= " + std::string(1 << 20, '=') + "\n"}}}};
   add("m", "2025-01-01T00:02:00.000Z", ok, {oob});
   archive::EvaluationRecord oob2 = oob;
-  oob2.evidence = {{"detail", {{"memcheck", "========= Invalid __global__ read of size 16 bytes\n=========     at k+0x10\n"}}}};
+  oob2.evidence = {
+      {"detail",
+       {{"memcheck",
+         "========= Invalid __global__ read of size 16 bytes\n=========     at k+0x10\n"}}}};
   add("n", "2025-01-01T00:03:00.000Z", ok, {oob2});
   std::string failures;
   std::string crashed = in_child([&] {
@@ -396,7 +429,8 @@ TEST(LlmReplies, FailureMemoryReadsMegabyteLogLines) {
     in.archive = &ar;
     in.device = "a test GPU";
     std::string f = prompt_context(in).at("failures");
-    // The short log as the regex made it: the message and the line after, "=========" made one space.
+    // The short log as the regex made it: the message and the line after, "=========" made one
+    // space.
     return f.find("Invalid __global__ read of size 16 bytes at k+0x10") != std::string::npos &&
            f.find("Invalid __global__ write of size 4 bytes at relu_k+0x90") != std::string::npos &&
            f.find("error: 7777") != std::string::npos;
@@ -407,17 +441,20 @@ TEST(LlmReplies, FailureMemoryReadsMegabyteLogLines) {
 // ---- An echoed key ----
 
 TEST(LlmReplies, EchoedKeyNeverReachesTheCacheOrThePing) {
-  RawEndpoint server([](const httplib::Request& req, httplib::Response& res) {  // llm_server.py echo-key-200
+  RawEndpoint server([](const httplib::Request& req,
+                        httplib::Response& res) {  // llm_server.py echo-key-200
     std::string auth = req.get_header_value("Authorization") + req.get_header_value("x-api-key");
     json reply = {{"model", "hostile " + auth},
-                  {"choices", {{{"message", {{"content", "you sent " + auth}, {"reasoning_content", auth}}}}}},
+                  {"choices",
+                   {{{"message", {{"content", "you sent " + auth}, {"reasoning_content", auth}}}}}},
                   {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}}}};
     res.set_content(reply.dump(), "application/json");
   });
   TempDir dir;
   std::string cache = (dir.path() / "llm").string();
   {
-    LlmClient client(server.endpoint(Provider::OpenAI), quick(2), {}, nullptr, std::make_shared<ResponseCache>(cache));
+    LlmClient client(server.endpoint(Provider::OpenAI), quick(2), {}, nullptr,
+                     std::make_shared<ResponseCache>(cache));
     ChatResponse r = client.chat({"", "hi", 1.0, 10});
     EXPECT_EQ(r.text.find(kKey), std::string::npos) << r.text;
     EXPECT_NE(r.text.find("[redacted]"), std::string::npos) << r.text;
@@ -425,8 +462,10 @@ TEST(LlmReplies, EchoedKeyNeverReachesTheCacheOrThePing) {
     EXPECT_TRUE(client.chat({"", "hi", 1.0, 10}).cached);
   }
   EXPECT_EQ(grep_dir(cache, kKey), "0\n") << "the key reached the response cache";
-  EXPECT_EQ(grep_dir(cache, std::string(kKey).substr(8, 12)), "0\n") << "part of the key reached the response cache";
-  std::string env = "OPENAI_BASE_URL=" + server.endpoint(Provider::OpenAI).base_url + " OPENAI_API_KEY=" + kKey + " ";
+  EXPECT_EQ(grep_dir(cache, std::string(kKey).substr(8, 12)), "0\n")
+      << "part of the key reached the response cache";
+  std::string env = "OPENAI_BASE_URL=" + server.endpoint(Provider::OpenAI).base_url +
+                    " OPENAI_API_KEY=" + kKey + " ";
   auto [rc, out] = run_cli(env + KFORGE_BINARY + " llm ping --model openai:m");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find(kKey), std::string::npos) << "the key was printed: " << out;
@@ -437,7 +476,8 @@ TEST(LlmReplies, EchoedKeyNeverReachesTheCacheOrThePing) {
 // ---- Retry-After ----
 
 TEST(LlmReplies, RetryAfterThatIsHugeInfiniteOrNegativeIsCapped) {
-  for (std::string value : {"inf", "1e300", "1e400", "nan", "-3", "99999999999999999999", "Wed, 21 Oct 2015 07:28:00 GMT"}) {
+  for (std::string value : {"inf", "1e300", "1e400", "nan", "-3", "99999999999999999999",
+                            "Wed, 21 Oct 2015 07:28:00 GMT"}) {
     RawEndpoint server([&](const httplib::Request&, httplib::Response& res) {
       res.status = 429;
       res.set_header("Retry-After", value);
@@ -446,7 +486,8 @@ TEST(LlmReplies, RetryAfterThatIsHugeInfiniteOrNegativeIsCapped) {
     std::vector<std::chrono::milliseconds> waits;
     RetryPolicy p = quick(3);
     p.max_delay = 4000ms;
-    LlmClient client(server.endpoint(Provider::OpenAI), p, [&](std::chrono::milliseconds d) { waits.push_back(d); });
+    LlmClient client(server.endpoint(Provider::OpenAI), p,
+                     [&](std::chrono::milliseconds d) { waits.push_back(d); });
     EXPECT_THROW(client.chat({"", "hi", 1.0, 10}), LlmError);
     ASSERT_EQ(waits.size(), 2u) << value;
     for (auto w : waits) {
@@ -462,8 +503,9 @@ TEST(LlmReplies, RetryAfterThatIsHugeInfiniteOrNegativeIsCapped) {
 // ---- Only http and https ----
 
 TEST(LlmReplies, BaseUrlsOtherThanHttpAreRefusedUpFront) {
-  for (const char* bad : {"file:///etc/passwd#", "FILE:///etc/passwd", "gopher://127.0.0.1:6379/_INFO", "dict://127.0.0.1:11211/",
-                          "ftp://x/", "http:///etc/passwd", "127.0.0.1:8000/v1", ""}) {
+  for (const char* bad :
+       {"file:///etc/passwd#", "FILE:///etc/passwd", "gopher://127.0.0.1:6379/_INFO",
+        "dict://127.0.0.1:11211/", "ftp://x/", "http:///etc/passwd", "127.0.0.1:8000/v1", ""}) {
     Endpoint e;
     e.base_url = bad;
     e.model = "m";
@@ -472,7 +514,8 @@ TEST(LlmReplies, BaseUrlsOtherThanHttpAreRefusedUpFront) {
       ADD_FAILURE() << "accepted " << bad;
     } catch (const InputError& err) {
       EXPECT_EQ(err.file(), "OPENAI_BASE_URL") << err.what();
-      EXPECT_NE(err.problem().find("must be an http:// or https:// URL"), std::string::npos) << err.what();
+      EXPECT_NE(err.problem().find("must be an http:// or https:// URL"), std::string::npos)
+          << err.what();
       EXPECT_NE(err.problem().find("base_url"), std::string::npos) << err.what();
     }
   }
@@ -496,18 +539,22 @@ TEST(LlmReplies, BaseUrlsOtherThanHttpAreRefusedUpFront) {
   socklen_t len = sizeof addr;
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::fcntl(listener, F_SETFL, O_NONBLOCK);
-  std::string gopher = "gopher://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/_SET%20x%201";
+  std::string gopher =
+      "gopher://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/_SET%20x%201";
   for (const std::string& url : {std::string("file:///etc/passwd#"), gopher}) {
-    auto [rc, out] = run_cli("OPENAI_BASE_URL='" + url + "' " + KFORGE_BINARY + " llm ping --model openai:m --timeout 2");
+    auto [rc, out] = run_cli("OPENAI_BASE_URL='" + url + "' " + KFORGE_BINARY +
+                             " llm ping --model openai:m --timeout 2");
     EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("OPENAI_BASE_URL: must be an http:// or https:// URL"), std::string::npos) << out;
+    EXPECT_NE(out.find("OPENAI_BASE_URL: must be an http:// or https:// URL"), std::string::npos)
+        << out;
     EXPECT_EQ(out.find("root:"), std::string::npos) << "a local file was printed: " << out;
   }
   EXPECT_LT(::accept(listener, nullptr, nullptr), 0) << "gopher:// reached a local port";
   ::close(listener);
   TempDir dir;
   std::string cfg = (dir.path() / "llm.toml").string();
-  std::ofstream(cfg) << "[providers.openai]\nbase_url = \"file:///etc/passwd#\"\n[[models]]\nmodel = \"openai:x\"\n";  // cfg/llm_base_file.toml
+  std::ofstream(cfg) << "[providers.openai]\nbase_url = \"file:///etc/passwd#\"\n[[models]]\nmodel "
+                        "= \"openai:x\"\n";  // cfg/llm_base_file.toml
   auto [rc, out] = run_cli(std::string(KFORGE_BINARY) + " llm ping --config " + cfg);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("base_url"), std::string::npos) << out;
@@ -524,14 +571,22 @@ using namespace kforge::test::fuzzing;
 
 // What a reply may hold once parsed: bounded usage, answer text, no key.
 std::string check_reply(const ChatResponse& r) {
-  if (r.tokens_in < 0 || r.tokens_out < 0 || r.tokens_in > kMaxReplyTokens || r.tokens_out > kMaxReplyTokens)
-    return "usage out of bounds: " + std::to_string(r.tokens_in) + ", " + std::to_string(r.tokens_out);
+  if (r.tokens_in < 0 || r.tokens_out < 0 || r.tokens_in > kMaxReplyTokens ||
+      r.tokens_out > kMaxReplyTokens)
+    return "usage out of bounds: " + std::to_string(r.tokens_in) + ", " +
+           std::to_string(r.tokens_out);
+  if (r.tokens_cache_read < 0 || r.tokens_cache_write < 0 ||
+      r.tokens_cache_read + r.tokens_cache_write > r.tokens_in)
+    return "cached tokens out of bounds: " + std::to_string(r.tokens_cache_read) + " + " +
+           std::to_string(r.tokens_cache_write) + " of " + std::to_string(r.tokens_in);
   if (r.text.empty()) return "a reply without answer text was accepted";
-  if (r.text.find(kKey) != std::string::npos || r.reasoning.find(kKey) != std::string::npos) return "the key survived";
+  if (r.text.find(kKey) != std::string::npos || r.reasoning.find(kKey) != std::string::npos)
+    return "the key survived";
   return "";
 }
 std::string check_error(const LlmError& e) {
-  if (e.tokens_in < 0 || e.tokens_out < 0 || e.tokens_in > 10 * kMaxReplyTokens || e.tokens_out > 10 * kMaxReplyTokens)
+  if (e.tokens_in < 0 || e.tokens_out < 0 || e.tokens_in > 10 * kMaxReplyTokens ||
+      e.tokens_out > 10 * kMaxReplyTokens)
     return "a failed call's usage out of bounds";
   if (std::string(e.what()).find(kKey) != std::string::npos) return "the key in an error";
   return "";
@@ -546,7 +601,9 @@ TEST(Fuzz, ModelRepliesThroughTheParserAndTheHttpClient) {
       kReasoningOnly,
       kThinkingOnly,
       R"({"choices": [{"message": {"content": [{"type": "text", "text": "pong"}]}}], "usage": {"prompt_tokens": 9.2e18, "completion_tokens": 1.5}})",
-      json{{"choices", {{{"message", {{"content", echo}}}, {"finish_reason", "length"}}}}, {"usage", {{"prompt_tokens", 1}}}}.dump(),
+      json{{"choices", {{{"message", {{"content", echo}}}, {"finish_reason", "length"}}}},
+           {"usage", {{"prompt_tokens", 1}}}}
+          .dump(),
       R"({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})",
       R"({"content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}], "usage": {"input_tokens": 5, "output_tokens": 5}})"};
   std::string failures = fuzz(seeds, 1000, 25, 34, [&](const std::string& body) -> std::string {
@@ -581,7 +638,86 @@ TEST(Fuzz, ModelRepliesThroughTheParserAndTheHttpClient) {
       RetryPolicy policy = quick(2);
       LlmClient client(server->endpoint(p), policy, [](auto) {});
       try {
-        if (std::string bad = check_reply(client.chat({"", "hi", 1.0, 10})); !bad.empty()) return bad;
+        if (std::string bad = check_reply(client.chat({"", "hi", 1.0, 10})); !bad.empty())
+          return bad;
+      } catch (const LlmError& e) {
+        if (std::string bad = check_error(e); !bad.empty()) return bad;
+      }
+    }
+    return "";
+  });
+  EXPECT_EQ(failures, "");
+}
+
+// Issue 35: streamed replies (server-sent events of both providers) through the assembler, the
+// parser and, one case in ten, the real client served as text/event-stream: an answer or an
+// LlmError with plausible usage, never another exception, a crash or a hang.
+TEST(Fuzz, StreamedRepliesThroughTheAssemblerAndTheHttpClient) {
+  remember_secret(kKey);
+  std::vector<std::string> seeds = {
+      "data: "
+      "{\"model\":\"o4-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+      "\"content\":\"\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"```cuda\\n__global__ void k() "
+      "{}\\n```\"},"
+      "\"finish_reason\":\"stop\"}]}\n\n"
+      "data: "
+      "{\"choices\":[],\"usage\":{\"prompt_tokens\":2000,\"completion_tokens\":300,\"prompt_tokens_"
+      "details\":"
+      "{\"cached_tokens\":1792}}}\n\ndata: [DONE]\n\n",
+      "event: message_start\ndata: "
+      "{\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":5,"
+      "\"cache_read_input_tokens\":3000,\"output_tokens\":1}}}\n\n"
+      "event: content_block_start\ndata: "
+      "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+      "\"thinking\",\"thinking\":\"\"}}\n\n"
+      "event: content_block_delta\ndata: "
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+      "\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n"
+      "event: content_block_start\ndata: "
+      "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\","
+      "\"text\":\"\"}}\n\n"
+      "event: content_block_delta\ndata: "
+      "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\","
+      "\"text\":\"1. Tiles\"}}\n\n"
+      "event: message_delta\ndata: "
+      "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"
+      "{\"output_tokens\":20}}\n\n"
+      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+      "event: error\ndata: "
+      "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"
+      "\n\n",
+      "data: {\"error\": {\"message\": \"boom\", \"type\": \"server_error\"}}\n\n"};
+  std::string failures = fuzz(seeds, 1000, 25, 35, [&](const std::string& events) -> std::string {
+    static std::unique_ptr<RawEndpoint> server;  // made in the forked child, on the first HTTP case
+    static std::mutex served_mutex;
+    static std::string served;
+    static int cases = 0;
+    for (Provider p : {Provider::OpenAI, Provider::Anthropic}) {
+      try {
+        ChatResponse r = parse_reply(p, assemble_stream(p, events));
+        if (std::string bad = check_reply(r); !bad.empty()) return bad;
+      } catch (const LlmError& e) {
+        if (std::string bad = check_error(e); !bad.empty()) return bad;
+      } catch (const std::exception& e) {
+        return std::string("not an LlmError: ") + e.what();
+      }
+    }
+    if (cases++ % 10 != 0) return "";
+    if (!server)
+      server = std::make_unique<RawEndpoint>([](const httplib::Request&, httplib::Response& res) {
+        std::lock_guard<std::mutex> lock(served_mutex);
+        res.set_content(served, "text/event-stream");
+      });
+    {
+      std::lock_guard<std::mutex> lock(served_mutex);
+      served = events;
+    }
+    for (Provider p : {Provider::OpenAI, Provider::Anthropic}) {
+      LlmClient client(server->endpoint(p), quick(2), [](auto) {});
+      try {
+        if (std::string bad = check_reply(client.chat({"", "hi", std::nullopt, 10})); !bad.empty())
+          return bad;
       } catch (const LlmError& e) {
         if (std::string bad = check_error(e); !bad.empty()) return bad;
       }

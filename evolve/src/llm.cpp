@@ -269,8 +269,19 @@ ChatResponse parse_reply(Provider provider, const std::string& body) {
       // writes are input tokens too.
       r.tokens_cache_read = token_count(*u, "cache_read_input_tokens", usage_problem);
       r.tokens_cache_write = token_count(*u, "cache_creation_input_tokens", usage_problem);
-      r.tokens_in = std::min(kMaxReplyTokens, token_count(*u, "input_tokens", usage_problem) +
-                                                  r.tokens_cache_read + r.tokens_cache_write);
+      r.tokens_in = token_count(*u, "input_tokens", usage_problem) + r.tokens_cache_read +
+                    r.tokens_cache_write;
+      if (r.tokens_in >
+          kMaxReplyTokens) {  // each count plausible, their sum not: charged at the bound
+        if (usage_problem.empty())
+          usage_problem =
+              "the reply's usage is implausible (input, cache read and cache write tokens sum "
+              "past " +
+              std::to_string(kMaxReplyTokens) + ")";
+        r.tokens_in = kMaxReplyTokens;
+        r.tokens_cache_read = std::min(r.tokens_cache_read, r.tokens_in);
+        r.tokens_cache_write = std::min(r.tokens_cache_write, r.tokens_in - r.tokens_cache_read);
+      }
       r.tokens_out = token_count(*u, "output_tokens", usage_problem);
     }
   }
