@@ -102,13 +102,19 @@ std::vector<CorpusAnswer> corpus_for(const std::set<std::string>& tasks) {
 
 // ---- The model: the loopback server replaying the corpus ----
 
-// The prompt kind of a rendered prompt: the template whose first line it starts with.
+// The prompt kind of a rendered prompt (the shared context, then its kind's part): the template
+// whose opening line (its first that is not a heading) is a line of the prompt.
 std::string kind_of(const std::string& prompt) {
   for (const char* kind :
        {"translate", "optimize", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"}) {
-    std::string t =
-        read_file((source_dir() / "prompts" / (std::string(kind) + ".md")).string()).value();
-    if (prompt.rfind(t.substr(0, t.find('\n')), 0) == 0) return kind;
+    std::istringstream t(
+        read_file((source_dir() / "prompts" / (std::string(kind) + ".md")).string()).value());
+    std::string opening;
+    while (std::getline(t, opening) && (opening.empty() || opening[0] == '#')) {
+    }
+    if (prompt.rfind(opening + "\n", 0) == 0 ||
+        prompt.find("\n" + opening + "\n") != std::string::npos)
+      return kind;
   }
   return "?";
 }

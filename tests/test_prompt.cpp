@@ -1,12 +1,12 @@
 // Prompt templates: loaded at run time, checked at start, filled from the task and the archive.
 #include <gtest/gtest.h>
 
-#include "kforge/common/files.h"
+#include "compile_test_util.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/evolve/prompt.h"
-#include "compile_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -14,13 +14,16 @@ namespace {
 using namespace kforge::evolve;
 using kforge::test::TempDir;
 
-std::string prompts_dir() { return (kforge::test::source_dir() / "prompts").string(); }
+std::string prompts_dir() {
+  return (kforge::test::source_dir() / "prompts").string();
+}
 
 struct Fixture {
   kforge::tasks::Task task;
   kforge::tasks::Reference ref;
   static Fixture load(const std::string& spec) {
-    auto t = kforge::tasks::load_task(kforge::tasks::resolve_tasks(spec, kforge::test::source_dir() / "tasks").at(0));
+    auto t = kforge::tasks::load_task(
+        kforge::tasks::resolve_tasks(spec, kforge::test::source_dir() / "tasks").at(0));
     return {t, kforge::tasks::Reference::compile(t)};
   }
 };
@@ -37,30 +40,45 @@ PromptInputs inputs(const Fixture& f, kforge::archive::Archive* ar = nullptr) {
 
 TEST(Prompt, ShippedTemplatesLoadAndUseOnlyKnownPlaceholders) {
   PromptTemplates t = PromptTemplates::load(prompts_dir());
-  for (auto kind : {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover, PromptKind::RepairCompile, PromptKind::RepairWrong}) {
-    auto used = t.placeholders(kind);
-    EXPECT_TRUE(used.count("answer_format")) << prompt_kind_name(kind) << " must quote the answer format";
-    EXPECT_TRUE(used.count("task_reference")) << prompt_kind_name(kind);
-  }
+  ASSERT_TRUE(t.has_context());
+  // The context holds what every prompt about one task on one GPU shares, the answer format first.
+  for (const char* shared :
+       {"answer_format", "device", "gpu_facts", "eager_time", "roofline_floor", "task_id",
+        "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "judging"})
+    EXPECT_TRUE(t.placeholders_in_context().count(shared))
+        << "context.md must quote {{" << shared << "}}";
+  for (const std::string& p : t.placeholders_in_context())
+    EXPECT_TRUE(context_placeholders().count(p)) << p;
+  // Each kind's own part refers to the answer format above instead of repeating it.
+  for (auto kind :
+       {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover,
+        PromptKind::RepairCompile, PromptKind::RepairWrong, PromptKind::Ideas, PromptKind::Idea})
+    for (const char* shared : {"answer_format", "task_reference", "gpu_facts", "judging"})
+      EXPECT_FALSE(t.placeholders(kind).count(shared))
+          << prompt_kind_name(kind) << " repeats {{" << shared << "}}";
   EXPECT_TRUE(t.placeholders(PromptKind::Crossover).count("second_parent_source"));
   EXPECT_TRUE(t.placeholders(PromptKind::RepairWrong).count("failure_evidence"));
-  // The prompts that write new code carry the GPU's facts and the task's earlier failures.
-  for (auto kind : {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover}) {
-    EXPECT_TRUE(t.placeholders(kind).count("gpu_facts")) << prompt_kind_name(kind);
+  EXPECT_TRUE(t.placeholders(PromptKind::RepairCompile).count("failure_evidence"));
+  EXPECT_TRUE(t.placeholders(PromptKind::Idea).count("idea"));
+  EXPECT_TRUE(t.placeholders(PromptKind::Ideas).count("idea_count"));
+  // The prompts that write new code carry the task's earlier failures.
+  for (auto kind : {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover})
     EXPECT_TRUE(t.placeholders(kind).count("failures")) << prompt_kind_name(kind);
-  }
 }
 
 TEST(Prompt, TranslateIsFilledFromTheTask) {
   Fixture f = Fixture::load("smoke/softmax");
-  std::string p = PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(inputs(f)));
+  std::string p =
+      render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(f));
   EXPECT_NE(p.find("torch.softmax(x, dim=-1)"), std::string::npos);
   EXPECT_NE(p.find("input `x`: float32 [4096, 4096]"), std::string::npos) << p.substr(0, 800);
   EXPECT_NE(p.find("B=37, N=1000"), std::string::npos);
   EXPECT_NE(p.find("# Answer format"), std::string::npos);
   // What the model is held to: the tolerance, the math mode, the compile flags, what is timed, the
   // inputs' values.
-  EXPECT_NE(p.find("max(tol * rms(reference), 8 * eager's own largest error); here `out` tol = 0.0001"), std::string::npos)
+  EXPECT_NE(
+      p.find("max(tol * rms(reference), 8 * eager's own largest error); here `out` tol = 0.0001"),
+      std::string::npos)
       << p;
   EXPECT_NE(p.find("TF32 is off"), std::string::npos);
   EXPECT_NE(p.find("without --use_fast_math"), std::string::npos);
@@ -72,7 +90,7 @@ TEST(Prompt, TranslateIsFilledFromTheTask) {
 TEST(Prompt, KindsThatNeedAParentSaySo) {
   Fixture f = Fixture::load("smoke/softmax");
   try {
-    PromptTemplates::load(prompts_dir()).render(PromptKind::Optimize, prompt_context(inputs(f)));
+    render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, inputs(f));
     FAIL();
   } catch (const kforge::Error& e) {
     EXPECT_NE(std::string(e.what()).find("needs --parent"), std::string::npos) << e.what();
@@ -81,7 +99,8 @@ TEST(Prompt, KindsThatNeedAParentSaySo) {
 
 TEST(Prompt, UnknownPlaceholderAndMissingTemplateFailAtLoad) {
   TempDir dir;
-  for (const char* k : {"translate", "optimize", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"})
+  for (const char* k :
+       {"translate", "optimize", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"})
     dir.write(std::string("p/") + k + ".md", "Task {{task_id}}\n");
   EXPECT_NO_THROW(PromptTemplates::load((dir.path() / "p").string()));
   auto bad = dir.write("p/optimize.md", "line one\nTask {{task_id}} with {{parent_sauce}}\n");
@@ -104,8 +123,10 @@ TEST(Prompt, UnknownPlaceholderAndMissingTemplateFailAtLoad) {
 }
 
 // A kernel of `task` in the archive with one evaluation (of run `run`, when given).
-kforge::archive::CandidateId add_kernel(kforge::archive::Archive& ar, kforge::archive::TaskId task, const std::string& name,
-                                        kforge::archive::EvaluationRecord e, std::optional<int64_t> run = std::nullopt) {
+kforge::archive::CandidateId add_kernel(kforge::archive::Archive& ar, kforge::archive::TaskId task,
+                                        const std::string& name,
+                                        kforge::archive::EvaluationRecord e,
+                                        std::optional<int64_t> run = std::nullopt) {
   kforge::archive::NewCandidate c;
   c.task = task;
   c.source = "__global__ void " + name + "() {}\n";
@@ -133,25 +154,30 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   PromptInputs in = inputs(softmax, &ar);
   in.parent = pid;
   PromptTemplates t = PromptTemplates::load(prompts_dir());
-  std::string opt = t.render(PromptKind::Optimize, prompt_context(in));
+  std::string opt = render_prompt(t, PromptKind::Optimize, in);
   EXPECT_NE(opt.find("softmax_rows_parent"), std::string::npos);
-  EXPECT_NE(opt.find("log_softmax_rows"), std::string::npos) << "a similar task's kernel is retrieved";
-  std::string fix = t.render(PromptKind::RepairWrong, prompt_context(in));
+  EXPECT_NE(opt.find("log_softmax_rows"), std::string::npos)
+      << "a similar task's kernel is retrieved";
+  std::string fix = render_prompt(t, PromptKind::RepairWrong, in);
   EXPECT_NE(fix.find("first_bad_index"), std::string::npos);
   EXPECT_NE(fix.find("wrong_result"), std::string::npos);
   // Before any candidate of the task was timed, a translation says so; after one was (any
   // candidate of this task version), it quotes eager, scripted and the roofline floor.
   in.parent.reset();
-  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: not measured yet"),
-            std::string::npos);
+  EXPECT_NE(
+      render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: not measured yet"),
+      std::string::npos);
   kforge::archive::EvaluationRecord measured;
   measured.outcome = "correct";
-  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.scripted_ms = 0.07, measured.roofline_fraction = 0.5;
+  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.scripted_ms = 0.07,
+  measured.roofline_fraction = 0.5;
   auto tid = add_kernel(ar, t1, "softmax_timed", measured);
-  std::string tr = t.render(PromptKind::Translate, prompt_context(in));
-  EXPECT_NE(tr.find("PyTorch eager time: 0.08 ms, TorchScript-scripted 0.07 ms (measured beside candidate " +
-                    std::to_string(tid.value)),
-            std::string::npos)
+  std::string tr = render_prompt(t, PromptKind::Translate, in);
+  EXPECT_NE(
+      tr.find(
+          "PyTorch eager time: 0.08 ms, TorchScript-scripted 0.07 ms (measured beside candidate " +
+          std::to_string(tid.value)),
+      std::string::npos)
       << tr.substr(0, 1500);
   EXPECT_NE(tr.find("Roofline floor: 0.025 ms"), std::string::npos);
   // A run's own measurements are left out of its prompts (a resumed run asks the same).
@@ -160,16 +186,18 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   measured.eager_ms = 0.5;
   add_kernel(ar, t1, "softmax_this_run", measured, run);
   in.run = run;
-  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.08 ms"), std::string::npos);
+  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: 0.08 ms"),
+            std::string::npos);
   in.run.reset();
-  EXPECT_NE(t.render(PromptKind::Translate, prompt_context(in)).find("PyTorch eager time: 0.5 ms"), std::string::npos);
+  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: 0.5 ms"),
+            std::string::npos);
 }
 
 // Dims in the order of the tensors' shapes (a matmul's M, K, N), not alphabetical (K, M, N).
 TEST(Prompt, DimsFollowTheShapesNotTheAlphabet) {
   Fixture f = Fixture::load("level1/matmul_rect");
   std::string p =
-      PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(inputs(f)));
+      render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(f));
   EXPECT_NE(p.find("at the timed sizes (M=2048, K=8192, N=4096)"), std::string::npos)
       << p.substr(0, 900);
   EXPECT_NE(p.find("handle exactly: M=1, K=1, N=1; M=37, K=1000, N=61"), std::string::npos);
@@ -197,8 +225,7 @@ TEST(Prompt, QuotesTheGpusFactsSayingWhichWereMeasured) {
   PromptInputs in = inputs(f);
   in.device.clear();  // the facts alone name the GPU
   in.gpu = h200();
-  std::string p =
-      PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(in));
+  std::string p = render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, in);
   for (const char* fact :
        {"## The target\nNVIDIA H200 (sm_90a)\n", "- 132 SMs, warp size 32 (from the driver",
         "Memory bandwidth, measured: 4000 GB/s reading, 3900 writing, 3800 copying",
@@ -218,7 +245,7 @@ TEST(Prompt, QuotesTheGpusFactsSayingWhichWereMeasured) {
   // Spec facts only, where nothing was measured: they say so.
   in.gpu->plan.measured = false;
   in.gpu->measured.reset();
-  p = PromptTemplates::load(prompts_dir()).render(PromptKind::Translate, prompt_context(in));
+  p = render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, in);
   EXPECT_NE(p.find("132 SMs, warp size 32 (spec of the usual sm_90a GPU"), std::string::npos);
   EXPECT_NE(p.find("Memory bandwidth and matmul peaks: not measured yet"), std::string::npos);
   EXPECT_NE(p.find("Roofline floor: not measured yet"), std::string::npos);
@@ -321,7 +348,7 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
   PromptInputs in = inputs(f, &ar);
   in.device_id = h200.value;
   auto eager = [&] {
-    std::string p = t.render(PromptKind::Translate, prompt_context(in));
+    std::string p = render_prompt(t, PromptKind::Translate, in);
     size_t at = p.find("PyTorch eager time: ");
     return p.substr(at, p.find('\n', at) - at);
   };
@@ -333,7 +360,8 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos) << eager();
   ar.store_baseline(task, f.task.dims, h200, "ieee", {0.123, 0.111, 0.097});
   EXPECT_EQ(eager(),
-            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile (TorchInductor) 0.097 ms "
+            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile "
+            "(TorchInductor) 0.097 ms "
             "(measured on NVIDIA H200, "
             "TF32 off). "
             "Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
@@ -360,16 +388,19 @@ TEST(Prompt, AMissingTorchCompileTimeIsSaidWithItsReason) {
     auto task = ar.upsert_task(f.task);
     auto h200 = ar.upsert_device("GPU-h200", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
     ar.store_baseline(task, f.task.dims, h200, "ieee",
-                      {0.123, 0.111, std::nullopt, with_reason ? "no Python with PyTorch 2 found (python3: torch 1.13)" : ""});
+                      {0.123, 0.111, std::nullopt,
+                       with_reason ? "no Python with PyTorch 2 found (python3: torch 1.13)" : ""});
     PromptInputs in = inputs(f, &ar);
     in.device_id = h200.value;
-    std::string p = t.render(PromptKind::Translate, prompt_context(in));
+    std::string p = render_prompt(t, PromptKind::Translate, in);
     size_t at = p.find("PyTorch eager time: ");
     std::string line = p.substr(at, p.find('\n', at) - at);
     if (with_reason)
-      EXPECT_NE(line.find("PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile not measured (no "
-                          "Python with PyTorch 2 found (python3: torch 1.13)) (measured on NVIDIA H200"),
-                std::string::npos)
+      EXPECT_NE(
+          line.find("PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile "
+                    "not measured (no "
+                    "Python with PyTorch 2 found (python3: torch 1.13)) (measured on NVIDIA H200"),
+          std::string::npos)
           << line;
     else
       EXPECT_EQ(line.find("torch.compile"), std::string::npos) << line;
@@ -550,8 +581,7 @@ TEST(Prompt, FailuresOfEarlierRunsAndThisRunsEarlierGenerations) {
   // The optimize and translate prompts quote them.
   PromptInputs in = inputs(fa.f, &fa.ar);
   in.parent = kforge::archive::CandidateId{2};
-  std::string opt =
-      PromptTemplates::load(prompts_dir()).render(PromptKind::Optimize, prompt_context(in));
+  std::string opt = render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, in);
   EXPECT_NE(opt.find("## Earlier attempts at this task that failed\n" + all), std::string::npos)
       << opt;
 }
@@ -593,13 +623,16 @@ TEST(Prompt, TokenBudgetLeavesOutRetrievedKernelsThenFailures) {
   std::string whole = render_prompt(t, PromptKind::Optimize, in);
   std::vector<std::string> ranked = kernels(whole);
   ASSERT_EQ(ranked.size(), 3u) << whole;
-  EXPECT_EQ(whole, t.render(PromptKind::Optimize, prompt_context(in)))
+  PromptParts parts = render_prompt_parts(t, PromptKind::Optimize, in);
+  EXPECT_EQ(whole, parts.joined());
+  EXPECT_EQ(parts.body, t.render(PromptKind::Optimize, prompt_context(in)))
       << "within budget: everything";
   size_t tokens = (whole.size() + 3) / 4;
 
   in.max_tokens = tokens - 1;
   std::string one_less = render_prompt(t, PromptKind::Optimize, in);
-  EXPECT_LE((one_less.size() + 3) / 4, in.max_tokens);
+  EXPECT_LE((one_less.size() + 3) / 4, in.max_tokens) << "the budget covers both parts";
+  EXPECT_EQ(render_prompt_parts(t, PromptKind::Optimize, in).context, parts.context);
   EXPECT_EQ(kernels(one_less), (std::vector<std::string>{ranked[0], ranked[1]}))
       << "the lowest ranked goes first";
   EXPECT_NE(one_less.find("(1 more similar kernel(s) left out for length.)"), std::string::npos);
@@ -614,6 +647,210 @@ TEST(Prompt, TokenBudgetLeavesOutRetrievedKernelsThenFailures) {
   EXPECT_NE(tiny.find("torch.softmax(x, dim=-1)"), std::string::npos);
   EXPECT_NE(tiny.find("__global__ void softmax_parent()"), std::string::npos);
   EXPECT_NE(tiny.find(load_answer_format(prompts_dir())), std::string::npos);
+  EXPECT_EQ(render_prompt_parts(t, PromptKind::Optimize, in).context, parts.context)
+      << "the context is never cut";
+}
+
+// ---- Two parts: the context a provider caches, and the request ----
+
+// A test GPU's prompt for every kind (a crossover's second parent is in.second_parent).
+std::map<PromptKind, PromptParts> every_kind(const PromptTemplates& t, PromptInputs in) {
+  in.extra["idea_count"] = "3";
+  in.extra["idea"] = "Vectorise the loads with float4.";
+  std::map<PromptKind, PromptParts> out;
+  for (auto kind :
+       {PromptKind::Translate, PromptKind::Optimize, PromptKind::Crossover,
+        PromptKind::RepairCompile, PromptKind::RepairWrong, PromptKind::Ideas, PromptKind::Idea})
+    out[kind] = render_prompt_parts(t, kind, in);
+  return out;
+}
+
+kforge::archive::EvaluationRecord timed(double eager_ms, double roofline_fraction) {
+  kforge::archive::EvaluationRecord e;
+  e.outcome = "correct";
+  e.time_ms = 0.05, e.eager_ms = eager_ms, e.roofline_fraction = roofline_fraction;
+  return e;
+}
+
+// What repeats across a task's requests comes first, byte-identical, whatever the kind, the parents
+// and the generation: a provider serves it from its prompt cache.
+TEST(Prompt, TheContextIsTheSameForEveryKindParentAndGeneration) {
+  FailureArchive fa;
+  int64_t run = fa.run("2025-01-01T00:00:00.000Z");
+  // Parents measured beside different eager times and floors, one of them wrong; a similar task's
+  // kernel to retrieve.
+  auto a = fa.candidate("softmax_a", run, 1, "2025-01-01T00:01:00.000Z", FailureArchive::compiled(),
+                        {timed(0.08, 0.5)});
+  auto b = fa.candidate("softmax_b", run, 2, "2025-01-01T00:02:00.000Z", FailureArchive::compiled(),
+                        {timed(0.09, 0.4)});
+  auto w = fa.candidate("softmax_w", run, 2, "2025-01-01T00:03:00.000Z", FailureArchive::compiled(),
+                        {FailureArchive::wrong(0.5)});
+  Fixture logsm = Fixture::load("level1/log_softmax");
+  add_kernel(fa.ar, fa.ar.upsert_task(logsm.task), "log_softmax_rows", timed(1.0, 0.5));
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  PromptInputs in = inputs(fa.f, &fa.ar);
+  in.gpu = h200();
+  in.run = run;
+  in.generation = 2;
+  in.parent = a, in.second_parent = b;
+  std::map<PromptKind, PromptParts> first = every_kind(t, in);
+  const std::string context = first[PromptKind::Optimize].context;
+  ASSERT_FALSE(context.empty());
+  for (const auto& [kind, parts] : first)
+    EXPECT_EQ(parts.context, context) << prompt_kind_name(kind);
+  // Other parents, a later generation (which quotes generation 2's failure): the same context.
+  in.parent = w, in.second_parent = a;
+  in.generation = 3;
+  std::map<PromptKind, PromptParts> later = every_kind(t, in);
+  for (const auto& [kind, parts] : later)
+    EXPECT_EQ(parts.context, context) << prompt_kind_name(kind);
+
+  // The context: the answer format, the GPU, the task and how it is judged; nothing of a request.
+  EXPECT_EQ(context.find(load_answer_format(prompts_dir())), context.find("# Answer format"))
+      << "quoted whole";
+  for (const char* shared :
+       {"torch.softmax(x, dim=-1)", "Memory bandwidth, measured: 4000 GB/s",
+        "## The operation: smoke/softmax", "PyTorch eager time: not measured yet",
+        "Roofline floor: 0.0302 ms", "## How it is judged", "TF32 is off"})
+    EXPECT_NE(context.find(shared), std::string::npos) << shared << "\n" << context;
+  for (const char* per_request :
+       {"softmax_a", "softmax_b", "softmax_w", "log_softmax_rows", "wrong_result", "Vectorise",
+        "measured beside candidate", "No failures", "None in the archive"})
+    EXPECT_EQ(context.find(per_request), std::string::npos) << per_request;
+
+  // The request: the parent's code, its failures and retrieved kernels; not the task's reference.
+  const PromptParts& opt = later[PromptKind::Optimize];
+  EXPECT_NE(opt.body.find("__global__ void softmax_w()"), std::string::npos) << opt.body;
+  EXPECT_NE(opt.body.find("log_softmax_rows"), std::string::npos);
+  EXPECT_NE(opt.body.find("**wrong_result** (candidate " + std::to_string(w.value)),
+            std::string::npos)
+      << opt.body;
+  EXPECT_EQ(opt.body.find("torch.softmax(x, dim=-1)"), std::string::npos);
+  EXPECT_EQ(opt.body.find("# Answer format"), std::string::npos);
+  EXPECT_NE(opt.body.find("answer format above"), std::string::npos);
+  EXPECT_NE(first[PromptKind::Optimize].body.find("__global__ void softmax_a()"),
+            std::string::npos);
+  EXPECT_NE(later[PromptKind::Idea].body.find("Vectorise the loads with float4."),
+            std::string::npos);
+  EXPECT_NE(later[PromptKind::Ideas].body.find("No code"), std::string::npos);
+  EXPECT_EQ(opt.joined(), opt.context + "\n\n" + opt.body);
+  EXPECT_EQ(render_prompt(t, PromptKind::Optimize, in), opt.joined());
+  // Every kind's request starts with its own instruction, after the context.
+  std::set<std::string> openings;
+  for (const auto& [kind, parts] : later)
+    openings.insert(parts.body.substr(0, parts.body.find('\n', 20)));
+  EXPECT_EQ(openings.size(), 7u);
+}
+
+// The context is the task's: another task's differs, past the answer format and the GPU they share.
+TEST(Prompt, TheContextDiffersBetweenTasksAfterWhatTheyShare) {
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  Fixture softmax = Fixture::load("smoke/softmax"), matmul = Fixture::load("level1/matmul_rect");
+  PromptInputs a = inputs(softmax), b = inputs(matmul);
+  a.gpu = b.gpu = h200();
+  std::string ca = render_prompt_parts(t, PromptKind::Translate, a).context;
+  std::string cb = render_prompt_parts(t, PromptKind::Translate, b).context;
+  EXPECT_NE(ca, cb);
+  EXPECT_NE(cb.find("M=2048, K=8192, N=4096"), std::string::npos);
+  size_t task_a = ca.find("PyTorch eager time: "), task_b = cb.find("PyTorch eager time: ");
+  ASSERT_NE(task_a, std::string::npos);
+  EXPECT_EQ(ca.substr(0, task_a), cb.substr(0, task_b))
+      << "the answer format and the GPU come first, shared";
+}
+
+// A prompts folder without context.md (a user's own, all-in-one templates) renders as it did.
+TEST(Prompt, AFolderWithoutContextRendersTheOldWay) {
+  TempDir dir;
+  for (const char* k :
+       {"translate", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"})
+    dir.write(std::string("p/") + k + ".md",
+              "Task {{task_id}}\n{{task_reference}}\n{{answer_format}}\n");
+  dir.write("p/optimize.md",
+            "Faster {{task_id}}\nEager: "
+            "{{eager_time}}\n{{parent_numbers}}\n{{parent_source}}\n{{failures}}\n");
+  PromptTemplates t = PromptTemplates::load((dir.path() / "p").string());
+  EXPECT_FALSE(t.has_context());
+  EXPECT_TRUE(t.placeholders_in_context().empty());
+  Fixture f = Fixture::load("smoke/softmax");
+  PromptInputs in = inputs(f);
+  PromptParts tr = render_prompt_parts(t, PromptKind::Translate, in);
+  EXPECT_EQ(tr.context, "");
+  EXPECT_EQ(tr.body, t.render(PromptKind::Translate, prompt_context(in)));
+  EXPECT_EQ(tr.joined(), tr.body);
+  EXPECT_EQ(render_prompt(t, PromptKind::Translate, in), tr.body);
+  // A parent's own measurement fills {{eager_time}} as before.
+  TempDir adir;
+  auto ar = kforge::archive::Archive::open((adir.path() / "a.db").string());
+  auto parent = add_kernel(ar, ar.upsert_task(f.task), "softmax_timed", timed(0.08, 0.5));
+  in.archive = &ar;
+  in.parent = parent;
+  PromptParts opt = render_prompt_parts(t, PromptKind::Optimize, in);
+  EXPECT_EQ(opt.context, "");
+  EXPECT_EQ(opt.body, t.render(PromptKind::Optimize, prompt_context(in)));
+  EXPECT_NE(
+      opt.body.find("Eager: 0.08 ms (measured beside candidate " + std::to_string(parent.value)),
+      std::string::npos)
+      << opt.body;
+}
+
+// Where the context has no eager time or floor, the request quotes what was measured beside the
+// parent (which differs from parent to parent, so it cannot be in the context).
+TEST(Prompt, AParentsOwnMeasurementsAreQuotedInTheRequest) {
+  FailureArchive fa;
+  int64_t run = fa.run("2025-01-01T00:00:00.000Z");
+  auto parent = fa.candidate("softmax_a", run, 1, "2025-01-01T00:01:00.000Z",
+                             FailureArchive::compiled(), {timed(0.08, 0.5)});
+  PromptInputs in = inputs(fa.f, &fa.ar);
+  in.run = run;
+  in.generation = 2;
+  in.parent = parent;
+  PromptParts p =
+      render_prompt_parts(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, in);
+  EXPECT_NE(
+      p.context.find("PyTorch eager time: not measured yet. Roofline floor: not measured yet"),
+      std::string::npos);
+  std::string beside = "(measured beside candidate " + std::to_string(parent.value);
+  EXPECT_NE(p.body.find("PyTorch eager time 0.08 ms " + beside), std::string::npos) << p.body;
+  EXPECT_NE(p.body.find("roofline floor 0.025 ms " + beside), std::string::npos) << p.body;
+  // Where the context has them, the request does not repeat the parent's.
+  in.gpu = h200();
+  p = render_prompt_parts(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, in);
+  EXPECT_NE(p.body.find("PyTorch eager time 0.08 ms " + beside), std::string::npos);
+  EXPECT_EQ(p.body.find("roofline floor 0.025"), std::string::npos) << p.body;
+}
+
+// context.md is checked as the kinds' templates are, and may quote only what every request of a
+// task shares.
+TEST(Prompt, ContextPlaceholdersAreCheckedAtLoad) {
+  TempDir dir;
+  for (const char* k :
+       {"translate", "optimize", "crossover", "repair_compile", "repair_wrong", "ideas", "idea"})
+    dir.write(std::string("p/") + k + ".md", "Do {{parent_id}}\n");
+  std::string p = (dir.path() / "p").string();
+  auto context = dir.write("p/context.md", "# Shared\n{{answer_format}}\nTask {{task_sauce}}\n");
+  try {
+    PromptTemplates::load(p);
+    FAIL();
+  } catch (const kforge::InputError& e) {
+    EXPECT_EQ(e.file(), context.string());
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.field(), "{{task_sauce}}");
+    EXPECT_NE(e.problem().find("unknown placeholder"), std::string::npos) << e.problem();
+  }
+  dir.write("p/context.md", "# Shared\n{{task_id}} and {{failures}}\n");
+  try {
+    PromptTemplates::load(p);
+    FAIL();
+  } catch (const kforge::InputError& e) {
+    EXPECT_EQ(e.file(), context.string());
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.field(), "{{failures}}");
+    EXPECT_NE(e.problem().find("every prompt"), std::string::npos) << e.problem();
+  }
+  dir.write("p/context.md", "# Shared\n{{task_id}} on {{device}}\n");
+  PromptTemplates t = PromptTemplates::load(p);
+  EXPECT_TRUE(t.has_context());
+  EXPECT_EQ(t.placeholders_in_context(), (std::set<std::string>{"device", "task_id"}));
 }
 
 }  // namespace

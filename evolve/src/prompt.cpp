@@ -11,13 +11,14 @@
 namespace kforge::evolve {
 namespace {
 
-constexpr std::pair<PromptKind, std::string_view> kKinds[] = {{PromptKind::Translate, "translate"},
-                                                               {PromptKind::Optimize, "optimize"},
-                                                               {PromptKind::Crossover, "crossover"},
-                                                               {PromptKind::RepairCompile, "repair_compile"},
-                                                               {PromptKind::RepairWrong, "repair_wrong"},
-                                                               {PromptKind::Ideas, "ideas"},
-                                                               {PromptKind::Idea, "idea"}};
+constexpr std::pair<PromptKind, std::string_view> kKinds[] = {
+    {PromptKind::Translate, "translate"},
+    {PromptKind::Optimize, "optimize"},
+    {PromptKind::Crossover, "crossover"},
+    {PromptKind::RepairCompile, "repair_compile"},
+    {PromptKind::RepairWrong, "repair_wrong"},
+    {PromptKind::Ideas, "ideas"},
+    {PromptKind::Idea, "idea"}};
 
 const std::regex& placeholder_re() {
   static const std::regex re(R"(\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\})");
@@ -39,60 +40,150 @@ std::optional<PromptKind> parse_prompt_kind(std::string_view name) {
 }
 
 const std::set<std::string>& known_placeholders() {
-  static const std::set<std::string> names = {
-      "task_id", "task_summary", "task_reference", "task_tensors", "timed_dims", "check_dims", "device", "gpu_facts",
-      "eager_time", "roofline_floor", "retrieved_kernels", "failures", "answer_format", "parent_id", "parent_source", "parent_plan", "parent_numbers",
-      "parent_resources", "failure_evidence", "judging", "second_parent_id", "second_parent_source", "second_parent_plan",
-      "second_parent_numbers", "second_parent_resources", "parent_profile", "second_parent_profile", "idea",
-      "idea_count"};
+  static const std::set<std::string> names = {"task_id",
+                                              "task_summary",
+                                              "task_reference",
+                                              "task_tensors",
+                                              "timed_dims",
+                                              "check_dims",
+                                              "device",
+                                              "gpu_facts",
+                                              "eager_time",
+                                              "roofline_floor",
+                                              "retrieved_kernels",
+                                              "failures",
+                                              "answer_format",
+                                              "parent_id",
+                                              "parent_source",
+                                              "parent_plan",
+                                              "parent_numbers",
+                                              "parent_resources",
+                                              "failure_evidence",
+                                              "judging",
+                                              "second_parent_id",
+                                              "second_parent_source",
+                                              "second_parent_plan",
+                                              "second_parent_numbers",
+                                              "second_parent_resources",
+                                              "parent_profile",
+                                              "second_parent_profile",
+                                              "idea",
+                                              "idea_count"};
   return names;
 }
 
-PromptTemplates PromptTemplates::load(const std::string& dir) {
-  PromptTemplates t;
-  for (const auto& [kind, name] : kKinds) {
-    std::string file = dir + "/" + std::string(name) + ".md";
-    auto text = read_file(file);
-    if (!text) throw InputError(file, std::nullopt, "", "missing prompt template (every kind needs one: translate, optimize, crossover, repair_compile, repair_wrong, ideas, idea)");
-    std::istringstream lines(*text);
-    std::string line;
-    int n = 0;
-    while (std::getline(lines, line)) {
-      ++n;
-      for (auto it = std::sregex_iterator(line.begin(), line.end(), placeholder_re()); it != std::sregex_iterator(); ++it)
-        if (!known_placeholders().count((*it)[1]))
-          throw InputError(file, n, "{{" + std::string((*it)[1]) + "}}", "unknown placeholder (known: task_id, task_summary, task_reference, task_tensors, timed_dims, check_dims, device, gpu_facts, eager_time, roofline_floor, retrieved_kernels, failures, answer_format, judging, parent_*, second_parent_*, failure_evidence)");
-    }
-    t.text_[kind] = *text;
-    t.file_[kind] = file;
-  }
-  return t;
+const std::set<std::string>& context_placeholders() {
+  static const std::set<std::string> names = {
+      "answer_format", "device",         "gpu_facts",    "eager_time", "roofline_floor", "task_id",
+      "task_summary",  "task_reference", "task_tensors", "timed_dims", "check_dims",     "judging"};
+  return names;
 }
 
-std::set<std::string> PromptTemplates::placeholders(PromptKind kind) const {
-  std::set<std::string> out;
-  const std::string& text = text_.at(kind);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re()); it != std::sregex_iterator(); ++it) out.insert((*it)[1]);
+namespace {
+
+std::string joined_names(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
-std::string PromptTemplates::render(PromptKind kind, const std::map<std::string, std::string>& values) const {
-  for (const std::string& p : placeholders(kind))
-    if (!values.count(p))
-      throw UsageError(file_.at(kind) + ": {{" + p + "}} has no value for this prompt" +
-                  (p.rfind("parent", 0) == 0 ? " (this kind needs --parent)" : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)"
-                       : p == "idea"                      ? " (this kind implements one idea from an ideas answer)"
-                                                          : ""));
-  const std::string& text = text_.at(kind);
+// The text of template `file`, each placeholder checked on its line: a known one and, for
+// context.md (`context`), one every prompt about the task shares. Nullopt when there is no file.
+std::optional<std::string> read_template(const std::string& file, bool context) {
+  auto text = read_file(file);
+  if (!text) return std::nullopt;
+  std::istringstream lines(*text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), placeholder_re());
+         it != std::sregex_iterator(); ++it) {
+      std::string name = (*it)[1];
+      if (!known_placeholders().count(name))
+        throw InputError(file, n, "{{" + name + "}}",
+                         "unknown placeholder (known: " + joined_names(known_placeholders()) + ")");
+      if (context && !context_placeholders().count(name))
+        throw InputError(file, n, "{{" + name + "}}",
+                         "differs from request to request, and context.md holds only what every "
+                         "prompt about a task on "
+                         "one GPU shares (" +
+                             joined_names(context_placeholders()) +
+                             "); quote it in the kinds' templates");
+    }
+  }
+  return text;
+}
+
+std::set<std::string> placeholders_of(const std::string& text) {
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re());
+       it != std::sregex_iterator(); ++it)
+    out.insert((*it)[1]);
+  return out;
+}
+
+// `text` with each placeholder replaced by its value (every one has a value).
+std::string fill(const std::string& text, const std::map<std::string, std::string>& values) {
   std::string out;
   auto last = text.cbegin();
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re()); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder_re());
+       it != std::sregex_iterator(); ++it) {
     out.append(last, (*it)[0].first);
     out += values.at((*it)[1]);
     last = (*it)[0].second;
   }
   out.append(last, text.cend());
   return out;
+}
+
+}  // namespace
+
+PromptTemplates PromptTemplates::load(const std::string& dir) {
+  PromptTemplates t;
+  for (const auto& [kind, name] : kKinds) {
+    std::string file = dir + "/" + std::string(name) + ".md";
+    auto text = read_template(file, false);
+    if (!text)
+      throw InputError(file, std::nullopt, "",
+                       "missing prompt template (every kind needs one: translate, optimize, "
+                       "crossover, repair_compile, repair_wrong, ideas, idea)");
+    t.kinds_[kind] = {*text, file};
+  }
+  std::string file = dir + "/context.md";
+  if (auto text = read_template(file, true)) t.context_ = Template{*text, file};
+  return t;
+}
+
+std::set<std::string> PromptTemplates::placeholders(PromptKind kind) const {
+  return placeholders_of(kinds_.at(kind).text);
+}
+
+std::set<std::string> PromptTemplates::placeholders_in_context() const {
+  return context_ ? placeholders_of(context_->text) : std::set<std::string>{};
+}
+
+std::string PromptTemplates::render(PromptKind kind,
+                                    const std::map<std::string, std::string>& values) const {
+  const Template& t = kinds_.at(kind);
+  for (const std::string& p : placeholders(kind))
+    if (!values.count(p))
+      throw UsageError(t.file + ": {{" + p + "}} has no value for this prompt" +
+                       (p.rfind("parent", 0) == 0          ? " (this kind needs --parent)"
+                        : p.rfind("second_parent", 0) == 0 ? " (this kind needs a second parent)"
+                        : p == "idea"
+                            ? " (this kind implements one idea from an ideas answer: --idea TEXT)"
+                            : ""));
+  return fill(t.text, values);
+}
+
+std::string PromptTemplates::render_context(
+    const std::map<std::string, std::string>& values) const {
+  if (!context_) return "";
+  for (const std::string& p : placeholders_in_context())
+    if (!values.count(p))
+      throw UsageError(context_->file + ": {{" + p + "}} has no value for this prompt");
+  return fill(context_->text, values);
 }
 
 std::string default_prompts_dir() {
@@ -136,9 +227,10 @@ std::string load_answer_format(const std::string& prompts_dir) {
 
 namespace {
 
-// Every value but the two lists, and the lists, which render_prompt shortens to fit.
+// Every value but the two lists, and the lists, which render_prompt shortens to fit. `shared`:
+// the context placeholders' values before any parent's measurements or `extra` (context.md's).
 struct Context {
-  std::map<std::string, std::string> values;
+  std::map<std::string, std::string> values, shared;
   std::vector<std::string> kernels, failures;
 };
 
@@ -180,6 +272,7 @@ Context context_of(const PromptInputs& in) {
         parts::format_ms(*floor) + " ms (from this GPU's measured bandwidth and peaks)";
   bool baselines = in.archive && parts::fill_measured(in, floor.has_value(), v);
   v["answer_format"] = in.answer_format;
+  for (const std::string& name : context_placeholders()) c.shared[name] = v.at(name);
   c.kernels = parts::retrieved_kernels(in);
   c.failures = parts::notable_failures(in, 3);
   // The parent's own measurement beats earlier runs' (not the baselines table's).
@@ -196,13 +289,15 @@ std::map<std::string, std::string> values_with(const Context& c, size_t kernels,
     return "(" + std::to_string(n) + " more " + what + " left out for length.)\n";
   };
   // The first `n` of `items`, saying how many more were left out; `none` when there are none.
-  auto first = [&](const std::vector<std::string>& items, size_t n, const char* none, const char* what) {
+  auto first = [&](const std::vector<std::string>& items, size_t n, const char* none,
+                   const char* what) {
     if (items.empty()) return std::string(none);
     std::string text;
     for (size_t k = 0; k < n; ++k) text += items[k];
     return n < items.size() ? text + left_out(items.size() - n, what) : text;
   };
-  v["retrieved_kernels"] = first(c.kernels, kernels, "None in the archive yet.", "similar kernel(s)");
+  v["retrieved_kernels"] =
+      first(c.kernels, kernels, "None in the archive yet.", "similar kernel(s)");
   v["failures"] = first(c.failures, failures, "No failures recorded yet.", "failure(s)");
   return v;
 }
@@ -218,21 +313,51 @@ std::map<std::string, std::string> prompt_context(const PromptInputs& in) {
   return values_with(c, c.kernels.size(), c.failures.size());
 }
 
-std::string render_prompt(const PromptTemplates& templates, PromptKind kind,
-                          const PromptInputs& in) {
+namespace {
+
+// With a context: what was measured beside the parent where the context (which cannot quote a
+// parent's numbers, as they differ from parent to parent) says eager or the floor was not measured.
+void quote_parent_measurements(Context& c) {
+  if (!c.values.count("parent_numbers")) return;
+  static const std::pair<std::string, std::string> kNumbers[] = {
+      {"eager_time", "PyTorch eager time "}, {"roofline_floor", "roofline floor "}};
+  std::string measured;
+  for (const auto& [key, words] : kNumbers)
+    if (c.shared.at(key).rfind("not measured yet", 0) == 0 && c.values.at(key) != c.shared.at(key))
+      measured += (measured.empty() ? "" : "; ") + words + c.values.at(key);
+  if (!measured.empty())
+    c.values["parent_numbers"] +=
+        "\nMeasured beside this kernel, where the operation above says not measured yet: " +
+        measured + ".";
+}
+
+}  // namespace
+
+PromptParts render_prompt_parts(const PromptTemplates& templates, PromptKind kind,
+                                const PromptInputs& in) {
   Context c = context_of(in);
+  if (templates.has_context()) quote_parent_measurements(c);
+  PromptParts p;
+  p.context = templates.render_context(c.shared);
+  p.context.erase(p.context.find_last_not_of('\n') +
+                  1);  // joined: one blank line before the request
   size_t kernels = c.kernels.size(), failures = c.failures.size();
-  std::string prompt = templates.render(kind, values_with(c, kernels, failures));
-  // Over budget: retrieved kernels go first, the lowest ranked first, then failures; the task, the
-  // parents and the answer format stay whatever their length.
-  while (estimated_tokens(prompt) > in.max_tokens && (kernels > 0 || failures > 0)) {
+  p.body = templates.render(kind, values_with(c, kernels, failures));
+  // Over budget (both parts together): retrieved kernels go first, the lowest ranked first, then
+  // failures; the context, the task, the parents and the answer format stay whatever their length.
+  while (estimated_tokens(p.joined()) > in.max_tokens && (kernels > 0 || failures > 0)) {
     if (kernels > 0)
       --kernels;
     else
       --failures;
-    prompt = templates.render(kind, values_with(c, kernels, failures));
+    p.body = templates.render(kind, values_with(c, kernels, failures));
   }
-  return prompt;
+  return p;
+}
+
+std::string render_prompt(const PromptTemplates& templates, PromptKind kind,
+                          const PromptInputs& in) {
+  return render_prompt_parts(templates, kind, in).joined();
 }
 
 }  // namespace kforge::evolve

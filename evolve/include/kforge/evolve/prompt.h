@@ -23,18 +23,29 @@ std::optional<PromptKind> parse_prompt_kind(std::string_view name);
 
 // Every placeholder a template may use ({{name}}).
 const std::set<std::string>& known_placeholders();
+// Those whose values are the same in every prompt about one task on one GPU (the answer format,
+// the target, the task, how it is judged): the only ones context.md may use.
+const std::set<std::string>& context_placeholders();
 
 class PromptTemplates {
  public:
-  // Loads <dir>/<kind>.md for every kind; throws InputError naming the file, line and placeholder.
+  // Loads <dir>/<kind>.md for every kind, and <dir>/context.md where there is one (without it each
+  // kind's template is the whole prompt); throws InputError naming the file, line and placeholder.
   static PromptTemplates load(const std::string& dir);
   std::set<std::string> placeholders(PromptKind kind) const;
   // Throws kforge::Error naming any placeholder the template uses that `values` lacks.
   std::string render(PromptKind kind, const std::map<std::string, std::string>& values) const;
+  // Whether the folder has context.md; its placeholders (none without one); it filled ("" without).
+  bool has_context() const { return context_.has_value(); }
+  std::set<std::string> placeholders_in_context() const;
+  std::string render_context(const std::map<std::string, std::string>& values) const;
 
  private:
-  std::map<PromptKind, std::string> text_;
-  std::map<PromptKind, std::string> file_;
+  struct Template {
+    std::string text, file;
+  };
+  std::map<PromptKind, Template> kinds_;
+  std::optional<Template> context_;
 };
 
 // $KFORGE_PROMPTS, else ./prompts, else the source tree's prompts/.
@@ -87,8 +98,10 @@ struct PromptParts {
   std::string joined() const { return context.empty() ? body : context + "\n\n" + body; }
 };
 // The prompt of `kind` for `in`, both parts within in.max_tokens together.
-PromptParts render_prompt_parts(const PromptTemplates& templates, PromptKind kind, const PromptInputs& in);
+PromptParts render_prompt_parts(const PromptTemplates& templates, PromptKind kind,
+                                const PromptInputs& in);
 // The same, joined as the model reads it.
-std::string render_prompt(const PromptTemplates& templates, PromptKind kind, const PromptInputs& in);
+std::string render_prompt(const PromptTemplates& templates, PromptKind kind,
+                          const PromptInputs& in);
 
 }  // namespace kforge::evolve
