@@ -7,13 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -113,7 +113,9 @@ RetryPolicy fast_policy() {
 }
 
 TEST(Llm, OpenAiAnswerWithReasoningAndUsage) {
-  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kOpenAiOk, "application/json");
+  });
   LlmClient client(server.endpoint(Provider::OpenAI), fast_policy());
   ChatResponse r = client.chat({"You write CUDA.", "Write relu.", 0.7, 1000});
   EXPECT_NE(r.text.find("__global__"), std::string::npos);
@@ -130,7 +132,9 @@ TEST(Llm, OpenAiAnswerWithReasoningAndUsage) {
 }
 
 TEST(Llm, AnthropicMessagesWithExtraBlocks) {
-  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kAnthropicOk, "application/json"); });
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kAnthropicOk, "application/json");
+  });
   LlmClient client(server.endpoint(Provider::Anthropic), fast_policy());
   ChatResponse r = client.chat({"sys", "user", 1.0, 100});
   EXPECT_EQ(r.text, "answer part 1 and 2");
@@ -186,7 +190,8 @@ TEST(Llm, RetriesOn500WithExponentialBackoffAndJitter) {
 TEST(Llm, GivesUpWithAClearErrorAndNoKey) {
   FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
     res.status = 503;
-    res.set_content(std::string("overloaded; you sent ") + kKey, "text/plain");  // an endpoint echoing the key
+    res.set_content(std::string("overloaded; you sent ") + kKey,
+                    "text/plain");  // an endpoint echoing the key
   });
   Sleeps sleeps;
   LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), sleeps.fn());
@@ -232,9 +237,12 @@ TEST(Llm, StalledResponseHitsTheTimeout) {
 
 TEST(Llm, TruncatedAndGarbageRepliesAreRetriedThenReported) {
   FakeEndpoint server([](int call, const httplib::Request&, httplib::Response& res) {
-    if (call == 1) res.set_content(kOpenAiOk.substr(0, 60), "application/json");  // truncated JSON
-    else if (call == 2) res.set_content(R"({"choices": []})", "application/json");
-    else res.set_content("<!DOCTYPE html><html>Bad gateway page</html>", "text/html");
+    if (call == 1)
+      res.set_content(kOpenAiOk.substr(0, 60), "application/json");  // truncated JSON
+    else if (call == 2)
+      res.set_content(R"({"choices": []})", "application/json");
+    else
+      res.set_content("<!DOCTYPE html><html>Bad gateway page</html>", "text/html");
   });
   LlmClient client(server.endpoint(Provider::OpenAI), fast_policy(), [](auto) {});
   try {
@@ -249,9 +257,12 @@ TEST(Llm, TruncatedAndGarbageRepliesAreRetriedThenReported) {
 
 TEST(Llm, EnormousAnswerArrivesWhole) {
   std::string big(5 << 20, 'x');
-  nlohmann::json reply = {{"choices", {{{"message", {{"content", big}}}}}}, {"usage", {{"prompt_tokens", 1}, {"completion_tokens", 2}}}};
+  nlohmann::json reply = {{"choices", {{{"message", {{"content", big}}}}}},
+                          {"usage", {{"prompt_tokens", 1}, {"completion_tokens", 2}}}};
   std::string body = reply.dump();
-  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(body, "application/json"); });
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(body, "application/json");
+  });
   LlmClient client(server.endpoint(Provider::OpenAI), fast_policy());
   EXPECT_EQ(client.chat({"", "hi", 1.0, 10}).text.size(), big.size());
 }
@@ -274,7 +285,9 @@ TEST(Llm, NetworkErrorWhenNothingListens) {
 }
 
 TEST(Llm, ResponseCacheReplaysAndKeepsSamplesDistinct) {
-  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kOpenAiOk, "application/json");
+  });
   char dir[] = "/tmp/kforge-llm-cache-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   auto cache = std::make_shared<ResponseCache>(dir);
@@ -297,6 +310,32 @@ TEST(Llm, ResponseCacheReplaysAndKeepsSamplesDistinct) {
   pclose(p);
   EXPECT_EQ(std::string(buf), "0\n");
   std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+// Issue 35: a provider's tokens_per_minute holds across its clients; each request is reckoned at
+// its estimate (prompt / 4 + max_tokens) until its reply reports what it used (165 here).
+TEST(Llm, TokensPerMinuteWaitOnlyForWhatWasReallyUsed) {
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  std::vector<std::chrono::milliseconds> waits;
+  auto rate = std::make_shared<TokenRate>(
+      1000, [&] { return now; },
+      [&](std::chrono::milliseconds d) {
+        waits.push_back(d);
+        now += d;
+      });
+  LlmClient a(server.endpoint(Provider::OpenAI), fast_policy(), {}, nullptr, nullptr, rate);
+  LlmClient b(server.endpoint(Provider::OpenAI), fast_policy(), {}, nullptr, nullptr, rate);
+  ChatRequest r{"", "hi", std::nullopt, 600};
+  // 600 estimated each; settled to 165: three fit in a minute, two would not on the estimates.
+  a.chat(r), b.chat(r), a.chat(r);
+  EXPECT_TRUE(waits.empty());
+  b.chat(r);  // 3 x 165 + 600 > 1000: waits for the first to leave the window
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_GE(waits[0], std::chrono::seconds(59));
+  EXPECT_EQ(server.calls(), 4);
 }
 
 TEST(Llm, ConcurrencyLimitCapsRequestsInFlight) {
@@ -322,8 +361,11 @@ TEST(Llm, ConcurrencyLimitCapsRequestsInFlight) {
 const auto run_cli = kforge::test::run_command;
 
 TEST(Llm, PingFromTheCommandLine) {
-  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
-  std::string env = "OPENAI_BASE_URL=" + server.endpoint(Provider::OpenAI).base_url + " OPENAI_API_KEY=" + kKey + " ";
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kOpenAiOk, "application/json");
+  });
+  std::string env = "OPENAI_BASE_URL=" + server.endpoint(Provider::OpenAI).base_url +
+                    " OPENAI_API_KEY=" + kKey + " ";
   auto [rc, out] = run_cli(env + KFORGE_BINARY + " llm ping --model openai:test-model");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("tokens    120 in, 45 out"), std::string::npos) << out;
@@ -331,7 +373,8 @@ TEST(Llm, PingFromTheCommandLine) {
   auto [rc2, out2] = run_cli(std::string("env -u KFORGE_MODEL ") + KFORGE_BINARY + " llm ping");
   EXPECT_EQ(rc2, 2) << out2;
   EXPECT_NE(out2.find("no model configured"), std::string::npos) << out2;
-  auto [rc3, out3] = run_cli(std::string("OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") + KFORGE_BINARY + " llm ping --model openai:m --timeout 1");
+  auto [rc3, out3] = run_cli(std::string("OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") + KFORGE_BINARY +
+                             " llm ping --model openai:m --timeout 1");
   EXPECT_EQ(rc3, 1) << out3;
   EXPECT_NE(out3.find("failed"), std::string::npos) << out3;
 }
@@ -350,10 +393,12 @@ class IgnoreSigpipe {
 TEST(Llm, EndlessBodyIsStoppedAtTheCap) {
   IgnoreSigpipe guard;
   std::atomic<int64_t> sent{0};
-  const int64_t give_up = int64_t{256} << 20;  // the server's own bound, so a regression cannot fill the memory
+  const int64_t give_up = int64_t{256}
+                          << 20;  // the server's own bound, so a regression cannot fill the memory
   FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
-      static const std::string chunk(64 << 10, ' ');  // never-ending whitespace: JSON that never finishes
+      static const std::string chunk(64 << 10,
+                                     ' ');  // never-ending whitespace: JSON that never finishes
       if (sent >= give_up) {
         sink.done();
         return true;
@@ -375,8 +420,10 @@ TEST(Llm, EndlessBodyIsStoppedAtTheCap) {
   } catch (const LlmError& e) {
     std::string msg = e.what();
     EXPECT_EQ(e.kind(), LlmError::Kind::BadResponse) << msg;
-    EXPECT_NE(msg.find("the reply body passed 1048576 bytes (max_reply_bytes)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("gave up after 2 attempt(s)"), std::string::npos) << msg;  // retried like any bad reply
+    EXPECT_NE(msg.find("the reply body passed 1048576 bytes (max_reply_bytes)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("gave up after 2 attempt(s)"), std::string::npos)
+        << msg;  // retried like any bad reply
     EXPECT_EQ(msg.find(kKey), std::string::npos) << msg;
   }
   EXPECT_EQ(server.calls(), 2);
@@ -385,7 +432,9 @@ TEST(Llm, EndlessBodyIsStoppedAtTheCap) {
 
 TEST(Llm, DeclaredLengthPastTheCapIsRefusedUnread) {
   std::string body(2 << 20, ' ');
-  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(body, "application/json"); });
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(body, "application/json");
+  });
   RetryPolicy p = fast_policy();
   p.max_attempts = 1;
   p.max_reply_bytes = 1 << 20;
@@ -439,7 +488,8 @@ TEST(Llm, TimeoutsMustBeFinitePositiveAndBounded) {
       EXPECT_NE(e.problem().find("above 0 and at most 3600"), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(checked_timeout(0.0001, "f", std::nullopt, "x"), 1ms);  // never 0 ms: libcurl's "no limit"
+  EXPECT_EQ(checked_timeout(0.0001, "f", std::nullopt, "x"),
+            1ms);  // never 0 ms: libcurl's "no limit"
   EXPECT_EQ(checked_timeout(3600, "f", std::nullopt, "x"), 3600000ms);
   EXPECT_EQ(parse_timeout(" 2.5 ", "--timeout"), 2500ms);
   for (const char* bad : {"", " ", "0", "-1", "nan", "inf", "1e300", "10s", "0x", "1e400"}) {
@@ -460,11 +510,14 @@ TEST(Llm, TimeoutsMustBeFinitePositiveAndBounded) {
 }
 
 TEST(Llm, PingRejectsTimeoutsThatWouldWaitForever) {
-  for (const char* bad : {"0", "inf", "''"}) {  // each value's rule: TimeoutsMustBeFinitePositiveAndBounded
+  for (const char* bad :
+       {"0", "inf", "''"}) {  // each value's rule: TimeoutsMustBeFinitePositiveAndBounded
     auto [rc, out] = run_cli(std::string("OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") + KFORGE_BINARY +
                              " llm ping --model openai:m --timeout " + bad);
     EXPECT_EQ(rc, 2) << bad << ": " << out;
-    EXPECT_NE(out.find("--timeout: must be a number of seconds above 0 and at most 3600"), std::string::npos) << out;
+    EXPECT_NE(out.find("--timeout: must be a number of seconds above 0 and at most 3600"),
+              std::string::npos)
+        << out;
   }
 }
 
@@ -510,7 +563,8 @@ model = "anthropic:small"
   LlmConfig cfg = load_llm_config(path);
   ASSERT_EQ(cfg.models.size(), 2u);
   EXPECT_EQ(cfg.models[0].temperature_for("repair"), 0.2);
-  EXPECT_EQ(cfg.models[0].temperature_for("optimize"), std::nullopt) << "not configured: no temperature is sent";
+  EXPECT_EQ(cfg.models[0].temperature_for("optimize"), std::nullopt)
+      << "not configured: no temperature is sent";
   EXPECT_DOUBLE_EQ(cfg.models[0].cost_usd(1000000, 500000), 2.0 + 4.0);
   // OpenAI-compatible: cached input at the input price unless the file says otherwise.
   EXPECT_DOUBLE_EQ(cfg.models[0].cost_usd(1000000, 500000, 400000), 2.0 + 4.0);
@@ -522,7 +576,8 @@ model = "anthropic:small"
   EXPECT_EQ(p.total_timeout, 90000ms);
   EXPECT_EQ(p.connect_timeout, 2500ms);
   EXPECT_EQ(p.max_reply_bytes, 1048576);
-  EXPECT_EQ(cfg.policy(cfg.models[1]).total_timeout, RetryPolicy{}.total_timeout);  // no [providers.anthropic]
+  EXPECT_EQ(cfg.policy(cfg.models[1]).total_timeout,
+            RetryPolicy{}.total_timeout);  // no [providers.anthropic]
   std::mt19937_64 rng(1);
   int big = 0;
   for (int i = 0; i < 4000; ++i) big += cfg.pick(rng).spec == "openai:big";
@@ -534,7 +589,8 @@ TEST(LlmConfig, ErrorsNameFileLineAndField) {
   char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string path = std::string(dir) + "/llm.toml";
-  auto expect = [&](const std::string& text, const std::string& field, const std::string& fragment) {
+  auto expect = [&](const std::string& text, const std::string& field,
+                    const std::string& fragment) {
     std::ofstream(path) << text;
     try {
       load_llm_config(path);
@@ -547,69 +603,91 @@ TEST(LlmConfig, ErrorsNameFileLineAndField) {
   };
   expect("[[models]]\nmodel = \"gpt-4\"\n", "models[0].model", "not PROVIDER:MODEL");
   expect("[[models]]\nmodel = \"openai:x\"\nweight = -1\n", "models[0].weight", "positive");
-  expect("[[models]]\nmodel = \"openai:x\"\ntemperature = { judging = 0.1 }\n", "models[0].temperature.judging", "unknown role");
-  expect("[[models]]\nmodel = \"openai:x\"\nprice = { input = -2 }\n", "models[0].price.input", "non-negative");
+  expect("[[models]]\nmodel = \"openai:x\"\ntemperature = { judging = 0.1 }\n",
+         "models[0].temperature.judging", "unknown role");
+  expect("[[models]]\nmodel = \"openai:x\"\nprice = { input = -2 }\n", "models[0].price.input",
+         "non-negative");
   // A provider of any name says its API and where it is; a model names a provider there is.
-  expect("[providers.mistral]\nbase_url = \"https://api.mistral.ai/v1\"\n[[models]]\nmodel = \"openai:x\"\n",
-         "providers.mistral.api", "missing");
-  expect("[providers.mistral]\napi = \"openai\"\n[[models]]\nmodel = \"mistral:x\"\n", "providers.mistral.base_url",
-         "missing");
-  expect("[[models]]\nmodel = \"mistral:large\"\n", "models[0].model", "unknown provider 'mistral'");
-  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 512\n", "models[0].thinking_budget", "at least 1024");
-  expect("[[models]]\nmodel = \"anthropic:c\"\nmax_tokens = 2048\nthinking_budget = 2048\n", "models[0].thinking_budget",
-         "below max_tokens");
-  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 2048\ntemperature = 1.0\n", "models[0].temperature",
-         "thinking");
-  expect("[[models]]\nmodel = \"anthropic:c\"\nreasoning_effort = \"low\"\n", "models[0].reasoning_effort",
-         "only for api = \"openai\"");
-  expect("[providers.anthropic]\ntoken_limit_field = \"max_tokens\"\n[[models]]\nmodel = \"openai:x\"\n",
-         "providers.anthropic.token_limit_field", "only for api = \"openai\"");
-  expect("[providers.openai]\ntokens_per_minute = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.tokens_per_minute",
-         "whole number");
-  expect("[providers.openai]\nkey = \"x\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.key", "unknown key");
+  expect(
+      "[providers.mistral]\nbase_url = \"https://api.mistral.ai/v1\"\n[[models]]\nmodel = "
+      "\"openai:x\"\n",
+      "providers.mistral.api", "missing");
+  expect("[providers.mistral]\napi = \"openai\"\n[[models]]\nmodel = \"mistral:x\"\n",
+         "providers.mistral.base_url", "missing");
+  expect("[[models]]\nmodel = \"mistral:large\"\n", "models[0].model",
+         "unknown provider 'mistral'");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 512\n",
+         "models[0].thinking_budget", "at least 1024");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nmax_tokens = 2048\nthinking_budget = 2048\n",
+         "models[0].thinking_budget", "below max_tokens");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nthinking_budget = 2048\ntemperature = 1.0\n",
+         "models[0].temperature", "thinking");
+  expect("[[models]]\nmodel = \"anthropic:c\"\nreasoning_effort = \"low\"\n",
+         "models[0].reasoning_effort", "only for api = \"openai\"");
+  expect(
+      "[providers.anthropic]\ntoken_limit_field = \"max_tokens\"\n[[models]]\nmodel = "
+      "\"openai:x\"\n",
+      "providers.anthropic.token_limit_field", "only for api = \"openai\"");
+  expect("[providers.openai]\ntokens_per_minute = 0\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.openai.tokens_per_minute", "whole number");
+  expect("[providers.openai]\nkey = \"x\"\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.openai.key", "unknown key");
   expect("", "models", "missing");
   for (const char* bad : {"0", "-1", "nan", "inf", "-inf", "1e300", "3601"})
-    expect(std::string("[providers.openai]\ntimeout = ") + bad + "\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.timeout",
-           "above 0 and at most 3600");
-  expect("[providers.openai]\ntimeout = \"60\"\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.timeout", "number of seconds");
-  expect("[providers.anthropic]\nconnect_timeout = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.anthropic.connect_timeout",
-         "above 0");
-  expect("[providers.openai]\nmax_reply_bytes = 0\n[[models]]\nmodel = \"openai:x\"\n", "providers.openai.max_reply_bytes",
-         "number of bytes");
+    expect(std::string("[providers.openai]\ntimeout = ") + bad +
+               "\n[[models]]\nmodel = \"openai:x\"\n",
+           "providers.openai.timeout", "above 0 and at most 3600");
+  expect("[providers.openai]\ntimeout = \"60\"\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.openai.timeout", "number of seconds");
+  expect("[providers.anthropic]\nconnect_timeout = 0\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.anthropic.connect_timeout", "above 0");
+  expect("[providers.openai]\nmax_reply_bytes = 0\n[[models]]\nmodel = \"openai:x\"\n",
+         "providers.openai.max_reply_bytes", "number of bytes");
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
 TEST(LlmConfig, PingsEveryModelWithCostAndNoKeyInTheOutput) {
-  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) { res.set_content(kOpenAiOk, "application/json"); });
+  FakeEndpoint server([](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(kOpenAiOk, "application/json");
+  });
   char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string path = std::string(dir) + "/llm.toml";
-  std::ofstream(path) << "[providers.openai]\nbase_url = \"" << server.endpoint(Provider::OpenAI).base_url << "\"\napi_key = \"" << kKey
-                      << "\"\n[[models]]\nmodel = \"openai:a\"\nprice = { input = 1000.0, output = 2000.0 }\n[[models]]\nmodel = \"openai:b\"\n";
+  std::ofstream(path) << "[providers.openai]\nbase_url = \""
+                      << server.endpoint(Provider::OpenAI).base_url << "\"\napi_key = \"" << kKey
+                      << "\"\n[[models]]\nmodel = \"openai:a\"\nprice = { input = 1000.0, output = "
+                         "2000.0 }\n[[models]]\nmodel = \"openai:b\"\n";
   auto [rc, out] = run_cli(std::string(KFORGE_BINARY) + " llm ping --config " + path);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("cost      $0.210000"), std::string::npos) << out;  // 120 in x $1000/M + 45 out x $2000/M
+  EXPECT_NE(out.find("cost      $0.210000"), std::string::npos)
+      << out;  // 120 in x $1000/M + 45 out x $2000/M
   EXPECT_EQ(server.calls(), 2);
   EXPECT_EQ(out.find(kKey), std::string::npos) << "the key leaked: " << out;
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
-// Issue 35: the ping is a request a reasoning model can answer (no temperature, room to think), with
-// the config's reasoning_effort; its tokens show the prompt cache's share and cost at its price.
+// Issue 35: the ping is a request a reasoning model can answer (no temperature, room to think),
+// with the config's reasoning_effort; its tokens show the prompt cache's share and cost at its
+// price.
 TEST(LlmConfig, PingSendsNoTemperatureAndShowsTheCachedShare) {
   const std::string reply =
       R"({"id": "x", "model": "test-model", "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 120, "completion_tokens": 45, "total_tokens": 165, "prompt_tokens_details": {"cached_tokens": 100}}})";
-  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) { res.set_content(reply, "application/json"); });
+  FakeEndpoint server([&](int, const httplib::Request&, httplib::Response& res) {
+    res.set_content(reply, "application/json");
+  });
   char dir[] = "/tmp/kforge-llmcfg-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string path = std::string(dir) + "/llm.toml";
-  std::ofstream(path) << "[providers.local]\napi = \"openai\"\nbase_url = \"" << server.endpoint(Provider::OpenAI).base_url
+  std::ofstream(path) << "[providers.local]\napi = \"openai\"\nbase_url = \""
+                      << server.endpoint(Provider::OpenAI).base_url
                       << "\"\n[[models]]\nmodel = \"local:m\"\nreasoning_effort = \"low\"\n"
                          "price = { input = 1000.0, output = 2000.0, cached_input = 100.0 }\n";
   auto [rc, out] = run_cli(std::string(KFORGE_BINARY) + " llm ping --config " + path);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("tokens    120 in (100 from the prompt cache), 45 out"), std::string::npos) << out;
-  EXPECT_NE(out.find("cost      $0.120000"), std::string::npos) << out;  // 20 x $1000/M + 100 x $100/M + 45 x $2000/M
+  EXPECT_NE(out.find("tokens    120 in (100 from the prompt cache), 45 out"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("cost      $0.120000"), std::string::npos)
+      << out;  // 20 x $1000/M + 100 x $100/M + 45 x $2000/M
   nlohmann::json body = nlohmann::json::parse(server.last_body());
   EXPECT_FALSE(body.contains("temperature")) << body.dump();
   EXPECT_EQ(body.value("model", ""), "m");
@@ -650,10 +728,14 @@ using nlohmann::json;
 
 // A batch output line as the OpenAI Batch API writes it.
 std::string batch_output(const std::string& id, const std::string& text, int status = 200) {
-  json body = {{"model", "m"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}}}},
-               {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
-  return json{{"id", "batch_req_1"}, {"custom_id", id}, {"response", {{"status_code", status}, {"body", body}}}, {"error", nullptr}}
+  json body = {
+      {"model", "m"},
+      {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}}}},
+      {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 3}}}};
+  return json{{"id", "batch_req_1"},
+              {"custom_id", id},
+              {"response", {{"status_code", status}, {"body", body}}},
+              {"error", nullptr}}
       .dump();
 }
 
@@ -668,9 +750,11 @@ TEST(Batch, RequestsGoOutAsBatchLinesAndAnswersComeBackWhenTheyAppear) {
   std::thread answer([&] {
     // Wait for the request line, then write the output: a partial line first, a malformed line,
     // an unrelated answer, then the answer.
-    for (int i = 0; i < 2000 && !std::filesystem::exists(ex.requests_file()); ++i) std::this_thread::sleep_for(5ms);
+    for (int i = 0; i < 2000 && !std::filesystem::exists(ex.requests_file()); ++i)
+      std::this_thread::sleep_for(5ms);
     std::ofstream out(dir.path() / "output.jsonl");
-    out << batch_output("kf-other", "not yours") << "\n" << "{\"custom_id\": \"" << id << "\", \"resp" << std::flush;
+    out << batch_output("kf-other", "not yours") << "\n"
+        << "{\"custom_id\": \"" << id << "\", \"resp" << std::flush;
     std::this_thread::sleep_for(100ms);
     out << "\n" << batch_output(id, "```cuda\n__global__ void k() {}\n```") << "\n" << std::flush;
   });
@@ -695,7 +779,8 @@ TEST(Batch, RequestsGoOutAsBatchLinesAndAnswersComeBackWhenTheyAppear) {
 
 TEST(Batch, AnErrorAnswerOrNoAnswerInTimeIsAnLlmError) {
   kforge::test::TempDir dir;
-  BatchExchange ex(dir.path(), "batch", std::chrono::milliseconds(300), std::chrono::milliseconds(10));
+  BatchExchange ex(dir.path(), "batch", std::chrono::milliseconds(300),
+                   std::chrono::milliseconds(10));
   ChatRequest r;
   r.user = "a";
   std::ofstream(dir.path() / "out.jsonl") << batch_output(ex.custom_id(r, 0), "x", 429) << "\n";
