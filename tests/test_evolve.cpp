@@ -820,9 +820,10 @@ TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
   TempDir dir;
   SlowModel model;
   auto launch_with = [&](const std::string& cache) {
-    // Seed 4: the model's answers hang on its prompts' hashes, so how many children it proposes
-    // does too (seed 7 fell to 10 once prompts quoted torch.compile); 4 gives 16.
-    return fake_loop(dir, "4", {{"KFORGE_FAKE_LLM_URL", model.base_url()}, {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
+    // Seed 2: the model's answers hang on its prompts' hashes, so how many children it proposes
+    // does too (seed 7 fell to 10 once prompts quoted torch.compile, seed 4 to 9 once they put
+    // their shared context first); 2 gives 14.
+    return fake_loop(dir, "2", {{"KFORGE_FAKE_LLM_URL", model.base_url()}, {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
   };
   std::string whole = (dir.path() / "whole.db").string(), killed = (dir.path() / "killed.db").string();
   run_to_the_end(launch_with("whole-answers"), whole);
