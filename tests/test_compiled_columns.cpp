@@ -219,9 +219,11 @@ TEST(CompiledColumns, AVersionFourArchiveMigratesWithNoCompiledTimes) {
   EXPECT_EQ(run_kforge("archive results s --db " + path).code, 1) << "reading never migrates";
   kforge::test::CliResult migrated = run_kforge("archive migrate --db " + path);
   ASSERT_EQ(migrated.code, 0) << migrated.out;
-  EXPECT_NE(migrated.out.find("schema version 5"), std::string::npos) << migrated.out;
+  EXPECT_NE(migrated.out.find("schema version " + std::to_string(archive::kSchemaVersion)),
+            std::string::npos)
+      << migrated.out;
   archive::Archive a = archive::Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 5);
+  EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);
   std::optional<archive::BaselineTimes> b =
       a.baseline(archive::TaskId{1}, json{{"N", 8}}, archive::DeviceId{1}, "ieee");
   ASSERT_TRUE(b);

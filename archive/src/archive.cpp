@@ -31,9 +31,9 @@ using nlohmann::json;
 
 // Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
 const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> m = {embedded::archive_schema_v1, embedded::archive_schema_v2,
-                                                   embedded::archive_schema_v3, embedded::archive_schema_v4,
-                                                   embedded::archive_schema_v5};
+  static const std::vector<std::string_view> m = {
+      embedded::archive_schema_v1, embedded::archive_schema_v2, embedded::archive_schema_v3,
+      embedded::archive_schema_v4, embedded::archive_schema_v5, embedded::archive_schema_v6};
   return m;
 }
 

@@ -27,6 +27,7 @@ const std::set<std::string> kOutcomes = {"compile_error",
                                          "out_of_bounds_read",
                                          "incomplete_output",
                                          "nondeterministic",
+                                         "does_not_fit",
                                          "harness_error",
                                          "correct"};
 const std::set<std::string> kRunStatuses = {"running", "finished", "failed", "interrupted"};

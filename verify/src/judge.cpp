@@ -12,6 +12,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/memory.h"
 
 namespace kforge::verify {
 
@@ -94,6 +95,8 @@ Judge::Judge(VerifyOptions options)
         return r;
       }()),
       session_(std::make_unique<Session>()) {
+  // A bad $KFORGE_GPU_MEMORY_LIMIT says so now, not at the first candidate.
+  options_.memory_limit = memory_limit(options_.memory_limit);
   const Driver& d = Driver::get();
   d.require("verifying a candidate");
   CUdevice dev;
@@ -115,7 +118,16 @@ Verdict Judge::verify_with(const VerifyOptions& options, const tasks::Task& task
   if (!report.ok()) return verdict_from_report(report);
   return guarded([&] {
     parts::Verification verification(options, runner_, *session_, task, report);
-    return parts::run_verification(verification);
+    try {
+      return parts::run_verification(verification);
+    } catch (const MemoryShortfall& e) {
+      // Planned before anything was allocated for the timed dims: the runner is as it was.
+      return parts::does_not_fit(verification.evidence, e.plan());
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(e)) throw;
+      runner_.restart();
+      return parts::out_of_memory(verification.evidence, e.what(), options.device);
+    }
   });
 }
 
@@ -140,16 +152,21 @@ Verdict Judge::screen(const tasks::Task& task, const compile::CandidateReport& r
 Verdict Judge::guarded(const std::function<Verdict()>& judge) {
   try {
     return judge();
+  } catch (const MemoryShortfall& e) {
+    return parts::does_not_fit({{"harness_version", kHarnessVersion}}, e.plan());
   } catch (const CudaError& e) {
-    // Out of memory (LibTorch's cache and the shared buffers compete): this candidate only.
-    // Anything else means the GPU itself is unusable: nothing more can be judged.
+    // Out of memory: does_not_fit for this candidate (verify_with keeps its evidence; here
+    // admission and profiles). Anything else means the GPU itself is unusable: nothing more can be
+    // judged.
     if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) throw;
-    Verdict v;
-    v.outcome = Outcome::HarnessError;
-    v.summary = std::string("harness error: ") + e.what();
     runner_.restart();
-    return v;
+    return parts::out_of_memory({{"harness_version", kHarnessVersion}}, e.what(), options_.device);
   } catch (const std::exception& e) {
+    if (is_out_of_memory(e)) {  // LibTorch's, raised in a reference or a comparison
+      runner_.restart();
+      return parts::out_of_memory({{"harness_version", kHarnessVersion}}, e.what(),
+                                  options_.device);
+    }
     // A kforge bug (LibTorch, the channel, the runner): this candidate gets no verdict on its
     // merits, and the run goes on with a fresh runner.
     std::string what = e.what();

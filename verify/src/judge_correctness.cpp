@@ -47,6 +47,7 @@ std::optional<Verdict> check_seed(Verification& j, Config& c, Place at, Correctn
   try {
     ref64 = reference64(j, inputs);
   } catch (const std::exception& e) {
+    if (is_out_of_memory(e)) throw;  // does_not_fit, not a weaker check
     evidence["reference64"] = std::string("unavailable, eager used instead: ") + e.what();
     for (const torch::Tensor& t : ref_eager) ref64.push_back(t.to(torch::kFloat64));
   }
@@ -115,8 +116,11 @@ std::optional<Verdict> check_seed(Verification& j, Config& c, Place at, Correctn
     }
   }
   // The timed dims' sets become the timing pool: fresh to the timed runs' caches, their eager
-  // outputs and thresholds already known.
-  if (c.timed && j.options.time) found.timed_sets.push_back(std::move(kept));
+  // outputs and thresholds already known. No more than the memory plan keeps.
+  if (c.timed && j.options.time &&
+      static_cast<int>(found.timed_sets.size()) <
+          (j.pool_sets > 0 ? j.pool_sets : j.options.timing.pool))
+    found.timed_sets.push_back(std::move(kept));
   note_step(evidence, "compare", step);
   return std::nullopt;
 }
@@ -179,7 +183,11 @@ std::variant<Correctness, Verdict> check_correctness(Verification& j) {
     int count = dims == task.dims ? j.options.timed_seeds : j.options.check_seeds;
     if (count == 0) continue;
     Clock::time_point step = Clock::now();
-    Config config = prepare_config(j, dims, plan, c);
+    Config config = prepare_config(j, dims, plan, c, dims == task.dims);
+    if (config.memory) {
+      j.pool_sets = config.memory->sets;
+      j.evidence["memory"] = config.memory->to_json();
+    }
     RunResult shared = j.runner.set_buffers(specs(config, true), fds(config));
     if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
     note_step(j.evidence, "buffers", step);
@@ -195,6 +203,45 @@ std::variant<Correctness, Verdict> check_correctness(Verification& j) {
     if (config.timed) found.timed = std::move(config);
   }
   return found;
+}
+
+Verdict does_not_fit(const json& evidence, const PoolPlan& plan) {
+  Verdict v;
+  v.outcome = Outcome::DoesNotFit;
+  v.summary = plan.shortfall();
+  v.evidence = evidence;
+  v.evidence["memory"] = plan.to_json();
+  return v;
+}
+
+Verdict out_of_memory(const json& evidence, const std::string& error, int device) {
+  Verdict v;
+  v.outcome = Outcome::DoesNotFit;
+  v.evidence = evidence;
+  std::string first = error.substr(0, error.find('\n'));
+  std::string now;
+  try {
+    DeviceMemory m = device_memory(device);
+    now = "; " + std::to_string(m.free) + " bytes (" + format_bytes(m.free) + ") of " +
+          format_bytes(m.total) + " are free now";
+    v.evidence["memory_after_failure"] = {{"free_bytes", m.free}, {"total_bytes", m.total}};
+  } catch (const std::exception&) {
+  }
+  std::string planned;
+  if (evidence.contains("memory") && evidence["memory"].contains("needed_bytes")) {
+    const json& m = evidence["memory"];
+    uint64_t sets_bytes = m["needs"]["set_bytes"].get<uint64_t>() * m["pool_sets"].get<uint64_t>();
+    uint64_t need = m["needed_bytes"].get<uint64_t>() -
+                    m["needs"]["set_bytes"].get<uint64_t>() * m["pool_minimum"].get<uint64_t>() +
+                    sets_bytes;
+    planned = "; the plan counted " + std::to_string(need) + " bytes (" + format_bytes(need) +
+              ") for " + m["pool_sets"].dump() + " input set(s) within " +
+              format_bytes(m["available_bytes"].get<uint64_t>());
+  }
+  v.summary = "out of GPU memory at the task's sizes: " + first + planned + now +
+              ": the task's sizes do not fit this GPU's memory as it is now";
+  v.evidence["error"] = error.substr(0, 4000);
+  return v;
 }
 
 Verdict fail(const json& evidence, Outcome o, const std::string& summary, json detail,

@@ -22,6 +22,7 @@
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/compare.h"
 #include "kforge/verify/judge.h"
+#include "kforge/verify/memory.h"
 #include "kforge/verify/outcome.h"
 #include "kforge/verify/runner_client.h"
 #include "kforge/verify/shared_buffer.h"
@@ -79,6 +80,7 @@ struct Config {
   std::vector<std::string> names;
   // by buffer: large buffers' random finite poison (prepare_run)
   std::map<size_t, torch::Tensor> finite_poison;
+  std::optional<PoolPlan> memory;  // the timed dims' memory plan (prepare_config's size_pool)
 };
 
 inline constexpr int64_t kCachedPoisonElements = int64_t{1} << 20;
@@ -126,6 +128,9 @@ struct Verification {
   uint64_t seed = 1;
   ModuleImage image;
   std::chrono::milliseconds watchdog{2000};  // set by the orchestration after the eager probe
+  // Timing input sets kept: the timed dims' memory plan (PoolPlan::sets), 0 before it is made
+  // (options.timing.pool then).
+  int pool_sets = 0;
   nlohmann::json evidence;
 };
 
@@ -158,9 +163,19 @@ double time_eager(const Verification& j);
 
 // ---- Buffer and launch set-up (judge_setup.cpp) ----------------------------------------------
 
-// The buffers and the runner's request for configuration `index` (`dims`, `plan`).
+// The buffers and the runner's request for configuration `index` (`dims`, `plan`). With
+// `size_pool` (the timed dims, for correctness and timing), plan_memory first: the plan goes in
+// Config::memory, or MemoryShortfall is thrown before any buffer is allocated.
 Config prepare_config(const Verification& j, const tasks::Dims& dims,
-                      const compile::ConcretePlan& plan, size_t index);
+                      const compile::ConcretePlan& plan, size_t index, bool size_pool = false);
+// How many timing input sets fit (memory.h) at `dims` with these outputs and `plan`'s workspaces:
+// the device's free memory (after LibTorch's cache is given back, where the plan needs it) within
+// options.memory_limit / $KFORGE_GPU_MEMORY_LIMIT. Throws MemoryShortfall when not even the
+// minimum fits.
+PoolPlan plan_memory(const Verification& j, const tasks::Dims& dims,
+                     const std::vector<std::vector<int64_t>>& out_shapes,
+                     const std::vector<torch::ScalarType>& out_types,
+                     const compile::ConcretePlan& plan);
 std::vector<BufferSpec> specs(const Config& c, bool inputs_read_only);
 std::vector<int> fds(const Config& c);
 // Outputs and workspaces poisoned, canaries laid, inputs restored from `inputs`. Returns the
@@ -185,6 +200,12 @@ struct Correctness {
 // docs/design.md, Verification 2: every configuration of the report, its seeds, two runs each.
 // Adds the correctness steps' times (and notes) to j.evidence.
 std::variant<Correctness, Verdict> check_correctness(Verification& j);
+
+// does_not_fit: `plan` (in the evidence as "memory") says what the timed dims need and what is
+// free; or, with `error` (an allocation that failed although planned), that error and the memory
+// free now.
+Verdict does_not_fit(const nlohmann::json& evidence, const PoolPlan& plan);
+Verdict out_of_memory(const nlohmann::json& evidence, const std::string& error, int device);
 
 // A verdict reached at `at`: the evidence so far, where and `detail`.
 Verdict fail(const nlohmann::json& evidence, Outcome o, const std::string& summary,

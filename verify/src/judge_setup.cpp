@@ -7,8 +7,10 @@
 
 #include "judge_parts.h"
 #include "kforge/tasks/math_mode.h"
+#include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
+#include "kforge/verify/memory.h"
 #include "kforge/verify/protocol.h"
 
 namespace kforge::verify {
@@ -104,16 +106,82 @@ double time_eager(const Verification& j) {
   return ms_since(t0);
 }
 
+namespace {
+
+TensorSize size_of(const std::vector<int64_t>& shape, torch::ScalarType type) {
+  TensorSize t;
+  t.numel = 1;
+  for (int64_t s : shape) t.numel *= static_cast<uint64_t>(std::max<int64_t>(s, 0));
+  t.element_bytes = c10::elementSize(type);
+  t.floating = c10::isFloatingType(type) || c10::isComplexType(type);
+  return t;
+}
+
+}  // namespace
+
+PoolPlan plan_memory(const Verification& j, const tasks::Dims& dims,
+                     const std::vector<std::vector<int64_t>>& out_shapes,
+                     const std::vector<torch::ScalarType>& out_types,
+                     const compile::ConcretePlan& plan) {
+  const tasks::Task& task = j.task;
+  const int device = j.options.device;
+  std::vector<TensorSize> in, out, ws;
+  for (const tasks::InputSpec& i : task.inputs)
+    in.push_back(size_of(task.shape_of(i, dims), tasks::to_scalar_type(i.dtype)));
+  for (size_t o = 0; o < out_shapes.size(); ++o)
+    out.push_back(size_of(out_shapes[o], out_types[o]));
+  for (const compile::ConcreteWorkspace& w : plan.workspaces)
+    ws.push_back(size_of({w.count}, tasks::to_scalar_type(w.dtype)));
+  const bool timing = j.options.time;
+  // The roofline's device facts are measured once per GPU (8 GiB of temporaries): before the
+  // buffers and the pool exist, not beside them.
+  if (timing) (void)device_facts(device);
+  DeviceMemory m = device_memory(device);
+  MemoryNeeds needs = memory_needs(in, out, ws, allocation_granularity(device), m.total);
+  const int wanted = timing ? std::max(j.options.timing.pool, 1) : 1;
+  const int minimum = timing ? std::min(wanted, kMinPoolSets) : 1;
+  const std::optional<uint64_t> limit = memory_limit(j.options.memory_limit);
+  auto make = [&](bool released) {
+    PoolPlan p =
+        plan_pool(needs, limit ? std::min<uint64_t>(m.free, *limit) : m.free, wanted, minimum);
+    p.free = m.free;
+    p.total = m.total;
+    p.limit = limit;
+    p.released_torch_cache = released;
+    return p;
+  };
+  PoolPlan p = make(false);
+  // LibTorch keeps what earlier verifications freed: given back only when the plan needs it.
+  if (p.sets < wanted && (!limit || m.free < *limit)) {
+    synchronize();
+    release_torch_cache(device);
+    m = device_memory(device);
+    p = make(true);
+  }
+  if (!p.fits) throw MemoryShortfall(p);
+  return p;
+}
+
 Config prepare_config(const Verification& j, const tasks::Dims& dims,
-                      const compile::ConcretePlan& plan, size_t index) {
+                      const compile::ConcretePlan& plan, size_t index, bool size_pool) {
   const tasks::Task& task = j.task;
   const int device = j.options.device;
   Config c;
   c.dims = dims;
   c.timed = dims == task.dims;
   // The reference's outputs on inputs no candidate run sees give the output shapes.
-  std::vector<torch::Tensor> probe = eager(j, draw_inputs(j, dims, j.seed + 100 * index + 99, 0));
-  std::vector<std::string> out_names = tasks::output_names(task, probe.size());
+  std::vector<std::vector<int64_t>> out_shapes;
+  std::vector<torch::ScalarType> out_types;
+  {
+    std::vector<torch::Tensor> probe = eager(j, draw_inputs(j, dims, j.seed + 100 * index + 99, 0));
+    for (const torch::Tensor& t : probe) {
+      out_shapes.push_back(t.sizes().vec());
+      out_types.push_back(t.scalar_type());
+    }
+  }  // gone before the memory is measured
+  if (size_pool)
+    c.memory = plan_memory(j, dims, out_shapes, out_types, plan);  // throws MemoryShortfall
+  std::vector<std::string> out_names = tasks::output_names(task, out_shapes.size());
   for (size_t i = 0; i < task.inputs.size(); ++i) {
     const tasks::InputSpec& in = task.inputs[i];
     c.buffers.push_back(std::make_unique<SharedBuffer>(
@@ -121,12 +189,12 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
     c.names.push_back(in.name);
   }
   c.inputs = c.buffers.size();
-  for (size_t i = 0; i < probe.size(); ++i) {
-    c.buffers.push_back(std::make_unique<SharedBuffer>(out_names[i], probe[i].sizes().vec(),
-                                                       probe[i].scalar_type(), false, device));
+  for (size_t i = 0; i < out_shapes.size(); ++i) {
+    c.buffers.push_back(
+        std::make_unique<SharedBuffer>(out_names[i], out_shapes[i], out_types[i], false, device));
     c.names.push_back(out_names[i]);
   }
-  c.outputs = probe.size();
+  c.outputs = out_shapes.size();
   for (const compile::ConcreteWorkspace& w : plan.workspaces) {
     c.buffers.push_back(std::make_unique<SharedBuffer>(
         w.name, std::vector<int64_t>{w.count}, tasks::to_scalar_type(w.dtype), false, device));

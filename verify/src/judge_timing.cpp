@@ -191,7 +191,9 @@ std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
   Clock::time_point phase = Clock::now();
   RunResult shared = j.runner.set_buffers(specs(c, true), fds(c));
   if (!shared.ok()) throw Error("the runner failed to map the buffers: " + shared.evidence);
-  for (int k = 0; static_cast<int>(pool.size()) < o.pool; ++k) {
+  // The memory plan's count (PoolPlan::sets), options.timing.pool without one.
+  const int sets = j.pool_sets > 0 ? j.pool_sets : o.pool;
+  for (int k = 0; static_cast<int>(pool.size()) < sets; ++k) {
     PoolSet p;
     p.inputs = draw_inputs(j, c.dims, j.seed + 50 + static_cast<uint64_t>(k), 0);
     std::vector<torch::Tensor> e = eager(j, p.inputs), r64 = reference64(j, p.inputs);
@@ -208,6 +210,7 @@ std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
     }
     pool.push_back(std::move(p));
   }
+  j.evidence["timing_pool_sets"] = pool.size();
   note_phase(j.evidence, "timing_pool", phase);
   RunRequest request = c.request;
   request.timed = true;

@@ -9,10 +9,11 @@ namespace kforge::verify {
 
 const std::vector<Outcome>& all_outcomes() {
   static const std::vector<Outcome> all = {
-      Outcome::CompileError,     Outcome::PlanError,       Outcome::LaunchError,      Outcome::RuntimeError,
-      Outcome::Timeout,          Outcome::WrongResult,     Outcome::InputModified,    Outcome::OutOfBoundsWrite,
-      Outcome::OutOfBoundsRead,  Outcome::IncompleteOutput, Outcome::Nondeterministic, Outcome::HarnessError,
-      Outcome::Correct};
+      Outcome::CompileError,     Outcome::PlanError,        Outcome::LaunchError,
+      Outcome::RuntimeError,     Outcome::Timeout,          Outcome::WrongResult,
+      Outcome::InputModified,    Outcome::OutOfBoundsWrite, Outcome::OutOfBoundsRead,
+      Outcome::IncompleteOutput, Outcome::Nondeterministic, Outcome::DoesNotFit,
+      Outcome::HarnessError,     Outcome::Correct};
   return all;
 }
 
@@ -29,6 +30,7 @@ std::string_view to_string(Outcome o) {
     case Outcome::OutOfBoundsRead: return "out_of_bounds_read";
     case Outcome::IncompleteOutput: return "incomplete_output";
     case Outcome::Nondeterministic: return "nondeterministic";
+    case Outcome::DoesNotFit: return "does_not_fit";
     case Outcome::HarnessError: return "harness_error";
     case Outcome::Correct: return "correct";
   }

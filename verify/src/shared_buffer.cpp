@@ -3,6 +3,7 @@
 #include <ATen/ops/from_blob.h>
 
 #include "kforge/verify/driver.h"
+#include "kforge/verify/memory.h"
 
 namespace kforge::verify {
 namespace {
@@ -54,7 +55,16 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
 
   CUmemAllocationProp prop = shareable_allocation(device);
   CUmemGenericAllocationHandle h;
-  KFORGE_CU_CHECK(d, d.cuMemCreate(&h, spec_.allocation_bytes, &prop, 0));
+  CUresult created = d.cuMemCreate(&h, spec_.allocation_bytes, &prop, 0);
+  if (created == CUDA_ERROR_OUT_OF_MEMORY) {
+    // LibTorch may hold the memory in its cache (what earlier verifications freed): given back,
+    // then tried once more.
+    d.cuCtxSynchronize();
+    release_torch_cache(device);
+    created = d.cuMemCreate(&h, spec_.allocation_bytes, &prop, 0);
+  }
+  d.check(created, ("cuMemCreate(" + std::to_string(spec_.allocation_bytes) + " bytes)").c_str(),
+          __FILE__, __LINE__);
   handle_ = h;
   try {
     int fd = -1;

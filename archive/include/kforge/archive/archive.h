@@ -23,7 +23,7 @@ struct CandidateId { int64_t value = 0; };
 struct RunId { int64_t value = 0; };
 struct DeviceId { int64_t value = 0; };
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
 inline constexpr int64_t kApplicationId = 0x6B666F72;
 

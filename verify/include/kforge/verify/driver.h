@@ -63,6 +63,7 @@ class CudaError : public Error {
   X(cuMemMap, 10020)                    \
   X(cuMemUnmap, 10020)                  \
   X(cuMemSetAccess, 10020)              \
+  X(cuMemGetInfo, 3020)                 \
   X(cuMemAlloc, 3020)                   \
   X(cuMemFree, 3020)                    \
   X(cuMemHostAlloc, 2020)               \

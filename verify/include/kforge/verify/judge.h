@@ -39,6 +39,12 @@ struct VerifyOptions {
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
   // reused (docs/design.md, Verification 4); 0 times them for every candidate.
   std::chrono::seconds baseline_reuse{600};
+  // At most this many bytes of the GPU's free memory are planned for one verification (memory.h:
+  // its buffers, timing input sets and working memory); fewer timing sets are kept where the
+  // options' pool does not fit, and a task whose minimum does not fit is does_not_fit. Default:
+  // $KFORGE_GPU_MEMORY_LIMIT (e.g. 20GiB), else the free memory alone. A cap on the plan, not on
+  // LibTorch's allocations: it makes a large GPU judge as a smaller one would.
+  std::optional<uint64_t> memory_limit;
 };
 
 // Watchdog default (docs/design.md, Defaults).
@@ -117,8 +123,9 @@ class Judge {
   struct Session;  // internal: the timing gate and the baselines timed so far (judge_parts.h)
 
  private:
-  // Runs `judge`; a CUDA out-of-memory or any other exception becomes harness_error for this
-  // candidate (the runner restarts); another CUDA error means the GPU is unusable and throws.
+  // Runs `judge`; a CUDA or LibTorch out-of-memory becomes does_not_fit for this candidate, any
+  // other exception harness_error (the runner restarts); another CUDA error means the GPU is
+  // unusable and throws.
   Verdict guarded(const std::function<Verdict()>& judge);
   // verify() under other options (screen()).
   Verdict verify_with(const VerifyOptions& options, const tasks::Task& task, const compile::CandidateReport& report);

@@ -22,6 +22,9 @@ enum class Outcome {
   OutOfBoundsRead,
   IncompleteOutput,
   Nondeterministic,
+  // The task's timed sizes need more device memory than this GPU has free (memory.h): nothing was
+  // learnt about the candidate; the summary names the bytes needed and free.
+  DoesNotFit,
   HarnessError,
   Correct,
 };

@@ -1,0 +1,270 @@
+// Judging on GPUs with less memory (verify/memory.h, docs/decisions.md): what one verification
+// needs at a task's timed dims, how many timing input sets fit, the does_not_fit outcome and its
+// words, the memory limit's spelling, and the archive's schema 6 that stores the outcome. No GPU.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "archive_schema.h"
+#include "kforge/archive/archive.h"
+#include "kforge/archive/sqlite.h"
+#include "kforge/tasks/task.h"
+#include "kforge/verify/memory.h"
+#include "kforge/verify/outcome.h"
+#include "test_util.h"
+
+using namespace kforge;
+using namespace kforge::verify;
+
+namespace {
+
+constexpr uint64_t GiB = uint64_t{1} << 30, MiB = uint64_t{1} << 20;
+// What the driver reports: cuMemGetInfo's total, and free in a judge with LibTorch's and a
+// runner's contexts (about 1.1 GiB less).
+constexpr uint64_t kH100Total = uint64_t{81559} * MiB, kH100Free = kH100Total - 1126 * MiB;
+constexpr uint64_t kH200Total = uint64_t{143771} * MiB, kH200Free = kH200Total - 1126 * MiB;
+constexpr uint64_t k24GiBTotal = uint64_t{24564} * MiB, k24GiBFree = k24GiBTotal - 1126 * MiB;
+constexpr uint64_t kGranularity = 2 * MiB;
+
+TensorSize f32(uint64_t numel) {
+  return {numel, 4, true};
+}
+
+// The timed dims' inputs of a shipped task, and outputs of the first input's shape and dtype (the
+// elementwise and row-wise tasks of run 53).
+struct Sizes {
+  std::vector<TensorSize> in, out;
+};
+Sizes elementwise(const std::string& id) {
+  tasks::Task t = tasks::load_task(test::source_dir() / "tasks" / (id + ".toml"));
+  Sizes s;
+  for (const tasks::InputSpec& i : t.inputs) {
+    TensorSize z;
+    z.numel = 1;
+    for (int64_t d : t.shape_of(i, t.dims)) z.numel *= static_cast<uint64_t>(d);
+    z.element_bytes = tasks::dtype_size(i.dtype);
+    z.floating = tasks::is_floating(i.dtype);
+    s.in.push_back(z);
+  }
+  s.out.push_back(s.in.front());
+  return s;
+}
+
+}  // namespace
+
+// Where the memory goes for level1/cumsum (float32 [24576, 32768]: 3 GiB in, 3 GiB out).
+TEST(MemoryPlan, NeedsCountBuffersSetsAndWorkingMemory) {
+  const uint64_t n = uint64_t{24576} * 32768;
+  MemoryNeeds m = memory_needs({f32(n)}, {f32(n)}, {}, kGranularity, kH100Total);
+  // Each buffer its own allocation: the tensor plus at least 256 slack bytes, rounded up to 2 MiB.
+  EXPECT_EQ(m.buffers, 2 * (3 * GiB + 2 * MiB));
+  EXPECT_EQ(m.set, 6 * GiB);  // inputs and eager's outputs
+  // Run 1's outputs (3), the cached poison (3), float64 inputs (6) and outputs (6), one float64
+  // temporary (6), four float64 comparison chunks of 2^26 elements (2).
+  EXPECT_EQ(m.working, 26 * GiB);
+  EXPECT_EQ(m.reserve, kH100Total / 32);
+  EXPECT_EQ(m.for_sets(4), m.buffers + m.working + m.reserve + 24 * GiB);
+
+  // Integer inputs are not widened; integer outputs stay their size; small buffers take no cached
+  // poison.
+  MemoryNeeds small = memory_needs({TensorSize{1000, 8, false}}, {TensorSize{10, 8, false}},
+                                   {f32(100)}, kGranularity, 8 * GiB);
+  EXPECT_EQ(small.buffers, 3 * 2 * MiB);
+  EXPECT_EQ(small.set, 8000u + 80u);
+  EXPECT_EQ(small.working, 80u + 0 + 0 + 80 + 80 + 4 * 8 * 10);
+  EXPECT_EQ(small.reserve, kMinReserveBytes);
+}
+
+TEST(MemoryPlan, ThePoolShrinksToWhatFitsButNeverBelowTheMinimum) {
+  MemoryNeeds m;
+  m.buffers = 6 * GiB, m.set = 6 * GiB, m.working = 26 * GiB,
+  m.reserve = 2 * GiB;  // 34 GiB before any set
+  PoolPlan all = plan_pool(m, 80 * GiB, 4);
+  EXPECT_TRUE(all.fits);
+  EXPECT_EQ(all.sets, 4);
+  EXPECT_EQ(all.minimum, 2);
+  EXPECT_EQ(all.needed, 46 * GiB);
+
+  PoolPlan three = plan_pool(m, 34 * GiB + 3 * 6 * GiB + 5 * GiB, 4);
+  EXPECT_EQ(three.sets, 3);
+  PoolPlan two = plan_pool(m, 46 * GiB, 4);  // exactly the minimum
+  EXPECT_TRUE(two.fits);
+  EXPECT_EQ(two.sets, 2);
+
+  PoolPlan none = plan_pool(m, 46 * GiB - 1, 4);
+  EXPECT_FALSE(none.fits);
+  EXPECT_EQ(none.sets, 0);
+  EXPECT_EQ(none.needed, 46 * GiB);
+  EXPECT_EQ(plan_pool(m, 10 * GiB, 4).sets, 0) << "less than the buffers and working memory alone";
+
+  // Without timing one set is alive at a time (the seed's own); a pool of 1 asked for is kept.
+  EXPECT_TRUE(plan_pool(m, 40 * GiB, 1, 1).fits);
+  EXPECT_EQ(plan_pool(m, 40 * GiB, 1, 1).sets, 1);
+  EXPECT_EQ(plan_pool(m, 40 * GiB, 1).minimum, 1) << "the minimum is clamped to what is wanted";
+  // Screening's pool of 2.
+  EXPECT_EQ(plan_pool(m, 80 * GiB, 2).sets, 2);
+  // A task with nothing to keep always fits its sets.
+  MemoryNeeds empty;
+  EXPECT_EQ(plan_pool(empty, 0, 4).sets, 4);
+}
+
+TEST(MemoryPlan, TheShortfallNamesTheBytesNeededAndFree) {
+  MemoryNeeds m;
+  m.buffers = 6 * GiB, m.set = 6 * GiB, m.working = 26 * GiB, m.reserve = 1 * GiB;
+  PoolPlan p = plan_pool(m, 20 * GiB, 4);
+  p.free = 20 * GiB;
+  p.total = 24 * GiB;
+  std::string s = p.shortfall();
+  EXPECT_NE(s.find(std::to_string(45 * GiB) + " bytes (45.0 GiB)"), std::string::npos) << s;
+  EXPECT_NE(s.find(std::to_string(20 * GiB) + " bytes (20.0 GiB) can be used (free of 24.0 GiB)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("2 input set(s) of 6.0 GiB"), std::string::npos) << s;
+  EXPECT_NE(s.find("do not fit this GPU's memory"), std::string::npos) << s;
+  p.limit = 20 * GiB;
+  p.free = 70 * GiB;
+  EXPECT_NE(p.shortfall().find("KFORGE_GPU_MEMORY_LIMIT"), std::string::npos) << p.shortfall();
+
+  nlohmann::json j = p.to_json();
+  EXPECT_EQ(j["pool_sets"], 0);
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_EQ(j["needed_bytes"], 45 * GiB);
+  EXPECT_EQ(j["available_bytes"], 20 * GiB);
+  EXPECT_EQ(j["limit_bytes"], 20 * GiB);
+  EXPECT_EQ(j["needs"]["set_bytes"], 6 * GiB);
+
+  MemoryShortfall e(p);
+  EXPECT_EQ(std::string(e.what()), p.shortfall());
+  EXPECT_EQ(e.plan().needed, 45 * GiB);
+}
+
+// Run 53's eight failures (7 tasks) at their timed dims: the whole pool fits the H200 and the
+// 80 GiB H100 (at least the minimum on the H100), and a 24 GiB GPU gets does_not_fit.
+TEST(MemoryPlan, Run53TasksFitTheH100AndNotA24GiBGpu) {
+  for (const char* id :
+       {"level1/cumsum", "level1/gelu_tanh_fp16", "level1/l1_norm", "level1/layer_norm",
+        "level1/relu_bf16", "level1/rms_norm", "level1/silu"}) {
+    Sizes s = elementwise(id);
+    MemoryNeeds h100 = memory_needs(s.in, s.out, {}, kGranularity, kH100Total);
+    PoolPlan on_h100 = plan_pool(h100, kH100Free, 4);
+    PoolPlan on_h200 =
+        plan_pool(memory_needs(s.in, s.out, {}, kGranularity, kH200Total), kH200Free, 4);
+    PoolPlan on_24 =
+        plan_pool(memory_needs(s.in, s.out, {}, kGranularity, k24GiBTotal), k24GiBFree, 4);
+    std::cout << "  " << id << ": set " << format_bytes(h100.set) << ", buffers "
+              << format_bytes(h100.buffers) << ", working " << format_bytes(h100.working)
+              << "; H100 " << on_h100.sets << " sets (4: " << format_bytes(h100.for_sets(4))
+              << " of " << format_bytes(kH100Free) << "), H200 " << on_h200.sets
+              << ", 24 GiB: needs " << format_bytes(on_24.needed) << std::endl;
+    EXPECT_GE(on_h100.sets, kMinPoolSets) << id;
+    EXPECT_EQ(on_h200.sets, 4) << id;
+    EXPECT_FALSE(on_24.fits) << id;
+    EXPECT_GT(on_24.needed, k24GiBFree) << id;
+  }
+}
+
+TEST(MemoryPlan, SizesAreReadAndWritten) {
+  EXPECT_EQ(parse_bytes("24GiB"), 24 * GiB);
+  EXPECT_EQ(parse_bytes("24 GiB"), 24 * GiB);
+  EXPECT_EQ(parse_bytes("80g"), 80 * GiB);
+  EXPECT_EQ(parse_bytes("512MiB"), 512 * MiB);
+  EXPECT_EQ(parse_bytes("1.5G"), 3 * GiB / 2);
+  EXPECT_EQ(parse_bytes("1000000"), 1000000u);
+  EXPECT_EQ(parse_bytes("2T"), 2048 * GiB);
+  for (const char* bad : {"", "GiB", "-1G", "0", "12 parsecs", "1.2.3G", "0.1"})
+    EXPECT_FALSE(parse_bytes(bad)) << bad;
+  EXPECT_EQ(format_bytes(900), "900 bytes");
+  EXPECT_EQ(format_bytes(512 * MiB), "512.0 MiB");
+  EXPECT_EQ(format_bytes(45 * GiB + GiB / 2), "45.5 GiB");
+}
+
+TEST(MemoryPlan, TheLimitComesFromTheOptionElseTheEnvironment) {
+  const char* old = std::getenv("KFORGE_GPU_MEMORY_LIMIT");
+  std::string saved = old ? old : "";
+  unsetenv("KFORGE_GPU_MEMORY_LIMIT");
+  EXPECT_FALSE(memory_limit(std::nullopt));
+  EXPECT_EQ(memory_limit(5 * GiB), 5 * GiB);
+  setenv("KFORGE_GPU_MEMORY_LIMIT", "20GiB", 1);
+  EXPECT_EQ(memory_limit(std::nullopt), 20 * GiB);
+  EXPECT_EQ(memory_limit(5 * GiB), 5 * GiB) << "the option wins";
+  setenv("KFORGE_GPU_MEMORY_LIMIT", "lots", 1);
+  try {
+    memory_limit(std::nullopt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KFORGE_GPU_MEMORY_LIMIT=lots is not a size"),
+              std::string::npos)
+        << e.what();
+  }
+  if (old)
+    setenv("KFORGE_GPU_MEMORY_LIMIT", saved.c_str(), 1);
+  else
+    unsetenv("KFORGE_GPU_MEMORY_LIMIT");
+}
+
+TEST(MemoryPlan, DoesNotFitIsAnOutcomeOfItsOwn) {
+  EXPECT_EQ(to_string(Outcome::DoesNotFit), "does_not_fit");
+  EXPECT_EQ(outcome_from_string("does_not_fit"), Outcome::DoesNotFit);
+  Verdict v;
+  v.outcome = Outcome::DoesNotFit;
+  v.summary = "the timed dims need ...";
+  v.evidence = {{"memory", {{"needed_bytes", 45 * GiB}}}};
+  Verdict back = verdict_from_json(to_json(v));  // a GPU worker's answer
+  EXPECT_EQ(back.outcome, Outcome::DoesNotFit);
+  EXPECT_EQ(back.evidence["memory"]["needed_bytes"], 45 * GiB);
+}
+
+// Schema 5 to 6: evaluations keep every row and column, and take does_not_fit.
+TEST(MemoryPlan, AVersionFiveArchiveMigratesAndStoresDoesNotFit) {
+  test::TempDir dir;
+  std::string path = (dir.path() / "v5.db").string();
+  std::vector<std::string> before;
+  {
+    archive::Database raw(path, true);
+    for (std::string_view v :
+         {embedded::archive_schema_v1, embedded::archive_schema_v2, embedded::archive_schema_v3,
+          embedded::archive_schema_v4, embedded::archive_schema_v5})
+      raw.exec(std::string(v));
+    raw.exec("PRAGMA user_version = 5");
+    raw.exec("INSERT INTO tasks (suite, name, version) VALUES ('s', 'relu', 'v1')");
+    raw.exec(
+        "INSERT INTO candidates (task_id, identity, source, prompt_kind) VALUES (1, 'x', 'src', "
+        "'seed')");
+    raw.exec(
+        "INSERT INTO evaluations (candidate_id, outcome, dims, time_ms, harness_version, "
+        "import_trust, compiled_ms, "
+        "speedup_compiled) VALUES (1, 'correct', '{\"N\":8}', 0.5, 3, 'claimed', 0.9, 1.8)");
+    EXPECT_THROW(raw.exec("INSERT INTO evaluations (candidate_id, outcome, harness_version) VALUES "
+                          "(1, 'does_not_fit', 3)"),
+                 Error)
+        << "version 5 refuses it";
+    archive::Statement cols = raw.prepare("SELECT name FROM pragma_table_info('evaluations')");
+    while (cols.step()) before.push_back(cols.text(0));
+  }
+  archive::Archive a = archive::Archive::open(path);
+  EXPECT_EQ(a.schema_version(), 6);
+  std::vector<std::string> after;
+  archive::Statement cols = a.db().prepare("SELECT name FROM pragma_table_info('evaluations')");
+  while (cols.step()) after.push_back(cols.text(0));
+  EXPECT_EQ(after, before) << "the same columns in the same order";
+  archive::Statement row = a.db().prepare(
+      "SELECT outcome, dims, time_ms, import_trust, compiled_ms, speedup_compiled FROM evaluations "
+      "WHERE id = 1");
+  ASSERT_TRUE(row.step());
+  EXPECT_EQ(row.text(0), "correct");
+  EXPECT_EQ(row.text(1), "{\"N\":8}");
+  EXPECT_EQ(row.real(2), 0.5);
+  EXPECT_EQ(row.text(3), "claimed");
+  EXPECT_EQ(row.real(4), 0.9);
+  EXPECT_EQ(row.real(5), 1.8);
+  a.db().exec(
+      "INSERT INTO evaluations (candidate_id, outcome, harness_version) VALUES (1, 'does_not_fit', "
+      "3)");
+  EXPECT_THROW(
+      a.db().exec(
+          "INSERT INTO evaluations (candidate_id, outcome, harness_version) VALUES (1, 'fast', 3)"),
+      Error);
+  archive::Statement indexes = a.db().prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'evaluations'");
+  ASSERT_TRUE(indexes.step());
+  EXPECT_EQ(indexes.integer(0), 2);
+}
