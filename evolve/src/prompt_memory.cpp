@@ -299,7 +299,7 @@ std::vector<FailureRow> failure_rows(const PromptInputs& in,
   const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
   archive::Statement e = query(
       head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
-      " AND x.outcome NOT IN ('correct', 'harness_error') AND x.import_trust IS NOT 'claimed'" +
+      " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') AND x.import_trust IS NOT 'claimed'" +
       kEligible + tail);
   while (e.step()) {
     FailureRow f = common(e, 0);
@@ -310,7 +310,7 @@ std::vector<FailureRow> failure_rows(const PromptInputs& in,
   }
   archive::Statement sc =
       query(head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
-            " AND x.outcome NOT IN ('correct', 'harness_error')" + kEligible + tail);
+            " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit')" + kEligible + tail);
   while (sc.step()) {
     FailureRow f = common(sc, 1);
     f.kind = sc.text(5);

@@ -510,7 +510,9 @@ class Loop {
         Judgment j = judge(s, c, id, 0, child.island);
         ++s.status.judged;
         accept(s, c, id, j, child.island);
-        if (j.outcome != verify::Outcome::Correct) note_failure(s, c, id, PromptKind::RepairWrong);
+        // A kernel judged too big for this GPU's memory has nothing a repair could fix.
+        if (j.outcome != verify::Outcome::Correct && j.outcome != verify::Outcome::DoesNotFit)
+          note_failure(s, c, id, PromptKind::RepairWrong);
       }
     }
   }
