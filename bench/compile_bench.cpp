@@ -3,7 +3,8 @@
 //   warm    a CUB / cooperative-groups source compiled again in the same worker with another
 //           tunable value (NVRTC's automatic precompiled header is warm; the cache is not used)
 //   cached  a cache hit (read and decode of the cached module)
-// Targets (issue 3, 2-core machine): plain cold <= 300 ms median, CUB/CG warm <= 1 s, cached <= 5 ms.
+// Targets (issue 3, 2-core machine): plain cold <= 300 ms median, CUB/CG warm <= 1 s, cached <= 5
+// ms.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +22,9 @@ namespace fs = std::filesystem;
 using namespace kforge;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -32,7 +35,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   fs::path root = argc > 1 ? argv[1] : KFORGE_SOURCE_DIR;
   fs::path corpus = root / "tests/gpu/honest";
-  std::string cache = (fs::temp_directory_path() / ("kforge-bench-" + std::to_string(::getpid()))).string();
+  std::string cache =
+      (fs::temp_directory_path() / ("kforge-bench-" + std::to_string(::getpid()))).string();
   std::vector<double> plain_cold, heavy_cold, heavy_warm, cached;
   std::printf("%-24s %-6s %10s %10s %10s\n", "kernel", "kind", "cold ms", "warm ms", "cached ms");
 
@@ -47,7 +51,8 @@ int main(int argc, char** argv) {
 
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(corpus))
-    if (e.path().extension() == ".md" && e.path().filename() != "README.md") files.push_back(e.path());
+    if (e.path().extension() == ".md" && e.path().filename() != "README.md")
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
     std::string text = *read_file(f.string());
@@ -63,7 +68,8 @@ int main(int argc, char** argv) {
     req.source = a.source;
     req.defines = space.at(0);
     for (const auto& l : plan.launches) req.name_expressions.push_back(l.kernel);
-    bool heavy = a.source.find("cub/") != std::string::npos || a.source.find("cooperative_groups") != std::string::npos;
+    bool heavy = a.source.find("cub/") != std::string::npos ||
+                 a.source.find("cooperative_groups") != std::string::npos;
 
     auto t0 = Clock::now();
     compile::Module cold = workers.compile(req);
@@ -86,19 +92,25 @@ int main(int argc, char** argv) {
       t0 = Clock::now();
       compile::Module hit = cached_compiler.compile(req);
       hits.push_back(ms_since(t0));
-      if (!hit.cache_hit) std::fprintf(stderr, "expected a cache hit for %s\n", f.filename().c_str());
+      if (!hit.cache_hit)
+        std::fprintf(stderr, "expected a cache hit for %s\n", f.filename().c_str());
     }
     double cached_ms = median(hits);
     cached.push_back(cached_ms);
-    std::printf("%-24s %-6s %10.1f %10s %10.2f%s\n", f.stem().c_str(), heavy ? "cub/cg" : "plain", cold_ms,
-                heavy ? std::to_string(static_cast<int>(warm_ms)).c_str() : "-", cached_ms, cold.ok ? "" : "  (failed)");
+    std::printf("%-24s %-6s %10.1f %10s %10.2f%s\n", f.stem().c_str(), heavy ? "cub/cg" : "plain",
+                cold_ms, heavy ? std::to_string(static_cast<int>(warm_ms)).c_str() : "-", cached_ms,
+                cold.ok ? "" : "  (failed)");
   }
   std::error_code ec;
   fs::remove_all(cache, ec);
-  std::printf("\nmedian plain cold   %8.1f ms  (target <= 300)  n=%zu\n", median(plain_cold), plain_cold.size());
-  std::printf("median cub/cg cold  %8.1f ms  (no target; first use creates the PCH)  n=%zu\n", median(heavy_cold), heavy_cold.size());
-  std::printf("median cub/cg warm  %8.1f ms  (target <= 1000)  n=%zu\n", median(heavy_warm), heavy_warm.size());
-  std::printf("median cached       %8.2f ms  (target <= 5)  n=%zu\n", median(cached), cached.size());
+  std::printf("\nmedian plain cold   %8.1f ms  (target <= 300)  n=%zu\n", median(plain_cold),
+              plain_cold.size());
+  std::printf("median cub/cg cold  %8.1f ms  (no target; first use creates the PCH)  n=%zu\n",
+              median(heavy_cold), heavy_cold.size());
+  std::printf("median cub/cg warm  %8.1f ms  (target <= 1000)  n=%zu\n", median(heavy_warm),
+              heavy_warm.size());
+  std::printf("median cached       %8.2f ms  (target <= 5)  n=%zu\n", median(cached),
+              cached.size());
   bool ok = median(plain_cold) <= 300 && median(heavy_warm) <= 1000 && median(cached) <= 5;
   std::printf("%s\n", ok ? "all targets met" : "TARGET MISSED");
   return ok ? 0 : 1;

@@ -44,20 +44,24 @@ std::vector<torch::Tensor> pool_of(const tasks::Task& t, int sets) {
 }
 
 // torch.compile timed by the helper in Python on `flat` (the pool): its JSON line.
-json python_time(const tasks::Task& t, const std::vector<torch::Tensor>& flat, const std::string& python,
-                 const std::string& dir) {
+json python_time(const tasks::Task& t, const std::vector<torch::Tensor>& flat,
+                 const std::string& python, const std::string& dir) {
   std::string base = dir + "/" + content_hash(t.id()).substr(0, 12);
   std::vector<torch::Tensor> cpu;
   for (const auto& x : flat) cpu.push_back(x.cpu());
   std::vector<char> bytes = torch::pickle_save(c10::IValue(c10::List<torch::Tensor>(cpu)));
-  std::ofstream(base + ".pt", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(base + ".pt", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   json inputs = json::array();
   for (size_t i = 0; i < t.inputs.size(); ++i) inputs.push_back({{"name", t.inputs[i].name}});
-  json spec = {{"task", t.id()}, {"source", t.reference}, {"inputs", inputs}, {"allow_tf32", t.allow_tf32},
-               {"device", 0}, {"inputs_file", base + ".pt"}, {"expect_torch", ""}};
+  json spec = {{"task", t.id()},    {"source", t.reference},
+               {"inputs", inputs},  {"allow_tf32", t.allow_tf32},
+               {"device", 0},       {"inputs_file", base + ".pt"},
+               {"expect_torch", ""}};
   write_file_atomic(base + ".json", spec.dump());
   std::string helper = base + ".py";
-  write_file_atomic(helper, *read_file(std::string(KFORGE_SOURCE_DIR) + "/verify/inductor/kforge_inductor.py"));
+  write_file_atomic(
+      helper, *read_file(std::string(KFORGE_SOURCE_DIR) + "/verify/inductor/kforge_inductor.py"));
   std::string cmd = python + " " + helper + " time " + base + ".json 2>" + base + ".log";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
@@ -78,11 +82,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> specs;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--jobs" && i + 1 < argc) jobs = std::stoi(argv[++i]);
-    else if (a == "--python" && i + 1 < argc) python = argv[++i];
-    else if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
-    else if (a == "--build-only") build_only = true;
-    else specs.push_back(a);
+    if (a == "--jobs" && i + 1 < argc)
+      jobs = std::stoi(argv[++i]);
+    else if (a == "--python" && i + 1 < argc)
+      python = argv[++i];
+    else if (a == "--out" && i + 1 < argc)
+      out_dir = argv[++i];
+    else if (a == "--build-only")
+      build_only = true;
+    else
+      specs.push_back(a);
   }
   if (specs.empty() || out_dir.empty()) {
     std::cerr << "usage: kforge-bench-compiled [--jobs N] [--python PY] --out DIR TASKS...\n";
@@ -91,7 +100,8 @@ int main(int argc, char** argv) {
   make_directories(out_dir);
   std::vector<tasks::Task> all;
   for (const std::string& s : specs)
-    for (const auto& f : tasks::resolve_tasks(s, std::string(KFORGE_SOURCE_DIR) + "/tasks")) all.push_back(tasks::load_task(f));
+    for (const auto& f : tasks::resolve_tasks(s, std::string(KFORGE_SOURCE_DIR) + "/tasks"))
+      all.push_back(tasks::load_task(f));
   verify::VerifyOptions options;
   options.compiled.python = python;
   if (python.empty()) python = python_candidates().at(0);
@@ -101,17 +111,19 @@ int main(int argc, char** argv) {
   std::vector<const tasks::Task*> pointers;
   for (const tasks::Task& t : all) pointers.push_back(&t);
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<verify::CompiledPackage> packages =
-      verify::compiled_packages(pointers, 0, options.compiled, [](const tasks::Task& t, const verify::CompiledPackage& p) {
+  std::vector<verify::CompiledPackage> packages = verify::compiled_packages(
+      pointers, 0, options.compiled, [](const tasks::Task& t, const verify::CompiledPackage& p) {
         std::cerr << "built " << t.id() << " in " << fixed(p.build_s, 1) << " s"
                   << (p.absent.empty() ? "" : ": absent: " + p.absent) << std::endl;
       });
   double build_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cerr << all.size() << " package(s) in " << fixed(build_wall, 1) << " s wall, " << jobs << " at a time" << std::endl;
+  std::cerr << all.size() << " package(s) in " << fixed(build_wall, 1) << " s wall, " << jobs
+            << " at a time" << std::endl;
   if (build_only) return 0;
 
   // 2. Baselines in the judge's way, and torch.compile from Python on the same sets.
-  std::cout << "| task | build s | eager ms | scripted ms | compile ms | x eager | Python torch.compile ms | kforge / Python |\n"
+  std::cout << "| task | build s | eager ms | scripted ms | compile ms | x eager | Python "
+               "torch.compile ms | kforge / Python |\n"
                "|---|---:|---:|---:|---:|---:|---:|---:|\n";
   std::vector<double> ratios;
   double build_sum = 0;
@@ -119,8 +131,11 @@ int main(int argc, char** argv) {
     const tasks::Task& t = all[k];
     build_sum += packages[k].build_s;
     verify::Baselines b = verify::measure_baselines(t, options);
-    json line = {{"task", t.id()}, {"build_s", packages[k].build_s}, {"eager_ms", b.eager.median_ms},
-                 {"scripted_ms", b.scripted.median_ms}, {"compiled_absent", b.compiled_absent}};
+    json line = {{"task", t.id()},
+                 {"build_s", packages[k].build_s},
+                 {"eager_ms", b.eager.median_ms},
+                 {"scripted_ms", b.scripted.median_ms},
+                 {"compiled_absent", b.compiled_absent}};
     std::string compiled = "-", speed = "-", py = "-", ratio = "-";
     if (b.compiled) {
       line["compiled_ms"] = b.compiled->median_ms;
@@ -137,20 +152,22 @@ int main(int argc, char** argv) {
         py = "failed: " + p.value("reason", "");
       }
     }
-    std::cout << "| " << t.id() << " | " << fixed(packages[k].build_s, 1) << " | " << fixed(b.eager.median_ms) << " | "
-              << fixed(b.scripted.median_ms) << " | " << (b.compiled ? compiled : "absent: " + b.compiled_absent)
-              << " | " << speed << " | " << py << " | " << ratio << " |" << std::endl;
+    std::cout << "| " << t.id() << " | " << fixed(packages[k].build_s, 1) << " | "
+              << fixed(b.eager.median_ms) << " | " << fixed(b.scripted.median_ms) << " | "
+              << (b.compiled ? compiled : "absent: " + b.compiled_absent) << " | " << speed << " | "
+              << py << " | " << ratio << " |" << std::endl;
     std::cerr << line.dump() << std::endl;
   }
   std::sort(ratios.begin(), ratios.end());
   int within = 0;
   for (double r : ratios) within += r >= 0.95 && r <= 1.05;
-  std::cout << "\n" << all.size() << " task(s); packages built in " << fixed(build_wall, 1) << " s wall with " << jobs
-            << " at a time (" << fixed(build_sum, 1) << " s summed); fidelity: " << within << " of " << ratios.size()
-            << " within 5 %";
+  std::cout << "\n"
+            << all.size() << " task(s); packages built in " << fixed(build_wall, 1)
+            << " s wall with " << jobs << " at a time (" << fixed(build_sum, 1)
+            << " s summed); fidelity: " << within << " of " << ratios.size() << " within 5 %";
   if (!ratios.empty())
-    std::cout << ", kforge / Python median " << fixed(ratios[ratios.size() / 2], 3) << ", range " << fixed(ratios.front(), 3)
-              << "-" << fixed(ratios.back(), 3);
+    std::cout << ", kforge / Python median " << fixed(ratios[ratios.size() / 2], 3) << ", range "
+              << fixed(ratios.front(), 3) << "-" << fixed(ratios.back(), 3);
   std::cout << std::endl;
   return 0;
 }

@@ -49,7 +49,9 @@ __device__ int counter;
 extern "C" __global__ void bump(float* out) { out[0] = (float)(++counter); }
 )";
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 std::string self_path() {
   char buf[4096];
@@ -98,15 +100,17 @@ int child_main() {
         size_t size = q["sizes"][i];
         bool read_only = q["read_only"][i];
         CUmemGenericAllocationHandle h;
-        KFORGE_CU_CHECK(d, d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(m.fds[i].get())),
-                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        KFORGE_CU_CHECK(d, d.cuMemImportFromShareableHandle(
+                               &h, reinterpret_cast<void*>(static_cast<intptr_t>(m.fds[i].get())),
+                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
         CUdeviceptr va;
         KFORGE_CU_CHECK(d, d.cuMemAddressReserve(&va, size + 2 * gran, gran, 0, 0));
         KFORGE_CU_CHECK(d, d.cuMemMap(va + gran, size, 0, h, 0));
         CUmemAccessDesc access{};
         access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         access.location.id = 0;
-        access.flags = read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        access.flags =
+            read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         CUresult r = d.cuMemSetAccess(va + gran, size, &access, 1);
         reply["set_access"].push_back(cu_name(d, r));
         if (r != CUDA_SUCCESS && read_only) {  // fall back to read-write so the probe goes on
@@ -183,7 +187,9 @@ struct Probe {
   std::string cubin;
   std::string sanitizer;
 
-  void line(const std::string& key, const json& value) { std::cout << key << ": " << value.dump() << std::endl; }
+  void line(const std::string& key, const json& value) {
+    std::cout << key << ": " << value.dump() << std::endl;
+  }
 
   Shared make_buffer(size_t size) {
     CUmemAllocationProp prop = shareable_allocation(0);
@@ -191,7 +197,8 @@ struct Probe {
     s.size = size;
     KFORGE_CU_CHECK(d, d.cuMemCreate(&s.handle, size, &prop, 0));
     int fd = -1;
-    KFORGE_CU_CHECK(d, d.cuMemExportToShareableHandle(&fd, s.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    KFORGE_CU_CHECK(d, d.cuMemExportToShareableHandle(&fd, s.handle,
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     s.fd.reset(fd);
     KFORGE_CU_CHECK(d, d.cuMemAddressReserve(&s.va, size, gran, 0, 0));
     KFORGE_CU_CHECK(d, d.cuMemMap(s.va, size, 0, s.handle, 0));
@@ -217,14 +224,16 @@ struct Probe {
       sizes.push_back(buffers[i].size);
       ro.push_back(i == 0);
     }
-    json map = ask(*c, {{"op", "map"}, {"granularity", gran}, {"sizes", sizes}, {"read_only", ro}}, 60000, true, fds);
+    json map = ask(*c, {{"op", "map"}, {"granularity", gran}, {"sizes", sizes}, {"read_only", ro}},
+                   60000, true, fds);
     line("child map", map);
     UniqueFd mod = memfd_with("probe-module", cubin);
     line("child module", ask(*c, {{"op", "module"}}, 60000, true, {mod.get()}));
     return c;
   }
 
-  json ask(ChildProcess& c, const json& q, int timeout_ms, bool send = true, const std::vector<int>& fds = {}) {
+  json ask(ChildProcess& c, const json& q, int timeout_ms, bool send = true,
+           const std::vector<int>& fds = {}) {
     if (send) c.channel().send(q, fds);
     Message m;
     Received r = c.channel().receive(m, std::chrono::milliseconds(timeout_ms));
@@ -233,7 +242,11 @@ struct Probe {
   }
 
   json launch(const std::string& kernel, json args, unsigned grid = 1, unsigned block = 1) {
-    return {{"op", "launch"}, {"kernel", kernel}, {"args", std::move(args)}, {"grid", grid}, {"block", block}};
+    return {{"op", "launch"},
+            {"kernel", kernel},
+            {"args", std::move(args)},
+            {"grid", grid},
+            {"block", block}};
   }
 
   // The parent's own context still works and its data survived.
@@ -242,14 +255,16 @@ struct Probe {
     std::vector<float> host(4);
     CUresult r = d.cuMemcpyDtoH(host.data(), buffers[0].va, sizeof(float) * 4);
     CUresult s = d.cuCtxSynchronize();
-    return {{"copy", cu_name(d, r)}, {"sync", cu_name(d, s)}, {"in0", host[0]}, {"ms", ms_since(t)}};
+    return {
+        {"copy", cu_name(d, r)}, {"sync", cu_name(d, s)}, {"in0", host[0]}, {"ms", ms_since(t)}};
   }
 
   void run() {
     d.require("the probe");
     primary_context(d);
     CUmemAllocationProp prop = shareable_allocation(0);
-    KFORGE_CU_CHECK(d, d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    KFORGE_CU_CHECK(
+        d, d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     line("granularity", gran);
     auto t = Clock::now();
     buffers.push_back(make_buffer(gran));  // input: 2 MiB of floats
@@ -287,8 +302,10 @@ struct Probe {
       KFORGE_CU_CHECK(d, d.cuMemcpyDtoH(&v, buffers[1].va, 4));
       line("bump after reset -> out[0]", v);
       auto t2 = Clock::now();
-      line("write into read-only input", ask(*c, launch("write_input", {in, {{"int", n}}}, (n + 255) / 256, 256), 60000));
-      line("child after fault", c->wait_exit(std::chrono::milliseconds(5000)).value_or("still running"));
+      line("write into read-only input",
+           ask(*c, launch("write_input", {in, {{"int", n}}}, (n + 255) / 256, 256), 60000));
+      line("child after fault",
+           c->wait_exit(std::chrono::milliseconds(5000)).value_or("still running"));
       line("fault to exit ms", ms_since(t2));
       std::vector<float> back_in(4);
       KFORGE_CU_CHECK(d, d.cuMemcpyDtoH(back_in.data(), buffers[0].va, 16));
@@ -298,7 +315,8 @@ struct Probe {
     for (const char* which : {"read", "write"}) {  // one element past the end: into the gap
       auto c = start_child();
       std::string k = std::string(which) + "_at";
-      json q = std::string(which) == "read" ? launch(k, {in, out, {{"int", n}}}) : launch(k, {out, {{"int", n}}});
+      json q = std::string(which) == "read" ? launch(k, {in, out, {{"int", n}}})
+                                            : launch(k, {out, {{"int", n}}});
       line(std::string(which) + " one past the end", ask(*c, q, 60000));
       c->wait_exit(std::chrono::milliseconds(5000));
       line("parent health", parent_health());
@@ -314,7 +332,8 @@ struct Probe {
       auto tp = Clock::now();
       CUresult s = d.cuMemsetD8Async(buffers[1].va, 0, 1024, nullptr);
       CUresult y = d.cuCtxSynchronize();
-      line("parent memset during hang", json{{"memset", cu_name(d, s)}, {"sync", cu_name(d, y)}, {"ms", ms_since(tp)}});
+      line("parent memset during hang",
+           json{{"memset", cu_name(d, s)}, {"sync", cu_name(d, y)}, {"ms", ms_since(tp)}});
       auto tk = Clock::now();
       line("kill", c->kill_now());
       line("kill to reaped ms", ms_since(tk));
@@ -322,27 +341,34 @@ struct Probe {
       auto tn = Clock::now();
       auto c2 = start_child();
       line("new child ready ms", ms_since(tn));
-      line("scale on the new child", ask(*c2, launch("scale", {in, out, {{"int", n}}}, (n + 255) / 256, 256), 60000));
+      line("scale on the new child",
+           ask(*c2, launch("scale", {in, out, {{"int", n}}}, (n + 255) / 256, 256), 60000));
       line("hang total ms", ms_since(t3));
     }
     const char* cs = std::getenv("KFORGE_COMPUTE_SANITIZER");
     std::string tool = cs ? cs : "compute-sanitizer";
-    for (long long index : {n, n - 1 + 32}) {  // memcheck on an imported buffer: into the gap, and past
+    for (long long index :
+         {n, n - 1 + 32}) {  // memcheck on an imported buffer: into the gap, and past
       std::string log = "/tmp/kforge-probe-memcheck.log";
       auto ts = Clock::now();
       auto c = start_child({tool, "--tool", "memcheck", "--log-file", log, "--print-limit", "4"});
       line("memcheck start ms", ms_since(ts));
-      line("memcheck read index " + std::to_string(index), ask(*c, launch("read_at", {in, out, {{"int", index}}}), 120000));
+      line("memcheck read index " + std::to_string(index),
+           ask(*c, launch("read_at", {in, out, {{"int", index}}}), 120000));
       ask(*c, {{"op", "bye"}}, 30000);
-      line("memcheck child", c->wait_exit(std::chrono::milliseconds(30000)).value_or("still running"));
+      line("memcheck child",
+           c->wait_exit(std::chrono::milliseconds(30000)).value_or("still running"));
       line("memcheck total ms", ms_since(ts));
       std::string text = read_file(log).value_or("").substr(0, 4096);
-      std::cout << "---- memcheck log ----\n" << text << "\n---- child stderr ----\n" << c->stderr_tail(1500) << std::endl;
+      std::cout << "---- memcheck log ----\n"
+                << text << "\n---- child stderr ----\n"
+                << c->stderr_tail(1500) << std::endl;
     }
     {  // memcheck on an honest run: no false report on imported memory
       std::string log = "/tmp/kforge-probe-memcheck2.log";
       auto c = start_child({tool, "--tool", "memcheck", "--log-file", log});
-      line("memcheck honest scale", ask(*c, launch("scale", {in, out, {{"int", n}}}, (n + 255) / 256, 256), 120000));
+      line("memcheck honest scale",
+           ask(*c, launch("scale", {in, out, {{"int", n}}}, (n + 255) / 256, 256), 120000));
       ask(*c, {{"op", "bye"}}, 30000);
       c->wait_exit(std::chrono::milliseconds(30000));
       std::string text = read_file(log).value_or("").substr(0, 4096);

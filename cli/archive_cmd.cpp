@@ -1,4 +1,5 @@
-// `kforge archive stats | tasks | top | show | source | lineage | diff | search | runs | export | import`.
+// `kforge archive stats | tasks | top | show | source | lineage | diff | search | runs | export |
+// import`.
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,12 +52,16 @@ std::string results_summary(const json& rows) {
       ++scripted, log_scripted += std::log(r["speedup_scripted"].get<double>());
     if (r["speedup_compiled"].is_number() && r["speedup_compiled"].get<double>() > 0)
       ++compiled, log_compiled += std::log(r["speedup_compiled"].get<double>());
-    if (r["roofline_fraction"].is_number()) roofline.push_back(r["roofline_fraction"].get<double>());
+    if (r["roofline_fraction"].is_number())
+      roofline.push_back(r["roofline_fraction"].get<double>());
   }
   if (with == 0) return "No task has a kernel here yet.\n";
-  std::string out = "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
-                    " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) + "x eager";
-  if (scripted > 0) out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
+  std::string out =
+      "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
+      " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) +
+      "x eager";
+  if (scripted > 0)
+    out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
   if (compiled > 0)  // torch.compile's time may be missing where eager's is not: say over how many
     out += ", " + fixed(std::exp(log_compiled / static_cast<double>(compiled)), 2) + "x compile" +
            (compiled < with ? " (over " + std::to_string(compiled) + ")" : "");
@@ -81,7 +86,8 @@ std::string speedup(const std::optional<double>& v) {
   return os.str();
 }
 
-int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json, const std::string& empty) {
+int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json,
+                    const std::string& empty) {
   if (as_json) {
     json j = json::array();
     for (const auto& k : ks) j.push_back(archive::to_json(k));
@@ -94,8 +100,9 @@ int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json,
   }
   Table t({"ID", "TASK", "OUTCOME", "BEST MS", "VS EAGER", "MODEL", "KIND", "VERIFIED"});
   for (const auto& k : ks)
-    t.add({std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms), speedup(k.speedup_eager), k.model.empty() ? "-" : k.model,
-           k.prompt_kind.empty() ? "-" : k.prompt_kind, k.verified ? "yes" : "no (imported)"});
+    t.add({std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms), speedup(k.speedup_eager),
+           k.model.empty() ? "-" : k.model, k.prompt_kind.empty() ? "-" : k.prompt_kind,
+           k.verified ? "yes" : "no (imported)"});
   t.print();
   return kExitOk;
 }
@@ -149,7 +156,8 @@ std::string compiled_absent(const json& e) {
 
 json require_candidate(archive::Archive& ar, int64_t id) {
   json c = ar.show(archive::CandidateId{id});
-  if (c.is_null()) throw archive::ArchiveError("no candidate " + std::to_string(id) + " in " + ar.db().path());
+  if (c.is_null())
+    throw archive::ArchiveError("no candidate " + std::to_string(id) + " in " + ar.db().path());
   return c;
 }
 
@@ -172,7 +180,8 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ArchiveArgs>();
   auto* cmd = app.add_subcommand("archive", command_description("archive"));
   cmd->require_subcommand(1);
-  cmd->add_option("--db", a->db, "Archive file (default: $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--db", a->db,
+                  "Archive file (default: $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   add_wide_flag(cmd);
   auto sub = [&](const char* name, const char* help) {
@@ -181,45 +190,59 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     return s;
   };
 
-  sub("stats", "Counts: tasks, candidates, evaluations, winners, LLM calls and cost")->callback([&exit_code, a] {
-    auto ar = open_existing(*a);
-    archive::Stats s = ar.stats();
-    nlohmann::ordered_json j = {{"database", ar.db().path()}, {"schema_version", ar.schema_version()}, {"tasks", s.tasks},
-              {"candidates", s.candidates}, {"imported", s.imported}, {"compiles", s.compiles}, {"evaluations", s.evaluations},
-              {"correct_evaluations", s.correct}, {"claimed_evaluations", s.claimed}, {"winners", s.winners}, {"runs", s.runs},
-              {"llm_calls", s.llm_calls},
-              {"llm_cost_usd", s.llm_cost_usd}};
-    if (a->json) std::cout << j.dump(2) << "\n";
-    else
-      for (auto it = j.begin(); it != j.end(); ++it) std::cout << std::left << std::setw(22) << it.key() << it.value().dump() << "\n";
-    exit_code = kExitOk;
-  });
-  sub("tasks", "Tasks in the archive with candidate counts and best times")->callback([&exit_code, a] {
-    auto ar = open_existing(*a);
-    json j = ar.tasks_overview();
-    if (a->json) {
-      std::cout << j.dump(2) << "\n";
-    } else if (j.empty()) {
-      std::cout << "no tasks in " << ar.db().path()
-                << " yet: `kforge verify`, `kforge corpus` and `kforge archive import` "
-                << "store candidates with their tasks\n";
-    } else {
-      Table t({"TASK", "VERSION", "CANDIDATES", "CORRECT", "BEST MS"});
-      std::set<std::string> suites;
-      bool any_winner = false;
-      for (const auto& r : j) {
-        t.add({r["task"], r["version"].get<std::string>().substr(0, 12), std::to_string(r["candidates"].get<int64_t>()),
-               std::to_string(r["correct_evaluations"].get<int64_t>()), r["best_ms"].is_null() ? "-" : ms(r["best_ms"].get<double>())});
-        std::string id = r["task"].get<std::string>();
-        suites.insert(id.substr(0, id.find('/')));
-        any_winner = any_winner || !r["best_ms"].is_null();
-      }
-      t.print();
-      if (!any_winner)  // BEST MS is a winner's time
-        std::cout << "\n" << no_winners(suites.size() == 1 ? *suites.begin() : "") << "\n";
-    }
-    exit_code = kExitOk;
-  });
+  sub("stats", "Counts: tasks, candidates, evaluations, winners, LLM calls and cost")
+      ->callback([&exit_code, a] {
+        auto ar = open_existing(*a);
+        archive::Stats s = ar.stats();
+        nlohmann::ordered_json j = {{"database", ar.db().path()},
+                                    {"schema_version", ar.schema_version()},
+                                    {"tasks", s.tasks},
+                                    {"candidates", s.candidates},
+                                    {"imported", s.imported},
+                                    {"compiles", s.compiles},
+                                    {"evaluations", s.evaluations},
+                                    {"correct_evaluations", s.correct},
+                                    {"claimed_evaluations", s.claimed},
+                                    {"winners", s.winners},
+                                    {"runs", s.runs},
+                                    {"llm_calls", s.llm_calls},
+                                    {"llm_cost_usd", s.llm_cost_usd}};
+        if (a->json)
+          std::cout << j.dump(2) << "\n";
+        else
+          for (auto it = j.begin(); it != j.end(); ++it)
+            std::cout << std::left << std::setw(22) << it.key() << it.value().dump() << "\n";
+        exit_code = kExitOk;
+      });
+  sub("tasks", "Tasks in the archive with candidate counts and best times")
+      ->callback([&exit_code, a] {
+        auto ar = open_existing(*a);
+        json j = ar.tasks_overview();
+        if (a->json) {
+          std::cout << j.dump(2) << "\n";
+        } else if (j.empty()) {
+          std::cout << "no tasks in " << ar.db().path()
+                    << " yet: `kforge verify`, `kforge corpus` and `kforge archive import` "
+                    << "store candidates with their tasks\n";
+        } else {
+          Table t({"TASK", "VERSION", "CANDIDATES", "CORRECT", "BEST MS"});
+          std::set<std::string> suites;
+          bool any_winner = false;
+          for (const auto& r : j) {
+            t.add({r["task"], r["version"].get<std::string>().substr(0, 12),
+                   std::to_string(r["candidates"].get<int64_t>()),
+                   std::to_string(r["correct_evaluations"].get<int64_t>()),
+                   r["best_ms"].is_null() ? "-" : ms(r["best_ms"].get<double>())});
+            std::string id = r["task"].get<std::string>();
+            suites.insert(id.substr(0, id.find('/')));
+            any_winner = any_winner || !r["best_ms"].is_null();
+          }
+          t.print();
+          if (!any_winner)  // BEST MS is a winner's time
+            std::cout << "\n" << no_winners(suites.size() == 1 ? *suites.begin() : "") << "\n";
+        }
+        exit_code = kExitOk;
+      });
   auto* top = sub("top", "Winners (correct, admitted, unflagged), best speedup first");
   top->add_option("--task", a->task, "suite/name or name");
   top->add_option("--suite", a->suite, "suite");
@@ -233,12 +256,16 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     exit_code = print_summaries(ar.top(!a->task.empty() ? a->task : a->suite, a->limit), a->json,
                                 no_winners(suite));
   });
-  auto* results = sub("results", "Per task of a suite: the fastest correct kernel (of one kind, e.g. seed) with eager, "
-                                 "scripted and torch.compile times, speedups and roofline fraction, as a markdown table "
-                                 "(docs/results.md)");
+  auto* results =
+      sub("results",
+          "Per task of a suite: the fastest correct kernel (of one kind, e.g. seed) with eager, "
+          "scripted and torch.compile times, speedups and roofline fraction, as a markdown table "
+          "(docs/results.md)");
   results->add_option("suite", a->suite, "suite")->required();
-  results->add_option("--kind", a->kind, "only candidates made as this kind (seed, optimize, manual, ...)");
-  results->add_flag("--winners", a->winners, "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
+  results->add_option("--kind", a->kind,
+                      "only candidates made as this kind (seed, optimize, manual, ...)");
+  results->add_flag("--winners", a->winners,
+                    "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
   results->callback([&exit_code, a] {
     auto ar = open_existing(*a);
     require_suite(ar, "suite", a->suite);
@@ -256,25 +283,36 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     };
     std::set<std::string> devices, harness;
     std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
-    std::cout << "| task | eager ms | scripted ms | compile ms | " << (a->kind.empty() ? "best" : a->kind)
+    std::cout << "| task | eager ms | scripted ms | compile ms | "
+              << (a->kind.empty() ? "best" : a->kind)
               << " ms | x eager | x scripted | x compile | roofline | tunables |\n"
               << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& r : rows) {
       std::string tuned;
       if (r["tunables"].is_object())
-        for (const auto& [k, v] : r["tunables"].items()) tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
-      std::cout << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | " << num(r["scripted_ms"], 4)
-                << " | " << num(r["compiled_ms"], 4) << " | " << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2)
-                << " | " << num(r["speedup_scripted"], 2) << " | " << num(r["speedup_compiled"], 2) << " | "
+        for (const auto& [k, v] : r["tunables"].items())
+          tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
+      std::cout << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | "
+                << num(r["scripted_ms"], 4) << " | " << num(r["compiled_ms"], 4) << " | "
+                << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2) << " | "
+                << num(r["speedup_scripted"], 2) << " | " << num(r["speedup_compiled"], 2) << " | "
                 << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
       if (r["compiled_absent"].is_string())
-        absent.push_back(r["task"].get<std::string>() + ": " + r["compiled_absent"].get<std::string>());
+        absent.push_back(r["task"].get<std::string>() + ": " +
+                         r["compiled_absent"].get<std::string>());
       if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
-      if (!r["harness_version"].is_null()) harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
+      if (!r["harness_version"].is_null())
+        harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
     }
-    std::cout << "\n" << results_summary(rows) << "\nDevice: " << (devices.empty() ? "-" : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
-              << "; harness version " << (harness.empty() ? "-" : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
-              << "; roofline = floor / time; compile = torch.compile (TorchInductor, ahead of time).\n";
+    std::cout
+        << "\n"
+        << results_summary(rows) << "\nDevice: "
+        << (devices.empty() ? "-"
+                            : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
+        << "; harness version "
+        << (harness.empty() ? "-"
+                            : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
+        << "; roofline = floor / time; compile = torch.compile (TorchInductor, ahead of time).\n";
     if (!absent.empty()) {
       std::cout << "\nNo torch.compile time (x compile \"-\"):\n";
       for (const auto& line : absent) std::cout << "- " << printable(line) << "\n";
@@ -285,15 +323,19 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   auto note = std::make_shared<std::string>();
   review->add_option("id", a->id, "The candidate")->required();
   auto accept = std::make_shared<bool>(false), reject = std::make_shared<bool>(false);
-  auto* accept_flag = review->add_flag("--accept", *accept, "The speedup is real: the flag goes, the kernel may win");
-  auto* reject_flag = review->add_flag("--reject", *reject, "It is not: the evaluation stays flagged, marked rejected");
+  auto* accept_flag = review->add_flag("--accept", *accept,
+                                       "The speedup is real: the flag goes, the kernel may win");
+  auto* reject_flag = review->add_flag("--reject", *reject,
+                                       "It is not: the evaluation stays flagged, marked rejected");
   accept_flag->excludes(reject_flag);
   review->add_option("--note", *note, "Why (kept with the decision)");
   review->callback([&exit_code, a, accept, reject, note] {
     if (!*accept && !*reject) throw UsageError("kforge archive review: give --accept or --reject");
-    archive::Archive ar = archive::Archive::open(archive::database_path(a->db).string(), /*create=*/false);
+    archive::Archive ar =
+        archive::Archive::open(archive::database_path(a->db).string(), /*create=*/false);
     int64_t e = ar.review(archive::CandidateId{a->id}, *accept, *note);
-    std::cout << "candidate " << a->id << ": evaluation " << e << (*accept ? " accepted" : " rejected") << "\n";
+    std::cout << "candidate " << a->id << ": evaluation " << e
+              << (*accept ? " accepted" : " rejected") << "\n";
     exit_code = kExitOk;
   });
 
@@ -306,29 +348,37 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       std::cout << c.dump(2) << "\n";
     } else {
       std::ostringstream out;  // archive text may come from anywhere: printed through printable()
-      out << "candidate " << c["id"] << " of " << c["task"].get<std::string>() << " (" << c["origin"].get<std::string>()
-                << (c["verified"].get<bool>() ? "" : ", unverified") << ")\n  identity   " << c["identity"].get<std::string>()
-                << "\n  generation " << c["generation"] << ", island " << c["island"] << ", " << c["prompt_kind"].get<std::string>()
-                << " by " << (c["model"].get<std::string>().empty() ? "-" : c["model"].get<std::string>()) << "\n  parents    "
-                << c["parents"].dump() << "\n  tunables   " << c["tunables"].dump() << "\n  created    " << c["created_at"].get<std::string>() << "\n";
+      out << "candidate " << c["id"] << " of " << c["task"].get<std::string>() << " ("
+          << c["origin"].get<std::string>() << (c["verified"].get<bool>() ? "" : ", unverified")
+          << ")\n  identity   " << c["identity"].get<std::string>() << "\n  generation "
+          << c["generation"] << ", island " << c["island"] << ", "
+          << c["prompt_kind"].get<std::string>() << " by "
+          << (c["model"].get<std::string>().empty() ? "-" : c["model"].get<std::string>())
+          << "\n  parents    " << c["parents"].dump() << "\n  tunables   " << c["tunables"].dump()
+          << "\n  created    " << c["created_at"].get<std::string>() << "\n";
       for (const auto& cr : c["compiles"])
-        out << "  compile    " << (cr["ok"].get<bool>() ? "ok" : "failed at " + cr["stage"].get<std::string>()) << " "
-                  << cr["resources"].dump() << "\n";
+        out << "  compile    "
+            << (cr["ok"].get<bool>() ? "ok" : "failed at " + cr["stage"].get<std::string>()) << " "
+            << cr["resources"].dump() << "\n";
       for (const auto& e : c["evaluations"])
-        out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump() << " time "
-                  << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, vs eager "
-                  << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>())) << ", vs compile "
-                  << (e["speedup_compiled"].is_null() ? "-" : speedup(e["speedup_compiled"].get<double>()))
-                  << compiled_absent(e) << ", harness v"
-                  << e["harness_version"]
-                  << (e["import"].is_null() ? ""
-                      : e["import"]["trust"] == "trusted" ? " (trusted import)"
-                                                          : " (claimed by " + e["import"]["from"].dump() + ", unverified)")
-                  << "\n";
+        out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump()
+            << " time " << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>()))
+            << " ms, vs eager "
+            << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>()))
+            << ", vs compile "
+            << (e["speedup_compiled"].is_null() ? "-"
+                                                : speedup(e["speedup_compiled"].get<double>()))
+            << compiled_absent(e) << ", harness v" << e["harness_version"]
+            << (e["import"].is_null() ? ""
+                : e["import"]["trust"] == "trusted"
+                    ? " (trusted import)"
+                    : " (claimed by " + e["import"]["from"].dump() + ", unverified)")
+            << "\n";
       if (!c["imported"].empty()) out << "  imported   " << c["imported"].dump() << "\n";
       if (!c["import"].is_null())
         out << "  from       " << c["import"]["from"].dump() << " ("
-            << (c["import"]["trust"] == "trusted" ? "trusted import" : "unverified claims") << ")\n";
+            << (c["import"]["trust"] == "trusted" ? "trusted import" : "unverified claims")
+            << ")\n";
       std::cout << printable(out.str());
     }
     exit_code = kExitOk;
@@ -338,8 +388,13 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   source->callback([&exit_code, a] {
     auto ar = open_existing(*a);
     json c = require_candidate(ar, a->id);
-    if (a->json) std::cout << json({{"source", c["source"]}, {"plan", c["plan"]}, {"tunables", c["tunables"]}}).dump(2) << "\n";
-    else std::cout << (::isatty(STDOUT_FILENO) ? printable(c["source"].get<std::string>()) : c["source"].get<std::string>());
+    if (a->json)
+      std::cout << json({{"source", c["source"]}, {"plan", c["plan"]}, {"tunables", c["tunables"]}})
+                       .dump(2)
+                << "\n";
+    else
+      std::cout << (::isatty(STDOUT_FILENO) ? printable(c["source"].get<std::string>())
+                                            : c["source"].get<std::string>());
     exit_code = kExitOk;
   });
   auto* lineage = sub("lineage", "A candidate and its ancestors, nearest first");
@@ -350,14 +405,20 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     json j = json::array();
     for (auto id : ar.lineage(archive::CandidateId{a->id})) {
       json c = ar.show(id);
-      j.push_back({{"id", c["id"]}, {"generation", c["generation"]}, {"prompt_kind", c["prompt_kind"]}, {"parents", c["parents"]},
-                   {"outcome", c["evaluations"].empty() ? json("unevaluated") : c["evaluations"].back()["outcome"]}});
+      j.push_back({{"id", c["id"]},
+                   {"generation", c["generation"]},
+                   {"prompt_kind", c["prompt_kind"]},
+                   {"parents", c["parents"]},
+                   {"outcome", c["evaluations"].empty() ? json("unevaluated")
+                                                        : c["evaluations"].back()["outcome"]}});
     }
     if (a->json) {
       std::cout << j.dump(2) << "\n";
     } else {
       Table t({"ID", "GENERATION", "KIND", "OUTCOME", "PARENTS"});
-      for (const auto& r : j) t.add({r["id"].dump(), r["generation"].dump(), r["prompt_kind"], r["outcome"], r["parents"].dump()});
+      for (const auto& r : j)
+        t.add({r["id"].dump(), r["generation"].dump(), r["prompt_kind"], r["outcome"],
+               r["parents"].dump()});
       t.print();
     }
     exit_code = kExitOk;
@@ -368,10 +429,14 @@ void add_archive_command(CLI::App& app, int& exit_code) {
   diff->callback([&exit_code, a] {
     auto ar = open_existing(*a);
     json x = require_candidate(ar, a->id), y = require_candidate(ar, a->other);
-    std::string d = diff_lines(x["source"].get<std::string>() + "\n// plan\n" + x["plan"].dump(2) + "\n",
-                               y["source"].get<std::string>() + "\n// plan\n" + y["plan"].dump(2) + "\n");
-    if (a->json) std::cout << json({{"a", a->id}, {"b", a->other}, {"diff", d}}).dump(2) << "\n";
-    else std::cout << "--- candidate " << a->id << "\n+++ candidate " << a->other << "\n" << (::isatty(STDOUT_FILENO) ? printable(d) : d);
+    std::string d =
+        diff_lines(x["source"].get<std::string>() + "\n// plan\n" + x["plan"].dump(2) + "\n",
+                   y["source"].get<std::string>() + "\n// plan\n" + y["plan"].dump(2) + "\n");
+    if (a->json)
+      std::cout << json({{"a", a->id}, {"b", a->other}, {"diff", d}}).dump(2) << "\n";
+    else
+      std::cout << "--- candidate " << a->id << "\n+++ candidate " << a->other << "\n"
+                << (::isatty(STDOUT_FILENO) ? printable(d) : d);
     exit_code = kExitOk;
   });
   auto* search = sub("search", "Full-text search over kernel sources and their tasks");
@@ -389,7 +454,8 @@ void add_archive_command(CLI::App& app, int& exit_code) {
     } else {
       Table t({"RUN", "STATUS", "STARTED", "FINISHED", "CANDIDATES", "BUDGETS USED"});
       for (const auto& r : j)
-        t.add({r["id"].dump(), r["status"], r["started_at"], r["finished_at"].is_null() ? "-" : r["finished_at"].get<std::string>(),
+        t.add({r["id"].dump(), r["status"], r["started_at"],
+               r["finished_at"].is_null() ? "-" : r["finished_at"].get<std::string>(),
                r["candidates"].dump(), r["budgets_used"].dump()});
       t.print();
     }
@@ -408,17 +474,21 @@ void add_archive_command(CLI::App& app, int& exit_code) {
       errno = 0;
       out.close();
       if (out.fail())
-        throw UsageError("cannot write the export to " + a->file + (errno ? std::string(": ") + std::strerror(errno) : "") +
-                    "; the export is incomplete");
+        throw UsageError("cannot write the export to " + a->file +
+                         (errno ? std::string(": ") + std::strerror(errno) : "") +
+                         "; the export is incomplete");
       std::cerr << "kforge: exported " << n << " candidate(s) to " << a->file << "\n";
     }
     exit_code = kExitOk;
   });
-  auto* imp = sub("import", "Read JSONL: kforge's export (its evaluations become unverified claims unless --trust), "
-                            "or AI CUDA Engineer rows (unverified retrieval text)");
+  auto* imp =
+      sub("import",
+          "Read JSONL: kforge's export (its evaluations become unverified claims unless --trust), "
+          "or AI CUDA Engineer rows (unverified retrieval text)");
   imp->add_option("file", a->file)->required();
   imp->add_flag("--trust", a->trust,
-                "The file is your own export: keep its evaluations as verified (winners possible); recorded on every row");
+                "The file is your own export: keep its evaluations as verified (winners possible); "
+                "recorded on every row");
   imp->callback([&exit_code, a] {
     if (std::filesystem::is_directory(a->file))
       throw InputError(a->file, std::nullopt, "", "is a folder, not a JSONL file");
@@ -443,17 +513,21 @@ void add_archive_command(CLI::App& app, int& exit_code) {
               << " already there; " << r.compiles << " compile report(s) and " << r.evaluations
               << " evaluation(s) added, " << r.duplicates << " already there\n";
     if (r.claimed)
-      std::cout << r.claimed << " evaluation(s) are unverified claims: never winners until kforge measures them "
+      std::cout << r.claimed
+                << " evaluation(s) are unverified claims: never winners until kforge measures them "
                 << "(--trust for your own exports)\n";
     if (r.trusted)
       std::cout << r.trusted
                 << " evaluation(s) trusted as measured (--trust; recorded on each row)\n";
     exit_code = kExitOk;
   });
-  sub("migrate", "Upgrade an archive written by an older kforge to this kforge's schema (read commands never do)")
+  sub("migrate",
+      "Upgrade an archive written by an older kforge to this kforge's schema (read commands never "
+      "do)")
       ->callback([&exit_code, a] {
         std::string path = archive::database_path(a->db).string();
-        if (::access(path.c_str(), F_OK) != 0) throw archive::ArchiveError(path + ": no archive here yet");
+        if (::access(path.c_str(), F_OK) != 0)
+          throw archive::ArchiveError(path + ": no archive here yet");
         auto ar = archive::Archive::open(path, /*create=*/false);
         std::cout << path << ": schema version " << ar.schema_version() << "\n";
         exit_code = kExitOk;

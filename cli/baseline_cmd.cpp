@@ -34,17 +34,20 @@ std::string ms(double v) {
 
 int run_baseline(const BaselineArgs& a) {
   verify::Driver::get().require("kforge baseline");
-  std::filesystem::path root = a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
+  std::filesystem::path root =
+      a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
   std::vector<std::filesystem::path> files = tasks::resolve_tasks(a.suite, root);
   verify::DeviceInfo gpu = verify::list_devices().at(0);
   std::optional<archive::Archive> ar;
   std::optional<archive::DeviceId> device;
   if (!a.no_store) {
     ar = archive::Archive::open(archive::database_path(a.db).string(), /*create=*/true);
-    device = ar->upsert_device(gpu.uuid, gpu.name, compile::arch_for(gpu.cc_major, gpu.cc_minor), gpu.sm_count,
-                               static_cast<int64_t>(gpu.memory_bytes), std::to_string(verify::driver_version()));
+    device = ar->upsert_device(gpu.uuid, gpu.name, compile::arch_for(gpu.cc_major, gpu.cc_minor),
+                               gpu.sm_count, static_cast<int64_t>(gpu.memory_bytes),
+                               std::to_string(verify::driver_version()));
   }
-  Table table({"TASK", "DIMS", "EAGER ms", "IQR", "SCRIPTED ms", "IQR", "COMPILE ms", "IQR", "MODE"});
+  Table table(
+      {"TASK", "DIMS", "EAGER ms", "IQR", "SCRIPTED ms", "IQR", "COMPILE ms", "IQR", "MODE"});
   std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
   nlohmann::json rows = nlohmann::json::array();
   verify::VerifyOptions options;
@@ -56,25 +59,40 @@ int run_baseline(const BaselineArgs& a) {
   prepare_compiled_baselines(options, pointers, a.json ? std::cerr : std::cout);
   for (const tasks::Task& task : all) {
     verify::Baselines b = verify::measure_baselines(task, options);
-    if (ar) ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode, evolve::baseline_times(b), /*replace=*/true);
-    std::string why = b.compiled ? "" : b.compiled_absent.empty() ? "not measured" : b.compiled_absent;
-    table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms), ms(b.scripted.median_ms),
-               ms(b.scripted.iqr_ms), b.compiled ? ms(b.compiled->median_ms) : "-", b.compiled ? ms(b.compiled->iqr_ms) : "-",
-               b.math_mode});
+    if (ar)
+      ar->store_baseline(ar->upsert_task(task), task.dims, *device, b.math_mode,
+                         evolve::baseline_times(b), /*replace=*/true);
+    std::string why = b.compiled                  ? ""
+                      : b.compiled_absent.empty() ? "not measured"
+                                                  : b.compiled_absent;
+    table.add({task.id(), tasks::format_dims(task.dims), ms(b.eager.median_ms), ms(b.eager.iqr_ms),
+               ms(b.scripted.median_ms), ms(b.scripted.iqr_ms),
+               b.compiled ? ms(b.compiled->median_ms) : "-",
+               b.compiled ? ms(b.compiled->iqr_ms) : "-", b.math_mode});
     if (!b.compiled) absent.push_back(task.id() + ": " + why);
-    rows.push_back({{"task", task.id()}, {"dims", task.dims}, {"eager", b.eager.to_json()}, {"scripted", b.scripted.to_json()},
+    rows.push_back({{"task", task.id()},
+                    {"dims", task.dims},
+                    {"eager", b.eager.to_json()},
+                    {"scripted", b.scripted.to_json()},
                     {"compiled", b.compiled ? b.compiled->to_json() : nlohmann::json(nullptr)},
                     {"compiled_absent", b.compiled ? nlohmann::json(nullptr) : nlohmann::json(why)},
-                    {"math_mode", b.math_mode}, {"clocks", b.clocks}});
+                    {"math_mode", b.math_mode},
+                    {"clocks", b.clocks}});
     if (!a.json)
-      std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted " << ms(b.scripted.median_ms)
-                << " ms, compile " << (b.compiled ? ms(b.compiled->median_ms) + " ms" : "- (" + why + ")") << "; SM clock "
-                << verify::clock_text(b.clocks) << std::endl;
+      std::cout << "timed " << task.id() << ": eager " << ms(b.eager.median_ms) << " ms, scripted "
+                << ms(b.scripted.median_ms) << " ms, compile "
+                << (b.compiled ? ms(b.compiled->median_ms) + " ms" : "- (" + why + ")")
+                << "; SM clock " << verify::clock_text(b.clocks) << std::endl;
   }
   if (a.json) {
-    std::cout << nlohmann::json{{"device", {{"name", gpu.name}, {"uuid", gpu.uuid}}}, {"baselines", rows}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"device", {{"name", gpu.name}, {"uuid", gpu.uuid}}},
+                                {"baselines", rows}}
+                     .dump(2)
+              << "\n";
   } else {
-    std::cout << "\n" << gpu.name << " (" << gpu.uuid << ")" << (ar ? ", stored in the archive" : "") << "\n";
+    std::cout << "\n"
+              << gpu.name << " (" << gpu.uuid << ")" << (ar ? ", stored in the archive" : "")
+              << "\n";
     table.print();
     if (!absent.empty()) {
       std::cout << "\nNo torch.compile (TorchInductor) time:\n";
@@ -91,7 +109,8 @@ void add_baseline_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("baseline", command_description("baseline"));
   cmd->add_option("suite", a->suite, "Suite, suite/name, or a task file")->required();
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
-  cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--db", a->db,
+                  "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Print only; do not write the archive");
   add_no_compile_flag(cmd, a->no_compile);
   cmd->add_flag("--json", a->json, "Machine-readable output");

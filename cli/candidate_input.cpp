@@ -25,7 +25,8 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
   CandidateInput in;
   if (!f.answer_file.empty()) {
     if (!f.source_file.empty() || !f.plan_file.empty())
-      throw InputError("--answer", std::nullopt, "", "give either --answer FILE.md or CANDIDATE.cu with --plan, not both");
+      throw InputError("--answer", std::nullopt, "",
+                       "give either --answer FILE.md or CANDIDATE.cu with --plan, not both");
     try {
       std::string markdown = read_or_fail(f.answer_file, "answer");
       in.task_named = compile::task_named_in(markdown);
@@ -40,7 +41,8 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
     return in;
   }
   if (f.source_file.empty() || f.plan_file.empty())
-    throw InputError(command, std::nullopt, "", "needs CANDIDATE.cu and --plan PLAN.json, or --answer FILE.md");
+    throw InputError(command, std::nullopt, "",
+                     "needs CANDIDATE.cu and --plan PLAN.json, or --answer FILE.md");
   in.source = read_or_fail(f.source_file, "candidate source");
   in.plan = read_or_fail(f.plan_file, "plan");
   in.label = f.source_file;
@@ -48,17 +50,20 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
 }
 
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir) {
-  std::filesystem::path root = tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(tasks_dir);
+  std::filesystem::path root =
+      tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(tasks_dir);
   std::vector<std::filesystem::path> files = tasks::resolve_tasks(spec, root);
   if (files.size() != 1) throw UsageError("--task '" + spec + "' names a suite; give one task");
   return tasks::load_task(files[0]);
 }
 
-tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in, const std::string& tasks_dir) {
+tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in,
+                                const std::string& tasks_dir) {
   if (!task_flag.empty()) return load_one_task(task_flag, tasks_dir);
   if (in.task_named.empty())
     throw InputError("--task", std::nullopt, "",
-                     "which task? Give --task, or an --answer whose first line names it (<!-- task: suite/name -->)");
+                     "which task? Give --task, or an --answer whose first line names it (<!-- "
+                     "task: suite/name -->)");
   return load_one_task(in.task_named, tasks_dir);
 }
 
@@ -76,13 +81,15 @@ evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks:
 }
 
 std::string device_line(const verify::DeviceInfo& g) {
-  return g.name + " (sm_" + std::to_string(g.cc_major) + std::to_string(g.cc_minor) + ", " + std::to_string(g.sm_count) + " SMs, " +
-         std::to_string(g.l2_bytes >> 20) + " MiB L2, " + std::to_string(g.max_shared_per_block_optin) + " bytes of shared memory per block)";
+  return g.name + " (sm_" + std::to_string(g.cc_major) + std::to_string(g.cc_minor) + ", " +
+         std::to_string(g.sm_count) + " SMs, " + std::to_string(g.l2_bytes >> 20) + " MiB L2, " +
+         std::to_string(g.max_shared_per_block_optin) + " bytes of shared memory per block)";
 }
 
 std::string device_line() {
   if (verify::Driver::get().available()) return device_line(verify::list_devices().at(0));
-  return "An NVIDIA Hopper GPU, sm_90a (H100/H200 class: 132 SMs, 50-60 MiB L2, 232448 bytes of shared memory per block)";
+  return "An NVIDIA Hopper GPU, sm_90a (H100/H200 class: 132 SMs, 50-60 MiB L2, 232448 bytes of "
+         "shared memory per block)";
 }
 
 evolve::PromptGpu prompt_gpu() {

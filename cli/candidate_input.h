@@ -19,8 +19,8 @@ struct CandidateFiles {
 
 struct CandidateInput {
   std::string source, plan;
-  std::string label = "candidate.cu";  // the file errors refer to
-  int first_line = 1;                  // of the source within that file
+  std::string label = "candidate.cu";       // the file errors refer to
+  int first_line = 1;                       // of the source within that file
   std::optional<std::string> answer_error;  // the answer has no usable code or plan
   std::string task_named;  // the task an answer names (`<!-- task: suite/name -->`), or ""
 };
@@ -30,8 +30,10 @@ CandidateInput read_candidate(const CandidateFiles& files, const std::string& co
 
 // --task names exactly one task (a file, suite/name or name).
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir);
-// The task of a candidate: --task when given, else the one its answer names (InputError when neither).
-tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in, const std::string& tasks_dir);
+// The task of a candidate: --task when given, else the one its answer names (InputError when
+// neither).
+tasks::Task load_candidate_task(const std::string& task_flag, const CandidateInput& in,
+                                const std::string& tasks_dir);
 
 // The candidate as the evaluation pipeline takes it (a manual proposal), with --tune's values.
 evolve::Proposal proposal(const CandidateInput& in, std::shared_ptr<const tasks::Task> task,

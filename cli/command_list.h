@@ -17,24 +17,37 @@ struct CommandInfo {
 inline constexpr CommandInfo kCommands[] = {
     {"doctor", "Show toolchain versions, GPUs (or why none), and kforge's paths"},
     {"tasks", "List, show and check task suites"},
-    {"compile", "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources"},
+    {"compile",
+     "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources"},
     {"verify",
-     "Judge a candidate on the GPU: correctness on every configuration, then time, baselines and roofline "
+     "Judge a candidate on the GPU: correctness on every configuration, then time, baselines and "
+     "roofline "
      "(needs a GPU)"},
-    {"baseline", "Time every task's reference (eager, scripted, torch.compile) and store the baselines (needs a GPU)"},
+    {"baseline",
+     "Time every task's reference (eager, scripted, torch.compile) and store the baselines (needs "
+     "a GPU)"},
     {"corpus",
-     "Judge many answers (files or folders; each names its task in its first line) in one judge session, with "
+     "Judge many answers (files or folders; each names its task in its first line) in one judge "
+     "session, with "
      "a folder's manifest.json of expected outcomes (needs a GPU)"},
     {"evolve",
-     "Search for faster kernels: seeds and archive kernels as parents, children screened, the best judged, "
+     "Search for faster kernels: seeds and archive kernels as parents, children screened, the best "
+     "judged, "
      "admitted and stored (needs a GPU)"},
     {"gpu-worker",
-     "Judge on one GPU for a kforge evolve elsewhere (another GPU or machine): started by its --gpus or "
+     "Judge on one GPU for a kforge evolve elsewhere (another GPU or machine): started by its "
+     "--gpus or "
      "--worker-command (needs a GPU)"},
-    {"report", "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, lineage, spend"},
+    {"report",
+     "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, "
+     "lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
-    {"export", "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no GPU needed)"},
-    {"serve", "Browse the archive in a web browser: runs, leaderboard, tasks, candidates, search (read-only)"},
+    {"export",
+     "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no "
+     "GPU needed)"},
+    {"serve",
+     "Browse the archive in a web browser: runs, leaderboard, tasks, candidates, search "
+     "(read-only)"},
     {"llm", "Talk to the configured LLM endpoints"},
     {"prompt", "Prompt templates"},
 };
@@ -62,7 +75,8 @@ inline size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 // The candidate nearest to `word`, when it is close enough to be a likely typo or a prefix.
-inline std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates) {
+inline std::optional<std::string> nearest(std::string_view word,
+                                          const std::vector<std::string>& candidates) {
   std::optional<std::string> best;
   size_t best_distance = 0;
   for (const std::string& c : candidates) {

@@ -11,7 +11,8 @@ inline constexpr int kExitFindings = 1;  // the command ran and found problems (
 inline constexpr int kExitUsage = 2;     // bad arguments or malformed input files
 inline constexpr int kExitNoGpu = 3;     // the command needs a GPU and none can be used here
 inline constexpr int kExitInternal = 4;  // a kforge bug (an unexpected library exception)
-inline constexpr int kExitWaiting = 75;  // kforge evolve paused for a batch folder's answers (EX_TEMPFAIL)
+inline constexpr int kExitWaiting =
+    75;  // kforge evolve paused for a batch folder's answers (EX_TEMPFAIL)
 
 // Each returns a callback's exit code through `exit_code`.
 void add_doctor_command(CLI::App& app, int& exit_code);
@@ -26,6 +27,7 @@ void add_corpus_command(CLI::App& app, int& exit_code);
 void add_evolve_command(CLI::App& app, int& exit_code);  // evolve and report
 void add_export_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
-void add_gpu_worker_command(CLI::App& app, int& exit_code);  // a GPU of kforge evolve --gpus / --worker-command
+void add_gpu_worker_command(CLI::App& app,
+                            int& exit_code);  // a GPU of kforge evolve --gpus / --worker-command
 
 }  // namespace kforge::cli

@@ -30,13 +30,18 @@ struct CompileArgs {
 };
 
 std::string dim3(const std::array<int64_t, 3>& v) {
-  return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) + ")";
+  return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) +
+         ")";
 }
 
 int run_compile(const CompileArgs& a) {
   CandidateInput in = read_candidate({a.source_file, a.plan_file, a.answer_file}, "kforge compile");
   if (in.answer_error) {
-    if (a.json) std::cout << ordered_json({{"ok", false}, {"stage", "answer"}, {"errors", {*in.answer_error}}}).dump(2) << "\n";
+    if (a.json)
+      std::cout << ordered_json(
+                       {{"ok", false}, {"stage", "answer"}, {"errors", {*in.answer_error}}})
+                       .dump(2)
+                << "\n";
     else
       std::cout << "rejected at the answer stage:\n  " << printable(*in.answer_error) << "\n";
     return kExitFindings;
@@ -47,7 +52,8 @@ int run_compile(const CompileArgs& a) {
   int source_first_line = in.first_line;
   ReferenceLimits limits = reference_limits(a.reference_time_limit, kShapesReferenceSeconds);
   tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
-  std::vector<compile::TensorInfo> tensors = ReferenceChild(limits).task_tensors(task);  // the outputs' dtypes
+  std::vector<compile::TensorInfo> tensors =
+      ReferenceChild(limits).task_tensors(task);  // the outputs' dtypes
   compile::DeviceFacts facts = facts_for(a.arch);
 
   compile::CompilerOptions copt;
@@ -57,13 +63,15 @@ int run_compile(const CompileArgs& a) {
   compile::Compiler compiler(copt);
   std::optional<compile::Tunables> tunables;
   if (!a.tune.empty()) tunables = parse_tune(a.tune);
-  compile::CandidateReport r = compile::check_candidate(task, tensors, source, plan, tunables, facts, compiler);
+  compile::CandidateReport r =
+      compile::check_candidate(task, tensors, source, plan, tunables, facts, compiler);
   compile::CompilerStats stats = compiler.stats();
   if (!a.emit_dir.empty() && r.module.ok) {
     make_directories(a.emit_dir);
     write_file_atomic(a.emit_dir + "/candidate.ptx", r.module.ptx);
     write_file_atomic(a.emit_dir + "/candidate.cubin", r.module.cubin);
-    write_file_atomic(a.emit_dir + "/candidate.cu", compile::source_with_tunables(source, r.tunables));
+    write_file_atomic(a.emit_dir + "/candidate.cu",
+                      compile::source_with_tunables(source, r.tunables));
   }
   compile::NvrtcVersion nv = compile::nvrtc_version();
   std::string log = compile::relabel_log(r.module.log, source_label, source_first_line);
@@ -78,21 +86,31 @@ int run_compile(const CompileArgs& a) {
     j["identity"] = r.identity;
     j["tunables"] = r.tunables;
     j["arch"] = facts.arch;
-    j["device_facts"] = {{"num_sms", facts.num_sms}, {"max_shared_per_block", facts.max_shared_per_block}, {"measured", facts.measured}};
+    j["device_facts"] = {{"num_sms", facts.num_sms},
+                         {"max_shared_per_block", facts.max_shared_per_block},
+                         {"measured", facts.measured}};
     j["nvrtc"] = std::to_string(nv.major) + "." + std::to_string(nv.minor);
     j["compile_ms"] = r.module.compile_ms;
     j["cache"] = {{"hit", r.module.cache_hit}, {"hits", stats.hits}, {"misses", stats.misses}};
     j["kernels"] = ordered_json::array();
     for (const auto& k : r.kernels)
-      j["kernels"].push_back({{"name", k.name}, {"lowered", k.lowered}, {"signature", k.signature},
-                              {"registers", k.resources.registers}, {"static_shared_bytes", k.resources.static_shared_bytes},
-                              {"stack_bytes", k.resources.stack_bytes}, {"spill_store_bytes", k.resources.spill_store_bytes},
-                              {"spill_load_bytes", k.resources.spill_load_bytes}, {"barriers", k.resources.barriers}});
+      j["kernels"].push_back({{"name", k.name},
+                              {"lowered", k.lowered},
+                              {"signature", k.signature},
+                              {"registers", k.resources.registers},
+                              {"static_shared_bytes", k.resources.static_shared_bytes},
+                              {"stack_bytes", k.resources.stack_bytes},
+                              {"spill_store_bytes", k.resources.spill_store_bytes},
+                              {"spill_load_bytes", k.resources.spill_load_bytes},
+                              {"barriers", k.resources.barriers}});
     j["configurations"] = ordered_json::array();
     for (const auto& [dims, cp] : r.configurations) {
       ordered_json c = {{"dims", dims}, {"launches", ordered_json::array()}};
       for (const auto& l : cp.launches)
-        c["launches"].push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"shared_bytes", l.shared_bytes}});
+        c["launches"].push_back({{"kernel", l.kernel},
+                                 {"grid", l.grid},
+                                 {"block", l.block},
+                                 {"shared_bytes", l.shared_bytes}});
       j["configurations"].push_back(c);
     }
     j["log"] = log;
@@ -101,19 +119,26 @@ int run_compile(const CompileArgs& a) {
   }
   std::string tuned = tunables_text(r.tunables);
   std::cout << "task        " << task.id() << "\n"
-            << "target      " << facts.arch << " (" << (facts.measured ? "GPU 0" : "assumed: " + std::to_string(facts.num_sms) + " SMs") << "), NVRTC "
-            << nv.major << "." << nv.minor << "\n";
-  if (!r.identity.empty()) std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
-  if (r.stage > compile::Stage::Compile || (r.stage == compile::Stage::Compile && r.module.compile_ms > 0))
+            << "target      " << facts.arch << " ("
+            << (facts.measured ? "GPU 0" : "assumed: " + std::to_string(facts.num_sms) + " SMs")
+            << "), NVRTC " << nv.major << "." << nv.minor << "\n";
+  if (!r.identity.empty())
+    std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
+  if (r.stage > compile::Stage::Compile ||
+      (r.stage == compile::Stage::Compile && r.module.compile_ms > 0))
     std::cout << "compile     " << (r.module.ok ? "ok" : "failed")
-              << (r.module.cache_hit ? " (from the cache; the compile took " : " in ") << std::fixed << std::setprecision(0)
-              << r.module.compile_ms << " ms" << (r.module.cache_hit ? ")" : " (not in the cache)") << "\n";
+              << (r.module.cache_hit ? " (from the cache; the compile took " : " in ") << std::fixed
+              << std::setprecision(0) << r.module.compile_ms << " ms"
+              << (r.module.cache_hit ? ")" : " (not in the cache)") << "\n";
   if (!r.kernels.empty()) {
     Table t({"KERNEL", "SIGNATURE", "REGS", "SMEM", "STACK", "SPILLS"});
     for (const auto& k : r.kernels)
-      t.add({k.name, k.signature.empty() ? k.lowered + " (extern \"C\")" : k.signature, std::to_string(k.resources.registers),
-             std::to_string(k.resources.static_shared_bytes) + " B", std::to_string(k.resources.stack_bytes) + " B",
-             std::to_string(k.resources.spill_store_bytes) + "/" + std::to_string(k.resources.spill_load_bytes) + " B"});
+      t.add({k.name, k.signature.empty() ? k.lowered + " (extern \"C\")" : k.signature,
+             std::to_string(k.resources.registers),
+             std::to_string(k.resources.static_shared_bytes) + " B",
+             std::to_string(k.resources.stack_bytes) + " B",
+             std::to_string(k.resources.spill_store_bytes) + "/" +
+                 std::to_string(k.resources.spill_load_bytes) + " B"});
     std::cout << "\n";
     t.print();
   }
@@ -122,12 +147,14 @@ int run_compile(const CompileArgs& a) {
     Table t({"DIMS", "LAUNCH", "GRID", "BLOCK", "DYN SMEM"});
     for (const auto& [dims, cp] : r.configurations)
       for (size_t i = 0; i < cp.launches.size(); ++i)
-        t.add({i == 0 ? tasks::format_dims(dims) : "", cp.launches[i].kernel, dim3(cp.launches[i].grid), dim3(cp.launches[i].block),
+        t.add({i == 0 ? tasks::format_dims(dims) : "", cp.launches[i].kernel,
+               dim3(cp.launches[i].grid), dim3(cp.launches[i].block),
                std::to_string(cp.launches[i].shared_bytes)});
     t.print();
   }
   if (r.ok()) {
-    std::cout << "\nok: plan, types and limits hold on " << r.configurations.size() << " configuration(s)\n";
+    std::cout << "\nok: plan, types and limits hold on " << r.configurations.size()
+              << " configuration(s)\n";
     return kExitOk;
   }
   std::cout << "\nrejected at the " << compile::stage_name(r.stage) << " stage:\n";
@@ -142,20 +169,27 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("compile", command_description("compile"));
   cmd->add_option("candidate", a->source_file, "CUDA source of the candidate (device code only)");
   cmd->add_option("--plan", a->plan_file, "JSON launch plan");
-  cmd->add_option("--answer", a->answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
-  cmd->add_option("--task", a->task, "Task file, suite/name or name (default: the one --answer names)");
+  cmd->add_option("--answer", a->answer_file,
+                  "A whole LLM answer in markdown (docs/answer-format.md)");
+  cmd->add_option("--task", a->task,
+                  "Task file, suite/name or name (default: the one --answer names)");
   cmd->add_option("--arch", a->arch, "Target architecture (default: GPU 0's, else sm_90a)");
-  cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
+  cmd->add_option("--tune", a->tune,
+                  "Tunable values NAME=V (default: the first valid combination)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
-  cmd->add_option("--time-limit", a->time_limit_s, "Seconds before a compile is killed")->capture_default_str();
-  cmd->add_option("--emit", a->emit_dir, "Write candidate.ptx, candidate.cubin and the compiled source to this folder");
+  cmd->add_option("--time-limit", a->time_limit_s, "Seconds before a compile is killed")
+      ->capture_default_str();
+  cmd->add_option("--emit", a->emit_dir,
+                  "Write candidate.ptx, candidate.cubin and the compiled source to this folder");
   cmd->add_flag("--no-cache", a->no_cache, "Compile even when the cache has the result");
-  cmd->add_flag("--in-process", a->in_process, "Compile in this process instead of a worker (debugging)");
+  cmd->add_flag("--in-process", a->in_process,
+                "Compile in this process instead of a worker (debugging)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   add_wide_flag(cmd);
   auto ref_limit = std::make_shared<std::string>();
   auto* ref_limit_opt = cmd->add_option("--reference-time-limit", *ref_limit,
-                                        "Seconds the task's reference may run for its outputs' dtypes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
+                                        "Seconds the task's reference may run for its outputs' "
+                                        "dtypes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
   cmd->callback([&exit_code, a, ref_limit, ref_limit_opt] {
     if (ref_limit_opt->count()) a->reference_time_limit = *ref_limit;
     exit_code = run_compile(*a);

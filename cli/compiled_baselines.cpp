@@ -11,7 +11,8 @@ namespace kforge::cli {
 
 void add_no_compile_flag(CLI::App* cmd, bool& no_compile) {
   cmd->add_flag("--no-compile", no_compile,
-                "No torch.compile baseline (its AOTInductor package takes a minute or two per task to build the "
+                "No torch.compile baseline (its AOTInductor package takes a minute or two per task "
+                "to build the "
                 "first time)");
 }
 
@@ -21,8 +22,8 @@ void apply_no_compile(bool no_compile, verify::VerifyOptions& options) {
   options.compiled.off_reason = "turned off (--no-compile)";
 }
 
-void prepare_compiled_baselines(const verify::VerifyOptions& options, const std::vector<const tasks::Task*>& tasks,
-                                std::ostream& out) {
+void prepare_compiled_baselines(const verify::VerifyOptions& options,
+                                const std::vector<const tasks::Task*>& tasks, std::ostream& out) {
   if (!options.time || !options.compiled.enabled) return;
   std::vector<const tasks::Task*> distinct;
   std::set<std::string> seen;
@@ -33,27 +34,32 @@ void prepare_compiled_baselines(const verify::VerifyOptions& options, const std:
   std::set<std::string> reasons;  // each said once: a missing PyTorch is every task's reason
   Progress progress;
   auto t0 = std::chrono::steady_clock::now();
-  verify::compiled_packages(distinct, options.device, options.compiled, [&](const tasks::Task& t, const verify::CompiledPackage& p) {
-    ++done;
-    if (!p.absent.empty()) {
-      ++absent;
-      if (!reasons.insert(p.absent).second) return;
-      progress.clear();
-      out << "  torch.compile baseline of " << t.id() << ": none (" << printable(p.absent) << ")" << std::endl;
-    } else if (p.build_s > 0) {
-      ++built;
-      progress.clear();
-      out << "  torch.compile baseline of " << t.id() << ": built in " << static_cast<int>(p.build_s + 0.5) << " s"
-                << std::endl;
-    } else {
-      ++cached;
-    }
-    progress.show("torch.compile packages: " + std::to_string(done) + "/" + std::to_string(distinct.size()));
-  });
+  verify::compiled_packages(distinct, options.device, options.compiled,
+                            [&](const tasks::Task& t, const verify::CompiledPackage& p) {
+                              ++done;
+                              if (!p.absent.empty()) {
+                                ++absent;
+                                if (!reasons.insert(p.absent).second) return;
+                                progress.clear();
+                                out << "  torch.compile baseline of " << t.id() << ": none ("
+                                    << printable(p.absent) << ")" << std::endl;
+                              } else if (p.build_s > 0) {
+                                ++built;
+                                progress.clear();
+                                out << "  torch.compile baseline of " << t.id() << ": built in "
+                                    << static_cast<int>(p.build_s + 0.5) << " s" << std::endl;
+                              } else {
+                                ++cached;
+                              }
+                              progress.show("torch.compile packages: " + std::to_string(done) +
+                                            "/" + std::to_string(distinct.size()));
+                            });
   progress.clear();
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out << "torch.compile baselines: " << built << " built" << (built ? " in " + std::to_string(static_cast<int>(wall + 0.5)) + " s" : "")
-            << ", " << cached << " from the cache, " << absent << " absent (the reason shows with each verdict)" << std::endl;
+  out << "torch.compile baselines: " << built << " built"
+      << (built ? " in " + std::to_string(static_cast<int>(wall + 0.5)) + " s" : "") << ", "
+      << cached << " from the cache, " << absent << " absent (the reason shows with each verdict)"
+      << std::endl;
 }
 
 }  // namespace kforge::cli

@@ -20,7 +20,7 @@ void apply_no_compile(bool no_compile, verify::VerifyOptions& options);
 
 // Each distinct task once, on options.device; says so on `out` (standard error where standard
 // output is JSON). Nothing when timing or the baseline is off.
-void prepare_compiled_baselines(const verify::VerifyOptions& options, const std::vector<const tasks::Task*>& tasks,
-                                std::ostream& out);
+void prepare_compiled_baselines(const verify::VerifyOptions& options,
+                                const std::vector<const tasks::Task*>& tasks, std::ostream& out);
 
 }  // namespace kforge::cli

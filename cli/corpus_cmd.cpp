@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <iomanip>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,8 +20,6 @@
 #include "command_list.h"
 #include "commands.h"
 #include "compiled_baselines.h"
-#include "progress.h"
-#include "table.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
@@ -30,6 +28,8 @@
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
+#include "progress.h"
+#include "table.h"
 
 namespace kforge::cli {
 namespace {
@@ -60,13 +60,15 @@ std::vector<Entry> collect(const CorpusArgs& a, bool sanitizer) {
     json manifest;
     if (fs::is_directory(p)) {
       for (const auto& e : fs::directory_iterator(p))
-        if (e.path().extension() == ".md" && e.path().filename() != "README.md") files.push_back(e.path().string());
+        if (e.path().extension() == ".md" && e.path().filename() != "README.md")
+          files.push_back(e.path().string());
       std::sort(files.begin(), files.end());
       if (auto m = read_file((fs::path(p) / "manifest.json").string())) {
         try {
           manifest = json::parse(*m);
         } catch (const std::exception& e) {
-          throw InputError(p + "/manifest.json", std::nullopt, "", std::string("not JSON: ") + e.what());
+          throw InputError(p + "/manifest.json", std::nullopt, "",
+                           std::string("not JSON: ") + e.what());
         }
       }
     } else if (fs::exists(p)) {
@@ -82,7 +84,8 @@ std::vector<Entry> collect(const CorpusArgs& a, bool sanitizer) {
       e.task_spec = compile::task_named_in(e.text);
       if (manifest.contains("kernels") && manifest["kernels"].contains(e.name)) {
         e.expected = manifest["kernels"][e.name].get<std::vector<std::string>>();
-        if (!sanitizer && manifest.contains("without_sanitizer") && manifest["without_sanitizer"].contains(e.name))
+        if (!sanitizer && manifest.contains("without_sanitizer") &&
+            manifest["without_sanitizer"].contains(e.name))
           e.expected = manifest["without_sanitizer"][e.name].get<std::vector<std::string>>();
       } else if (!a.expect.empty()) {
         e.expected = {a.expect};
@@ -103,7 +106,8 @@ struct Loaded {
 Loaded load(const Entry& e, const CorpusArgs& a, evolve::Evaluator& evaluator) {
   Loaded l;
   try {
-    if (e.task_spec.empty()) throw InputError(e.path, 1, "task", "no `<!-- task: suite/name -->` line names the task");
+    if (e.task_spec.empty())
+      throw InputError(e.path, 1, "task", "no `<!-- task: suite/name -->` line names the task");
     evolve::Proposal p;
     p.task = std::make_shared<const tasks::Task>(load_one_task(e.task_spec, a.tasks_dir));
     evaluator.prepare(*p.task);
@@ -125,14 +129,16 @@ Loaded load(const Entry& e, const CorpusArgs& a, evolve::Evaluator& evaluator) {
 // --tune-points: screens every point and makes the fastest correct one the candidate that is then
 // judged in full. A point that screens wrong is printed: an honest kernel should be correct at
 // every point of its tune space. Returns one record per point (none for a single point).
-std::pair<evolve::Checked, json> tune_by_screening(evolve::Evaluator& evaluator, std::vector<evolve::Checked> points,
+std::pair<evolve::Checked, json> tune_by_screening(evolve::Evaluator& evaluator,
+                                                   std::vector<evolve::Checked> points,
                                                    const std::string& name, Progress& progress) {
   if (points.size() < 2) return {std::move(points.front()), json::array()};
   evolve::Screened s = evaluator.screen_points(points);
   progress.clear();
   for (const auto& [i, v] : s.wrong)
     std::cout << "  " << name << " at " << tunables_text(points[i].report.tunables, " ") << ": "
-              << verify::to_string(v.outcome) << ": " << printable(v.summary.substr(0, 200)) << std::endl;
+              << verify::to_string(v.outcome) << ": " << printable(v.summary.substr(0, 200))
+              << std::endl;
   std::cout << "  " << name << ": screened " << points.size() << " tune point(s), chose "
             << tunables_text(points[s.chosen].report.tunables, " ")
             << (s.chosen_ms ? " at " + fixed(*s.chosen_ms, 4) + " ms" : "") << std::endl;
@@ -143,21 +149,25 @@ int run_corpus(const CorpusArgs& a) {
   verify::Driver::get().require("kforge corpus");
   bool sanitizer = !verify::find_compute_sanitizer().empty();
   std::vector<Entry> entries = collect(a, sanitizer);
-  if (entries.empty()) throw UsageError("kforge corpus: no answers (*.md) in " + join(a.paths, ", "));
+  if (entries.empty())
+    throw UsageError("kforge corpus: no answers (*.md) in " + join(a.paths, ", "));
   auto t_start = Clock::now();
 
-  int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int jobs =
+      a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   evolve::EvaluatorOptions eo;
   eo.compiler.workers = static_cast<size_t>(jobs);
   eo.facts = facts_for("");
   eo.db = a.db;
   evolve::Evaluator evaluator(eo, nullptr);
-  // Compiles in parallel, ahead of the judge (which starts meanwhile): taken in order as they finish.
+  // Compiles in parallel, ahead of the judge (which starts meanwhile): taken in order as they
+  // finish.
   std::vector<Loaded> loaded;
   std::vector<std::future<std::vector<evolve::Checked>>> ready(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     loaded.push_back(load(entries[i], a, evaluator));
-    if (loaded[i].proposal) ready[i] = evaluator.check_async(*loaded[i].proposal, a.no_timing ? 1 : a.tune);
+    if (loaded[i].proposal)
+      ready[i] = evaluator.check_async(*loaded[i].proposal, a.no_timing ? 1 : a.tune);
   }
   verify::VerifyOptions options;
   options.seed = a.seed;
@@ -169,9 +179,11 @@ int run_corpus(const CorpusArgs& a) {
   for (const Loaded& l : loaded)
     if (l.proposal) judged_tasks.push_back(l.proposal->task.get());
   prepare_compiled_baselines(options, judged_tasks, std::cout);
-  std::cout << "kforge corpus: " << entries.size() << " answer(s), " << jobs << " compile worker(s), compute-sanitizer "
-            << (sanitizer ? "present" : "absent") << (options.time ? "" : ", correctness only") << std::endl;
-  Table table({"FILE", "TASK", "EXPECTED", "VERDICT", "", "JUDGED", "TIME ms", "EAGER ms", "x EAGER", "ROOFLINE"});
+  std::cout << "kforge corpus: " << entries.size() << " answer(s), " << jobs
+            << " compile worker(s), compute-sanitizer " << (sanitizer ? "present" : "absent")
+            << (options.time ? "" : ", correctness only") << std::endl;
+  Table table({"FILE", "TASK", "EXPECTED", "VERDICT", "", "JUDGED", "TIME ms", "EAGER ms",
+               "x EAGER", "ROOFLINE"});
   std::unique_ptr<std::ofstream> jsonl;
   if (!a.jsonl.empty()) jsonl = std::make_unique<std::ofstream>(a.jsonl);
   int unmet = 0, judged = 0;
@@ -180,7 +192,8 @@ int run_corpus(const CorpusArgs& a) {
   Progress progress;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
-    std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + e.name;
+    std::string counter =
+        "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + e.name;
     progress.show(counter + ": compiling");
     std::vector<evolve::Checked> points;
     std::string error = loaded[i].error;
@@ -189,7 +202,9 @@ int run_corpus(const CorpusArgs& a) {
       } catch (const std::exception& err) {
         error = err.what();
       }
-    progress.show(counter + (points.size() > 1 ? ": screening " + std::to_string(points.size()) + " tune points" : ": judging"));
+    progress.show(counter + (points.size() > 1
+                                 ? ": screening " + std::to_string(points.size()) + " tune points"
+                                 : ": judging"));
     if (!error.empty()) {
       progress.clear();
       std::cout << e.name << ": not judged: " << printable(error) << std::endl;
@@ -209,20 +224,31 @@ int run_corpus(const CorpusArgs& a) {
     judge_ms_total += ms + tuning_ms;
     ++judged;
     std::string outcome(verify::to_string(v.outcome));
-    if (admission && !admission->correct()) outcome = "admission:" + std::string(verify::to_string(admission->outcome));
+    if (admission && !admission->correct())
+      outcome = "admission:" + std::string(verify::to_string(admission->outcome));
     ++counts[outcome];
-    bool ok = e.expected.empty() || std::find(e.expected.begin(), e.expected.end(), outcome) != e.expected.end();
+    bool ok = e.expected.empty() ||
+              std::find(e.expected.begin(), e.expected.end(), outcome) != e.expected.end();
     if (!ok) ++unmet;
     const auto& t = v.timing;
-    table.add({e.name, c.proposal.task->id(), join(e.expected, "|"), outcome, e.expected.empty() ? "" : (ok ? "ok" : "UNEXPECTED"),
-               fixed(ms / 1000, 2) + " s", t ? fixed(t->time.median_ms, 4) : "", t ? fixed(t->eager.median_ms, 4) : "",
-               t ? fixed(t->speedup_eager, 2) : "", t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : ""});
-    std::cout << "  " << e.name << ": " << outcome << (ok ? "" : "  (UNEXPECTED)") << " in " << fixed(ms / 1000, 2)
-              << " s: " << v.summary.substr(0, 300) << std::endl;
+    table.add({e.name, c.proposal.task->id(), join(e.expected, "|"), outcome,
+               e.expected.empty() ? "" : (ok ? "ok" : "UNEXPECTED"), fixed(ms / 1000, 2) + " s",
+               t ? fixed(t->time.median_ms, 4) : "", t ? fixed(t->eager.median_ms, 4) : "",
+               t ? fixed(t->speedup_eager, 2) : "",
+               t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : ""});
+    std::cout << "  " << e.name << ": " << outcome << (ok ? "" : "  (UNEXPECTED)") << " in "
+              << fixed(ms / 1000, 2) << " s: " << v.summary.substr(0, 300) << std::endl;
     if (jsonl) {
-      json j{{"file", e.path},     {"task", c.proposal.task->id()}, {"expected", e.expected}, {"outcome", outcome},
-             {"flags", v.flags},   {"summary", v.summary}, {"judge_ms", ms},         {"identity", c.report.identity},
-             {"tunables", c.report.tunables}, {"timing", t ? t->to_json() : json(nullptr)},
+      json j{{"file", e.path},
+             {"task", c.proposal.task->id()},
+             {"expected", e.expected},
+             {"outcome", outcome},
+             {"flags", v.flags},
+             {"summary", v.summary},
+             {"judge_ms", ms},
+             {"identity", c.report.identity},
+             {"tunables", c.report.tunables},
+             {"timing", t ? t->to_json() : json(nullptr)},
              {"phase_ms", v.evidence.value("phase_ms", json::object())},
              {"correctness_split_ms", v.evidence.value("correctness_split_ms", json::object())}};
       if (admission) j["admission"] = evolve::admission_json(*admission);
@@ -237,10 +263,13 @@ int run_corpus(const CorpusArgs& a) {
   std::cout << "\n";
   for (const auto& [o, n] : counts) std::cout << o << ": " << n << "   ";
   std::cout << "\n"
-            << entries.size() << " answer(s) in " << fixed(wall_s, 1) << " s wall: " << fixed(60.0 * judged / wall_s, 1)
-            << " candidates/minute (compiles in parallel, " << jobs << " worker(s)); judge median per candidate: see --jsonl; "
+            << entries.size() << " answer(s) in " << fixed(wall_s, 1)
+            << " s wall: " << fixed(60.0 * judged / wall_s, 1)
+            << " candidates/minute (compiles in parallel, " << jobs
+            << " worker(s)); judge median per candidate: see --jsonl; "
             << "judge total " << fixed(judge_ms_total / 1000, 1) << " s\n";
-  std::cout << (unmet == 0 ? "every expectation met" : std::to_string(unmet) + " answer(s) did not get an expected outcome")
+  std::cout << (unmet == 0 ? "every expectation met"
+                           : std::to_string(unmet) + " answer(s) did not get an expected outcome")
             << std::endl;
   return unmet == 0 ? kExitOk : kExitFindings;
 }
@@ -251,21 +280,27 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<CorpusArgs>();
   auto* cmd = app.add_subcommand("corpus", command_description("corpus"));
   cmd->add_option("paths", a->paths, "Answer files or folders of them")->required();
-  cmd->add_option("--expect", a->expect, "Outcome every answer without a manifest entry must get (e.g. correct)");
-  cmd->add_flag("--admit", a->admit, "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
+  cmd->add_option("--expect", a->expect,
+                  "Outcome every answer without a manifest entry must get (e.g. correct)");
+  cmd->add_flag("--admit", a->admit,
+                "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only");
   add_no_compile_flag(cmd, a->no_compile);
   cmd->add_option("--tune-points", a->tune,
-                  "Screen up to N points of each answer's tune space (correctness on the timed dims, a short timing) "
+                  "Screen up to N points of each answer's tune space (correctness on the timed "
+                  "dims, a short timing) "
                   "and judge the fastest in full")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: fresh per candidate)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
   cmd->add_option("--jsonl", a->jsonl, "Write one JSON record per answer to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
-  cmd->add_option("--db", a->db, "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_option("--db", a->db,
+                  "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdicts to the archive");
-  cmd->add_option("--kind", a->kind, "How these candidates were made, as stored (manual, seed, ...)")->capture_default_str();
+  cmd->add_option("--kind", a->kind,
+                  "How these candidates were made, as stored (manual, seed, ...)")
+      ->capture_default_str();
   add_wide_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = run_corpus(*a); });
 }

@@ -1,7 +1,7 @@
 // `kforge doctor`: what this machine gives kforge, and why anything is missing.
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
-#include <ATen/Context.h>
 
 #include <iomanip>
 #include <iostream>
@@ -33,7 +33,8 @@ int run_doctor(bool as_json) {
   j["kforge"] = KFORGE_VERSION;
   compile::NvrtcVersion nv = compile::nvrtc_version();
   j["nvrtc"] = std::to_string(nv.major) + "." + std::to_string(nv.minor);
-  j["cuda_headers"] = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+  j["cuda_headers"] =
+      std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
   j["libtorch"] = TORCH_VERSION;
   j["libtorch_cuda_built"] = at::hasCUDA();
   j["libtorch_cuda_available"] = torch::cuda::is_available();
@@ -47,12 +48,18 @@ int run_doctor(bool as_json) {
     j["driver"] = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
     j["gpus"] = nlohmann::json::array();
     for (const auto& d : verify::list_devices()) {
-      j["gpus"].push_back({{"index", d.ordinal}, {"name", d.name}, {"uuid", d.uuid},
-                           {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                           {"sms", d.sm_count}, {"l2_bytes", d.l2_bytes}, {"memory_bytes", d.memory_bytes},
-                           {"max_shared_per_block_optin", d.max_shared_per_block_optin}});
+      j["gpus"].push_back(
+          {{"index", d.ordinal},
+           {"name", d.name},
+           {"uuid", d.uuid},
+           {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+           {"sms", d.sm_count},
+           {"l2_bytes", d.l2_bytes},
+           {"memory_bytes", d.memory_bytes},
+           {"max_shared_per_block_optin", d.max_shared_per_block_optin}});
       if (d.ordinal == 0) target_arch = compile::arch_for(d.cc_major, d.cc_minor);
-      verify::ClockMonitor clocks(d.uuid);  // one reading of what kforge records while timing (clocks.h)
+      verify::ClockMonitor clocks(
+          d.uuid);  // one reading of what kforge records while timing (clocks.h)
       clocks.sample();
       j["gpus"].back()["clocks"] = clocks.summary();
     }
@@ -74,29 +81,42 @@ int run_doctor(bool as_json) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  auto row = [](const std::string& k, const std::string& v) { std::cout << std::left << std::setw(14) << k << v << "\n"; };
+  auto row = [](const std::string& k, const std::string& v) {
+    std::cout << std::left << std::setw(14) << k << v << "\n";
+  };
   row("kforge", KFORGE_VERSION);
-  row("NVRTC", j["nvrtc"].get<std::string>() + " (CUDA headers " + j["cuda_headers"].get<std::string>() + ")");
-  row("LibTorch", std::string(TORCH_VERSION) +
-                      (at::hasCUDA() ? (torch::cuda::is_available() ? ", CUDA available" : ", built with CUDA, no GPU usable")
-                                     : ", CPU only (no CUDA)") +
-                      ", TorchScript prelude " + std::string(tasks::prelude_version()));
+  row("NVRTC", j["nvrtc"].get<std::string>() + " (CUDA headers " +
+                   j["cuda_headers"].get<std::string>() + ")");
+  row("LibTorch",
+      std::string(TORCH_VERSION) +
+          (at::hasCUDA() ? (torch::cuda::is_available() ? ", CUDA available"
+                                                        : ", built with CUDA, no GPU usable")
+                         : ", CPU only (no CUDA)") +
+          ", TorchScript prelude " + std::string(tasks::prelude_version()));
   std::string sandbox = j["compile_sandbox"].get<std::string>();
   row("Sandbox", sandbox.rfind("Landlock", 0) == 0
                      ? sandbox + ": NVRTC workers read only the CUDA headers (docs/security.md)"
-                     : sandbox + ": NVRTC workers are not confined; kforge's include checks alone guard (docs/security.md)");
+                     : sandbox +
+                           ": NVRTC workers are not confined; kforge's include checks alone guard "
+                           "(docs/security.md)");
   if (driver.available()) {
     row("Driver", j["driver"].get<std::string>());
     for (const auto& g : j["gpus"])
       row("GPU " + std::to_string(g["index"].get<int>()),
-          g["name"].get<std::string>() + ", sm " + g["compute_capability"].get<std::string>() + ", " +
-              std::to_string(g["sms"].get<int>()) + " SMs, L2 " + std::to_string(g["l2_bytes"].get<int>() / (1024 * 1024)) +
-              " MiB, " + gib(static_cast<double>(g["memory_bytes"].get<size_t>())) + ", " + g["uuid"].get<std::string>());
-    for (const auto& g : j["gpus"]) row("SM clock " + std::to_string(g["index"].get<int>()), verify::clock_text(g["clocks"]));
+          g["name"].get<std::string>() + ", sm " + g["compute_capability"].get<std::string>() +
+              ", " + std::to_string(g["sms"].get<int>()) + " SMs, L2 " +
+              std::to_string(g["l2_bytes"].get<int>() / (1024 * 1024)) + " MiB, " +
+              gib(static_cast<double>(g["memory_bytes"].get<size_t>())) + ", " +
+              g["uuid"].get<std::string>());
+    for (const auto& g : j["gpus"])
+      row("SM clock " + std::to_string(g["index"].get<int>()), verify::clock_text(g["clocks"]));
   } else {
     row("GPU", "none usable: " + driver.unavailable_reason());
-    std::cout << std::setw(14) << "" << "GPU commands (verify, corpus, baseline, tasks check --device cuda) will refuse to run;\n"
-              << std::setw(14) << "" << "loading tasks, references on the CPU and NVRTC compiles work.\n";
+    std::cout << std::setw(14) << ""
+              << "GPU commands (verify, corpus, baseline, tasks check --device cuda) will refuse "
+                 "to run;\n"
+              << std::setw(14) << ""
+              << "loading tasks, references on the CPU and NVRTC compiles work.\n";
   }
   row("Target arch", target_arch + (driver.available() ? " (GPU 0)" : " (default without a GPU)"));
   row("Tasks", tasks_root.string());

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
   bool known = std::find(names.begin(), names.end(), first) != names.end();
   if (!known && first != "help" && first != "__reference" && first[0] != '-') {
     std::cerr << "kforge: unknown command '" << first << "'";
-    if (auto near = kforge::cli::nearest(first, names)) std::cerr << "; did you mean '" << *near << "'?";
+    if (auto near = kforge::cli::nearest(first, names))
+      std::cerr << "; did you mean '" << *near << "'?";
     std::cerr << "\nThe commands of kforge are:\n";
     list_commands(std::cerr);
     return kforge::cli::kExitUsage;

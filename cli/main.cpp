@@ -8,27 +8,33 @@
 #include <iostream>
 
 #include "commands.h"
-#include "reference_child.h"
-#include "subcommands.h"
+#include "kforge/archive/sqlite.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
-#include "kforge/archive/sqlite.h"
 #include "kforge/verify/driver.h"
+#include "reference_child.h"
+#include "subcommands.h"
 
 namespace {
 
-// A crash of kforge itself (never of a candidate: those run in kforge-runner) says so on stderr with
-// where it happened before the process dies of its signal, so a report can say where: the faulting
-// instruction, the return address on top of the stack (the caller, when a bad pointer was called) and
-// a backtrace. Only async-signal-safe calls in the handler; backtrace() is called once beforehand so
-// that it has loaded its library. kforge-core's own frames show as offsets (kforge-core(+0x...)):
-// `addr2line -fCe kforge-core OFFSET` names them.
-void say(const char* text) { (void)!::write(2, text, std::strlen(text)); }
+// A crash of kforge itself (never of a candidate: those run in kforge-runner) says so on stderr
+// with where it happened before the process dies of its signal, so a report can say where: the
+// faulting instruction, the return address on top of the stack (the caller, when a bad pointer was
+// called) and a backtrace. Only async-signal-safe calls in the handler; backtrace() is called once
+// beforehand so that it has loaded its library. kforge-core's own frames show as offsets
+// (kforge-core(+0x...)): `addr2line -fCe kforge-core OFFSET` names them.
+void say(const char* text) {
+  (void)!::write(2, text, std::strlen(text));
+}
 
 void report_crash(int sig, siginfo_t* info, void* context) {
   say("kforge: crashed (");
-  say(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT");
+  say(sig == SIGSEGV  ? "SIGSEGV"
+      : sig == SIGBUS ? "SIGBUS"
+      : sig == SIGFPE ? "SIGFPE"
+      : sig == SIGILL ? "SIGILL"
+                      : "SIGABRT");
   say("), a kforge bug; please report it with what follows:\n");
   void* frames[64];
 #if defined(__x86_64__)
@@ -67,7 +73,8 @@ void install_crash_report() {
 
 int main(int argc, char** argv) {
   install_crash_report();
-  CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly", "kforge"};
+  CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly",
+               "kforge"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kforge ") + KFORGE_VERSION);
   int exit_code = kforge::cli::kExitOk;
@@ -104,7 +111,8 @@ int main(int argc, char** argv) {
     std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitInternal;
   } catch (const std::exception& e) {
-    std::cerr << "kforge: internal error (a kforge bug; please report it): " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
+    std::cerr << "kforge: internal error (a kforge bug; please report it): "
+              << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
     return kforge::cli::kExitInternal;
   }
   return exit_code;

@@ -13,14 +13,16 @@ namespace {
 // The subcommands a user may name (hidden ones, like the reference child's, have no description).
 std::vector<std::string> visible_subcommands(const CLI::App& app) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_description().empty(); }))
+  for (const CLI::App* sub :
+       app.get_subcommands([](const CLI::App* s) { return !s->get_description().empty(); }))
     names.push_back(sub->get_name());
   return names;
 }
 
 std::string command_path(const CLI::App& app) {
   std::string path;
-  for (const CLI::App* a = &app; a; a = a->get_parent()) path = a->get_name() + (path.empty() ? "" : " " + path);
+  for (const CLI::App* a = &app; a; a = a->get_parent())
+    path = a->get_name() + (path.empty() ? "" : " " + path);
   return path;
 }
 
@@ -43,10 +45,12 @@ std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv)
   bool help = false;
   if (!args.empty() && args[0] == "help") help = true, ++i;
   // Walk down while the next word names a subcommand; options are left to CLI11.
-  while (i < args.size() && !visible_subcommands(*at).empty() && !args[i].empty() && args[i][0] != '-') {
+  while (i < args.size() && !visible_subcommands(*at).empty() && !args[i].empty() &&
+         args[i][0] != '-') {
     std::vector<std::string> names = visible_subcommands(*at);
     if (std::find(names.begin(), names.end(), args[i]) == names.end()) {
-      if (at == &app && args[i] == "__reference") return std::nullopt;  // the hidden reference child
+      if (at == &app && args[i] == "__reference")
+        return std::nullopt;  // the hidden reference child
       std::cerr << command_path(*at) << ": unknown command '" << printable(args[i]) << "'";
       if (auto near = nearest(args[i], names)) std::cerr << "; did you mean '" << *near << "'?";
       std::cerr << "\nThe commands of " << command_path(*at) << " are:\n" << listing(*at);
@@ -60,8 +64,9 @@ std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv)
     return kExitOk;
   }
   if (!visible_subcommands(*at).empty() && i == args.size()) {
-    std::cerr << command_path(*at) << " needs a command:\n" << listing(*at) << "`"
-              << command_path(*at) << " COMMAND --help` says more about one.\n";
+    std::cerr << command_path(*at) << " needs a command:\n"
+              << listing(*at) << "`" << command_path(*at)
+              << " COMMAND --help` says more about one.\n";
     return kExitUsage;
   }
   return std::nullopt;

@@ -10,11 +10,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 #include <cstdlib>
+#include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 

@@ -50,7 +50,9 @@ std::vector<tasks::Task> load_specs(const std::vector<std::string>& specs, const
 
 std::vector<std::string> all_suites(const fs::path& root) {
   std::vector<std::string> suites;
-  if (!fs::is_directory(root)) throw UsageError("the tasks folder " + root.string() + " does not exist (set KFORGE_TASKS or --tasks-dir)");
+  if (!fs::is_directory(root))
+    throw UsageError("the tasks folder " + root.string() +
+                     " does not exist (set KFORGE_TASKS or --tasks-dir)");
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) {
       for (const auto& f : fs::directory_iterator(e.path()))
@@ -69,7 +71,8 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
   if (as_json) {
     ordered_json j = ordered_json::array();
     for (const auto& t : ts)
-      j.push_back({{"id", t.id()}, {"file", t.file.string()}, {"summary", t.summary}, {"tags", t.tags}});
+      j.push_back(
+          {{"id", t.id()}, {"file", t.file.string()}, {"summary", t.summary}, {"tags", t.tags}});
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -77,7 +80,8 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
   for (const auto& t : ts) {
     std::string inputs;
     for (const auto& in : t.inputs)
-      inputs += (inputs.empty() ? "" : " ") + in.name + ":" + std::string(tasks::dtype_name(in.dtype));
+      inputs +=
+          (inputs.empty() ? "" : " ") + in.name + ":" + std::string(tasks::dtype_name(in.dtype));
     table.add({t.id(), inputs, tasks::format_dims(t.dims), t.summary});
   }
   table.print();
@@ -85,9 +89,11 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
   return kExitOk;
 }
 
-int run_show(const std::string& spec, const fs::path& root, bool as_json, const std::optional<std::string>& time_limit) {
+int run_show(const std::string& spec, const fs::path& root, bool as_json,
+             const std::optional<std::string>& time_limit) {
   std::vector<fs::path> files = tasks::resolve_tasks(spec, root);
-  if (files.size() != 1) throw UsageError("'" + spec + "' names a suite; `kforge tasks show` takes one task");
+  if (files.size() != 1)
+    throw UsageError("'" + spec + "' names a suite; `kforge tasks show` takes one task");
   ReferenceLimits limits = reference_limits(time_limit, kShapesReferenceSeconds);
   tasks::Task t = tasks::load_task(files[0]);
   ShapeFacts facts = ReferenceChild(limits).shape_facts(t);
@@ -106,8 +112,11 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json, const 
   j["check_dims"] = t.check_dims;
   j["inputs"] = ordered_json::array();
   for (const auto& in : t.inputs)
-    j["inputs"].push_back({{"name", in.name}, {"dtype", tasks::dtype_name(in.dtype)}, {"shape", tasks::shape_expressions(in)},
-                           {"timed_shape", t.shape_of(in, t.dims)}, {"init", in.init.text}});
+    j["inputs"].push_back({{"name", in.name},
+                           {"dtype", tasks::dtype_name(in.dtype)},
+                           {"shape", tasks::shape_expressions(in)},
+                           {"timed_shape", t.shape_of(in, t.dims)},
+                           {"init", in.init.text}});
   j["outputs"] = ordered_json::array();
   std::vector<std::string> names = tasks::output_names(t, facts.output_count);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -131,29 +140,35 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json, const 
     return kExitOk;
   }
   std::cout << t.id() << ": " << t.summary << "\n"
-            << "  file         " << t.file.string() << " (version " << t.content_hash.substr(0, 12) << ")\n";
+            << "  file         " << t.file.string() << " (version " << t.content_hash.substr(0, 12)
+            << ")\n";
   if (!t.tags.empty()) {
     std::string tags;
     for (const auto& tag : t.tags) tags += (tags.empty() ? "" : ", ") + tag;
     std::cout << "  tags         " << tags << "\n";
   }
   std::cout << "  timed dims   " << tasks::format_dims(t.dims) << "\n";
-  for (const auto& d : t.check_dims) std::cout << "  check dims   " << tasks::format_dims(d) << "\n";
+  for (const auto& d : t.check_dims)
+    std::cout << "  check dims   " << tasks::format_dims(d) << "\n";
   for (const auto& c : t.constraints) std::cout << "  constraint   " << c.text() << "\n";
   if (t.deterministic) std::cout << "  deterministic: bitwise-identical runs required\n";
   std::cout << "\n";
   Table table({"", "NAME", "DTYPE", "SHAPE", "TIMED SHAPE", "INIT"});
   for (const auto& in : t.inputs)
-    table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)), tasks::shape_expressions(in),
-               format_shape(t.shape_of(in, t.dims)), in.init.text});
+    table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)),
+               tasks::shape_expressions(in), format_shape(t.shape_of(in, t.dims)), in.init.text});
   for (size_t i = 0; i < names.size(); ++i)
-    table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?", "",
-               outs ? format_shape((*outs)[i].sizes) : "(unknown: an op has no meta kernel)", ""});
+    table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?",
+               "", outs ? format_shape((*outs)[i].sizes) : "(unknown: an op has no meta kernel)",
+               ""});
   table.print();
   std::cout << "\n  bytes that must move  "
-            << (bytes ? human_bytes(*bytes) + " (" + j["bytes_source"].get<std::string>() + ")" : "unknown") << "\n";
+            << (bytes ? human_bytes(*bytes) + " (" + j["bytes_source"].get<std::string>() + ")"
+                      : "unknown")
+            << "\n";
   std::cout << "  FLOPs                 " << (flops ? general(*flops) : "not declared") << "\n";
-  if (flops && bytes) std::cout << "  arithmetic intensity  " << fixed(*flops / *bytes, 2) << " FLOP/byte\n";
+  if (flops && bytes)
+    std::cout << "  arithmetic intensity  " << fixed(*flops / *bytes, 2) << " FLOP/byte\n";
   std::cout << "\nreference:\n" << t.reference;
   if (!t.reference.empty() && t.reference.back() != '\n') std::cout << "\n";
   return kExitOk;
@@ -170,7 +185,8 @@ std::vector<std::pair<std::string, int64_t>> too_big_for_cpu(const std::vector<f
     try {
       tasks::Task t = tasks::load_task(f);
       int64_t bytes = t.input_bytes(t.dims);
-      if (t.min_bytes) bytes = std::max(bytes, static_cast<int64_t>(t.min_bytes->eval_real(t.dims)));
+      if (t.min_bytes)
+        bytes = std::max(bytes, static_cast<int64_t>(t.min_bytes->eval_real(t.dims)));
       if (bytes > kCpuTimedBytes) big.emplace_back(t.id(), bytes);
     } catch (const Error&) {
       // a malformed task is the check's own finding
@@ -192,12 +208,17 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
   }
   std::string dims = a.dims.empty() ? (a.device == "cuda" ? "timed" : "check") : a.dims;
-  if (dims == "timed") opt.dims = tasks::DimsSelection::Timed;
-  else if (dims == "check") opt.dims = tasks::DimsSelection::Check;
-  else if (dims == "all") opt.dims = tasks::DimsSelection::All;
-  else throw InputError("--dims", std::nullopt, "", "must be timed, check or all, got '" + dims + "'");
+  if (dims == "timed")
+    opt.dims = tasks::DimsSelection::Timed;
+  else if (dims == "check")
+    opt.dims = tasks::DimsSelection::Check;
+  else if (dims == "all")
+    opt.dims = tasks::DimsSelection::All;
+  else
+    throw InputError("--dims", std::nullopt, "", "must be timed, check or all, got '" + dims + "'");
   opt.timing_runs = a.timing_runs >= 0 ? a.timing_runs : (a.device == "cuda" ? 5 : 0);
-  ReferenceChild child(reference_limits(a.reference_time_limit, kCheckReferenceSeconds));  // one for every task
+  ReferenceChild child(
+      reference_limits(a.reference_time_limit, kCheckReferenceSeconds));  // one for every task
 
   std::vector<std::string> specs = a.specs.empty() ? all_suites(root) : a.specs;
   std::vector<fs::path> files;
@@ -207,15 +228,18 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   if (a.device == "cpu" && opt.dims != tasks::DimsSelection::Check && !a.force)
     if (auto big = too_big_for_cpu(files); !big.empty()) {
       std::string list;
-      for (const auto& [id, bytes] : big) list += "\n  " + id + ": " + human_bytes(static_cast<double>(bytes));
-      throw UsageError("--dims " + dims + " on the CPU: " + std::to_string(big.size()) +
-                       " task(s) move more than " + human_bytes(static_cast<double>(kCpuTimedBytes)) +
-                       " at their timed dims, which takes minutes and may exhaust the memory:" + list +
-                       "\nCheck them on a GPU (--device cuda), with --dims check, or pass --force to run them here.");
+      for (const auto& [id, bytes] : big)
+        list += "\n  " + id + ": " + human_bytes(static_cast<double>(bytes));
+      throw UsageError(
+          "--dims " + dims + " on the CPU: " + std::to_string(big.size()) +
+          " task(s) move more than " + human_bytes(static_cast<double>(kCpuTimedBytes)) +
+          " at their timed dims, which takes minutes and may exhaust the memory:" + list +
+          "\nCheck them on a GPU (--device cuda), with --dims check, or pass --force to run them "
+          "here.");
     }
   if (!a.json)
-    std::cout << "checking " << files.size() << " task(s) on " << a.device << ", " << dims << " dims, seed " << a.seed
-              << "\n";
+    std::cout << "checking " << files.size() << " task(s) on " << a.device << ", " << dims
+              << " dims, seed " << a.seed << "\n";
   ordered_json all = ordered_json::array();
   int failed = 0;
   Progress progress;
@@ -223,7 +247,8 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   for (const fs::path& f : files) {
     tasks::TaskCheck c;
     std::string id = f.parent_path().filename().string() + "/" + f.stem().string();
-    std::string counter = "[" + std::to_string(++index) + "/" + std::to_string(files.size()) + "] " + id;
+    std::string counter =
+        "[" + std::to_string(++index) + "/" + std::to_string(files.size()) + "] " + id;
     progress.show(counter);
     child.on_step([&](const std::string& step) { progress.show(counter + " " + step); });
     opt.on_config = [&](const std::string& where) { progress.show(counter + " on " + where); };
@@ -249,27 +274,33 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     std::string ms;
     for (const auto& cr : c.configs)
       if (cr.timed && cr.reference_ms > 0)
-        ms = "  reference " + fixed(cr.reference_ms, 3) + " ms, " + human_bytes(cr.bytes_moved) + " (" +
-             fixed(cr.bytes_moved / cr.reference_ms / 1e9, 2) + " TB/s)";
+        ms = "  reference " + fixed(cr.reference_ms, 3) + " ms, " + human_bytes(cr.bytes_moved) +
+             " (" + fixed(cr.bytes_moved / cr.reference_ms / 1e9, 2) + " TB/s)";
     std::string shapes;
     for (const auto& cr : c.configs)
       if (!cr.outputs.empty() && (cr.timed || shapes.empty())) {
         shapes.clear();
-        for (const auto& o : cr.outputs) shapes += (shapes.empty() ? "" : " ") + o.name + format_shape(o.shape);
+        for (const auto& o : cr.outputs)
+          shapes += (shapes.empty() ? "" : " ") + o.name + format_shape(o.shape);
       }
-    std::cout << (c.ok() ? "ok    " : "FAIL  ") << std::left << std::setw(36) << c.task << " " << c.configs.size()
-              << " config(s)  " << fixed(secs, 2) << " s" << ms << "  " << shapes << std::endl;
+    std::cout << (c.ok() ? "ok    " : "FAIL  ") << std::left << std::setw(36) << c.task << " "
+              << c.configs.size() << " config(s)  " << fixed(secs, 2) << " s" << ms << "  "
+              << shapes << std::endl;
     for (const auto& p : c.problems) std::cout << "      " << p << "\n";
     for (const auto& n : c.notes) std::cout << "      note: " << n << "\n";
     if (a.verbose)
       for (const auto& cr : c.configs)
         for (const auto& o : cr.outputs)
-          std::cout << "      " << tasks::format_dims(cr.dims) << "  " << o.name << " " << o.dtype << format_shape(o.shape)
-                    << " min " << general(o.min) << " max " << general(o.max) << " mean " << general(o.mean) << " rms "
-                    << general(o.rms) << "\n";
+          std::cout << "      " << tasks::format_dims(cr.dims) << "  " << o.name << " " << o.dtype
+                    << format_shape(o.shape) << " min " << general(o.min) << " max "
+                    << general(o.max) << " mean " << general(o.mean) << " rms " << general(o.rms)
+                    << "\n";
   }
-  if (a.json) std::cout << all.dump(2) << "\n";
-  else std::cout << files.size() - failed << " of " << files.size() << " task(s) ok, " << failed << " failing\n";
+  if (a.json)
+    std::cout << all.dump(2) << "\n";
+  else
+    std::cout << files.size() - failed << " of " << files.size() << " task(s) ok, " << failed
+              << " failing\n";
   return failed ? kExitFindings : kExitOk;
 }
 
@@ -277,46 +308,60 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   auto* tasks_cmd = app.add_subcommand("tasks", command_description("tasks"));
   tasks_cmd->require_subcommand(1);
   auto root = std::make_shared<std::string>();
-  tasks_cmd->add_option("--tasks-dir", *root, "Folder holding the suites (default: $KFORGE_TASKS, ./tasks, or the source tree's)");
+  tasks_cmd->add_option(
+      "--tasks-dir", *root,
+      "Folder holding the suites (default: $KFORGE_TASKS, ./tasks, or the source tree's)");
   add_wide_flag(tasks_cmd);  // list and show print tables
   auto root_path = [root] { return root->empty() ? tasks::default_tasks_root() : fs::path(*root); };
 
-  auto* list = tasks_cmd->add_subcommand("list", "List tasks of every suite, or of the given suites");
+  auto* list =
+      tasks_cmd->add_subcommand("list", "List tasks of every suite, or of the given suites");
   auto list_specs = std::make_shared<std::vector<std::string>>();
   auto list_json = std::make_shared<bool>(false);
   list->add_flag("--json", *list_json, "Machine-readable output");
   list->add_option("suite", *list_specs, "Suite name or folder (default: all)");
-  list->callback([&exit_code, list_specs, list_json, root_path] { exit_code = run_list(*list_specs, root_path(), *list_json); });
+  list->callback([&exit_code, list_specs, list_json, root_path] {
+    exit_code = run_list(*list_specs, root_path(), *list_json);
+  });
 
-  auto* show = tasks_cmd->add_subcommand("show", "Show a task: inputs, dims, reference, bytes and FLOPs");
+  auto* show =
+      tasks_cmd->add_subcommand("show", "Show a task: inputs, dims, reference, bytes and FLOPs");
   auto show_spec = std::make_shared<std::string>();
   auto show_json = std::make_shared<bool>(false);
   show->add_flag("--json", *show_json, "Machine-readable output");
   show->add_option("task", *show_spec, "Task file, suite/name or name")->required();
   auto show_limit = std::make_shared<std::string>();
   auto* show_limit_opt = show->add_option("--reference-time-limit", *show_limit,
-                                          "Seconds the reference may run for the output shapes (default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
+                                          "Seconds the reference may run for the output shapes "
+                                          "(default: $KFORGE_REFERENCE_TIME_LIMIT, else 20)");
   show->callback([&exit_code, show_spec, show_json, show_limit, show_limit_opt, root_path] {
     std::optional<std::string> limit;
     if (show_limit_opt->count()) limit = *show_limit;
     exit_code = run_show(*show_spec, root_path(), *show_json, limit);
   });
 
-  auto* check = tasks_cmd->add_subcommand("check", "Run references on their configurations and flag degenerate tasks");
-  for (auto* sub : {list, show, check}) sub->fallthrough();  // --tasks-dir may follow the subcommand
+  auto* check = tasks_cmd->add_subcommand(
+      "check", "Run references on their configurations and flag degenerate tasks");
+  for (auto* sub : {list, show, check})
+    sub->fallthrough();  // --tasks-dir may follow the subcommand
   auto args = std::make_shared<CheckArgs>();
   check->add_option("tasks", args->specs, "Suites, task files or names (default: every suite)");
   check->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
-  check->add_option("--dims", args->dims, "timed, check or all (default: timed on cuda, check on cpu)");
+  check->add_option("--dims", args->dims,
+                    "timed, check or all (default: timed on cuda, check on cpu)");
   check->add_option("--seed", args->seed, "Seed of the input generator")->capture_default_str();
-  check->add_option("--time", args->timing_runs, "Time the reference this many runs per configuration (default: 5 on cuda, 0 on cpu)");
+  check->add_option(
+      "--time", args->timing_runs,
+      "Time the reference this many runs per configuration (default: 5 on cuda, 0 on cpu)");
   check->add_flag("--json", args->json, "Machine-readable output");
   check->add_flag("-v,--verbose", args->verbose, "Print output statistics per configuration");
-  check->add_flag("--force", args->force, "Run timed dims on the CPU even when they move more than 1 GB");
+  check->add_flag("--force", args->force,
+                  "Run timed dims on the CPU even when they move more than 1 GB");
   auto check_limit = std::make_shared<std::string>();
-  auto* check_limit_opt = check->add_option(
-      "--reference-time-limit", *check_limit,
-      "On the CPU, seconds the reference may take per configuration (default: $KFORGE_REFERENCE_TIME_LIMIT, else 60)");
+  auto* check_limit_opt =
+      check->add_option("--reference-time-limit", *check_limit,
+                        "On the CPU, seconds the reference may take per configuration (default: "
+                        "$KFORGE_REFERENCE_TIME_LIMIT, else 60)");
   check->callback([&exit_code, args, check_limit, check_limit_opt, root_path] {
     if (check_limit_opt->count()) args->reference_time_limit = *check_limit;
     exit_code = run_check(*args, root_path());

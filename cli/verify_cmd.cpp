@@ -1,8 +1,8 @@
 // `kforge verify`: a candidate compiled, then judged on the GPU by a judge and a runner process
 // (docs/protocol.md): correctness on every configuration, several seeds and two distributions,
 // with faults, hangs, out-of-bounds accesses and input mutation caught as outcomes.
-#include <iomanip>
 #include <chrono>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -35,8 +35,8 @@ struct VerifyArgs {
   bool json = false, no_sanitizer = false, no_timing = false, no_store = false, admit = false;
 };
 
-void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v, bool json, double verify_ms,
-           const std::optional<verify::Verdict>& admission) {
+void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v,
+           bool json, double verify_ms, const std::optional<verify::Verdict>& admission) {
   if (json) {
     ordered_json j;
     j["task"] = task.id();
@@ -55,44 +55,60 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
   }
   std::string tuned = tunables_text(r.tunables);
   std::cout << "task        " << task.id() << "\n";
-  if (!r.identity.empty()) std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
+  if (!r.identity.empty())
+    std::cout << "candidate   " << r.identity << (tuned.empty() ? "" : "  (" + tuned + ")") << "\n";
   std::cout << "verdict     " << verify::to_string(v.outcome);
   for (const auto& f : v.flags) std::cout << "  [" << f << "]";
   std::cout << "\n            " << printable(v.summary) << "\n";
-  std::cout << "judged in   " << std::fixed << std::setprecision(2) << verify_ms / 1000 << " s (compile excluded)\n";
+  std::cout << "judged in   " << std::fixed << std::setprecision(2) << verify_ms / 1000
+            << " s (compile excluded)\n";
   const auto& e = v.evidence;
   if (e.contains("seed"))
-    std::cout << "harness     v" << verify::kHarnessVersion << ", seed " << e["seed"] << ", watchdog "
-              << e.value("watchdog_ms", 0) << " ms, eager " << e.value("eager_ms", 0.0) << " ms\n";
+    std::cout << "harness     v" << verify::kHarnessVersion << ", seed " << e["seed"]
+              << ", watchdog " << e.value("watchdog_ms", 0) << " ms, eager "
+              << e.value("eager_ms", 0.0) << " ms\n";
   if (v.timing) {
     const verify::TimingResult& t = *v.timing;
-    std::cout << std::fixed << std::setprecision(4) << "time        " << t.time.median_ms << " ms (median of " << t.time.reps
-              << ", IQR " << t.time.iqr_ms << ", min " << t.time.min_ms << ")\n"
-              << "eager       " << t.eager.median_ms << " ms  -> speedup " << std::setprecision(2) << t.speedup_eager << "x\n"
-              << std::setprecision(4) << "scripted    " << t.scripted.median_ms << " ms  -> speedup " << std::setprecision(2)
-              << t.speedup_scripted << "x  (TorchScript's fuser)\n";
+    std::cout << std::fixed << std::setprecision(4) << "time        " << t.time.median_ms
+              << " ms (median of " << t.time.reps << ", IQR " << t.time.iqr_ms << ", min "
+              << t.time.min_ms << ")\n"
+              << "eager       " << t.eager.median_ms << " ms  -> speedup " << std::setprecision(2)
+              << t.speedup_eager << "x\n"
+              << std::setprecision(4) << "scripted    " << t.scripted.median_ms
+              << " ms  -> speedup " << std::setprecision(2) << t.speedup_scripted
+              << "x  (TorchScript's fuser)\n";
     if (t.compiled)
-      std::cout << std::setprecision(4) << "compile     " << t.compiled->median_ms << " ms  -> speedup " << std::setprecision(2)
-                << t.speedup_compiled.value_or(0) << "x  (torch.compile: TorchInductor, ahead of time)\n";
+      std::cout << std::setprecision(4) << "compile     " << t.compiled->median_ms
+                << " ms  -> speedup " << std::setprecision(2) << t.speedup_compiled.value_or(0)
+                << "x  (torch.compile: TorchInductor, ahead of time)\n";
     else
       std::cout << "compile     -  (torch.compile not measured: "
-                << printable(t.compiled_absent.empty() ? "no reason given" : t.compiled_absent) << ")\n";
+                << printable(t.compiled_absent.empty() ? "no reason given" : t.compiled_absent)
+                << ")\n";
     if (t.floor_ms)
       std::cout << std::setprecision(4) << "roofline    floor " << *t.floor_ms << " ms ("
-                << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB" : std::string("?")) << " at "
-                << std::setprecision(0) << t.device.value("copy_gbps", 0.0) << "-" << t.device.value("read_gbps", 0.0)
-                << " GB/s measured): " << std::setprecision(0) << 100 * t.roofline_fraction.value_or(0) << "% of the floor's speed\n";
+                << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB"
+                            : std::string("?"))
+                << " at " << std::setprecision(0) << t.device.value("copy_gbps", 0.0) << "-"
+                << t.device.value("read_gbps", 0.0) << " GB/s measured): " << std::setprecision(0)
+                << 100 * t.roofline_fraction.value_or(0) << "% of the floor's speed\n";
     std::cout << "SM clock    " << verify::clock_text(t.clocks) << "\n";
-    std::cout << "math mode   " << t.math_mode << (t.suspicious ? "   SUSPICIOUS: faster than the floor or >10x eager" : "") << "\n";
+    std::cout << "math mode   " << t.math_mode
+              << (t.suspicious ? "   SUSPICIOUS: faster than the floor or >10x eager" : "") << "\n";
   }
   if (e.contains("detail") && e["detail"].contains("memcheck"))
-    std::cout << "\ncompute-sanitizer memcheck:\n" << e["detail"]["memcheck"].get<std::string>() << "\n";
+    std::cout << "\ncompute-sanitizer memcheck:\n"
+              << e["detail"]["memcheck"].get<std::string>() << "\n";
   if (admission) {
-    std::cout << "admission   " << (admission->correct() ? "admitted" : "NOT admitted: " + std::string(verify::to_string(admission->outcome)))
+    std::cout << "admission   "
+              << (admission->correct()
+                      ? "admitted"
+                      : "NOT admitted: " + std::string(verify::to_string(admission->outcome)))
               << "\n            " << admission->summary << "\n";
     for (const auto& s : admission->evidence.value("sanitizers", nlohmann::json::array()))
-      std::cout << "            " << s.value("tool", "?") << ": " << s.value("errors", -1) << " error(s), " << s.value("status", "?")
-                << ", " << std::setprecision(1) << s.value("ms", 0.0) / 1000 << " s\n";
+      std::cout << "            " << s.value("tool", "?") << ": " << s.value("errors", -1)
+                << " error(s), " << s.value("status", "?") << ", " << std::setprecision(1)
+                << s.value("ms", 0.0) / 1000 << " s\n";
   }
 }
 
@@ -105,7 +121,8 @@ int run_verify(const VerifyArgs& a) {
   options.sanitizer = !a.no_sanitizer;
   options.time = !a.no_timing;
   apply_no_compile(a.no_compile, options);
-  if (a.watchdog_s > 0) options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
+  if (a.watchdog_s > 0)
+    options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
   prepare_compiled_baselines(options, {task.get()}, a.json ? std::cerr : std::cout);
   evolve::EvaluatorOptions eo;
@@ -124,21 +141,30 @@ int run_verify(const VerifyArgs& a) {
 void add_verify_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<VerifyArgs>();
   auto* cmd = app.add_subcommand("verify", command_description("verify"));
-  cmd->add_option("candidate", a->files.source_file, "CUDA source of the candidate (device code only)");
+  cmd->add_option("candidate", a->files.source_file,
+                  "CUDA source of the candidate (device code only)");
   cmd->add_option("--plan", a->files.plan_file, "JSON launch plan");
-  cmd->add_option("--answer", a->files.answer_file, "A whole LLM answer in markdown (docs/answer-format.md)");
-  cmd->add_option("--task", a->task, "Task file, suite/name or name (default: the one --answer names)");
-  cmd->add_option("--tune", a->tune, "Tunable values NAME=V (default: the first valid combination)");
+  cmd->add_option("--answer", a->files.answer_file,
+                  "A whole LLM answer in markdown (docs/answer-format.md)");
+  cmd->add_option("--task", a->task,
+                  "Task file, suite/name or name (default: the one --answer names)");
+  cmd->add_option("--tune", a->tune,
+                  "Tunable values NAME=V (default: the first valid combination)");
   cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: a fresh one, printed)");
-  cmd->add_option("--watchdog", a->watchdog_s, "Seconds before a run is a timeout (default: 50 x eager x launches, 2-60 s)");
+  cmd->add_option("--watchdog", a->watchdog_s,
+                  "Seconds before a run is a timeout (default: 50 x eager x launches, 2-60 s)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
-  cmd->add_flag("--no-sanitizer", a->no_sanitizer, "Do not re-run faulting candidates under compute-sanitizer memcheck");
+  cmd->add_flag("--no-sanitizer", a->no_sanitizer,
+                "Do not re-run faulting candidates under compute-sanitizer memcheck");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only: no timing, baselines or roofline");
   add_no_compile_flag(cmd, a->no_compile);
-  cmd->add_flag("--admit", a->admit,
-                "After a correct verdict, admission: a fresh runner, 3 dims configurations never shown, and "
-                "compute-sanitizer memcheck, initcheck and racecheck where present");
-  cmd->add_option("--db", a->db, "Archive file for the verdict (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
+  cmd->add_flag(
+      "--admit", a->admit,
+      "After a correct verdict, admission: a fresh runner, 3 dims configurations never shown, and "
+      "compute-sanitizer memcheck, initcheck and racecheck where present");
+  cmd->add_option(
+      "--db", a->db,
+      "Archive file for the verdict (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdict to the archive");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([&exit_code, a] { exit_code = run_verify(*a); });

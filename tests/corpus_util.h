@@ -23,7 +23,8 @@ inline std::vector<std::string> answers_in(const std::string& folder) {
   if (DIR* d = ::opendir(folder.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
-      if (n.size() > 3 && n.substr(n.size() - 3) == ".md" && n != "README.md") out.push_back(folder + "/" + n);
+      if (n.size() > 3 && n.substr(n.size() - 3) == ".md" && n != "README.md")
+        out.push_back(folder + "/" + n);
     }
     ::closedir(d);
   }
@@ -36,11 +37,13 @@ struct CheckedAnswer {
   compile::CandidateReport report;
 };
 
-inline CheckedAnswer check_answer_file(const std::string& path, const compile::DeviceFacts& facts, compile::Compiler& compiler) {
+inline CheckedAnswer check_answer_file(const std::string& path, const compile::DeviceFacts& facts,
+                                       compile::Compiler& compiler) {
   std::string text = read_file(path).value();
   CompileFixture f = CompileFixture::load(task_named_in(text));
   compile::Answer a = compile::parse_answer(text);
-  compile::CandidateReport r = compile::check_candidate(f.task, f.tensors, a.source, a.plan, std::nullopt, facts, compiler);
+  compile::CandidateReport r =
+      compile::check_candidate(f.task, f.tensors, a.source, a.plan, std::nullopt, facts, compiler);
   return {std::move(f), std::move(r)};
 }
 

@@ -28,7 +28,8 @@ std::unique_ptr<kforge::evolve::LlmProposer> model(const std::string& tasks_dir)
   quick.base_delay = std::chrono::milliseconds(1);
   auto client = std::make_shared<const kforge::evolve::LlmClient>(
       e, quick, nullptr, nullptr, std::make_shared<kforge::evolve::ResponseCache>(cache));
-  return std::make_unique<kforge::evolve::LlmProposer>(client, tasks_dir + "/../prompts", "a test GPU");
+  return std::make_unique<kforge::evolve::LlmProposer>(client, tasks_dir + "/../prompts",
+                                                       "a test GPU");
 }
 
 }  // namespace
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   kforge::test::FakeGpu gpu;
-  gpu.busy_ms = 3;  // each screen and judgment: so that a kill lands between records, not after the last
+  gpu.busy_ms =
+      3;  // each screen and judgment: so that a kill lands between records, not after the last
   kforge::evolve::EvaluatorOptions eo;
   eo.facts = kforge::compile::DeviceFacts::for_arch("sm_90a");
   eo.db = argv[1];
@@ -59,7 +61,8 @@ int main(int argc, char** argv) {
     config.llm_children = 3;
     config.operators = {1, 1, 1};
   }
-  kforge::evolve::RunSummary s = kforge::evolve::run_evolution(config, tasks, evaluator, resume, {}, llm.get());
+  kforge::evolve::RunSummary s =
+      kforge::evolve::run_evolution(config, tasks, evaluator, resume, {}, llm.get());
   std::cout << s.run << "\n" << s.stopped << "\n";
   return 0;
 }

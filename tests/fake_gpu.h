@@ -20,7 +20,9 @@ class FakeGpu : public evolve::Gpu {
   static double time_of(const compile::Tunables& t) {
     std::string text;
     for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
-    return 0.5 + static_cast<double>(std::stoull(content_hash(text).substr(0, 8), nullptr, 16) % 1000) / 1000.0;
+    return 0.5 +
+           static_cast<double>(std::stoull(content_hash(text).substr(0, 8), nullptr, 16) % 1000) /
+               1000.0;
   }
   verify::Verdict verify(const tasks::Task& task, const evolve::Checked& c) override {
     const compile::CandidateReport& r = c.report;
@@ -60,9 +62,15 @@ class FakeGpu : public evolve::Gpu {
     ++profiled;
     nlohmann::json kernels = nlohmann::json::array();
     for (const auto& k : r.kernels)
-      kernels.push_back({{"name", k.name}, {"duration_ms", time_of(r.tunables)}, {"dram_pct", 81.25},
-                         {"sm_pct", 40.5}, {"occupancy_pct", 62.0}, {"registers", 18},
-                         {"stalls", nlohmann::json::array({nlohmann::json::array({"long_scoreboard", 12.5}), nlohmann::json::array({"wait", 2.0})})}});
+      kernels.push_back(
+          {{"name", k.name},
+           {"duration_ms", time_of(r.tunables)},
+           {"dram_pct", 81.25},
+           {"sm_pct", 40.5},
+           {"occupancy_pct", 62.0},
+           {"registers", 18},
+           {"stalls", nlohmann::json::array({nlohmann::json::array({"long_scoreboard", 12.5}),
+                                             nlohmann::json::array({"wait", 2.0})})}});
     return {{"kernels", kernels}, {"tool", ncu}};
   }
   std::string profiler() const override { return ncu; }
@@ -71,13 +79,14 @@ class FakeGpu : public evolve::Gpu {
     d.name = name;
     d.uuid = uuid;
     d.cc_major = 9, d.cc_minor = 0, d.sm_count = 132;
-    d.memory_bytes = 150'000'000'000;  // an H200's (a JSONL export of its rows imports: 0 would not)
+    d.memory_bytes =
+        150'000'000'000;  // an H200's (a JSONL export of its rows imports: 0 would not)
     return d;
   }
   std::string driver() const override { return "fake"; }
 
   int verified = 0, screened = 0, admitted = 0, baselined = 0, profiled = 0;
-  std::string ncu;  // "" : no profiler
+  std::string ncu;                                        // "" : no profiler
   std::string name = "Fake GPU", uuid = "GPU-fake-0000";  // another machine: another uuid
   int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)
   // Kernels (as plans name them) this GPU finds wrong: a candidate launching one screens and
@@ -99,12 +108,16 @@ class FakeGpu : public evolve::Gpu {
     verify::Verdict v;
     v.outcome = verify::Outcome::WrongResult;
     std::string dims;
-    for (const auto& [name, value] : task.dims) dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(value);
-    v.summary = "output 'out': " + std::string(kWrongSummary) + " at element [0, 1]: got 0.3989, expected 0 (dims " +
-                dims + ", seed 1)";
+    for (const auto& [name, value] : task.dims)
+      dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    v.summary = "output 'out': " + std::string(kWrongSummary) +
+                " at element [0, 1]: got 0.3989, expected 0 (dims " + dims + ", seed 1)";
     v.evidence = {{"output", "out"},
-                  {"comparison", {{"ok", false}, {"first_bad_position", {0, 1}}, {"first_bad_value", 0.3989},
-                                  {"first_bad_expected", 0.0}}},
+                  {"comparison",
+                   {{"ok", false},
+                    {"first_bad_position", {0, 1}},
+                    {"first_bad_value", 0.3989},
+                    {"first_bad_expected", 0.0}}},
                   {"unwritten_elements", 0},
                   {"seed", 1}};
     return v;

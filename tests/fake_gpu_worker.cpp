@@ -47,12 +47,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--connect") o.address = next();
-    else if (a == "--worker") o.worker = std::stoi(next());
-    else if (a == "--die-after") gpu.die_after = std::stoi(next());
-    else if (a == "--hang-after") gpu.hang_after = std::stoi(next());
-    else if (a == "--busy-ms") gpu.busy_ms = std::stoi(next());
-    else if (a == "--name") gpu.name = next();
+    if (a == "--connect")
+      o.address = next();
+    else if (a == "--worker")
+      o.worker = std::stoi(next());
+    else if (a == "--die-after")
+      gpu.die_after = std::stoi(next());
+    else if (a == "--hang-after")
+      gpu.hang_after = std::stoi(next());
+    else if (a == "--busy-ms")
+      gpu.busy_ms = std::stoi(next());
+    else if (a == "--name")
+      gpu.name = next();
     else {
       std::cerr << "kforge-fake-gpu-worker: unknown argument " << a << "\n";
       return 2;

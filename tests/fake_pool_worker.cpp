@@ -24,13 +24,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--connect") address = next();
-    else if (a == "--worker") worker = std::stoi(next());
-    else if (a == "--die-after") die_after = std::stoi(next());
-    else if (a == "--hang-after") hang_after = std::stoi(next());
-    else if (a == "--slow-ms") slow_ms = std::stoi(next());
-    else if (a == "--garbage-after") garbage_after = std::stoi(next());
-    else if (a == "--bad-token") bad_token = true;
+    if (a == "--connect")
+      address = next();
+    else if (a == "--worker")
+      worker = std::stoi(next());
+    else if (a == "--die-after")
+      die_after = std::stoi(next());
+    else if (a == "--hang-after")
+      hang_after = std::stoi(next());
+    else if (a == "--slow-ms")
+      slow_ms = std::stoi(next());
+    else if (a == "--garbage-after")
+      garbage_after = std::stoi(next());
+    else if (a == "--bad-token")
+      bad_token = true;
   }
   size_t colon = address.rfind(':');
   sockaddr_in to{};
@@ -40,9 +47,16 @@ int main(int argc, char** argv) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) return 2;
   const char* token = std::getenv("KFORGE_WORKER_TOKEN");
-  auto say = [&](const std::string& line) { return send(fd, (line + "\n").data(), line.size() + 1, MSG_NOSIGNAL) > 0; };
-  say(nlohmann::json{{"op", "hello"}, {"worker", worker}, {"token", bad_token ? "wrong" : token ? token : ""},
-                     {"device", "fake GPU " + std::to_string(worker)}}.dump());
+  auto say = [&](const std::string& line) {
+    return send(fd, (line + "\n").data(), line.size() + 1, MSG_NOSIGNAL) > 0;
+  };
+  say(nlohmann::json{{"op", "hello"},
+                     {"worker", worker},
+                     {"token", bad_token ? "wrong"
+                               : token   ? token
+                                         : ""},
+                     {"device", "fake GPU " + std::to_string(worker)}}
+          .dump());
   std::string buffer;
   int jobs = 0;
   char chunk[4096];
@@ -59,8 +73,11 @@ int main(int argc, char** argv) {
         say("this is not JSON");
         continue;
       }
-      say(nlohmann::json{{"op", "result"}, {"id", job["id"]},
-                         {"answer", {{"double", 2 * job["job"]["value"].get<int64_t>()}, {"pid", getpid()}}}}.dump());
+      say(nlohmann::json{
+          {"op", "result"},
+          {"id", job["id"]},
+          {"answer", {{"double", 2 * job["job"]["value"].get<int64_t>()}, {"pid", getpid()}}}}
+              .dump());
     }
   }
   return 0;

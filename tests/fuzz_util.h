@@ -1,6 +1,7 @@
-// Seeded mutation fuzzing for the tests of what kforge reads from outside: a counter-based stream of
-// mutations of seed inputs, run through a target in a forked child under a memory and time limit
-// (tests/test_fuzz.cpp says what each target must hold). Every suite that adds a target includes this.
+// Seeded mutation fuzzing for the tests of what kforge reads from outside: a counter-based stream
+// of mutations of seed inputs, run through a target in a forked child under a memory and time limit
+// (tests/test_fuzz.cpp says what each target must hold). Every suite that adds a target includes
+// this.
 #pragma once
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -24,7 +25,6 @@
 
 namespace kforge::test::fuzzing {
 
-
 // splitmix64: a counter-based stream, so case i of a target is the same on every machine.
 struct Rng {
   uint64_t s;
@@ -38,13 +38,57 @@ struct Rng {
 };
 
 inline const std::vector<std::string>& dictionary() {
-  static const std::vector<std::string> d = {
-      "1e400", "-9223372036854775808", "9223372036854775807", "18446744073709551616", "4294967295", "-1", "0", "nan",
-      "inf", "\"\"", "[]", "{}", "null", "true", "\"B * N\"", "ceil_div(", "min(", ")", "BLOCK", "__CUDA_ARCH__", "int",
-      "#include \"/etc/passwd\"\n", "%:include </proc/self/environ>\n", "#line 4294967295\n", "\x1b[31m", "\xc3\x28",
-      "\xff\xfe", std::string(1, '\0'), "((((((((((((((((", "[[[[[[[[[[[[[[[[", "{{{{{{{{{{{{{{{{", "\"\"\"", "'''",
-      "\\u0000", "\\ud800", "\n[x]\n", "\n[[inputs]]\n", "= ", "```", "```cuda\n", "```json\n", "<!-- task: x -->",
-      "__global__", "template <int B>", "<", ">", ",", ":", "\\", "\"", "\n"};
+  static const std::vector<std::string> d = {"1e400",
+                                             "-9223372036854775808",
+                                             "9223372036854775807",
+                                             "18446744073709551616",
+                                             "4294967295",
+                                             "-1",
+                                             "0",
+                                             "nan",
+                                             "inf",
+                                             "\"\"",
+                                             "[]",
+                                             "{}",
+                                             "null",
+                                             "true",
+                                             "\"B * N\"",
+                                             "ceil_div(",
+                                             "min(",
+                                             ")",
+                                             "BLOCK",
+                                             "__CUDA_ARCH__",
+                                             "int",
+                                             "#include \"/etc/passwd\"\n",
+                                             "%:include </proc/self/environ>\n",
+                                             "#line 4294967295\n",
+                                             "\x1b[31m",
+                                             "\xc3\x28",
+                                             "\xff\xfe",
+                                             std::string(1, '\0'),
+                                             "((((((((((((((((",
+                                             "[[[[[[[[[[[[[[[[",
+                                             "{{{{{{{{{{{{{{{{",
+                                             "\"\"\"",
+                                             "'''",
+                                             "\\u0000",
+                                             "\\ud800",
+                                             "\n[x]\n",
+                                             "\n[[inputs]]\n",
+                                             "= ",
+                                             "```",
+                                             "```cuda\n",
+                                             "```json\n",
+                                             "<!-- task: x -->",
+                                             "__global__",
+                                             "template <int B>",
+                                             "<",
+                                             ">",
+                                             ",",
+                                             ":",
+                                             "\\",
+                                             "\"",
+                                             "\n"};
   return d;
 }
 
@@ -59,8 +103,12 @@ inline std::string mutate(const std::string& seed, Rng& rng) {
       case 0:
         if (!s.empty()) s[rng.below(s.size())] = static_cast<char>(rng.below(256));
         break;
-      case 1: s.insert(at, dictionary()[rng.below(dictionary().size())]); break;
-      case 2: s.erase(at, rng.below(32)); break;
+      case 1:
+        s.insert(at, dictionary()[rng.below(dictionary().size())]);
+        break;
+      case 2:
+        s.erase(at, rng.below(32));
+        break;
       case 3: {
         size_t len = 1 + rng.below(16);
         std::string piece = s.substr(at, len);
@@ -70,7 +118,9 @@ inline std::string mutate(const std::string& seed, Rng& rng) {
         s.insert(at, rep);
         break;
       }
-      case 4: s.resize(at); break;
+      case 4:
+        s.resize(at);
+        break;
       default: {
         std::string token = dictionary()[rng.below(dictionary().size())];
         s.insert(at, std::string(1000 + rng.below(100000), token.empty() ? '(' : token[0]));
@@ -85,8 +135,10 @@ using Target = std::function<std::string(const std::string& input)>;
 
 // Runs `cases` mutations of the seeds through `target` in a child process limited to 4 GiB of
 // data and `seconds` in all; returns the failures (with the case numbers) or why the child died.
-inline std::string fuzz(const std::vector<std::string>& seeds, int cases, int seconds, uint64_t salt, const Target& target) {
-  if (const char* scale = std::getenv("KFORGE_FUZZ_CASES")) cases = std::max(1, std::atoi(scale) * cases / 1000);
+inline std::string fuzz(const std::vector<std::string>& seeds, int cases, int seconds,
+                        uint64_t salt, const Target& target) {
+  if (const char* scale = std::getenv("KFORGE_FUZZ_CASES"))
+    cases = std::max(1, std::atoi(scale) * cases / 1000);
   int pipefd[2];
   if (::pipe(pipefd) != 0) return "pipe failed";
   pid_t pid = ::fork();
@@ -95,7 +147,9 @@ inline std::string fuzz(const std::vector<std::string>& seeds, int cases, int se
     rlimit mem{4ULL << 30, 4ULL << 30};
     ::setrlimit(RLIMIT_DATA, &mem);
     ::alarm(static_cast<unsigned>(seconds));
-    auto say = [&](const std::string& line) { (void)!::write(pipefd[1], line.data(), line.size()); };
+    auto say = [&](const std::string& line) {
+      (void)!::write(pipefd[1], line.data(), line.size());
+    };
     int failures = 0;
     for (int i = 0; i < cases && failures < 20; ++i) {
       Rng rng{salt * 1000003 + static_cast<uint64_t>(i)};
@@ -112,7 +166,8 @@ inline std::string fuzz(const std::vector<std::string>& seeds, int cases, int se
       if (secs > 5.0) problem += " (took " + std::to_string(secs) + " s)";
       if (!problem.empty()) {
         ++failures;
-        say("FAIL case " + std::to_string(i) + " (salt " + std::to_string(salt) + "): " + problem.substr(0, 400) + "\n");
+        say("FAIL case " + std::to_string(i) + " (salt " + std::to_string(salt) +
+            "): " + problem.substr(0, 400) + "\n");
       }
     }
     ::_exit(0);
@@ -121,34 +176,45 @@ inline std::string fuzz(const std::vector<std::string>& seeds, int cases, int se
   std::string out;
   std::array<char, 4096> buf;
   ssize_t n;
-  while ((n = ::read(pipefd[0], buf.data(), buf.size())) > 0) out.append(buf.data(), static_cast<size_t>(n));
+  while ((n = ::read(pipefd[0], buf.data(), buf.size())) > 0)
+    out.append(buf.data(), static_cast<size_t>(n));
   ::close(pipefd[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   std::string failures, last_case;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("case ", 0) == 0) last_case = line;
-    else failures += line + "\n";
+    if (line.rfind("case ", 0) == 0)
+      last_case = line;
+    else
+      failures += line + "\n";
   }
   if (WIFSIGNALED(status))
-    failures += "the child died of signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ") at " +
-                last_case + " (salt " + std::to_string(salt) + ")" +
-                (WTERMSIG(status) == SIGALRM ? ": a hang, or the cases took over " + std::to_string(seconds) + " s" : "") + "\n";
+    failures += "the child died of signal " + std::to_string(WTERMSIG(status)) + " (" +
+                strsignal(WTERMSIG(status)) + ") at " + last_case + " (salt " +
+                std::to_string(salt) + ")" +
+                (WTERMSIG(status) == SIGALRM
+                     ? ": a hang, or the cases took over " + std::to_string(seconds) + " s"
+                     : "") +
+                "\n";
   return failures;
 }
 
 // An exception from bad input must be one of kforge's and name the input it came from.
 inline std::string named(const std::exception& e, const std::string& input_name) {
-  if (!dynamic_cast<const kforge::Error*>(&e)) return std::string("not a kforge error (exit 4): ") + e.what();
+  if (!dynamic_cast<const kforge::Error*>(&e))
+    return std::string("not a kforge error (exit 4): ") + e.what();
   std::string what = e.what();
-  if (what.find(input_name) == std::string::npos) return "the error does not name " + input_name + ": " + what;
+  if (what.find(input_name) == std::string::npos)
+    return "the error does not name " + input_name + ": " + what;
   return "";
 }
 
-inline std::vector<std::string> files_under(const std::string& dir, const std::string& ext, size_t max) {
+inline std::vector<std::string> files_under(const std::string& dir, const std::string& ext,
+                                            size_t max) {
   std::vector<std::string> out;
-  FILE* p = ::popen(("find " + dir + " -name '*" + ext + "' | sort | head -" + std::to_string(max)).c_str(), "r");
+  FILE* p = ::popen(
+      ("find " + dir + " -name '*" + ext + "' | sort | head -" + std::to_string(max)).c_str(), "r");
   std::array<char, 4096> buf;
   std::string list;
   size_t n;
@@ -159,6 +225,8 @@ inline std::vector<std::string> files_under(const std::string& dir, const std::s
   return out;
 }
 
-inline std::string source_dir_string() { return kforge::test::source_dir().string(); }
+inline std::string source_dir_string() {
+  return kforge::test::source_dir().string();
+}
 
 }  // namespace kforge::test::fuzzing

@@ -29,7 +29,8 @@ class LoopbackModel {
   // nullopt for an endpoint that is down (a 500). It runs on the server's threads.
   using Answer = std::function<std::optional<std::string>(const std::string& prompt)>;
   // The usage an answer reports (prompt tokens, completion tokens); without one, 1000 and 500.
-  using Usage = std::function<std::pair<int64_t, int64_t>(const std::string& prompt, const std::string& answer)>;
+  using Usage = std::function<std::pair<int64_t, int64_t>(const std::string& prompt,
+                                                          const std::string& answer)>;
 
   explicit LoopbackModel(Answer answer, std::string model = "scripted", Usage usage = nullptr)
       : model_(std::move(model)) {
@@ -43,7 +44,8 @@ class LoopbackModel {
         res.set_content("{\"error\": \"overloaded\"}", "application/json");
         return;
       }
-      std::pair<int64_t, int64_t> tokens = usage ? usage(prompt, *text) : std::pair<int64_t, int64_t>{1000, 500};
+      std::pair<int64_t, int64_t> tokens =
+          usage ? usage(prompt, *text) : std::pair<int64_t, int64_t>{1000, 500};
       {
         std::lock_guard<std::mutex> lock(mutex_);
         prompts_.push_back(prompt);

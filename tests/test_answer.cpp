@@ -9,10 +9,13 @@ using kforge::compile::AnswerError;
 using kforge::compile::parse_answer;
 
 const std::string kCuda = "```cuda\n__global__ void k(const float* x, float* out, int n) {}\n```\n";
-const std::string kPlan = "```json\n{\"launch\": [{\"kernel\": \"k\", \"grid\": [1], \"block\": [32], \"args\": [\"x\", \"out\", \"N\"]}]}\n```\n";
+const std::string kPlan =
+    "```json\n{\"launch\": [{\"kernel\": \"k\", \"grid\": [1], \"block\": [32], \"args\": [\"x\", "
+    "\"out\", \"N\"]}]}\n```\n";
 
 TEST(Answer, SplitsSourceAndPlanAmidProse) {
-  auto a = parse_answer("Here is my kernel.\n\n" + kCuda + "\nAnd the plan:\n" + kPlan + "Thanks!\n");
+  auto a =
+      parse_answer("Here is my kernel.\n\n" + kCuda + "\nAnd the plan:\n" + kPlan + "Thanks!\n");
   EXPECT_NE(a.source.find("__global__ void k"), std::string::npos);
   EXPECT_NE(a.plan.find("\"launch\""), std::string::npos);
   EXPECT_EQ(a.source_first_line, 4);
@@ -47,7 +50,8 @@ TEST(Answer, ErrorsSayWhatToFix) {
   expect_error(kCuda + kPlan + kPlan, "2 JSON blocks");
   expect_error("```cuda\n__global__ void k() {}\n", "opened at line 1 is never closed");
   expect_error("```cuda\n\n```\n" + kPlan, "is empty");
-  expect_error("```cuda\n__device__ float f() { return 1; }\n```\n" + kPlan, "defines no __global__ kernel");
+  expect_error("```cuda\n__device__ float f() { return 1; }\n```\n" + kPlan,
+               "defines no __global__ kernel");
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ using namespace kforge::archive;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-kforge::tasks::Task make_task(const std::string& suite, const std::string& name, const std::vector<std::string>& tags,
-                              const std::string& summary) {
+kforge::tasks::Task make_task(const std::string& suite, const std::string& name,
+                              const std::vector<std::string>& tags, const std::string& summary) {
   kforge::tasks::Task t;
   t.suite = suite;
   t.name = name;
@@ -52,7 +52,8 @@ EvaluationRecord eval(const std::string& outcome, std::optional<double> ms, bool
 
 // The identity kforge gives a candidate (an import recomputes it).
 NewCandidate& with_identity(NewCandidate& c) {
-  c.identity = kforge::candidate_identity(c.source, c.plan, c.tunables.get<std::map<std::string, int64_t>>());
+  c.identity = kforge::candidate_identity(c.source, c.plan,
+                                          c.tunables.get<std::map<std::string, int64_t>>());
   return c;
 }
 
@@ -123,10 +124,14 @@ TEST(Archive, RefusesDamagedAndForeignFiles) {
     Archive::open(junk);
     FAIL();
   } catch (const ArchiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("damaged or not a kforge archive"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("damaged or not a kforge archive"), std::string::npos)
+        << e.what();
   }
   std::string other = (dir.path() / "other.db").string();
-  { Database raw(other, true); raw.exec("CREATE TABLE notes (x)"); }
+  {
+    Database raw(other, true);
+    raw.exec("CREATE TABLE notes (x)");
+  }
   try {
     Archive::open(other);
     FAIL();
@@ -147,7 +152,8 @@ TEST(Archive, LockedFileIsAClearError) {
     writer.add_candidate(candidate(t, "k"), std::nullopt, {});
     FAIL();
   } catch (const ArchiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("locked by another process"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("locked by another process"), std::string::npos)
+        << e.what();
   }
   other.db().exec("ROLLBACK");
   EXPECT_NO_THROW(writer.add_candidate(candidate(t, "k"), std::nullopt, {}));
@@ -157,9 +163,11 @@ TEST(Archive, WinnerIsCorrectAdmittedUnflaggedAndVerified) {
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
   TaskId t = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows"));
-  EXPECT_EQ(a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows")).value, t.value);  // same version
+  EXPECT_EQ(a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows")).value,
+            t.value);  // same version
   CandidateId slow = a.add_candidate(candidate(t, "slow"), std::nullopt, {eval("correct", 1.5)});
-  a.add_candidate(candidate(t, "suspicious"), std::nullopt, {eval("correct", 0.01, true, {"suspicious"})});
+  a.add_candidate(candidate(t, "suspicious"), std::nullopt,
+                  {eval("correct", 0.01, true, {"suspicious"})});
   a.add_candidate(candidate(t, "not admitted"), std::nullopt, {eval("correct", 0.5, false)});
   a.add_candidate(candidate(t, "wrong"), std::nullopt, {eval("wrong_result", 0.2)});
   NewCandidate imported = candidate(t, "imported hack");
@@ -194,33 +202,46 @@ TEST(Archive, OneCandidateIsOneTransaction) {
 TEST(Archive, RetrievalRanksSimilarTasksFirst) {
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
-  TaskId softmax = a.upsert_task(make_task("level1", "softmax", {"reduction", "softmax"}, "Softmax over the last dimension"));
-  TaskId logsm = a.upsert_task(make_task("level1", "log_softmax", {"reduction", "softmax"}, "Log-softmax over the last dimension"));
+  TaskId softmax = a.upsert_task(
+      make_task("level1", "softmax", {"reduction", "softmax"}, "Softmax over the last dimension"));
+  TaskId logsm = a.upsert_task(make_task("level1", "log_softmax", {"reduction", "softmax"},
+                                         "Log-softmax over the last dimension"));
   TaskId relu = a.upsert_task(make_task("level1", "relu", {"activation", "elementwise"}, "ReLU"));
-  TaskId mm = a.upsert_task(make_task("level1", "matmul_square", {"matmul"}, "Square matrix product"));
-  a.add_candidate(candidate(softmax, "__global__ void softmax_rows() {}"), std::nullopt, {eval("correct", 1.0)});
-  a.add_candidate(candidate(logsm, "__global__ void log_softmax_rows() {}"), std::nullopt, {eval("correct", 1.0)});
-  a.add_candidate(candidate(relu, "__global__ void relu() {}"), std::nullopt, {eval("correct", 1.0)});
-  a.add_candidate(candidate(mm, "__global__ void tiled_matmul() {}"), std::nullopt, {eval("correct", 1.0)});
-  auto query = make_task("level2", "scaled_masked_softmax", {"softmax", "fused"}, "Softmax of masked scaled scores");
+  TaskId mm =
+      a.upsert_task(make_task("level1", "matmul_square", {"matmul"}, "Square matrix product"));
+  a.add_candidate(candidate(softmax, "__global__ void softmax_rows() {}"), std::nullopt,
+                  {eval("correct", 1.0)});
+  a.add_candidate(candidate(logsm, "__global__ void log_softmax_rows() {}"), std::nullopt,
+                  {eval("correct", 1.0)});
+  a.add_candidate(candidate(relu, "__global__ void relu() {}"), std::nullopt,
+                  {eval("correct", 1.0)});
+  a.add_candidate(candidate(mm, "__global__ void tiled_matmul() {}"), std::nullopt,
+                  {eval("correct", 1.0)});
+  auto query = make_task("level2", "scaled_masked_softmax", {"softmax", "fused"},
+                         "Softmax of masked scaled scores");
   auto got = a.similar(query, 3);
   ASSERT_GE(got.size(), 2u);
-  EXPECT_TRUE(got[0].task == "level1/softmax" || got[0].task == "level1/log_softmax") << got[0].task;
-  EXPECT_TRUE(got[1].task == "level1/softmax" || got[1].task == "level1/log_softmax") << got[1].task;
+  EXPECT_TRUE(got[0].task == "level1/softmax" || got[0].task == "level1/log_softmax")
+      << got[0].task;
+  EXPECT_TRUE(got[1].task == "level1/softmax" || got[1].task == "level1/log_softmax")
+      << got[1].task;
   for (const auto& k : got) EXPECT_NE(k.task, "level1/matmul_square");
   auto hits = a.search("tiled_matmul", 5);
   ASSERT_EQ(hits.size(), 1u);
   EXPECT_EQ(hits[0].task, "level1/matmul_square");
   // A task's wrong kernel (no time) is not what a prompt retrieves when the task has a correct one.
-  a.add_candidate(candidate(softmax, "__global__ void softmax_wrong() {}"), std::nullopt, {eval("wrong_result", std::nullopt, false)});
+  a.add_candidate(candidate(softmax, "__global__ void softmax_wrong() {}"), std::nullopt,
+                  {eval("wrong_result", std::nullopt, false)});
   for (const auto& k : a.similar(query, 3))
-    if (k.task == "level1/softmax") EXPECT_EQ(a.show(k.id)["source"], "__global__ void softmax_rows() {}");
+    if (k.task == "level1/softmax")
+      EXPECT_EQ(a.show(k.id)["source"], "__global__ void softmax_rows() {}");
 }
 
 void populate(Archive& a) {
   TaskId t = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax"));
   RunId run = a.start_run({{"suite", "level1"}, {"models", {"m1"}}});
-  DeviceId dev = a.upsert_device("GPU-1234", "NVIDIA H200", "sm_90a", 132, int64_t{150} << 30, "580.1");
+  DeviceId dev =
+      a.upsert_device("GPU-1234", "NVIDIA H200", "sm_90a", 132, int64_t{150} << 30, "580.1");
   CompileRecord cr;
   cr.ok = true;
   cr.stage = "passed";
@@ -251,7 +272,8 @@ TEST(Archive, JsonlRoundTripsLosslessly) {
   EXPECT_EQ(a.export_jsonl(first), 2u);
   Archive b = Archive::open((dir.path() / "b.db").string());
   std::stringstream in(first.str());
-  EXPECT_EQ(b.import_jsonl(in, "first.jsonl", {/*trust=*/true}).lines, 2u);  // the user's own export
+  EXPECT_EQ(b.import_jsonl(in, "first.jsonl", {/*trust=*/true}).lines,
+            2u);  // the user's own export
   std::stringstream second;
   b.export_jsonl(second);
   EXPECT_EQ(first.str(), second.str());
@@ -291,9 +313,11 @@ TEST(Archive, BaselinesAreKeyedByTaskDimsDeviceAndMathMode) {
   EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
   EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->scripted_ms.has_value());
   EXPECT_FALSE(a.baseline(t, {{"B", 1}, {"N", 1}}, d, "ieee").has_value());
-  a.store_baseline(t, dims, d, "ieee", {1.60, 1.52});  // timed again in a judgment: the first timing stays
+  a.store_baseline(t, dims, d, "ieee",
+                   {1.60, 1.52});  // timed again in a judgment: the first timing stays
   EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
-  a.store_baseline(t, dims, d, "ieee", {1.55, 1.49}, /*replace=*/true);  // re-timed by `kforge baseline`
+  a.store_baseline(t, dims, d, "ieee", {1.55, 1.49},
+                   /*replace=*/true);  // re-timed by `kforge baseline`
   EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.55);
   EXPECT_EQ(count(a, "SELECT count(*) FROM baselines"), 2);
   // Another H200 reads the first H200's timing, also once it timed its own (a run resumed on
@@ -315,7 +339,8 @@ TEST(Archive, BaselinesKeepTorchCompileOrWhyItIsAbsent) {
   TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
   DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
   json dims = {{"N", 4096}};
-  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, std::nullopt, "no Python with PyTorch 2 on this machine"});
+  a.store_baseline(t, dims, d, "ieee",
+                   {1.0, 1.1, std::nullopt, "no Python with PyTorch 2 on this machine"});
   std::optional<BaselineTimes> b = a.baseline(t, dims, d, "ieee");
   ASSERT_TRUE(b.has_value());
   EXPECT_FALSE(b->compiled_ms.has_value());
@@ -326,7 +351,10 @@ TEST(Archive, BaselinesKeepTorchCompileOrWhyItIsAbsent) {
   b = a.baseline(t, dims, d, "ieee");
   EXPECT_EQ(b->compiled_ms, 0.9);
   EXPECT_EQ(b->compiled_absent, "");
-  EXPECT_EQ(count(a, "SELECT count(*) FROM baselines WHERE compiled_absent IS NULL AND compiled_ms = 0.9"), 1);
+  EXPECT_EQ(
+      count(a,
+            "SELECT count(*) FROM baselines WHERE compiled_absent IS NULL AND compiled_ms = 0.9"),
+      1);
 }
 
 TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
@@ -335,7 +363,8 @@ TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
   Statement cols = a.db().prepare("SELECT name FROM pragma_table_info('llm_calls')");
   while (cols.step()) {
     std::string c = cols.text(0);
-    for (const char* bad : {"key", "auth", "header", "token_value", "secret"}) EXPECT_EQ(c.find(bad), std::string::npos) << c;
+    for (const char* bad : {"key", "auth", "header", "token_value", "secret"})
+      EXPECT_EQ(c.find(bad), std::string::npos) << c;
   }
 }
 
@@ -352,12 +381,14 @@ TEST(Archive, KillDuringWritesLosesNothingCommitted) {
     cr.stage = "passed";
     cr.log = std::string(200000, 'l');  // big rows: the kill lands mid-write
     for (int i = 0; i < 100000; ++i) {
-      a.add_candidate(candidate(TaskId{1}, "kernel " + std::to_string(i)), cr, {eval("correct", 1.0), eval("correct", 1.1)});
+      a.add_candidate(candidate(TaskId{1}, "kernel " + std::to_string(i)), cr,
+                      {eval("correct", 1.0), eval("correct", 1.1)});
       kforge::write_file_atomic(progress, std::to_string(i + 1));
     }
     _exit(0);
   }
-  while (!kforge::read_file(progress) || std::stoi(*kforge::read_file(progress)) < 20) usleep(10000);
+  while (!kforge::read_file(progress) || std::stoi(*kforge::read_file(progress)) < 20)
+    usleep(10000);
   usleep(37000);
   kill(pid, SIGKILL);
   int status;
@@ -369,11 +400,13 @@ TEST(Archive, KillDuringWritesLosesNothingCommitted) {
   ok.step();
   EXPECT_EQ(ok.text(0), "ok");
   int64_t n = count(a, "SELECT count(*) FROM candidates");
-  EXPECT_GE(n, committed);                 // nothing committed is lost
-  EXPECT_LE(n, committed + 1);             // at most the one whose progress note the kill beat
-  EXPECT_EQ(count(a, "SELECT count(*) FROM candidates c WHERE (SELECT count(*) FROM compiles WHERE candidate_id = c.id) != 1 "
-                     "OR (SELECT count(*) FROM evaluations WHERE candidate_id = c.id) != 2"),
-            0);                            // no half-written candidate
+  EXPECT_GE(n, committed);      // nothing committed is lost
+  EXPECT_LE(n, committed + 1);  // at most the one whose progress note the kill beat
+  EXPECT_EQ(count(a,
+                  "SELECT count(*) FROM candidates c WHERE (SELECT count(*) FROM compiles WHERE "
+                  "candidate_id = c.id) != 1 "
+                  "OR (SELECT count(*) FROM evaluations WHERE candidate_id = c.id) != 2"),
+            0);  // no half-written candidate
 }
 
 TEST(Archive, ReaderRunsBesideAWriter) {
@@ -383,7 +416,8 @@ TEST(Archive, ReaderRunsBesideAWriter) {
   std::atomic<bool> done{false};
   std::thread writer([&] {
     Archive w = Archive::open(path);
-    for (int i = 0; i < 300; ++i) w.add_candidate(candidate(t, "k" + std::to_string(i)), std::nullopt, {eval("correct", 1.0)});
+    for (int i = 0; i < 300; ++i)
+      w.add_candidate(candidate(t, "k" + std::to_string(i)), std::nullopt, {eval("correct", 1.0)});
     done = true;
   });
   Archive r = Archive::open(path);
@@ -406,7 +440,8 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
   std::string path = (dir.path() / "a.db").string();
   {
     Archive a = Archive::open(path);
-    TaskId softmax = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows"));
+    TaskId softmax =
+        a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax over rows"));
     a.upsert_task(make_task("level1", "relu", {"elementwise"}, "ReLU"));
     a.upsert_task(make_task("level2", "other", {}, "not in the suite"));
     a.add_candidate(candidate(softmax, "seed slow"), std::nullopt, {eval("correct", 1.5)});
@@ -431,18 +466,26 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
     EXPECT_DOUBLE_EQ(a.results("level1", "", true)[1]["time_ms"].get<double>(), 0.3);
     EXPECT_DOUBLE_EQ(a.results("level1", "seed", true)[1]["time_ms"].get<double>(), 1.5);
   }
-  FILE* p = popen((std::string(KFORGE_BINARY) + " archive results level1 --kind seed --db " + path + " 2>&1").c_str(), "r");
+  FILE* p = popen(
+      (std::string(KFORGE_BINARY) + " archive results level1 --kind seed --db " + path + " 2>&1")
+          .c_str(),
+      "r");
   std::string out;
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
-  EXPECT_NE(out.find("| task | eager ms | scripted ms | compile ms | seed ms | x eager | x scripted | x compile |"),
+  EXPECT_NE(out.find("| task | eager ms | scripted ms | compile ms | seed ms | x eager | x "
+                     "scripted | x compile |"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | - | 0.9000 | 2.22 | - | - |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | - | 0.9000 | 2.22 | - | - |"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("| level1/relu | - | - | - |"), std::string::npos) << out;
-  EXPECT_NE(out.find("Geometric mean over the 1 of 2 tasks with a kernel: 2.22x eager"), std::string::npos) << out;
+  EXPECT_NE(out.find("Geometric mean over the 1 of 2 tasks with a kernel: 2.22x eager"),
+            std::string::npos)
+      << out;
 }
 
 TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
@@ -454,7 +497,8 @@ TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
   }
   auto run = [&](const std::string& args) {
     std::string out;
-    FILE* p = popen((std::string(KFORGE_BINARY) + " archive " + args + " --db " + path + " 2>&1").c_str(), "r");
+    FILE* p = popen(
+        (std::string(KFORGE_BINARY) + " archive " + args + " --db " + path + " 2>&1").c_str(), "r");
     char buf[4096];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
@@ -491,7 +535,8 @@ TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
   EXPECT_EQ(rc9, 1);
   EXPECT_NE(missing.find("no candidate 99"), std::string::npos);
   std::string none = (dir.path() / "none.db").string();
-  FILE* p = popen((std::string(KFORGE_BINARY) + " archive stats --db " + none + " 2>&1").c_str(), "r");
+  FILE* p =
+      popen((std::string(KFORGE_BINARY) + " archive stats --db " + none + " 2>&1").c_str(), "r");
   char buf[512] = {};
   fread(buf, 1, sizeof buf - 1, p);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 1);
@@ -519,20 +564,26 @@ TEST(Archive, ReviewAcceptsOrRejectsASuspiciousEvaluation) {
     Archive a = Archive::open(path);
     t = a.upsert_task(make_task("level1", "matmul_diag", {"matmul"}, "diag(a) @ b"));
     EvaluationRecord e = eval("correct", 0.07, true, {"suspicious"});
-    e.evidence["timing"] = {{"suspicion", "more than 10x eager ...: awaiting review (kforge archive review)"}};
+    e.evidence["timing"] = {
+        {"suspicion", "more than 10x eager ...: awaiting review (kforge archive review)"}};
     fast = a.add_candidate(candidate(t, "fast"), std::nullopt, {e});
     EvaluationRecord below = eval("correct", 0.01, true, {"suspicious"});
-    below.evidence["timing"] = {{"suspicion", std::string(kforge::verify::kSuspicionBelowFloor) + " (300% of it)"}};
+    below.evidence["timing"] = {
+        {"suspicion", std::string(kforge::verify::kSuspicionBelowFloor) + " (300% of it)"}};
     impossible = a.add_candidate(candidate(t, "impossible"), std::nullopt, {below});
     EXPECT_FALSE(a.best(t)) << "flagged: no winner yet";
   }
-  auto cli = [&](const std::string& args) { return kforge::test::run_kforge("archive review " + args + " --db " + path); };
+  auto cli = [&](const std::string& args) {
+    return kforge::test::run_kforge("archive review " + args + " --db " + path);
+  };
   EXPECT_EQ(cli(std::to_string(fast.value)).code, 2);  // neither --accept nor --reject
-  auto accepted = cli(std::to_string(fast.value) + " --accept --note 'diag: eager does the full matmul'");
+  auto accepted =
+      cli(std::to_string(fast.value) + " --accept --note 'diag: eager does the full matmul'");
   EXPECT_EQ(accepted.code, 0) << accepted.out;
   auto refused = cli(std::to_string(impossible.value) + " --accept");
   EXPECT_EQ(refused.code, 2) << refused.out;
-  EXPECT_NE(refused.out.find("cannot be accepted: its time is faster than the roofline floor"), std::string::npos)
+  EXPECT_NE(refused.out.find("cannot be accepted: its time is faster than the roofline floor"),
+            std::string::npos)
       << refused.out;
   EXPECT_EQ(cli(std::to_string(impossible.value) + " --reject").code, 0);
   auto again = cli(std::to_string(fast.value) + " --accept");
@@ -542,5 +593,6 @@ TEST(Archive, ReviewAcceptsOrRejectsASuspiciousEvaluation) {
   EXPECT_EQ(a.best(t)->id.value, fast.value);
   json shown = a.show(impossible);
   EXPECT_EQ(shown["evaluations"][0]["flags"], json({"suspicious", "rejected"}));
-  EXPECT_EQ(a.show(fast)["evaluations"][0]["evidence"]["review"]["note"], "diag: eager does the full matmul");
+  EXPECT_EQ(a.show(fast)["evaluations"][0]["evidence"]["review"]["note"],
+            "diag: eager does the full matmul");
 }

@@ -458,7 +458,9 @@ TEST(ArchiveImport, MigratesAVersionOneArchive) {
   // Reading never migrates; it says how.
   auto [rc, out] = kforge_cli("archive stats --db " + path);
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("older than this kforge's (" + std::to_string(kSchemaVersion) + ")"), std::string::npos) << out;
+  EXPECT_NE(out.find("older than this kforge's (" + std::to_string(kSchemaVersion) + ")"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(scalar(path, "PRAGMA user_version"), "1");
   auto [rc_m, migrated] = kforge_cli("archive migrate --db " + path);
   EXPECT_EQ(rc_m, 0) << migrated;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <zlib.h>
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -11,7 +12,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-#include <zlib.h>
 
 #include <cstdlib>
 
@@ -42,7 +42,8 @@ class Browse : public ::testing::Test {
     db_ = (dir_.path() / "archive.db").string();
     {
       archive::Archive ar = archive::Archive::open(db_);
-      std::ifstream in(source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz", std::ios::binary);
+      std::ifstream in(source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz",
+                       std::ios::binary);
       archive::ImportOptions trust;
       trust.trust = true;
       ar.import_jsonl(in, "evolve-level1-level2-2026-12-03.jsonl.gz", trust);
@@ -79,8 +80,9 @@ class Browse : public ::testing::Test {
   }
   int64_t first_winner() {
     archive::Archive ar = archive::Archive::open_read_only(db_);
-    archive::Statement q = ar.db().prepare("SELECT c.id FROM candidates c JOIN evaluations e ON e.candidate_id = c.id WHERE " +
-                                           archive::winner_condition() + " ORDER BY c.id LIMIT 1");
+    archive::Statement q = ar.db().prepare(
+        "SELECT c.id FROM candidates c JOIN evaluations e ON e.candidate_id = c.id WHERE " +
+        archive::winner_condition() + " ORDER BY c.id LIMIT 1");
     return q.step() ? q.integer(0) : 0;
   }
 
@@ -97,21 +99,26 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   ASSERT_EQ(overview["runs"].size(), 1u);
   const json& best = overview["runs"][0]["best"];
   ASSERT_GE(best.size(), 70u) << "the run's best kernel per task";
-  for (size_t i = 1; i < best.size(); ++i) EXPECT_GE(best[i - 1]["speedup_eager"], best[i]["speedup_eager"]) << "best first";
-  EXPECT_EQ(html("/").find("http-equiv=\"refresh\""), std::string::npos) << "a finished run's page does not reload";
+  for (size_t i = 1; i < best.size(); ++i)
+    EXPECT_GE(best[i - 1]["speedup_eager"], best[i]["speedup_eager"]) << "best first";
+  EXPECT_EQ(html("/").find("http-equiv=\"refresh\""), std::string::npos)
+      << "a finished run's page does not reload";
   EXPECT_NE(html("/").find("candidates"), std::string::npos);
 
   json board = api("/leaderboard");
   ASSERT_GE(board["winners"].size(), 70u) << "the evolve run's level-1 and level-2 winners";
   std::string page = html("/leaderboard");
   size_t rows = 0;
-  for (size_t at = page.find("<tr><td><a href=\"/task?id="); at != std::string::npos; at = page.find("<tr><td><a href=\"/task?id=", at + 1)) ++rows;
+  for (size_t at = page.find("<tr><td><a href=\"/task?id="); at != std::string::npos;
+       at = page.find("<tr><td><a href=\"/task?id=", at + 1))
+    ++rows;
   EXPECT_EQ(rows, board["winners"].size()) << "one row per winner";
   json losses = api("/leaderboard?tag=loss");
   ASSERT_EQ(losses["winners"].size(), 6u) << "level 1's six loss tasks carry the tag";
   std::set<std::string> loss_tasks;
   for (const json& w : losses["winners"]) loss_tasks.insert(w["task"]);
-  EXPECT_EQ(loss_tasks, (std::set<std::string>{"level1/cross_entropy", "level1/hinge_loss", "level1/huber_loss", "level1/kl_div",
+  EXPECT_EQ(loss_tasks, (std::set<std::string>{"level1/cross_entropy", "level1/hinge_loss",
+                                               "level1/huber_loss", "level1/kl_div",
                                                "level1/mse_loss", "level1/triplet_margin_loss"}));
   EXPECT_TRUE(api("/leaderboard?tag=no-such-tag")["winners"].empty());
   json level2 = api("/leaderboard?suite=level2");
@@ -126,7 +133,8 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   ASSERT_FALSE(task["candidates"].empty());
   EXPECT_GT(task["outcomes"].value("correct", 0), 0);
   std::string task_page = html("/task?id=level1/softmax");
-  EXPECT_NE(task_page.find("<polyline class=\"series\""), std::string::npos) << "the best-speedup plot has a line";
+  EXPECT_NE(task_page.find("<polyline class=\"series\""), std::string::npos)
+      << "the best-speedup plot has a line";
   EXPECT_EQ(task_page.find("no data"), std::string::npos);
   html("/task?id=level1/no_such_task", 404);
 
@@ -138,30 +146,40 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   EXPECT_TRUE(c["children"].is_array());
   EXPECT_FALSE(c["evaluations"].empty());
   std::string cpage = html("/candidate/" + std::to_string(id));
-  EXPECT_NE(cpage.find("<span class=\"q\">__global__</span>"), std::string::npos) << "the source is shown, highlighted";
+  EXPECT_NE(cpage.find("<span class=\"q\">__global__</span>"), std::string::npos)
+      << "the source is shown, highlighted";
   EXPECT_NE(cpage.find("<span class=\"k\">float</span>"), std::string::npos);
   html("/candidate/999999999", 404);
 
   // A candidate with a parent: its changes against the parent, as a diff.
   {
     archive::Archive ar = archive::Archive::open_read_only(db_);
-    archive::Statement q = ar.db().prepare("SELECT candidate_id, parent_id FROM candidate_parents ORDER BY candidate_id LIMIT 1");
+    archive::Statement q = ar.db().prepare(
+        "SELECT candidate_id, parent_id FROM candidate_parents ORDER BY candidate_id LIMIT 1");
     ASSERT_TRUE(q.step()) << "the evolve archive has children";
     json child = api("/candidate/" + std::to_string(q.integer(0)));
     EXPECT_EQ(child["parents"][0], q.integer(1));
     EXPECT_EQ(api("/candidate/" + std::to_string(q.integer(1)))["children"].size() >= 1, true);
     std::string diff_page = html("/candidate/" + std::to_string(q.integer(0)));
-    EXPECT_NE(diff_page.find("against its parent <a href=\"/candidate/" + std::to_string(q.integer(1))), std::string::npos);
-    // Lineage as a tree: the parent among the child's ancestors, the child among the parent's descendants.
-    const std::string parent_item = "<ul class=\"tree\"><li><a href=\"/candidate/" + std::to_string(q.integer(1)) + "\">";
-    size_t lineage = diff_page.find("<h2>Lineage</h2>"), descendants = diff_page.find("<p>descendants</p>", lineage);
+    EXPECT_NE(
+        diff_page.find("against its parent <a href=\"/candidate/" + std::to_string(q.integer(1))),
+        std::string::npos);
+    // Lineage as a tree: the parent among the child's ancestors, the child among the parent's
+    // descendants.
+    const std::string parent_item =
+        "<ul class=\"tree\"><li><a href=\"/candidate/" + std::to_string(q.integer(1)) + "\">";
+    size_t lineage = diff_page.find("<h2>Lineage</h2>"),
+           descendants = diff_page.find("<p>descendants</p>", lineage);
     ASSERT_NE(lineage, std::string::npos);
     size_t at = diff_page.find(parent_item, lineage);
-    EXPECT_TRUE(at != std::string::npos && at < descendants) << "the parent is listed as an ancestor";
+    EXPECT_TRUE(at != std::string::npos && at < descendants)
+        << "the parent is listed as an ancestor";
     std::string parent_page = html("/candidate/" + std::to_string(q.integer(1)));
     size_t below = parent_page.find("<p>descendants</p>");
     ASSERT_NE(below, std::string::npos);
-    EXPECT_NE(parent_page.find("<a href=\"/candidate/" + std::to_string(q.integer(0)) + "\">", below), std::string::npos)
+    EXPECT_NE(
+        parent_page.find("<a href=\"/candidate/" + std::to_string(q.integer(0)) + "\">", below),
+        std::string::npos)
         << "the child is listed as a descendant";
   }
 
@@ -177,10 +195,19 @@ TEST_F(Browse, ArchiveStringsShowAsText) {
   const std::string evil = "</script><img src=x onerror=alert(1)>";
   {
     archive::Archive ar = archive::Archive::open(db_, false);
-    archive::Statement up = ar.db().prepare("UPDATE candidates SET source = ?, model = ? WHERE id = (SELECT min(id) FROM candidates)");
-    up.bind(1, "// " + evil + "\n__global__ void k() {}").bind(2, "<b onmouseover=x>model</b>").run();
-    ar.db().prepare("UPDATE tasks SET summary = ? WHERE id = (SELECT min(id) FROM tasks)").bind(1, "<script>alert('t')</script>").run();
-    ar.db().prepare("UPDATE tasks SET name = ? WHERE id = (SELECT max(id) FROM tasks)").bind(1, "<img src=y onerror=alert(2)>").run();
+    archive::Statement up = ar.db().prepare(
+        "UPDATE candidates SET source = ?, model = ? WHERE id = (SELECT min(id) FROM candidates)");
+    up.bind(1, "// " + evil + "\n__global__ void k() {}")
+        .bind(2, "<b onmouseover=x>model</b>")
+        .run();
+    ar.db()
+        .prepare("UPDATE tasks SET summary = ? WHERE id = (SELECT min(id) FROM tasks)")
+        .bind(1, "<script>alert('t')</script>")
+        .run();
+    ar.db()
+        .prepare("UPDATE tasks SET name = ? WHERE id = (SELECT max(id) FROM tasks)")
+        .bind(1, "<img src=y onerror=alert(2)>")
+        .run();
   }
   archive::Archive ar = archive::Archive::open_read_only(db_);
   archive::Statement q = ar.db().prepare("SELECT min(id) FROM candidates");
@@ -193,10 +220,12 @@ TEST_F(Browse, ArchiveStringsShowAsText) {
   std::string tasks = html("/tasks");
   EXPECT_EQ(tasks.find("<script>"), std::string::npos);
   EXPECT_NE(tasks.find("&lt;script&gt;alert(&#39;t&#39;)&lt;/script&gt;"), std::string::npos);
-  // A task name with markup: text on the task list and the leaderboard, and percent-encoded in links.
+  // A task name with markup: text on the task list and the leaderboard, and percent-encoded in
+  // links.
   EXPECT_EQ(tasks.find("<img src=y"), std::string::npos);
   EXPECT_NE(tasks.find("&lt;img src=y onerror=alert(2)&gt;"), std::string::npos);
-  EXPECT_NE(tasks.find("/task?id=level2/%3Cimg%20src%3Dy%20onerror%3Dalert%282%29%3E"), std::string::npos);
+  EXPECT_NE(tasks.find("/task?id=level2/%3Cimg%20src%3Dy%20onerror%3Dalert%282%29%3E"),
+            std::string::npos);
   EXPECT_EQ(html("/leaderboard").find("<img src=y"), std::string::npos);
   // The search box echoes the query as text too.
   EXPECT_EQ(html("/search?q=%3Cimg%20src%3Dx%3E").find("<img src=x>"), std::string::npos);
@@ -204,9 +233,9 @@ TEST_F(Browse, ArchiveStringsShowAsText) {
 
 TEST_F(Browse, NothingWritesTheArchive) {
   const std::string before = file_bytes(db_);
-  for (const char* path : {"/", "/leaderboard", "/tasks", "/task?id=level1/softmax", "/candidate/1", "/search?q=relu",
-                           "/api/overview", "/api/leaderboard", "/api/tasks", "/api/task?id=level2/swiglu", "/api/candidate/2",
-                           "/api/search?q=gemm"})
+  for (const char* path : {"/", "/leaderboard", "/tasks", "/task?id=level1/softmax", "/candidate/1",
+                           "/search?q=relu", "/api/overview", "/api/leaderboard", "/api/tasks",
+                           "/api/task?id=level2/swiglu", "/api/candidate/2", "/api/search?q=gemm"})
     EXPECT_TRUE(get(path)) << path;
   httplib::Client client("127.0.0.1", port_);
   for (const char* path : {"/", "/api/candidate/1", "/candidate/1", "/api/runs"}) {
@@ -240,16 +269,27 @@ TEST_F(Browse, ARunInProgressIsShownLive) {
     w.db().exec("UPDATE runs SET status = 'running', finished_at = NULL");
     // Two never-judged candidates of one task (the tuner's points that were not chosen).
     archive::Statement q = w.db().prepare(
-        "SELECT min(c.id), max(c.id), t.suite || '/' || t.name FROM candidates c JOIN tasks t ON t.id = c.task_id "
-        "WHERE NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id) GROUP BY t.id HAVING count(*) >= 3 "
+        "SELECT min(c.id), max(c.id), t.suite || '/' || t.name FROM candidates c JOIN tasks t ON "
+        "t.id = c.task_id "
+        "WHERE NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id) GROUP BY t.id "
+        "HAVING count(*) >= 3 "
         "ORDER BY t.id LIMIT 1");
     ASSERT_TRUE(q.step());
     failed = q.integer(0);
     screened = q.integer(1);
     task_id = q.text(2);
-    w.db().prepare("INSERT INTO compiles (candidate_id, ok, stage, errors) VALUES (?, 0, 'nvrtc', '[\"error: x\"]')").bind(1, failed).run();
-    w.db().prepare("INSERT INTO screens (candidate_id, device_id, harness_version, outcome) "
-                   "VALUES (?, (SELECT min(id) FROM devices), 3, 'wrong_result')").bind(1, screened).run();
+    w.db()
+        .prepare(
+            "INSERT INTO compiles (candidate_id, ok, stage, errors) VALUES (?, 0, 'nvrtc', "
+            "'[\"error: x\"]')")
+        .bind(1, failed)
+        .run();
+    w.db()
+        .prepare(
+            "INSERT INTO screens (candidate_id, device_id, harness_version, outcome) "
+            "VALUES (?, (SELECT min(id) FROM devices), 3, 'wrong_result')")
+        .bind(1, screened)
+        .run();
   }
   std::string page = html("/");
   EXPECT_NE(page.find("<meta http-equiv=\"refresh\" content=\"10\">"), std::string::npos);
@@ -295,8 +335,10 @@ TEST_F(Browse, BrowsableWhileKforgeEvolveWrites) {
       // The run may end between the two reads; the page must say "in progress" only if it was still
       // running after the page was read.
       bool page_says_so = client.Get("/")->body.find("in progress") != std::string::npos;
-      bool still_running = json::parse(client.Get("/api/overview")->body)["runs"][0]["status"] == "running";
-      EXPECT_TRUE(page_says_so || !still_running) << "a running run's overview page says it is in progress";
+      bool still_running =
+          json::parse(client.Get("/api/overview")->body)["runs"][0]["status"] == "running";
+      EXPECT_TRUE(page_says_so || !still_running)
+          << "a running run's overview page says it is in progress";
     }
     counts.push_back(o["candidates"]);
     EXPECT_EQ(client.Get("/task?id=smoke/relu")->status == 200 || o["candidates"] == 0, true);
@@ -307,9 +349,11 @@ TEST_F(Browse, BrowsableWhileKforgeEvolveWrites) {
   EXPECT_GE(answers, 5) << "the pages were read while the run wrote";
   EXPECT_GT(seen_running, 0);
   ASSERT_FALSE(counts.empty());
-  EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end())) << "committed candidates only ever grow";
+  EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end()))
+      << "committed candidates only ever grow";
   archive::Archive ar = archive::Archive::open_read_only(db);
-  EXPECT_GT(ar.stats().candidates, counts.front()) << "the run went on writing while it was browsed";
+  EXPECT_GT(ar.stats().candidates, counts.front())
+      << "the run went on writing while it was browsed";
 }
 
 // A PNG as Chromium writes it (8-bit RGB or RGBA, not interlaced), decoded: its size and pixels.
@@ -319,20 +363,22 @@ struct Image {
   size_t count(uint8_t r, uint8_t g, uint8_t b, int tolerance = 24) const {
     size_t n = 0;
     for (size_t i = 0; i + 2 < rgb.size(); i += 3)
-      n += std::abs(rgb[i] - r) <= tolerance && std::abs(rgb[i + 1] - g) <= tolerance && std::abs(rgb[i + 2] - b) <= tolerance;
+      n += std::abs(rgb[i] - r) <= tolerance && std::abs(rgb[i + 1] - g) <= tolerance &&
+           std::abs(rgb[i + 2] - b) <= tolerance;
     return n;
   }
 };
 
 Image read_png(const std::string& bytes) {
   auto be32 = [&](size_t at) {
-    return uint32_t(uint8_t(bytes[at])) << 24 | uint32_t(uint8_t(bytes[at + 1])) << 16 | uint32_t(uint8_t(bytes[at + 2])) << 8 |
-           uint8_t(bytes[at + 3]);
+    return uint32_t(uint8_t(bytes[at])) << 24 | uint32_t(uint8_t(bytes[at + 1])) << 16 |
+           uint32_t(uint8_t(bytes[at + 2])) << 8 | uint8_t(bytes[at + 3]);
   };
   if (bytes.size() < 33 || bytes.compare(1, 3, "PNG") != 0) throw std::runtime_error("not a PNG");
   Image img{be32(16), be32(20), {}};
   const int depth = uint8_t(bytes[24]), colour = uint8_t(bytes[25]), interlace = uint8_t(bytes[28]);
-  if (depth != 8 || (colour != 2 && colour != 6) || interlace != 0) throw std::runtime_error("an unexpected PNG format");
+  if (depth != 8 || (colour != 2 && colour != 6) || interlace != 0)
+    throw std::runtime_error("an unexpected PNG format");
   const size_t channels = colour == 6 ? 4 : 3, stride = img.width * channels;
   std::string idat;
   for (size_t at = 8; at + 8 <= bytes.size();) {
@@ -342,17 +388,25 @@ Image read_png(const std::string& bytes) {
   }
   std::vector<uint8_t> raw((stride + 1) * img.height);
   uLongf size = raw.size();
-  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK || size != raw.size())
+  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) !=
+          Z_OK ||
+      size != raw.size())
     throw std::runtime_error("the PNG's image data does not inflate");
   std::vector<uint8_t> prev(stride, 0), line(stride);
   for (uint32_t y = 0; y < img.height; ++y) {
     const uint8_t filter = raw[y * (stride + 1)];
     const uint8_t* in = &raw[y * (stride + 1) + 1];
     for (size_t x = 0; x < stride; ++x) {
-      int a = x >= channels ? line[x - channels] : 0, b = prev[x], c = x >= channels ? prev[x - channels] : 0;
+      int a = x >= channels ? line[x - channels] : 0, b = prev[x],
+          c = x >= channels ? prev[x - channels] : 0;
       int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
-      int predicted = filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2
-                    : filter == 4 ? (pa <= pb && pa <= pc ? a : pb <= pc ? b : c) : 0;
+      int predicted = filter == 1   ? a
+                      : filter == 2 ? b
+                      : filter == 3 ? (a + b) / 2
+                      : filter == 4 ? (pa <= pb && pa <= pc ? a
+                                       : pb <= pc           ? b
+                                                            : c)
+                                    : 0;
       line[x] = uint8_t(in[x] + predicted);
     }
     for (uint32_t x = 0; x < img.width; ++x)
@@ -371,22 +425,30 @@ std::string chromium() {
 }
 
 // Loads each page in a real browser: the screenshots are images with the page's pixels in them (a
-// leaderboard row per winner, the plots' lines drawn, the source highlighted); they are kept in docs/
-// (docs/browse.md).
+// leaderboard row per winner, the plots' lines drawn, the source highlighted); they are kept in
+// docs/ (docs/browse.md).
 TEST_F(Browse, ChromiumRendersThePages) {
   const std::string browser = chromium();
-  if (browser.empty()) GTEST_SKIP() << "no Chromium here (apt install chromium; CI installs it): the browser test did not run";
+  if (browser.empty())
+    GTEST_SKIP()
+        << "no Chromium here (apt install chromium; CI installs it): the browser test did not run";
   const std::string base = "http://127.0.0.1:" + std::to_string(port_);
   auto shoot = [&](const std::string& path, const std::string& png) {
     const std::string out = (dir_.path() / png).string();
-    std::string cmd = "timeout 90 " + browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 --screenshot=" +
-                      out + " '" + base + path + "' > " + (dir_.path() / "chromium.log").string() + " 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << file_bytes(dir_.path() / "chromium.log");
+    std::string cmd = "timeout 90 " + browser +
+                      " --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                      "--window-size=1280,1600 --screenshot=" +
+                      out + " '" + base + path + "' > " + (dir_.path() / "chromium.log").string() +
+                      " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n"
+                                           << file_bytes(dir_.path() / "chromium.log");
     return read_png(file_bytes(out));
   };
   auto dom = [&](const std::string& path) {
     std::string out = (dir_.path() / "dom.html").string();
-    std::string cmd = "timeout 90 " + browser + " --headless --no-sandbox --disable-gpu --dump-dom '" + base + path + "' > " + out + " 2> /dev/null";
+    std::string cmd = "timeout 90 " + browser +
+                      " --headless --no-sandbox --disable-gpu --dump-dom '" + base + path + "' > " +
+                      out + " 2> /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return file_bytes(out);
   };
@@ -394,15 +456,19 @@ TEST_F(Browse, ChromiumRendersThePages) {
   const size_t winners = api("/leaderboard")["winners"].size();
   std::string board = dom("/leaderboard");
   size_t rows = 0;
-  for (size_t at = board.find("<tr><td><a href=\"/task?id="); at != std::string::npos; at = board.find("<tr><td><a href=\"/task?id=", at + 1)) ++rows;
+  for (size_t at = board.find("<tr><td><a href=\"/task?id="); at != std::string::npos;
+       at = board.find("<tr><td><a href=\"/task?id=", at + 1))
+    ++rows;
   EXPECT_EQ(rows, winners);
   Image leaderboard = shoot("/leaderboard", "leaderboard.png");
   EXPECT_EQ(leaderboard.width, 1280u);
-  const size_t white = leaderboard.count(255, 255, 255, 0), pixels = size_t(leaderboard.width) * leaderboard.height;
+  const size_t white = leaderboard.count(255, 255, 255, 0),
+               pixels = size_t(leaderboard.width) * leaderboard.height;
   EXPECT_LT(white, pixels * 97 / 100) << "the leaderboard's screenshot is (nearly) blank";
   // The task page's plots: the first series' colour (#1f77b4) drawn as lines and points.
   Image task = shoot("/task?id=level1/argmax_dim", "task.png");  // two generations, two islands
-  EXPECT_GT(task.count(0x1f, 0x77, 0xb4, 8), 150u) << "the best-speedup plot has no line in the screenshot";
+  EXPECT_GT(task.count(0x1f, 0x77, 0xb4, 8), 150u)
+      << "the best-speedup plot has no line in the screenshot";
   // A child's candidate page: the source highlighted (keywords in #d73a49), the lineage tree.
   int64_t child = 0;
   {
@@ -411,12 +477,15 @@ TEST_F(Browse, ChromiumRendersThePages) {
     ASSERT_TRUE(q.step());
     child = q.integer(0);
   }
-  EXPECT_NE(dom("/candidate/" + std::to_string(child)).find("<ul class=\"tree\">"), std::string::npos);
+  EXPECT_NE(dom("/candidate/" + std::to_string(child)).find("<ul class=\"tree\">"),
+            std::string::npos);
   Image candidate = shoot("/candidate/" + std::to_string(child), "candidate.png");
-  EXPECT_GT(candidate.count(0xd7, 0x3a, 0x49, 16), 50u) << "no highlighted keyword in the candidate page's screenshot";
+  EXPECT_GT(candidate.count(0xd7, 0x3a, 0x49, 16), 50u)
+      << "no highlighted keyword in the candidate page's screenshot";
   if (std::getenv("KFORGE_BROWSE_SCREENSHOTS")) {  // scripts refresh docs/'s pictures with this
     for (const char* name : {"leaderboard", "task", "candidate"})
-      std::filesystem::copy_file(dir_.path() / (std::string(name) + ".png"), source_dir() / ("docs/browse-" + std::string(name) + ".png"),
+      std::filesystem::copy_file(dir_.path() / (std::string(name) + ".png"),
+                                 source_dir() / ("docs/browse-" + std::string(name) + ".png"),
                                  std::filesystem::copy_options::overwrite_existing);
   }
 }

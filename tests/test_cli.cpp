@@ -31,7 +31,9 @@ Result kforge_cli(const std::string& args) {
   return r;
 }
 
-std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+std::string tasks_dir() {
+  return (kforge::test::source_dir() / "tasks").string();
+}
 
 TEST(Cli, DoctorReportsToolchainAndGpuState) {
   Result r = kforge_cli("doctor");
@@ -48,11 +50,13 @@ TEST(Cli, DoctorReportsToolchainAndGpuState) {
 }
 
 TEST(Cli, GpuCommandWithoutGpuSaysSoAndExits3) {
-  if (kforge::verify::Driver::get().available()) GTEST_SKIP() << "a GPU is present; this pins the no-GPU path";
+  if (kforge::verify::Driver::get().available())
+    GTEST_SKIP() << "a GPU is present; this pins the no-GPU path";
   Result r = kforge_cli("tasks check smoke/relu --device cuda --tasks-dir " + tasks_dir());
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("needs an NVIDIA GPU"), std::string::npos) << r.out;
-  Result corpus = kforge_cli("corpus " + (kforge::test::source_dir() / "tests/gpu/exploits").string() + " --no-store");
+  Result corpus = kforge_cli(
+      "corpus " + (kforge::test::source_dir() / "tests/gpu/exploits").string() + " --no-store");
   EXPECT_EQ(corpus.code, 3) << corpus.out;
   EXPECT_NE(corpus.out.find("kforge corpus needs an NVIDIA GPU"), std::string::npos) << corpus.out;
 }
@@ -102,14 +106,16 @@ TEST(Cli, DegenerateTaskExits1AndTheRunGoesOn) {
 TEST(Cli, CompileEmitsPtxAndCubinAndRejectsWithExit1) {
   TempDir dir;
   std::string answer = (kforge::test::source_dir() / "tests/gpu/honest/vector_add.md").string();
-  Result ok = kforge_cli("compile --answer " + answer + " --task smoke/vector_add --emit " + (dir.path() / "out").string() +
-                         " --tasks-dir " + tasks_dir());
+  Result ok = kforge_cli("compile --answer " + answer + " --task smoke/vector_add --emit " +
+                         (dir.path() / "out").string() + " --tasks-dir " + tasks_dir());
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("ok: plan, types and limits hold"), std::string::npos) << ok.out;
   EXPECT_TRUE(std::filesystem::file_size(dir.path() / "out/candidate.cubin") > 0);
-  EXPECT_NE(kforge::read_file((dir.path() / "out/candidate.ptx").string())->find(".entry"), std::string::npos);
+  EXPECT_NE(kforge::read_file((dir.path() / "out/candidate.ptx").string())->find(".entry"),
+            std::string::npos);
   auto bad = dir.write("bad.md", "Use a bigger block.\n");
-  Result r = kforge_cli("compile --answer " + bad.string() + " --task smoke/vector_add --tasks-dir " + tasks_dir());
+  Result r = kforge_cli("compile --answer " + bad.string() +
+                        " --task smoke/vector_add --tasks-dir " + tasks_dir());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("no code blocks"), std::string::npos) << r.out;
 }

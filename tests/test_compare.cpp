@@ -377,24 +377,32 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
   std::vector<Case> cases = {
       {"all within", [](torch::Tensor&, torch::Tensor&) {}},
       {"one wrong late", [](torch::Tensor& c, torch::Tensor&) { c[9][48] += 1.0; }},
-      {"wrong in two chunks", [](torch::Tensor& c, torch::Tensor&) { c[0][3] -= 0.5, c[7][1] += 2.0; }},
+      {"wrong in two chunks",
+       [](torch::Tensor& c, torch::Tensor&) { c[0][3] -= 0.5, c[7][1] += 2.0; }},
       {"NaN late", [](torch::Tensor& c, torch::Tensor&) { c[8][8] = kNaN; }},
       {"infinity", [](torch::Tensor& c, torch::Tensor&) { c[4][20] = kInf; }},
-      {"matching infinities and NaNs", [](torch::Tensor& c, torch::Tensor& r) {
+      {"matching infinities and NaNs",
+       [](torch::Tensor& c, torch::Tensor& r) {
          c[2][2] = kInf, r[2][2] = kInf, c[6][6] = kNaN, r[6][6] = kNaN;
        }},
-      {"reference zero, candidate not", [](torch::Tensor& c, torch::Tensor& r) { r[5][5] = 0, c[5][5] = 1e-9; }},
-      {"huge finite reference (its square overflows)", [](torch::Tensor& c, torch::Tensor& r) { r[1][1] = 1e200, c[1][1] = 1e200; }},
+      {"reference zero, candidate not",
+       [](torch::Tensor& c, torch::Tensor& r) { r[5][5] = 0, c[5][5] = 1e-9; }},
+      {"huge finite reference (its square overflows)",
+       [](torch::Tensor& c, torch::Tensor& r) { r[1][1] = 1e200, c[1][1] = 1e200; }},
   };
   for (const Case& k : cases) {
     torch::Tensor cand = r64.clone(), ref = r64.clone();
     k.edit(cand, ref);
     torch::Tensor eag = eager.clone();
     eag.view(-1).masked_scatter_(torch::isfinite(ref).logical_not().view(-1),
-                                 ref.view(-1).masked_select(torch::isfinite(ref).logical_not().view(-1)).to(torch::kFloat32));
-    Comparison whole = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 1 << 20);
+                                 ref.view(-1)
+                                     .masked_select(torch::isfinite(ref).logical_not().view(-1))
+                                     .to(torch::kFloat32));
+    Comparison whole = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4,
+                                      kEagerErrorFactor, 1 << 20);
     for (int64_t chunk : {1, 7, 64}) {
-      Comparison part = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, chunk);
+      Comparison part = compare_output(cand.to(torch::kFloat32), ref, eag, Dtype::Float32, 1e-4,
+                                       kEagerErrorFactor, chunk);
       SCOPED_TRACE(std::string(k.what) + ", chunk " + std::to_string(chunk));
       EXPECT_EQ(part.ok, whole.ok);
       EXPECT_EQ(part.mismatches, whole.mismatches);
@@ -415,7 +423,8 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
       double rms = std::sqrt(ref.square().mean().item<double>());
       double eager_err = (eag.to(torch::kFloat64) - ref).abs().max().item<double>();
       EXPECT_NEAR(whole.rms_reference, rms, 1e-12 * rms);
-      EXPECT_NEAR(whole.threshold, std::max(rms * 1e-4, eager_err * kEagerErrorFactor), 1e-12 * whole.threshold);
+      EXPECT_NEAR(whole.threshold, std::max(rms * 1e-4, eager_err * kEagerErrorFactor),
+                  1e-12 * whole.threshold);
       EXPECT_EQ(whole.eager_max_abs_error, eager_err);
     }
     if (std::string(k.what) == "wrong in two chunks") {
@@ -429,7 +438,8 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
       EXPECT_TRUE(std::isfinite(whole.threshold));
       torch::Tensor nan_answer = cand.clone();
       nan_answer[0][0] = kNaN;
-      EXPECT_FALSE(compare_output(nan_answer.to(torch::kFloat64), ref, ref, Dtype::Float64, 1e-10).ok);
+      EXPECT_FALSE(
+          compare_output(nan_answer.to(torch::kFloat64), ref, ref, Dtype::Float64, 1e-10).ok);
     }
     EXPECT_TRUE(torch::equal(ref.isnan(), ref.isnan()));  // (the reference is read, never written:)
     EXPECT_TRUE(torch::allclose(ref.nan_to_num(), [&] {
@@ -437,18 +447,22 @@ TEST(Compare, ChunkingAndTheShortPathAgreeWithTheFullRules) {
       k.edit(cand, again);
       return again.nan_to_num();
     }()));
-    if (std::string(k.what) == "matching infinities and NaNs") EXPECT_TRUE(whole.ok) << whole.summary();
+    if (std::string(k.what) == "matching infinities and NaNs")
+      EXPECT_TRUE(whole.ok) << whole.summary();
   }
-  EXPECT_THROW(compare_output(r64, r64, eager, Dtype::Float32, 1e-4, kEagerErrorFactor, 0), kforge::Error);
+  EXPECT_THROW(compare_output(r64, r64, eager, Dtype::Float32, 1e-4, kEagerErrorFactor, 0),
+               kforge::Error);
 
   // Only eager non-finite (its overflow): pass 1 leaves the short path for that chunk alone.
   torch::Tensor eag = eager.clone();
   eag[3][3] = std::numeric_limits<float>::infinity();
-  Comparison whole = compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 1 << 20);
-  Comparison part = compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 7);
+  Comparison whole = compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4,
+                                    kEagerErrorFactor, 1 << 20);
+  Comparison part =
+      compare_output(r64.to(torch::kFloat32), r64, eag, Dtype::Float32, 1e-4, kEagerErrorFactor, 7);
   EXPECT_TRUE(whole.ok);
   EXPECT_EQ(part.eager_max_abs_error, whole.eager_max_abs_error);
-  EXPECT_LT(whole.eager_max_abs_error, 1e-5);  // the infinite error is not counted
+  EXPECT_LT(whole.eager_max_abs_error, 1e-5);                   // the infinite error is not counted
   EXPECT_NEAR(part.rms_reference, whole.rms_reference, 1e-12);  // summed in another order
 
   // float16 outputs: the same agreement.
@@ -512,11 +526,16 @@ TEST(Compare, MaxAbsDifferenceFastPathAndItsExactFallback) {
   EXPECT_EQ(max_abs_difference(f32({kNaN, 1.0}), f32({0.0, 1.0})), kInf);
   EXPECT_EQ(max_abs_difference(f32({1.0, 1.0}), f32({1.0, kNaN})), kInf);
   EXPECT_EQ(max_abs_difference(f32({kInf}), f32({1.0})), kInf);
-  // Half-precision inputs are widened, float64 stays float64 (a float32 difference would round 1e-12 away).
-  EXPECT_NEAR(max_abs_difference(f32({1.0, 2.0}).to(torch::kHalf), f32({1.0, 2.5}).to(torch::kHalf)), 0.5, 1e-6);
+  // Half-precision inputs are widened, float64 stays float64 (a float32 difference would round
+  // 1e-12 away).
+  EXPECT_NEAR(
+      max_abs_difference(f32({1.0, 2.0}).to(torch::kHalf), f32({1.0, 2.5}).to(torch::kHalf)), 0.5,
+      1e-6);
   EXPECT_EQ(max_abs_difference(f64({1.0}), f64({1.0 + 1e-12})), std::abs(1.0 - (1.0 + 1e-12)));
   // Shapes are flattened; the empty tensor has no difference.
-  EXPECT_EQ(max_abs_difference(f32({1, 2, 3, 4}).reshape({2, 2}), f32({1, 2, 3, 5}).reshape({2, 2})), 1.0);
+  EXPECT_EQ(
+      max_abs_difference(f32({1, 2, 3, 4}).reshape({2, 2}), f32({1, 2, 3, 5}).reshape({2, 2})),
+      1.0);
   EXPECT_EQ(max_abs_difference(f32({}), f32({})), 0.0);
 }
 
@@ -593,14 +612,15 @@ TEST(Compare, UntouchedCount) {
   out2.slice(0, 0, 6).fill_(1.0);
   EXPECT_EQ(untouched_count(out1, nan, out2, finite), 40);
 
-  // One value written everywhere that happens to equal run 2's poison at one element: written (run 1
-  // shows it), so not counted.
+  // One value written everywhere that happens to equal run 2's poison at one element: written (run
+  // 1 shows it), so not counted.
   const float value = finite[7][3].item<float>();
   out1.fill_(value);
   out2.fill_(value);
   EXPECT_EQ(untouched_count(out1, nan, out2, finite), 0);
 
-  torch::Tensor ints_nan = torch::zeros({64}, torch::kInt32), ints_finite = torch::zeros({64}, torch::kInt32);
+  torch::Tensor ints_nan = torch::zeros({64}, torch::kInt32),
+                ints_finite = torch::zeros({64}, torch::kInt32);
   poison(ints_nan, Poison::NaN, 9);
   poison(ints_finite, Poison::RandomFinite, 9);
   torch::Tensor i1 = ints_nan.clone(), i2 = ints_finite.clone();

@@ -23,12 +23,15 @@ std::vector<fs::path> answers_under(const fs::path& folder) {
   std::vector<fs::path> out;
   if (!fs::is_directory(folder)) return out;
   for (const auto& e : fs::directory_iterator(folder))
-    if (e.path().extension() == ".md" && e.path().filename() != "README.md") out.push_back(e.path());
+    if (e.path().extension() == ".md" && e.path().filename() != "README.md")
+      out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<fs::path> valid_answers() { return answers_under(kforge::test::source_dir() / "tests/gpu/honest"); }
+std::vector<fs::path> valid_answers() {
+  return answers_under(kforge::test::source_dir() / "tests/gpu/honest");
+}
 
 const char* kSuites[] = {"smoke", "level1", "level2"};
 
@@ -36,7 +39,8 @@ const char* kSuites[] = {"smoke", "level1", "level2"};
 std::vector<fs::path> seed_answers() {
   std::vector<fs::path> out;
   for (const char* suite : kSuites)
-    for (const fs::path& p : answers_under(kforge::test::source_dir() / "tasks" / suite / "seeds")) out.push_back(p);
+    for (const fs::path& p : answers_under(kforge::test::source_dir() / "tasks" / suite / "seeds"))
+      out.push_back(p);
   return out;
 }
 
@@ -57,7 +61,8 @@ TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
   Answer a = parse_answer(text);
   TempDir dir;
   Compiler compiler(kforge::test::private_cache(dir));
-  CandidateReport r = check_candidate(fx.task, fx.tensors, a.source, a.plan, std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  CandidateReport r = check_candidate(fx.task, fx.tensors, a.source, a.plan, std::nullopt,
+                                      DeviceFacts::for_arch("sm_90a"), compiler);
   std::string all;
   for (const auto& e : r.errors) all += e + "\n";
   ASSERT_TRUE(r.ok()) << stage_name(r.stage) << ":\n" << all;
@@ -72,13 +77,21 @@ TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
   EXPECT_EQ(r.configurations.size(), fx.task.all_dims().size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
+INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()),
+                         [](const auto& info) {
+                           return kforge::test::test_name(info.param.stem().string());
+                         });
 
-INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers()), [](const auto& info) {
-  return kforge::test::test_name(info.param.parent_path().parent_path().filename().string() + "_" + info.param.stem().string());
-});
+INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers()),
+                         [](const auto& info) {
+                           return kforge::test::test_name(
+                               info.param.parent_path().parent_path().filename().string() + "_" +
+                               info.param.stem().string());
+                         });
 
-TEST(Compile, CorpusCoversTheKindsOfKernel) { EXPECT_GE(valid_answers().size(), 20u); }
+TEST(Compile, CorpusCoversTheKindsOfKernel) {
+  EXPECT_GE(valid_answers().size(), 20u);
+}
 
 TEST(Seeds, EveryShippedTaskHasOneNamingItsTask) {
   for (const char* suite : kSuites)
@@ -87,14 +100,17 @@ TEST(Seeds, EveryShippedTaskHasOneNamingItsTask) {
       fs::path seed = e.path().parent_path() / "seeds" / (e.path().stem().string() + ".md");
       std::optional<std::string> text = kforge::read_file(seed.string());
       if (!text) {
-        ADD_FAILURE() << suite << "/" << e.path().stem().string() << " has no seed (" << seed.string() << ")";
+        ADD_FAILURE() << suite << "/" << e.path().stem().string() << " has no seed ("
+                      << seed.string() << ")";
         continue;
       }
       EXPECT_EQ(task_of(*text), std::string(suite) + "/" + e.path().stem().string()) << seed;
     }
 }
 
-const char* kKernel = "__global__ void k(const float* x, float* out, long long n) { if (threadIdx.x < n) out[threadIdx.x] = x[threadIdx.x] * 2.0f; }\n";
+const char* kKernel =
+    "__global__ void k(const float* x, float* out, long long n) { if (threadIdx.x < n) "
+    "out[threadIdx.x] = x[threadIdx.x] * 2.0f; }\n";
 
 TEST(Compile, CacheHitsAfterAMiss) {
   TempDir dir;
@@ -139,8 +155,12 @@ TEST(Compile, DamagedCacheEntryIsAMiss) {
 
 std::string pathological_source() {
   std::string s = "#define A0 v\n";
-  for (int i = 1; i <= 20; ++i) s += "#define A" + std::to_string(i) + " (A" + std::to_string(i - 1) + " + A" + std::to_string(i - 1) + ")\n";
-  return s + "__global__ void k(const float* x, float* out, long long n) { float v = x[0]; out[0] = A20; }\n";
+  for (int i = 1; i <= 20; ++i)
+    s += "#define A" + std::to_string(i) + " (A" + std::to_string(i - 1) + " + A" +
+         std::to_string(i - 1) + ")\n";
+  return s +
+         "__global__ void k(const float* x, float* out, long long n) { float v = x[0]; out[0] = "
+         "A20; }\n";
 }
 
 TEST(Compile, PathologicalSourceIsKilledAndTheWorkerReplaced) {
@@ -190,13 +210,16 @@ TEST(Compile, WorkersCompileInParallel) {
 TEST(Compile, ConcurrentProcessesShareTheCache) {
   TempDir dir;
   auto cu = dir.write("k.cu", kKernel);
-  auto plan = dir.write("plan.json", R"({"launch": [{"kernel": "k", "grid": [1], "block": [32], "args": ["x", "out", "B * N"]}]})");
-  std::string cmd = std::string("KFORGE_CACHE_DIR=") + (dir.path() / "cache").string() + " " + KFORGE_BINARY + " compile " +
-                    cu.string() + " --plan " + plan.string() + " --task smoke/relu --tasks-dir " +
+  auto plan = dir.write(
+      "plan.json",
+      R"({"launch": [{"kernel": "k", "grid": [1], "block": [32], "args": ["x", "out", "B * N"]}]})");
+  std::string cmd = std::string("KFORGE_CACHE_DIR=") + (dir.path() / "cache").string() + " " +
+                    KFORGE_BINARY + " compile " + cu.string() + " --plan " + plan.string() +
+                    " --task smoke/relu --tasks-dir " +
                     (kforge::test::source_dir() / "tasks").string() + " --json";
   // Two processes race on the same cache entry; both must succeed.
-  std::string both = "(" + cmd + " > " + (dir.path() / "a.json").string() + ") & (" + cmd + " > " + (dir.path() / "b.json").string() +
-                     ") & wait";
+  std::string both = "(" + cmd + " > " + (dir.path() / "a.json").string() + ") & (" + cmd + " > " +
+                     (dir.path() / "b.json").string() + ") & wait";
   ASSERT_EQ(std::system(("bash -c '" + both + "'").c_str()), 0);
   for (const char* f : {"a.json", "b.json"}) {
     auto j = nlohmann::json::parse(*kforge::read_file((dir.path() / f).string()));
@@ -214,7 +237,8 @@ TEST(Compile, ConcurrentProcessesShareTheCache) {
 
 TEST(Compile, ErrorsPointAtTheAnswersLines) {
   std::string log = "candidate.cu(3): error: expected a \";\"\ncandidate.cu(10): warning: unused";
-  EXPECT_EQ(relabel_log(log, "answer.md", 5), "answer.md:7: error: expected a \";\"\nanswer.md:14: warning: unused");
+  EXPECT_EQ(relabel_log(log, "answer.md", 5),
+            "answer.md:7: error: expected a \";\"\nanswer.md:14: warning: unused");
 }
 
 TEST(Compile, ParsesThePtxasReport) {
@@ -239,7 +263,9 @@ TEST(Compile, ParsesThePtxasReport) {
 namespace {
 
 TEST(Compile, TunablesFollowTheIncludesAndKeepLineNumbers) {
-  std::string src = "// header comment\n#include <cuda_fp16.h>\n\n__global__ void k(const float* x, float* out, long long n) {\n  out[0] = x[0] * BLOCK\n}\n";
+  std::string src =
+      "// header comment\n#include <cuda_fp16.h>\n\n__global__ void k(const float* x, float* out, "
+      "long long n) {\n  out[0] = x[0] * BLOCK\n}\n";
   std::string shown = kforge::compile::source_with_tunables(src, {{"BLOCK", 256}});
   EXPECT_LT(shown.find("#include <cuda_fp16.h>"), shown.find("#define BLOCK 256"));
   EXPECT_NE(shown.find("#line 4 \"candidate.cu\""), std::string::npos) << shown;
@@ -249,7 +275,8 @@ TEST(Compile, TunablesFollowTheIncludesAndKeepLineNumbers) {
   r.name_expressions = {"k"};
   kforge::compile::Module m = kforge::compile::compile_module_here(r);
   EXPECT_FALSE(m.ok);
-  EXPECT_NE(m.log.find("candidate.cu(6): error"), std::string::npos) << m.log;  // the missing ';' is reported on line 6
+  EXPECT_NE(m.log.find("candidate.cu(6): error"), std::string::npos)
+      << m.log;  // the missing ';' is reported on line 6
   r.source.replace(r.source.find("BLOCK\n"), 6, "BLOCK;\n");
   EXPECT_TRUE(kforge::compile::compile_module_here(r).ok);
 }

@@ -20,7 +20,8 @@ using namespace kforge;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-const std::string kHelper = (kforge::test::source_dir() / "verify/inductor/kforge_inductor.py").string();
+const std::string kHelper =
+    (kforge::test::source_dir() / "verify/inductor/kforge_inductor.py").string();
 const std::string kDebianPython = "/usr/bin/python3";  // python3-torch: Debian's PyTorch
 
 std::shared_ptr<tasks::Task> task(const std::string& spec) {
@@ -32,13 +33,21 @@ std::shared_ptr<tasks::Task> task(const std::string& spec) {
 json spec_of(const tasks::Task& t, const tasks::Dims& d, const std::string& expect_torch) {
   json inputs = json::array();
   for (const auto& in : t.inputs)
-    inputs.push_back({{"name", in.name}, {"shape", t.shape_of(in, d)}, {"dtype", std::string(tasks::dtype_name(in.dtype))}});
-  return {{"task", t.id()}, {"source", t.reference}, {"inputs", inputs}, {"allow_tf32", t.allow_tf32},
-          {"device", 0}, {"out", "/nonexistent/x.pt2"}, {"expect_torch", expect_torch}};
+    inputs.push_back({{"name", in.name},
+                      {"shape", t.shape_of(in, d)},
+                      {"dtype", std::string(tasks::dtype_name(in.dtype))}});
+  return {{"task", t.id()},
+          {"source", t.reference},
+          {"inputs", inputs},
+          {"allow_tf32", t.allow_tf32},
+          {"device", 0},
+          {"out", "/nonexistent/x.pt2"},
+          {"expect_torch", expect_torch}};
 }
 
 // The helper run as `python_args` on `mode` and a spec file: its JSON lines.
-std::vector<json> run_helper(const std::string& python_args, const std::string& mode, const json& spec) {
+std::vector<json> run_helper(const std::string& python_args, const std::string& mode,
+                             const json& spec) {
   TempDir dir;
   std::string file = dir.write("spec.json", spec.dump()).string();
   std::string cmd = python_args + " " + kHelper + " " + mode + " " + file + " 2>/dev/null";
@@ -56,7 +65,10 @@ std::vector<json> run_helper(const std::string& python_args, const std::string& 
 
 // Debian's Python has PyTorch here (CI installs python3-torch); its version.
 std::string debian_torch() {
-  FILE* p = ::popen((kDebianPython + " -c 'import torch; print(torch.__version__.split(\"+\")[0])' 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen(
+      (kDebianPython + " -c 'import torch; print(torch.__version__.split(\"+\")[0])' 2>/dev/null")
+          .c_str(),
+      "r");
   char buf[256] = {0};
   std::string v = std::fgets(buf, sizeof buf, p) ? std::string(buf) : "";
   ::pclose(p);
@@ -67,9 +79,13 @@ std::string debian_torch() {
 TEST(CompiledBaseline, ALibTorchThatCannotLoadPackagesSaysSo) {
   std::string why = verify::compiled_unsupported();
   if (why.empty()) GTEST_SKIP() << "this LibTorch (" TORCH_VERSION ") loads AOTInductor packages";
-  EXPECT_NE(why.find("LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)),
-            std::string::npos) << why;
-  EXPECT_NE(why.find("cannot load AOTInductor packages (PyTorch 2.6 or later can)"), std::string::npos) << why;
+  EXPECT_NE(why.find("LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+                     std::to_string(TORCH_VERSION_MINOR)),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("cannot load AOTInductor packages (PyTorch 2.6 or later can)"),
+            std::string::npos)
+      << why;
   auto t = task("smoke/relu");
   verify::CompiledPackage p = verify::compiled_package(*t, {torch::zeros({8})}, 0);
   EXPECT_TRUE(p.path.empty());
@@ -79,7 +95,8 @@ TEST(CompiledBaseline, ALibTorchThatCannotLoadPackagesSaysSo) {
 // The packages built ahead for a run (compiled_packages): one per task, in the tasks' order, each
 // with its reason where it cannot be built, and `done` told of each once.
 TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
-  std::vector<std::shared_ptr<tasks::Task>> owned = {task("smoke/relu"), task("smoke/softmax"), task("level1/matmul_square"),
+  std::vector<std::shared_ptr<tasks::Task>> owned = {task("smoke/relu"), task("smoke/softmax"),
+                                                     task("level1/matmul_square"),
                                                      task("smoke/vector_add")};
   std::vector<const tasks::Task*> ts;
   for (const auto& t : owned) ts.push_back(t.get());
@@ -88,18 +105,20 @@ TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
   off.off_reason = "turned off (--no-compile)";
   off.build_jobs = 3;
   std::vector<std::string> heard;
-  std::vector<verify::CompiledPackage> p =
-      verify::compiled_packages(ts, 0, off, [&](const tasks::Task& t, const verify::CompiledPackage& c) {
+  std::vector<verify::CompiledPackage> p = verify::compiled_packages(
+      ts, 0, off, [&](const tasks::Task& t, const verify::CompiledPackage& c) {
         heard.push_back(t.id());
         EXPECT_EQ(c.absent, "turned off (--no-compile)");
       });
   ASSERT_EQ(p.size(), ts.size());
   for (const verify::CompiledPackage& c : p) EXPECT_EQ(c.absent, "turned off (--no-compile)");
   std::sort(heard.begin(), heard.end());
-  EXPECT_EQ(heard, (std::vector<std::string>{"level1/matmul_square", "smoke/relu", "smoke/softmax", "smoke/vector_add"}));
+  EXPECT_EQ(heard, (std::vector<std::string>{"level1/matmul_square", "smoke/relu", "smoke/softmax",
+                                             "smoke/vector_add"}));
 
   std::string why = verify::compiled_unsupported();
-  if (why.empty()) GTEST_SKIP() << "this LibTorch loads packages: building them needs a GPU (tests/gpu/)";
+  if (why.empty())
+    GTEST_SKIP() << "this LibTorch loads packages: building them needs a GPU (tests/gpu/)";
   p = verify::compiled_packages(ts, 0);  // even level1/matmul_square's timed dims take no memory
   ASSERT_EQ(p.size(), ts.size());
   for (const verify::CompiledPackage& c : p) {
@@ -110,7 +129,8 @@ TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
 
 TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {
   std::string version = debian_torch();
-  if (version.empty()) GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
+  if (version.empty())
+    GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
   auto t = task("smoke/relu");
   json spec = spec_of(*t, t->check_dims.at(0), version);
   auto reason = [](const std::vector<json>& lines) {
@@ -119,29 +139,35 @@ TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {
     return lines.empty() ? std::string() : lines[0].value("reason", "");
   };
   // No PyTorch (-S: without site-packages).
-  EXPECT_NE(reason(run_helper(kDebianPython + " -S", "build", spec)).find("has no PyTorch"), std::string::npos);
+  EXPECT_NE(reason(run_helper(kDebianPython + " -S", "build", spec)).find("has no PyTorch"),
+            std::string::npos);
   // Another PyTorch than kforge's LibTorch.
   spec["expect_torch"] = "99.1.0";
   EXPECT_NE(reason(run_helper(kDebianPython, "build", spec))
-                .find("has PyTorch " + version + " but kforge's LibTorch is 99.1.0: an AOTInductor package is "
-                                                 "loaded by the PyTorch version that built it"),
+                .find("has PyTorch " + version +
+                      " but kforge's LibTorch is 99.1.0: an AOTInductor package is "
+                      "loaded by the PyTorch version that built it"),
             std::string::npos);
   // A reference that is not Python.
   spec["expect_torch"] = version;
   spec["source"] = "def forward(x: Tensor) -> Tensor:\n    return torch.relu(x\n";
-  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("the reference does not run as Python: SyntaxError"),
+  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec))
+                .find("the reference does not run as Python: SyntaxError"),
             std::string::npos);
   // The task's own, on a machine without a GPU.
   spec["source"] = t->reference;
-  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("sees no CUDA GPU"), std::string::npos);
+  EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("sees no CUDA GPU"),
+            std::string::npos);
 }
 
 // torch.compile takes Python: each shipped reference, run as Python by the helper (Debian's
 // PyTorch, the CPU) at its task's first check dims, defines forward() and runs. Only a PyTorch
-// older than 2.4 may lack a function (F.rms_norm came in 2.4, F.scaled_dot_product_attention in 2.0).
+// older than 2.4 may lack a function (F.rms_norm came in 2.4, F.scaled_dot_product_attention
+// in 2.0).
 TEST(CompiledBaseline, EveryShippedReferenceRunsAsPython) {
   std::string version = debian_torch();
-  if (version.empty()) GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
+  if (version.empty())
+    GTEST_SKIP() << kDebianPython << " has no PyTorch (apt install python3-torch)";
   int major = std::stoi(version), minor = std::stoi(version.substr(version.find('.') + 1));
   bool old = major < 2 || (major == 2 && minor < 4);
   json specs = json::array();
@@ -155,13 +181,17 @@ TEST(CompiledBaseline, EveryShippedReferenceRunsAsPython) {
   int ok = 0, newer = 0;
   for (const json& l : lines) {
     bool lacks = old && l.value("newer", false) &&
-                 l.value("reason", "").find("module 'torch.nn.functional' has no attribute") != std::string::npos;
-    EXPECT_TRUE(l.value("ok", false) || lacks) << l.value("task", "") << ": " << l.value("reason", "");
+                 l.value("reason", "").find("module 'torch.nn.functional' has no attribute") !=
+                     std::string::npos;
+    EXPECT_TRUE(l.value("ok", false) || lacks)
+        << l.value("task", "") << ": " << l.value("reason", "");
     ok += l.value("ok", false);
     newer += lacks;
   }
-  std::printf("[ python ] %d of %zu shipped references run as Python with PyTorch %s; %d need a newer one\n", ok,
-              lines.size(), version.c_str(), newer);
+  std::printf(
+      "[ python ] %d of %zu shipped references run as Python with PyTorch %s; %d need a newer "
+      "one\n",
+      ok, lines.size(), version.c_str(), newer);
 }
 
 }  // namespace

@@ -9,22 +9,25 @@ namespace {
 using namespace kforge::tasks;
 using kforge::test::TempDir;
 
-TaskCheck check_reference(const std::string& params, const std::string& body, const std::string& inputs,
-                          const std::string& dims = "N = 256", const std::string& check = "{ N = 64 }") {
+TaskCheck check_reference(const std::string& params, const std::string& body,
+                          const std::string& inputs, const std::string& dims = "N = 256",
+                          const std::string& check = "{ N = 64 }") {
   static TempDir dir;
   static int n = 0;
   std::string name = "d" + std::to_string(n++);
-  std::string text = "name = \"" + name + "\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(" + params +
-                     "):\n    return " + body + "\n\"\"\"\n[dims]\n" + dims + "\n" + inputs + "\n[check]\ndims = [" +
-                     check + "]\n";
+  std::string text = "name = \"" + name + "\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(" +
+                     params + "):\n    return " + body + "\n\"\"\"\n[dims]\n" + dims + "\n" +
+                     inputs + "\n[check]\ndims = [" + check + "]\n";
   Task t = load_task(dir.write("deg/" + name + ".toml", text));
   CheckOptions opt;
   opt.dims = DimsSelection::Check;
   return check_task(t, opt);
 }
 
-std::string input(const std::string& name, const std::string& init = "randn", const std::string& dtype = "float32") {
-  return "[[inputs]]\nname = \"" + name + "\"\ndtype = \"" + dtype + "\"\nshape = [\"N\"]\ninit = \"" + init + "\"\n";
+std::string input(const std::string& name, const std::string& init = "randn",
+                  const std::string& dtype = "float32") {
+  return "[[inputs]]\nname = \"" + name + "\"\ndtype = \"" + dtype +
+         "\"\nshape = [\"N\"]\ninit = \"" + init + "\"\n";
 }
 
 bool mentions(const TaskCheck& c, const std::string& fragment) {
@@ -67,12 +70,14 @@ TEST(Degenerate, InputWhoseEffectVanishes) {
 
 TEST(Degenerate, ScalarOutputIndependentOfSeed) {
   // The mean of sign(x)^2 is 1 for any draw.
-  TaskCheck c = check_reference("x: Tensor", "torch.mean(torch.sign(x) * torch.sign(x))", input("x"));
+  TaskCheck c =
+      check_reference("x: Tensor", "torch.mean(torch.sign(x) * torch.sign(x))", input("x"));
   EXPECT_TRUE(mentions(c, "same for 3 seeds"));
 }
 
 TEST(Degenerate, ScalarOutputThatVariesPasses) {
-  TaskCheck c = check_reference("x: Tensor, y: Tensor", "torch.mean((x - y) * (x - y))", input("x") + input("y"));
+  TaskCheck c = check_reference("x: Tensor, y: Tensor", "torch.mean((x - y) * (x - y))",
+                                input("x") + input("y"));
   EXPECT_TRUE(c.ok()) << (c.problems.empty() ? "" : c.problems[0]);
 }
 
@@ -95,7 +100,8 @@ TEST(Degenerate, ReferenceThatFailsAtRunTime) {
 
 TEST(Degenerate, JudgedOnTheLargestConfiguration) {
   // softmax over one element is exactly 1: fine at N = 1, degenerate only if that were all we saw.
-  TaskCheck c = check_reference("x: Tensor", "torch.softmax(x, -1)", input("x"), "N = 256", "{ N = 1 }, { N = 100 }");
+  TaskCheck c = check_reference("x: Tensor", "torch.softmax(x, -1)", input("x"), "N = 256",
+                                "{ N = 1 }, { N = 100 }");
   EXPECT_TRUE(c.ok()) << (c.problems.empty() ? "" : c.problems[0]);
 }
 

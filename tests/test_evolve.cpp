@@ -14,15 +14,15 @@
 #include <thread>
 
 #include "fake_gpu.h"
-#include "loop_rig.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/common/files.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
-#include "kforge/common/files.h"
 #include "kforge/evolve/batch.h"
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
 #include "kforge/evolve/tuner.h"
+#include "loop_rig.h"
 #include "loopback_model.h"
 #include "test_util.h"
 
@@ -33,10 +33,13 @@ using kforge::test::FakeGpu;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+std::string tasks_dir() {
+  return (kforge::test::source_dir() / "tasks").string();
+}
 
 std::shared_ptr<const tasks::Task> task(const std::string& spec) {
-  return std::make_shared<const tasks::Task>(tasks::load_task(tasks::resolve_tasks(spec, tasks_dir()).at(0)));
+  return std::make_shared<const tasks::Task>(
+      tasks::load_task(tasks::resolve_tasks(spec, tasks_dir()).at(0)));
 }
 
 compile::Plan plan_with(std::vector<std::pair<std::string, std::vector<int64_t>>> tune) {
@@ -76,7 +79,8 @@ TEST(Tuner, SmallSpacesAreMeasuredInOrderAndNeverTwice) {
 }
 
 TEST(Tuner, LargeSpacesSearchNearTheFastestAndRepeatWithTheSameSeed) {
-  compile::Plan p = plan_with({{"A", {1, 2, 3, 4, 5, 6, 7, 8}}, {"B", {1, 2, 3, 4, 5, 6, 7, 8}}, {"C", {1, 2, 3, 4}}});
+  compile::Plan p = plan_with(
+      {{"A", {1, 2, 3, 4, 5, 6, 7, 8}}, {"B", {1, 2, 3, 4, 5, 6, 7, 8}}, {"C", {1, 2, 3, 4}}});
   auto space = product(p);  // 256 points
   evolve::TunerOptions o;
   o.exhaustive_max = 16;
@@ -90,7 +94,8 @@ TEST(Tuner, LargeSpacesSearchNearTheFastestAndRepeatWithTheSameSeed) {
       for (const auto& t : batch) {
         EXPECT_FALSE(measured.count(t)) << "proposed twice";
         // A bowl with its floor at A=6, B=3, C=2.
-        measured[t] = std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0;
+        measured[t] =
+            std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0;
         all.push_back(t);
       }
     }
@@ -99,42 +104,56 @@ TEST(Tuner, LargeSpacesSearchNearTheFastestAndRepeatWithTheSameSeed) {
   auto a = run(7), b = run(7), c = run(8);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  // 48 of 256 points, and the search got within one step of the floor: random alone would need luck.
+  // 48 of 256 points, and the search got within one step of the floor: random alone would need
+  // luck.
   double best = 1e9;
-  for (const auto& t : a) best = std::min(best, std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0);
+  for (const auto& t : a)
+    best = std::min(
+        best, std::abs(t.at("A") - 6) + std::abs(t.at("B") - 3) + std::abs(t.at("C") - 2) + 1.0);
   EXPECT_LE(best, 2.0);
 }
 
 // A kernel's time over 7 tunables of 2-3 values each: each tunable matters by a different amount,
 // two of them interact, and a few points do not run (as constraints and wrong results do).
-evolve::Measured synthetic_table(const compile::Plan& p, const std::vector<compile::Tunables>& space) {
+evolve::Measured synthetic_table(const compile::Plan& p,
+                                 const std::vector<compile::Tunables>& space) {
   evolve::Measured table;
   for (const auto& t : space) {
-    double ms = 1.0 + 0.30 * (t.at("BM") != 64) + 0.12 * (t.at("BK") == 8) + 0.07 * std::abs(t.at("TM") - 4) / 2 +
-                0.05 * (t.at("UNROLL") == 1) + 0.04 * (t.at("W") == 2) + 0.035 * (t.at("X") != 3) +
+    double ms = 1.0 + 0.30 * (t.at("BM") != 64) + 0.12 * (t.at("BK") == 8) +
+                0.07 * std::abs(t.at("TM") - 4) / 2 + 0.05 * (t.at("UNROLL") == 1) +
+                0.04 * (t.at("W") == 2) + 0.035 * (t.at("X") != 3) +
                 0.25 * (t.at("BM") == 64 && t.at("TM") == 8) + 0.032 * (t.at("Y") == 0);
-    if (t.at("BM") == 128 && t.at("BK") == 32 && t.at("TM") == 8) continue;  // does not screen correct
+    if (t.at("BM") == 128 && t.at("BK") == 32 && t.at("TM") == 8)
+      continue;  // does not screen correct
     table[t] = ms;
   }
   return table;
 }
 
 TEST(Tuner, ReachesWithinThreePercentOfTheExhaustiveBestInAQuarterOfTheSpace) {
-  compile::Plan p = plan_with({{"BM", {32, 64, 128}}, {"BK", {8, 16, 32}}, {"TM", {2, 4, 8}}, {"UNROLL", {1, 2}},
-                               {"W", {1, 2}}, {"X", {1, 3}}, {"Y", {0, 1}}});
+  compile::Plan p = plan_with({{"BM", {32, 64, 128}},
+                               {"BK", {8, 16, 32}},
+                               {"TM", {2, 4, 8}},
+                               {"UNROLL", {1, 2}},
+                               {"W", {1, 2}},
+                               {"X", {1, 3}},
+                               {"Y", {0, 1}}});
   auto space = product(p);  // 432 points; the start is the first, far from the best
   evolve::Measured table = synthetic_table(p, space);
   std::vector<size_t> tuner, random;
   evolve::TunerOptions pure_random{.exhaustive_max = 0, .elite = 0, .random_share = 1};
   for (uint64_t seed = 1; seed <= 41; ++seed) {
-    tuner.push_back(evolve::evaluations_to_reach(p, space, table, space.front(), 8, 2, 0.03, seed).value_or(space.size()));
+    tuner.push_back(evolve::evaluations_to_reach(p, space, table, space.front(), 8, 2, 0.03, seed)
+                        .value_or(space.size()));
     random.push_back(
-        evolve::evaluations_to_reach(p, space, table, space.front(), 8, 2, 0.03, seed, pure_random).value_or(space.size()));
+        evolve::evaluations_to_reach(p, space, table, space.front(), 8, 2, 0.03, seed, pure_random)
+            .value_or(space.size()));
   }
   std::sort(tuner.begin(), tuner.end());
   std::sort(random.begin(), random.end());
   // The aim of issue 18's benchmark, on a known function; and better than random search.
-  EXPECT_LE(tuner[tuner.size() / 2], space.size() / 4) << "random search: " << random[random.size() / 2];
+  EXPECT_LE(tuner[tuner.size() / 2], space.size() / 4)
+      << "random search: " << random[random.size() / 2];
   EXPECT_LT(tuner[tuner.size() / 2], random[random.size() / 2]);
   // The same stream, the same count; every point is counted once (a generation at a time).
   EXPECT_EQ(evolve::evaluations_to_reach(p, space, table, space.front(), 8, 2, 0.03, 5),
@@ -153,13 +172,15 @@ evolve::RunConfig small_config() {
   c.islands = 2;
   c.migration_interval = 2;
   c.tuner.exhaustive_max = 8;  // relu's seed has 36 points: the evolutionary search runs
-  c.operators = {1, 0, 0};     // the LLM's children optimize (tests of the other operators set their mix)
+  c.operators = {1, 0,
+                 0};  // the LLM's children optimize (tests of the other operators set their mix)
   return c;
 }
 
 TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
   Rig s;
-  evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  evolve::RunSummary r =
+      evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
   ASSERT_EQ(r.tasks.size(), 1u);
   const evolve::TaskStatus& t = r.tasks[0];
   EXPECT_EQ(t.generation, 3);
@@ -168,25 +189,34 @@ TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
   EXPECT_EQ(s.gpu.verified, t.judged);
   ASSERT_TRUE(t.best_ms);
   // The best is the fastest point judged, and at least as fast as the seed's default point.
-  EXPECT_LE(*t.best_ms, FakeGpu::time_of({{"BLOCK", 128}, {"BLOCKS_PER_SM", 65536}, {"UNROLL", 2}}));
-  EXPECT_EQ(s.count("SELECT count(*) FROM screens WHERE run_id = " + std::to_string(r.run)), t.screened);
+  EXPECT_LE(*t.best_ms,
+            FakeGpu::time_of({{"BLOCK", 128}, {"BLOCKS_PER_SM", 65536}, {"UNROLL", 2}}));
+  EXPECT_EQ(s.count("SELECT count(*) FROM screens WHERE run_id = " + std::to_string(r.run)),
+            t.screened);
   // Children: made by the tuner, one parent each, generation and island recorded.
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'tune' AND model = 'offline-tuner' AND run_id = " +
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'tune' AND model = "
+                    "'offline-tuner' AND run_id = " +
                     std::to_string(r.run)),
             18);
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE prompt_kind = 'tune' AND (SELECT count(*) FROM "
-                    "candidate_parents p WHERE p.candidate_id = c.id) != 1"),
-            0);
+  EXPECT_EQ(
+      s.count(
+          "SELECT count(*) FROM candidates c WHERE prompt_kind = 'tune' AND (SELECT count(*) FROM "
+          "candidate_parents p WHERE p.candidate_id = c.id) != 1"),
+      0);
   EXPECT_EQ(s.count("SELECT count(DISTINCT island) FROM candidates WHERE prompt_kind = 'tune'"), 2);
   EXPECT_EQ(s.count("SELECT max(generation) FROM candidates"), 3);
   // No point screened twice; every new best admitted.
-  EXPECT_EQ(s.count("SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id HAVING count(*) > 1)"), 0);
+  EXPECT_EQ(s.count("SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id "
+                    "HAVING count(*) > 1)"),
+            0);
   EXPECT_GE(s.gpu.admitted, 1);
   EXPECT_EQ(s.count("SELECT status = 'finished' FROM runs WHERE id = " + std::to_string(r.run)), 1);
   // The task's references were timed once, before generation 0, and kept for the prompts; a second
   // run on this GPU does not time them again.
   EXPECT_EQ(s.gpu.baselined, 1);
-  EXPECT_EQ(s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND eager_ms = 1.0 AND scripted_ms = 1.1"), 1);
+  EXPECT_EQ(s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND eager_ms = 1.0 "
+                    "AND scripted_ms = 1.1"),
+            1);
   evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
   EXPECT_EQ(s.gpu.baselined, 1);
 }
@@ -195,7 +225,8 @@ TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
 // hours) reads its records back instead of measuring its history again; another kind measures.
 TEST(Evolve, AResumedRunReadsBackWhatAnotherGpuOfTheSameKindMeasured) {
   Rig s;
-  evolve::RunSummary first = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  evolve::RunSummary first =
+      evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
   for (bool same_kind : {true, false}) {
     FakeGpu other;
     other.uuid = same_kind ? "GPU-fake-1111" : "GPU-fake-2222";
@@ -205,13 +236,15 @@ TEST(Evolve, AResumedRunReadsBackWhatAnotherGpuOfTheSameKindMeasured) {
     eo.db = (s.dir.path() / "a.db").string();
     eo.compiler.workers = 2;
     evolve::Evaluator ev(eo, &other);
-    evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, ev, first.run);
+    evolve::RunSummary r =
+        evolve::run_evolution(small_config(), {task("smoke/relu")}, ev, first.run);
     if (same_kind) {
       EXPECT_EQ(r.evaluations, 0);
       EXPECT_EQ(r.reused, first.evaluations);
       EXPECT_EQ(other.screened + other.verified + other.baselined, 0);
     } else {
-      EXPECT_EQ(r.evaluations, first.evaluations) << "another kind of GPU measures everything itself";
+      EXPECT_EQ(r.evaluations, first.evaluations)
+          << "another kind of GPU measures everything itself";
       EXPECT_EQ(other.baselined, 1);
     }
   }
@@ -222,7 +255,8 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     Rig s;
     evolve::RunConfig c = small_config();
     c.evaluations = 7;
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
     EXPECT_EQ(r.stopped, "evaluation budget reached");
     EXPECT_EQ(r.evaluations, 7);
     EXPECT_EQ(s.gpu.screened + s.gpu.verified, 7);
@@ -231,7 +265,8 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     Rig s;
     evolve::RunConfig c = small_config();
     c.task_evaluations = 5;
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
     EXPECT_EQ(r.tasks[0].stopped, "task evaluation budget reached");
     EXPECT_LE(r.evaluations, 5 + c.children + c.judge_top);  // checked between generations
   }
@@ -241,20 +276,27 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     s.gpu.busy_ms = 30;
     evolve::RunConfig c = small_config();
     c.generations = 50;
-    (budget == "minutes" ? c.minutes : budget == "gpu_minutes" ? c.gpu_minutes : c.task_gpu_minutes) = 0.25 / 60;
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
-    std::string why = budget == "minutes" ? "time budget reached" : budget == "gpu_minutes" ? "GPU time budget reached"
-                                                                                          : "task GPU time budget reached";
+    (budget == "minutes"       ? c.minutes
+     : budget == "gpu_minutes" ? c.gpu_minutes
+                               : c.task_gpu_minutes) = 0.25 / 60;
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    std::string why = budget == "minutes"       ? "time budget reached"
+                      : budget == "gpu_minutes" ? "GPU time budget reached"
+                                                : "task GPU time budget reached";
     EXPECT_EQ(budget == "task_gpu_minutes" ? r.tasks[0].stopped : r.stopped, why) << budget;
     EXPECT_GE(budget == "minutes" ? r.wall_s : r.gpu_s, 0.25) << budget;
     // Stopped near the limit: checked before each measurement (per task: between generations).
-    EXPECT_LE(r.evaluations, budget == "task_gpu_minutes" ? 8 + c.children + c.judge_top : 9) << budget;
+    EXPECT_LE(r.evaluations, budget == "task_gpu_minutes" ? 8 + c.children + c.judge_top : 9)
+        << budget;
   }
   {
     Rig s;
     evolve::RunConfig c = small_config();
-    c.target_speedup = 1.0;  // eager is 1 ms; every fake time is at most 1.5 ms, so the first best below 1 ms ends it
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+    c.target_speedup = 1.0;  // eager is 1 ms; every fake time is at most 1.5 ms, so the first best
+                             // below 1 ms ends it
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
     if (r.tasks[0].best_ms && *r.tasks[0].best_ms <= 1.0) {
       EXPECT_EQ(r.tasks[0].stopped, "target speedup reached");
     }
@@ -274,7 +316,8 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
       EXPECT_GE(e.at("gpu_s").get<double>(), 0.0);
       if (++events == 4) stop = 1;  // Ctrl-C: what is in flight finishes, nothing new starts
     };
-    evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt, hooks);
+    evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator,
+                                                 std::nullopt, hooks);
     EXPECT_EQ(r.stopped, "interrupted");
     EXPECT_EQ(r.evaluations, 4);
     EXPECT_EQ(s.count("SELECT status = 'interrupted' FROM runs"), 1);
@@ -288,21 +331,30 @@ class ScriptedModel {
   // `mode`: "" as above; "prose": every answer is words without code; "down": every call is a 500;
   // "good": every kernel answer compiles and is correct (each marked, so each is new code).
   explicit ScriptedModel(std::string mode = "")
-      : model_([this, mode, seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
+      : model_([this, mode,
+                seed = *read_file(
+                    (kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
                    const std::string& prompt) -> std::optional<std::string> {
           if (mode == "down") return std::nullopt;
-          if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)  // prompts/ideas.md
-            return "Here are my ideas.\n\n1. Vectorise the loads\n   with float4.\n2) Unroll by four.\n3. Use a grid-stride "
+          if (prompt.find("distinct optimisation ideas as a numbered list") !=
+              std::string::npos)  // prompts/ideas.md
+            return "Here are my ideas.\n\n1. Vectorise the loads\n   with float4.\n2) Unroll by "
+                   "four.\n3. Use a grid-stride "
                    "loop.\n";
-          bool repair = prompt.find("was rejected before it could run") != std::string::npos;  // prompts/repair_compile.md
+          bool repair = prompt.find("was rejected before it could run") !=
+                        std::string::npos;  // prompts/repair_compile.md
           std::string answer = seed;
           size_t code = answer.find("```cuda\n") + 8;
-          answer.insert(code, repair || mode == "good" ? "// answer " + std::to_string(++repairs_) + "\n"
-                                                       : "#error deliberately broken " + std::to_string(++asks_) + "\n");
-          if (mode == "prose") answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
+          answer.insert(code, repair || mode == "good"
+                                  ? "// answer " + std::to_string(++repairs_) + "\n"
+                                  : "#error deliberately broken " + std::to_string(++asks_) + "\n");
+          if (mode == "prose")
+            answer = "I would vectorise the loads and unroll by " + std::to_string(asks_) + ".";
           return answer;
         }) {}
-  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) { return model_.proposer(cache); }
+  std::unique_ptr<evolve::LlmProposer> proposer(const std::string& cache) {
+    return model_.proposer(cache);
+  }
   std::vector<std::string> prompts() { return model_.prompts(); }
   std::vector<json> requests() { return model_.requests(); }
   std::string base_url() const { return model_.base_url(); }
@@ -322,18 +374,24 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
   c.children = 2;  // the tuner's children beside them
   {
     auto llm = model.proposer(cache);
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
-    EXPECT_EQ(r.llm.calls, 4);  // two optimizations in generation 1, their two repairs in generation 2
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    EXPECT_EQ(r.llm.calls,
+              4);  // two optimizations in generation 1, their two repairs in generation 2
     EXPECT_EQ(r.llm.tokens_in, 4000);
     EXPECT_EQ(r.llm.tokens_out, 2000);
   }
   // The run's report: per task, the proposers with their share correct, what the model cost.
-  kforge::test::CliResult report = kforge::test::run_kforge("report 1 --db " + (s.dir.path() / "a.db").string());
+  kforge::test::CliResult report =
+      kforge::test::run_kforge("report 1 --db " + (s.dir.path() / "a.db").string());
   EXPECT_EQ(report.code, 0) << report.out;
   EXPECT_NE(report.out.find("| smoke/relu |"), std::string::npos) << report.out;
-  EXPECT_NE(report.out.find("| optimize | scripted | 2 | 0 | 0% |"), std::string::npos) << report.out;
-  EXPECT_NE(report.out.find("| repair_compile | scripted | 2 | 2 | 100% |"), std::string::npos) << report.out;
-  EXPECT_NE(report.out.find("LLM: 4 answer(s) (0 from the cache), 0 failed call(s); 4000 tokens in, 2000 out"),
+  EXPECT_NE(report.out.find("| optimize | scripted | 2 | 0 | 0% |"), std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("| repair_compile | scripted | 2 | 2 | 100% |"), std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find(
+                "LLM: 4 answer(s) (0 from the cache), 0 failed call(s); 4000 tokens in, 2000 out"),
             std::string::npos)
       << report.out;
   EXPECT_NE(report.out.find("## Winners' lineage"), std::string::npos);
@@ -342,25 +400,34 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
   EXPECT_NE(report.out.find("| g0 | g1 | g2 |"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("x (seed) |"), std::string::npos) << report.out;
   // Every child recorded with its lineage: the broken ones too, with their compile failure.
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = 'scripted' AND generation = 1"), 2);
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'repair_compile' AND generation = 2"), 2);
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c JOIN candidate_parents p ON p.candidate_id = c.id JOIN candidates q "
-                    "ON q.id = p.parent_id WHERE c.prompt_kind = 'repair_compile' AND q.prompt_kind = 'optimize'"),
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = "
+                    "'scripted' AND generation = 1"),
             2);
-  EXPECT_EQ(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id WHERE c.prompt_kind = "
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'repair_compile' AND "
+                    "generation = 2"),
+            2);
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c JOIN candidate_parents p ON p.candidate_id "
+                    "= c.id JOIN candidates q "
+                    "ON q.id = p.parent_id WHERE c.prompt_kind = 'repair_compile' AND "
+                    "q.prompt_kind = 'optimize'"),
+            2);
+  EXPECT_EQ(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id "
+                    "WHERE c.prompt_kind = "
                     "'repair_compile' AND sc.outcome = 'correct'"),
             2);
   // The repair prompts carry the compile log of the child they repair.
   int with_evidence = 0;
-  for (const std::string& p : model.prompts()) with_evidence += p.find("deliberately broken") != std::string::npos &&
-                                                               p.find("#error") != std::string::npos &&
-                                                               p.find("// repaired") == std::string::npos;
+  for (const std::string& p : model.prompts())
+    with_evidence += p.find("deliberately broken") != std::string::npos &&
+                     p.find("#error") != std::string::npos &&
+                     p.find("// repaired") == std::string::npos;
   EXPECT_GE(with_evidence, 2);
   // Resumed, the run asks the model nothing it already answered (the response cache).
   size_t asked = model.prompts().size();
   {
     auto llm = model.proposer(cache);
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, llm.get());
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, llm.get());
     EXPECT_EQ(r.llm.cached, r.llm.calls);
     EXPECT_EQ(r.evaluations, 0);
   }
@@ -375,18 +442,25 @@ TEST(Evolve, AModelThatAnswersWithoutCodeOrIsDownLosesNothingAndTheRunGoesOn) {
     c.generations = 2;
     c.llm_children = 2;
     auto llm = model.proposer((s.dir.path() / "llm-cache").string());
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
     EXPECT_EQ(r.tasks[0].stopped, "generations done") << mode;
     EXPECT_EQ(r.llm.calls, mode == "prose" ? 4 : 0) << mode;
     EXPECT_EQ(r.llm.failed_calls, mode == "down" ? 4 : 0) << mode;
-    // Each LLM child is recorded with what went wrong; no repair is asked for an answer with no code.
-    // (Four calls that failed alike are one candidate: the same identity.)
-    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'scripted'"), mode == "prose" ? 4 : 1) << mode;
-    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind LIKE 'repair%'"), 0) << mode;
+    // Each LLM child is recorded with what went wrong; no repair is asked for an answer with no
+    // code. (Four calls that failed alike are one candidate: the same identity.)
+    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'scripted'"),
+              mode == "prose" ? 4 : 1)
+        << mode;
+    EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind LIKE 'repair%'"), 0)
+        << mode;
     archive::Statement why = s.db().prepare(
-        "SELECT r.errors FROM compiles r JOIN candidates c ON c.id = r.candidate_id WHERE c.model = 'scripted' LIMIT 1");
+        "SELECT r.errors FROM compiles r JOIN candidates c ON c.id = r.candidate_id WHERE c.model "
+        "= 'scripted' LIMIT 1");
     ASSERT_TRUE(why.step()) << mode;
-    EXPECT_NE(why.text(0).find(mode == "down" ? "no answer from the model" : "code"), std::string::npos) << why.text(0);
+    EXPECT_NE(why.text(0).find(mode == "down" ? "no answer from the model" : "code"),
+              std::string::npos)
+        << why.text(0);
     // The tuner's children went on beside them.
     EXPECT_GT(s.count("SELECT count(*) FROM candidates WHERE model = 'offline-tuner'"), 0) << mode;
   }
@@ -403,14 +477,20 @@ size_t answer_batch(const std::filesystem::path& dir) {
     std::string prompt = req["body"]["messages"].back()["content"];
     size_t at = prompt.find("## The operation: ") + 18;
     std::string task = prompt.substr(at, prompt.find('\n', at) - at);
-    std::string seed = *read_file((kforge::test::source_dir() / "tasks" / task.substr(0, task.find('/')) / "seeds" /
-                                   (task.substr(task.find('/') + 1) + ".md")).string());
+    std::string seed =
+        *read_file((kforge::test::source_dir() / "tasks" / task.substr(0, task.find('/')) /
+                    "seeds" / (task.substr(task.find('/') + 1) + ".md"))
+                       .string());
     seed.insert(seed.find("```cuda\n") + 8, "// batch answer " + std::to_string(n) + "\n");
-    json body = {{"model", "batch"},
-                 {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", seed}}}}}},
-                 {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 50}}}};
-    out << json{{"id", "r" + std::to_string(n)}, {"custom_id", req["custom_id"]},
-                {"response", {{"status_code", 200}, {"body", body}}}, {"error", nullptr}}.dump()
+    json body = {
+        {"model", "batch"},
+        {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", seed}}}}}},
+        {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 50}}}};
+    out << json{{"id", "r" + std::to_string(n)},
+                {"custom_id", req["custom_id"]},
+                {"response", {{"status_code", 200}, {"body", body}}},
+                {"error", nullptr}}
+               .dump()
         << "\n";
   }
   return n;
@@ -426,8 +506,8 @@ TEST(Evolve, TheBatchExchangeWaitsForAnswersAndAResumedRunReadsThem) {
   std::string prompts = (kforge::test::source_dir() / "prompts").string();
   {
     // Ctrl-C while the run waits for its two requests: it stops, recording nothing unanswered.
-    auto exchange = std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::seconds(60),
-                                                                  std::chrono::milliseconds(10));
+    auto exchange = std::make_shared<const evolve::BatchExchange>(
+        batch.path(), "batch", std::chrono::seconds(60), std::chrono::milliseconds(10));
     evolve::LlmProposer llm(exchange, prompts, "a test GPU");
     std::atomic<int> stop{0};
     std::thread ctrl_c([&] {
@@ -441,23 +521,28 @@ TEST(Evolve, TheBatchExchangeWaitsForAnswersAndAResumedRunReadsThem) {
     evolve::LoopHooks hooks;
     hooks.stop = &stop;
     auto t0 = std::chrono::steady_clock::now();
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, hooks, &llm);
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, hooks, &llm);
     ctrl_c.join();
     EXPECT_EQ(r.stopped, "interrupted");
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(50)) << "the stop did not cut the wait short";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(50))
+        << "the stop did not cut the wait short";
     EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch'"), 0);
   }
   EXPECT_EQ(answer_batch(batch.path()), 2u);
   {
-    auto exchange = std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::seconds(5),
-                                                                  std::chrono::milliseconds(10));
+    auto exchange = std::make_shared<const evolve::BatchExchange>(
+        batch.path(), "batch", std::chrono::seconds(5), std::chrono::milliseconds(10));
     evolve::LlmProposer llm(exchange, prompts, "a test GPU");
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, &llm);
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, int64_t{1}, {}, &llm);
     EXPECT_EQ(r.llm.calls, 2);
     EXPECT_EQ(r.llm.failed_calls, 0);
     EXPECT_EQ(r.llm.tokens_out, 100);
   }
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE model = 'batch' AND prompt_kind = 'optimize'"), 2);
+  EXPECT_EQ(
+      s.count("SELECT count(*) FROM candidates WHERE model = 'batch' AND prompt_kind = 'optimize'"),
+      2);
   std::string requests = *read_file((batch.path() / "requests.jsonl").string());
   EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 2) << "a request was written twice";
 }
@@ -474,10 +559,11 @@ TEST(Evolve, ABatchFolderWithoutAnswersPausesTheRunAndResumeGoesOn) {
   c.llm_children = 2;
   c.children = 2;
   std::string prompts = (kforge::test::source_dir() / "prompts").string();
-  auto tasks = std::vector<std::shared_ptr<const tasks::Task>>{task("smoke/relu"), task("smoke/softmax")};
+  auto tasks =
+      std::vector<std::shared_ptr<const tasks::Task>>{task("smoke/relu"), task("smoke/softmax")};
   auto exchange = [&] {
-    return std::make_shared<const evolve::BatchExchange>(batch.path(), "batch", std::chrono::milliseconds(0),
-                                                         std::chrono::milliseconds(10));
+    return std::make_shared<const evolve::BatchExchange>(
+        batch.path(), "batch", std::chrono::milliseconds(0), std::chrono::milliseconds(10));
   };
   {
     evolve::LlmProposer llm(exchange(), prompts, "a test GPU");
@@ -503,7 +589,9 @@ TEST(Evolve, ABatchFolderWithoutAnswersPausesTheRunAndResumeGoesOn) {
 
 TEST(Evolve, IdeasAnswersAreParsedIntoNumberedItems) {
   std::vector<std::string> ideas = evolve::parse_ideas(
-      "Sure.\n1. Vectorise\n   with float4.\n```cuda\n2. not an idea\n```\n2) Unroll.\n**3.** Tiles\n4. Fourth\n", 3);
+      "Sure.\n1. Vectorise\n   with float4.\n```cuda\n2. not an idea\n```\n2) Unroll.\n**3.** "
+      "Tiles\n4. Fourth\n",
+      3);
   ASSERT_EQ(ideas.size(), 3u);
   EXPECT_EQ(ideas[0], "Vectorise\n   with float4.");
   EXPECT_EQ(ideas[1], "Unroll.");
@@ -523,7 +611,8 @@ TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild)
   c.operators = {0, 0.5, 0.5};
   c.ideas_count = 3;
   auto llm = model.proposer((s.dir.path() / "llm-cache").string());
-  evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+  evolve::RunSummary r =
+      evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
   EXPECT_EQ(r.tasks[0].stopped, "generations done");
   EXPECT_EQ(r.llm.failed_calls, 0);
   int64_t crossovers = s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'crossover'");
@@ -532,16 +621,20 @@ TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild)
   EXPECT_GT(ideas, 0);
   EXPECT_EQ(ideas % 3, 0) << "each ideas answer lists three ideas: three children";
   // A crossover child has two parents, of different code.
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'crossover' AND (SELECT count(DISTINCT q.source) "
-                    "FROM candidate_parents p JOIN candidates q ON q.id = p.parent_id WHERE p.candidate_id = c.id) = 2"),
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'crossover' AND "
+                    "(SELECT count(DISTINCT q.source) "
+                    "FROM candidate_parents p JOIN candidates q ON q.id = p.parent_id WHERE "
+                    "p.candidate_id = c.id) = 2"),
             crossovers);
-  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'idea' AND (SELECT count(*) FROM "
+  EXPECT_EQ(s.count("SELECT count(*) FROM candidates c WHERE c.prompt_kind = 'idea' AND (SELECT "
+                    "count(*) FROM "
                     "candidate_parents p WHERE p.candidate_id = c.id) = 1"),
             ideas);
   // The idea prompts each carry one of the listed ideas, the continuation line included.
   int with_idea = 0, crossover_prompts = 0;
   for (const std::string& p : model.prompts()) {
-    if (p.find("## The idea to implement\nVectorise the loads\n   with float4.") != std::string::npos ||
+    if (p.find("## The idea to implement\nVectorise the loads\n   with float4.") !=
+            std::string::npos ||
         p.find("## The idea to implement\nUnroll by four.") != std::string::npos ||
         p.find("## The idea to implement\nUse a grid-stride loop.") != std::string::npos)
       ++with_idea;
@@ -549,13 +642,14 @@ TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild)
   }
   EXPECT_EQ(with_idea, ideas);
   EXPECT_EQ(crossover_prompts, crossovers);
-  EXPECT_GT(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id WHERE c.prompt_kind = "
+  EXPECT_GT(s.count("SELECT count(*) FROM screens sc JOIN candidates c ON c.id = sc.candidate_id "
+                    "WHERE c.prompt_kind = "
                     "'idea' AND sc.outcome = 'correct'"),
             0);
 }
 
-// Issue 19's profile feedback: each parent an optimize prompt quotes is profiled once (where the GPU
-// has Nsight Compute), the profile stored with it and quoted in its children's prompts; a run
+// Issue 19's profile feedback: each parent an optimize prompt quotes is profiled once (where the
+// GPU has Nsight Compute), the profile stored with it and quoted in its children's prompts; a run
 // with `llm.profile = false`, or a GPU without the tool, profiles nothing and says so.
 TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompts) {
   for (bool on : {true, false}) {
@@ -569,17 +663,22 @@ TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompt
     c.children = 0;
     c.profile = on;
     auto llm = model.proposer((s.dir.path() / "llm-cache").string());
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
     EXPECT_EQ(r.tasks[0].stopped, "generations done");
-    int64_t parents = s.count("SELECT count(DISTINCT p.parent_id) FROM candidate_parents p JOIN candidates c ON "
-                              "c.id = p.candidate_id WHERE c.prompt_kind = 'optimize'");
+    int64_t parents = s.count(
+        "SELECT count(DISTINCT p.parent_id) FROM candidate_parents p JOIN candidates c ON "
+        "c.id = p.candidate_id WHERE c.prompt_kind = 'optimize'");
     ASSERT_GT(parents, 1);
     int64_t profiles = s.count("SELECT count(*) FROM profiles");
     int with_profile = 0, without = 0;
     for (const std::string& p : model.prompts()) {
-      if (p.find("Nsight Compute: one run at the timed dims\n- launch 1 `relu") != std::string::npos &&
-          p.find("DRAM throughput 81.2%, SM throughput 40.5%, achieved occupancy 62.0% (of peak); 18 registers per "
-                 "thread; top warp stalls (cycles per issued instruction): long_scoreboard 12.5, wait 2.0") != std::string::npos)
+      if (p.find("Nsight Compute: one run at the timed dims\n- launch 1 `relu") !=
+              std::string::npos &&
+          p.find("DRAM throughput 81.2%, SM throughput 40.5%, achieved occupancy 62.0% (of peak); "
+                 "18 registers per "
+                 "thread; top warp stalls (cycles per issued instruction): long_scoreboard 12.5, "
+                 "wait 2.0") != std::string::npos)
         ++with_profile;
       if (p.find("Nsight Compute: not measured") != std::string::npos) ++without;
     }
@@ -587,7 +686,8 @@ TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompt
       EXPECT_EQ(profiles, parents) << "every parent profiled, each once";
       EXPECT_EQ(s.gpu.profiled, parents) << "a parent used again is not profiled again";
       EXPECT_EQ(with_profile, static_cast<int>(model.prompts().size()));
-      EXPECT_EQ(s.count("SELECT count(*) FROM profiles f WHERE NOT EXISTS (SELECT 1 FROM candidate_parents p WHERE "
+      EXPECT_EQ(s.count("SELECT count(*) FROM profiles f WHERE NOT EXISTS (SELECT 1 FROM "
+                        "candidate_parents p WHERE "
                         "p.parent_id = f.candidate_id)"),
                 0);
     } else {
@@ -606,9 +706,11 @@ TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
   std::string cfg_path = (dir.path() / "llm.toml").string();
   {
     std::ofstream cfg(cfg_path);
-    cfg << "[[models]]\nmodel = \"openai:cheap\"\nweight = 3\nprice = { input = 1.0, output = 2.0 }\n"
+    cfg << "[[models]]\nmodel = \"openai:cheap\"\nweight = 3\nprice = { input = 1.0, output = 2.0 "
+           "}\n"
            "temperature = { optimize = 0.3, repair = 0.1 }\n"
-           "[[models]]\nmodel = \"openai:dear\"\nweight = 1\nprice = { input = 10.0, output = 30.0 }\n"
+           "[[models]]\nmodel = \"openai:dear\"\nweight = 1\nprice = { input = 10.0, output = 30.0 "
+           "}\n"
            "[providers.openai]\nbase_url = \""
         << model.base_url() << "\"\n";
   }
@@ -616,9 +718,11 @@ TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
   auto proposer = [&](const std::string& cache) {
     std::vector<evolve::Voice> voices;
     for (const evolve::ModelConfig& m : cfg.models)
-      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m), nullptr, nullptr,
-                                                                     std::make_shared<evolve::ResponseCache>(cache))});
-    return std::make_unique<evolve::LlmProposer>(voices, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
+      voices.push_back({m, std::make_shared<const evolve::LlmClient>(
+                               cfg.endpoint(m), cfg.policy(m), nullptr, nullptr,
+                               std::make_shared<evolve::ResponseCache>(cache))});
+    return std::make_unique<evolve::LlmProposer>(
+        voices, (kforge::test::source_dir() / "prompts").string(), "a test GPU");
   };
   {
     Rig s;
@@ -627,19 +731,26 @@ TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
     c.llm_children = 4;
     c.children = 1;
     auto llm = proposer((s.dir.path() / "cache").string());
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
-    // 16 answers of 1000 tokens in and 500 out: $0.002 each from the cheap model, $0.025 from the dear one.
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    // 16 answers of 1000 tokens in and 500 out: $0.002 each from the cheap model, $0.025 from the
+    // dear one.
     EXPECT_EQ(r.llm.calls, 16);
     int64_t cheap = s.count("SELECT count(*) FROM candidates WHERE model = 'openai:cheap'");
     int64_t dear = s.count("SELECT count(*) FROM candidates WHERE model = 'openai:dear'");
     EXPECT_EQ(cheap + dear, 16);
     EXPECT_GT(cheap, dear) << "weights 3:1";
     EXPECT_GT(dear, 0);
-    EXPECT_NEAR(r.llm.cost_usd, static_cast<double>(cheap) * 0.002 + static_cast<double>(dear) * 0.025, 1e-9);
+    EXPECT_NEAR(r.llm.cost_usd,
+                static_cast<double>(cheap) * 0.002 + static_cast<double>(dear) * 0.025, 1e-9);
     for (const json& req : model.requests())
-      if (req["model"] == "cheap") EXPECT_DOUBLE_EQ(req["temperature"].get<double>(), 0.3);
-      else EXPECT_FALSE(req.contains("temperature")) << "none configured: none sent";
-    EXPECT_EQ(s.count("SELECT json_type(budgets_used, '$.llm_tokens_cache_read') = 'integer' FROM runs"), 1)
+      if (req["model"] == "cheap")
+        EXPECT_DOUBLE_EQ(req["temperature"].get<double>(), 0.3);
+      else
+        EXPECT_FALSE(req.contains("temperature")) << "none configured: none sent";
+    EXPECT_EQ(
+        s.count("SELECT json_type(budgets_used, '$.llm_tokens_cache_read') = 'integer' FROM runs"),
+        1)
         << "the summary counts the prompt cache's tokens";
   }
   for (bool per_task : {false, true}) {
@@ -648,14 +759,19 @@ TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
     c.generations = 8;
     c.llm_children = 4;
     c.children = 1;
-    if (per_task) c.task_llm_dollars = 0.01;
-    else c.llm_dollars = 0.01;
+    if (per_task)
+      c.task_llm_dollars = 0.01;
+    else
+      c.llm_dollars = 0.01;
     auto llm = proposer((s.dir.path() / "cache").string());
-    evolve::RunSummary r = evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
+    evolve::RunSummary r =
+        evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt, {}, llm.get());
     EXPECT_GE(r.llm.cost_usd, 0.01);
     EXPECT_LT(r.llm.calls, 32) << "the budget stopped the run before its generations were done";
-    if (per_task) EXPECT_EQ(r.tasks[0].stopped, "task LLM dollar budget reached");
-    else EXPECT_EQ(r.stopped, "LLM dollar budget reached");
+    if (per_task)
+      EXPECT_EQ(r.tasks[0].stopped, "task LLM dollar budget reached");
+    else
+      EXPECT_EQ(r.stopped, "LLM dollar budget reached");
   }
 }
 
@@ -663,18 +779,22 @@ TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
 std::multiset<std::string> records(const std::string& db) {
   archive::Database raw(db, archive::Access::ReadOnly);
   archive::Statement s = raw.prepare(
-      "SELECT 'screen ' || c.identity || ' ' || c.generation || ' ' || c.island FROM screens x JOIN candidates c ON "
-      "c.id = x.candidate_id UNION ALL SELECT 'judge ' || c.identity || ' ' || e.admitted FROM evaluations e JOIN "
+      "SELECT 'screen ' || c.identity || ' ' || c.generation || ' ' || c.island FROM screens x "
+      "JOIN candidates c ON "
+      "c.id = x.candidate_id UNION ALL SELECT 'judge ' || c.identity || ' ' || e.admitted FROM "
+      "evaluations e JOIN "
       "candidates c ON c.id = e.candidate_id");
   std::multiset<std::string> out;
   while (s.step()) out.insert(s.text(0));
   return out;
 }
 
-// The fake loop (kforge-evolve-fake) on `db`, `seed`, six generations of smoke/relu; resuming `run`.
+// The fake loop (kforge-evolve-fake) on `db`, `seed`, six generations of smoke/relu; resuming
+// `run`.
 using Launch = std::function<kforge::Process(const std::string& db, std::optional<int64_t> run)>;
 
-Launch fake_loop(const TempDir& dir, const std::string& seed, std::map<std::string, std::string> env = {}) {
+Launch fake_loop(const TempDir& dir, const std::string& seed,
+                 std::map<std::string, std::string> env = {}) {
   return [&dir, seed, env](const std::string& db, std::optional<int64_t> run) {
     SpawnOptions o;
     o.argv = {KFORGE_EVOLVE_FAKE, db, tasks_dir(), "smoke/relu", seed, "6"};
@@ -693,16 +813,18 @@ void run_to_the_end(const Launch& launch, const std::string& db) {
 }
 
 // Runs the loop on `db` to its end, killed with SIGKILL `kills` times on the way (each time once it
-// has recorded something new and `may_kill` holds, at a random moment shortly after; `killed` is told
-// at once) and resumed. Returns the kills made (fewer when the run ended first).
-int run_killed(const Launch& launch, const std::string& db, int kills, const std::function<bool()>& may_kill = {},
+// has recorded something new and `may_kill` holds, at a random moment shortly after; `killed` is
+// told at once) and resumed. Returns the kills made (fewer when the run ended first).
+int run_killed(const Launch& launch, const std::string& db, int kills,
+               const std::function<bool()>& may_kill = {},
                const std::function<void()>& killed = {}) {
   std::mt19937_64 rng(20261203);
   auto recorded = [&]() -> int64_t {
     if (::access(db.c_str(), F_OK) != 0) return 0;
     try {
       archive::Database raw(db, archive::Access::ReadOnly);
-      archive::Statement s = raw.prepare("SELECT (SELECT count(*) FROM screens) + (SELECT count(*) FROM evaluations)");
+      archive::Statement s =
+          raw.prepare("SELECT (SELECT count(*) FROM screens) + (SELECT count(*) FROM evaluations)");
       return s.step() ? s.integer(0) : 0;
     } catch (const std::exception&) {
       return 0;  // not created (or migrated) yet
@@ -749,7 +871,8 @@ int run_killed(const Launch& launch, const std::string& db, int kills, const std
 TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
   TempDir dir;
   Launch launch = fake_loop(dir, "5");
-  std::string whole = (dir.path() / "whole.db").string(), killed = (dir.path() / "killed.db").string();
+  std::string whole = (dir.path() / "whole.db").string(),
+              killed = (dir.path() / "killed.db").string();
   run_to_the_end(launch, whole);
   std::multiset<std::string> expected = records(whole);
   ASSERT_GT(expected.size(), 10u);
@@ -764,14 +887,16 @@ TEST(Evolve, ResumeAfterKillNineLosesAndRepeatsNothing) {
 class SlowModel {
  public:
   SlowModel()
-      : model_([this, seed = *read_file((kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
+      : model_([this, seed = *read_file(
+                          (kforge::test::source_dir() / "tasks/smoke/seeds/relu.md").string())](
                    const std::string& prompt) -> std::optional<std::string> {
           std::string mark = content_hash(prompt).substr(0, 8);
           {
             std::lock_guard<std::mutex> lock(mutex_);
             ++in_flight_;
           }
-          std::this_thread::sleep_for(std::chrono::milliseconds(20 + std::stoul(mark, nullptr, 16) % 100));
+          std::this_thread::sleep_for(
+              std::chrono::milliseconds(20 + std::stoul(mark, nullptr, 16) % 100));
           std::string answer = seed;
           if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)
             answer = "1. Vectorise the loads (" + mark + ").\n2. Unroll by four.\n";
@@ -790,7 +915,8 @@ class SlowModel {
   int at_risk() {
     std::lock_guard<std::mutex> lock(mutex_);
     auto recent = std::chrono::steady_clock::now() - std::chrono::milliseconds(100);
-    return in_flight_ + static_cast<int>(std::count_if(finished_.begin(), finished_.end(), [&](auto t) { return t > recent; }));
+    return in_flight_ + static_cast<int>(std::count_if(finished_.begin(), finished_.end(),
+                                                       [&](auto t) { return t > recent; }));
   }
   bool answering() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -810,7 +936,8 @@ class SlowModel {
 std::multiset<std::string> llm_candidates(const std::string& db) {
   archive::Database raw(db, archive::Access::ReadOnly);
   archive::Statement s = raw.prepare(
-      "SELECT c.identity || ' ' || c.prompt_kind || ' ' || c.generation FROM candidates c WHERE c.model = 'scripted'");
+      "SELECT c.identity || ' ' || c.prompt_kind || ' ' || c.generation FROM candidates c WHERE "
+      "c.model = 'scripted'");
   std::multiset<std::string> out;
   while (s.step()) out.insert(s.text(0));
   return out;
@@ -823,9 +950,12 @@ TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
     // Seed 2: the model's answers hang on its prompts' hashes, so how many children it proposes
     // does too (seed 7 fell to 10 once prompts quoted torch.compile, seed 4 to 9 once they put
     // their shared context first); 2 gives 14.
-    return fake_loop(dir, "2", {{"KFORGE_FAKE_LLM_URL", model.base_url()}, {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
+    return fake_loop(dir, "2",
+                     {{"KFORGE_FAKE_LLM_URL", model.base_url()},
+                      {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
   };
-  std::string whole = (dir.path() / "whole.db").string(), killed = (dir.path() / "killed.db").string();
+  std::string whole = (dir.path() / "whole.db").string(),
+              killed = (dir.path() / "killed.db").string();
   run_to_the_end(launch_with("whole-answers"), whole);
   size_t asked_whole = model.asked();
   std::multiset<std::string> expected = records(whole), proposed = llm_candidates(whole);
@@ -833,16 +963,20 @@ TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
   ASSERT_GT(proposed.size(), 10u);
   // Killed only while the model is answering: each kill loses at most what was at risk then.
   int at_risk = 0;
-  int kills = run_killed(launch_with("killed-answers"), killed, 15, [&] { return model.answering(); },
-                         [&] { at_risk += model.at_risk(); });
+  int kills = run_killed(
+      launch_with("killed-answers"), killed, 15, [&] { return model.answering(); },
+      [&] { at_risk += model.at_risk(); });
   EXPECT_GE(kills, 8) << "the run ended before most kills";
   EXPECT_GT(at_risk, 0);
   size_t asked_killed = model.asked() - asked_whole;
-  EXPECT_LE(asked_killed, asked_whole + at_risk) << "a resumed run asked again what had been answered";
-  EXPECT_EQ(records(killed), expected);  // no screen or judgment lost or repeated
+  EXPECT_LE(asked_killed, asked_whole + at_risk)
+      << "a resumed run asked again what had been answered";
+  EXPECT_EQ(records(killed), expected);         // no screen or judgment lost or repeated
   EXPECT_EQ(llm_candidates(killed), proposed);  // every child the model proposed, once
-  std::printf("[ model ] uninterrupted: %zu requests; killed %d times with answers in flight (%d at risk): %zu requests\n",
-              asked_whole, kills, at_risk, asked_killed);
+  std::printf(
+      "[ model ] uninterrupted: %zu requests; killed %d times with answers in flight (%d at risk): "
+      "%zu requests\n",
+      asked_whole, kills, at_risk, asked_killed);
 }
 
 TEST(Evolve, CellsComeFromTheCompiledCode) {
@@ -888,7 +1022,9 @@ TEST(Evolve, TheRecordedTargetComesBackWithTheConfig) {
 
 TEST(Evolve, RunConfigNamesTheBadField) {
   TempDir dir;
-  auto good = dir.write("run.toml", "tasks = [\"smoke\"]\ngenerations = 4\n[budget]\nevaluations = 100\n[selection]\nbest = 0.6\n");
+  auto good = dir.write("run.toml",
+                        "tasks = [\"smoke\"]\ngenerations = 4\n[budget]\nevaluations = "
+                        "100\n[selection]\nbest = 0.6\n");
   evolve::RunConfig c = evolve::load_run_config(good.string());
   EXPECT_EQ(c.generations, 4);
   EXPECT_EQ(c.evaluations, 100);
@@ -904,15 +1040,18 @@ TEST(Evolve, RunConfigNamesTheBadField) {
       evolve::load_run_config(bad.string());
       ADD_FAILURE() << text;
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(bad.string() + ": " + field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad.string() + ": " + field), std::string::npos)
+          << e.what();
     }
   }
 }
 
 // What schema 5 added (torch.compile's baseline), dropped to make an older archive from today's.
 constexpr const char* kDropVersionFive =
-    "ALTER TABLE evaluations DROP COLUMN compiled_ms; ALTER TABLE evaluations DROP COLUMN speedup_compiled; "
-    "ALTER TABLE baselines DROP COLUMN compiled_ms; ALTER TABLE baselines DROP COLUMN compiled_absent; ";
+    "ALTER TABLE evaluations DROP COLUMN compiled_ms; ALTER TABLE evaluations DROP COLUMN "
+    "speedup_compiled; "
+    "ALTER TABLE baselines DROP COLUMN compiled_ms; ALTER TABLE baselines DROP COLUMN "
+    "compiled_absent; ";
 
 TEST(Evolve, MigratesAVersionTwoArchive) {
   TempDir dir;
@@ -920,7 +1059,9 @@ TEST(Evolve, MigratesAVersionTwoArchive) {
   {
     // A version 2 archive: today's, less what versions 3 to 5 added.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec(std::string(kDropVersionFive) + "DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA user_version = 2");
+    a.db().exec(std::string(kDropVersionFive) +
+                "DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA "
+                "user_version = 2");
   }
   archive::Archive a = archive::Archive::open(path);
   EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);

@@ -1,17 +1,17 @@
 // `kforge export` on the CPU (issue 21): the generated launch code computes what kforge's plan
 // evaluation computes (one arithmetic, kforge_launch.h), a plan with several launches, a zeroed
 // workspace, templates, cooperative and cluster launches and a dims product as an argument is
-// generated and compiles, the evolve run's archive export becomes a package whose C++ configures and
-// compiles here, and the error paths say what is wrong. Running the package: tests/gpu and the GPU
-// machine (docs/export.md).
+// generated and compiles, the evolve run's archive export becomes a package whose C++ configures
+// and compiles here, and the error paths say what is wrong. Running the package: tests/gpu and the
+// GPU machine (docs/export.md).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-#include <sys/wait.h>
 
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -30,22 +30,25 @@ const auto run = kforge::test::run_command;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-
 const std::string kKforge = KFORGE_BINARY;
-const std::string kEvolveExport = (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string();
+const std::string kEvolveExport =
+    (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string();
 
-// Compiles the package's PyTorch ops (syntax only) against this machine's ATen headers, with the two
-// CUDA headers Debian's CPU LibTorch lacks stood in for (the GPU machine builds them for real:
+// Compiles the package's PyTorch ops (syntax only) against this machine's ATen headers, with the
+// two CUDA headers Debian's CPU LibTorch lacks stood in for (the GPU machine builds them for real:
 // scripts/gpu-export.sh). Its exit status and output.
-kforge::test::CliResult compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg, const std::string& ns) {
+kforge::test::CliResult compile_torch_ops(const TempDir& dir, const std::filesystem::path& pkg,
+                                          const std::string& ns) {
   dir.write("stub/c10/cuda/CUDAStream.h",
             "#pragma once\n#include <cuda.h>\n#include <c10/core/Device.h>\nnamespace c10::cuda {\n"
             "struct Stream { CUstream stream() const { return nullptr; } };\n"
             "inline Stream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }\n}\n");
-  dir.write("stub/c10/cuda/CUDAGuard.h", "#pragma once\n#include <c10/core/Device.h>\n"
-                                         "namespace c10::cuda { struct CUDAGuard { explicit CUDAGuard(c10::Device) {} }; }\n");
-  return run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() + " -I" + (pkg / "include").string() +
-             " -I" + (pkg / "src").string() + " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
+  dir.write("stub/c10/cuda/CUDAGuard.h",
+            "#pragma once\n#include <c10/core/Device.h>\n"
+            "namespace c10::cuda { struct CUDAGuard { explicit CUDAGuard(c10::Device) {} }; }\n");
+  return run("c++ -std=c++17 -fsyntax-only -Wall -Werror -I" + (dir.path() / "stub").string() +
+             " -I" + (pkg / "include").string() + " -I" + (pkg / "src").string() +
+             " -I/usr/include/torch/csrc/api/include -I" + compile::cuda_include_dir() + " " +
              (pkg / "torch" / (ns + "_torch.cpp")).string());
 }
 
@@ -54,15 +57,18 @@ kforge::test::CliResult compile_torch_ops(const TempDir& dir, const std::filesys
 // (docs/decisions.md, "messages built without C++ streams"). Each such call, as written.
 std::vector<std::string> stream_formatted_checks(const std::string& code) {
   std::vector<std::string> found;
-  for (size_t at = code.find("TORCH_CHECK("); at != std::string::npos; at = code.find("TORCH_CHECK(", at + 1)) {
+  for (size_t at = code.find("TORCH_CHECK("); at != std::string::npos;
+       at = code.find("TORCH_CHECK(", at + 1)) {
     int depth = 0, commas = 0;
     bool quoted = false;
     size_t i = at + std::string("TORCH_CHECK").size();
     for (; i < code.size(); ++i) {
       char c = code[i];
       if (quoted) {
-        if (c == '\\') ++i;
-        else if (c == '"') quoted = false;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          quoted = false;
       } else if (c == '"') {
         quoted = true;
       } else if (c == '(') {
@@ -85,26 +91,34 @@ std::string include_flags() {
 // Expressions as generated code compute them, against Expr::eval_int: the same numbers, and the
 // same failures (overflow, division by zero, ceil_div of a negative number).
 TEST(Export, GeneratedArithmeticIsKforgesOwn) {
-  const std::vector<std::string> exprs = {
-      "ceil_div(B * N, 256)", "min(B, 7) + max(N, 3) * 2", "(B - N) / 3 % 5", "-B + abs(N - 100)",
-      "B * N >= 1000 && !(N % 4 == 0) || B == 1", "ceil_div(N, B) * B - N", "9223372036854775807 + B",
-      "N / (B - B)", "ceil_div(B - 100, 3)"};
+  const std::vector<std::string> exprs = {"ceil_div(B * N, 256)",
+                                          "min(B, 7) + max(N, 3) * 2",
+                                          "(B - N) / 3 % 5",
+                                          "-B + abs(N - 100)",
+                                          "B * N >= 1000 && !(N % 4 == 0) || B == 1",
+                                          "ceil_div(N, B) * B - N",
+                                          "9223372036854775807 + B",
+                                          "N / (B - B)",
+                                          "ceil_div(B - 100, 3)"};
   const tasks::Dims dims = {{"B", 37}, {"N", 1001}};
-  std::string program = "#include <cstdint>\n#include <cstdio>\n#include <kforge_launch.h>\n"
-                        "bool bad = false;\n"
-                        "int64_t I(kforge_launch::IntOp o, int64_t a, int64_t b) {\n"
-                        "  int64_t r = 0;\n  if (kforge_launch::apply(o, a, b, &r) != kforge_launch::IntError::None) bad = true;\n"
-                        "  return r;\n}\n"
-                        "int main() {\n  const int64_t d_B = 37, d_N = 1001;\n";
+  std::string program =
+      "#include <cstdint>\n#include <cstdio>\n#include <kforge_launch.h>\n"
+      "bool bad = false;\n"
+      "int64_t I(kforge_launch::IntOp o, int64_t a, int64_t b) {\n"
+      "  int64_t r = 0;\n  if (kforge_launch::apply(o, a, b, &r) != kforge_launch::IntError::None) "
+      "bad = true;\n"
+      "  return r;\n}\n"
+      "int main() {\n  const int64_t d_B = 37, d_N = 1001;\n";
   for (const std::string& e : exprs)
-    program += "  { bad = false; int64_t v = " +
-               Expr::parse(e).to_code([](const std::string& n) { return "d_" + n; }, "I") +
-               "; if (bad) std::printf(\"error\\n\"); else std::printf(\"%lld\\n\", (long long)v); }\n";
+    program +=
+        "  { bad = false; int64_t v = " +
+        Expr::parse(e).to_code([](const std::string& n) { return "d_" + n; }, "I") +
+        "; if (bad) std::printf(\"error\\n\"); else std::printf(\"%lld\\n\", (long long)v); }\n";
   program += "}\n";
   TempDir dir;
   std::string src = dir.write("arith.cpp", program).string();
-  auto [rc, out] = run("c++ -std=c++17 " + include_flags() + " " + src + " -o " + (dir.path() / "arith").string() + " && " +
-                       (dir.path() / "arith").string());
+  auto [rc, out] = run("c++ -std=c++17 " + include_flags() + " " + src + " -o " +
+                       (dir.path() / "arith").string() + " && " + (dir.path() / "arith").string());
   ASSERT_EQ(rc, 0) << out;
   std::vector<std::string> lines = split(out, '\n');
   for (size_t i = 0; i < exprs.size(); ++i) {
@@ -116,16 +130,20 @@ TEST(Export, GeneratedArithmeticIsKforgesOwn) {
     }
     EXPECT_EQ(lines.at(i), want) << exprs[i];
   }
-  EXPECT_THROW(Expr::parse("sqrt(N)").to_code([](const std::string& n) { return n; }, "I"), ExprError);
-  EXPECT_THROW(Expr::parse("N * 0.5").to_code([](const std::string& n) { return n; }, "I"), ExprError);
+  EXPECT_THROW(Expr::parse("sqrt(N)").to_code([](const std::string& n) { return n; }, "I"),
+               ExprError);
+  EXPECT_THROW(Expr::parse("N * 0.5").to_code([](const std::string& n) { return n; }, "I"),
+               ExprError);
 }
 
 // A plan with every feature the runner has: the generated op and PyTorch op hold each, and the op
 // compiles against the runtime it is shipped with.
 TEST(Export, EveryPlanFeatureIsGeneratedAndCompiles) {
   TempDir dir;
-  auto task = std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
-  std::vector<compile::TensorInfo> tensors = compile::task_tensors(*task, tasks::Reference::compile(*task));
+  auto task =
+      std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
+  std::vector<compile::TensorInfo> tensors =
+      compile::task_tensors(*task, tasks::Reference::compile(*task));
   const std::string source = R"cuda(
 template <int T> __global__ void partial(const float* x, float* part, long long n) {
   long long i = (long long)blockIdx.x * T + threadIdx.x;
@@ -152,8 +170,9 @@ extern "C" __global__ void paired(float* out, int rows) {
   co.cache_dir = (dir.path() / "cache").string();
   co.work_dir = (dir.path() / "work").string();
   compile::Compiler compiler(co);
-  compile::CandidateReport r = compile::check_candidate(*task, tensors, source, plan, std::nullopt,
-                                                        compile::DeviceFacts::for_arch("sm_90a"), compiler);
+  compile::CandidateReport r =
+      compile::check_candidate(*task, tensors, source, plan, std::nullopt,
+                               compile::DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << join(r.errors, "\n");
   exporter::Op op;
   op.op = "softmax";
@@ -166,35 +185,54 @@ extern "C" __global__ void paired(float* out, int rows) {
   op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
   std::string def = exporter::op_definition(op, "ns");
   // Each launch, as the runner makes it.
-  EXPECT_NE(def.find("l.grid[0] = I(kforge_launch::IntOp::CeilDiv, I(kforge_launch::IntOp::Mul, d_B, d_N), t_BLOCK);"),
-            std::string::npos) << def;
-  EXPECT_NE(def.find("args.push_back({false, uint64_t(I(kforge_launch::IntOp::Mul, d_B, d_N)), 8});"), std::string::npos)
+  EXPECT_NE(def.find("l.grid[0] = I(kforge_launch::IntOp::CeilDiv, I(kforge_launch::IntOp::Mul, "
+                     "d_B, d_N), t_BLOCK);"),
+            std::string::npos)
+      << def;
+  EXPECT_NE(
+      def.find("args.push_back({false, uint64_t(I(kforge_launch::IntOp::Mul, d_B, d_N)), 8});"),
+      std::string::npos)
       << "a dims product as a 64-bit argument (long long n)";
-  EXPECT_NE(def.find("args.push_back({false, uint64_t(d_B), 4});"), std::string::npos) << "int rows: 4 bytes";
+  EXPECT_NE(def.find("args.push_back({false, uint64_t(d_B), 4});"), std::string::npos)
+      << "int rows: 4 bytes";
   EXPECT_NE(def.find("l.cooperative = true;"), std::string::npos);
   EXPECT_NE(def.find("l.cluster[0] = int64_t{2};"), std::string::npos);
-  EXPECT_NE(def.find("l.shared_bytes = I(kforge_launch::IntOp::Mul, int64_t{4}, d_N);"), std::string::npos);
-  EXPECT_NE(def.find("cuMemsetD8Async(CUdeviceptr(ws_base + ws0_offset), 0, ws0_bytes, stream)"), std::string::npos)
+  EXPECT_NE(def.find("l.shared_bytes = I(kforge_launch::IntOp::Mul, int64_t{4}, d_N);"),
+            std::string::npos);
+  EXPECT_NE(def.find("cuMemsetD8Async(CUdeviceptr(ws_base + ws0_offset), 0, ws0_bytes, stream)"),
+            std::string::npos)
       << "the zero_init workspace is cleared before the first launch";
   EXPECT_LT(def.find("cuMemsetD8Async"), def.find("// launch[0]"));
   EXPECT_NE(def.find("args.push_back({true, ws_base + ws0_offset, 8});"), std::string::npos);
   // The plan's constraints chose the tunables; as in kforge's judge, they do not refuse a call.
   EXPECT_EQ(def.find("the kernel needs BLOCK % 32 == 0"), std::string::npos);
-  EXPECT_NE(def.find("// plan constraint (chose the tunables): BLOCK % 32 == 0"), std::string::npos);
+  EXPECT_NE(def.find("// plan constraint (chose the tunables): BLOCK % 32 == 0"),
+            std::string::npos);
   EXPECT_NE(def.find("m.functions[2]"), std::string::npos) << "three kernels, in the plan's order";
   EXPECT_EQ(exporter::torch_schema(op), "softmax(Tensor x) -> Tensor");
   // The op compiles against the runtime header it ships with.
-  std::string runtime = *read_file((source_dir() / "export/templates/runtime/runtime_header.h").string());
-  for (size_t at; (at = runtime.find("KFORGE_NS")) != std::string::npos;) runtime.replace(at, 9, "ns");
+  std::string runtime =
+      *read_file((source_dir() / "export/templates/runtime/runtime_header.h").string());
+  for (size_t at; (at = runtime.find("KFORGE_NS")) != std::string::npos;)
+    runtime.replace(at, 9, "ns");
   dir.write("src/ns_runtime.h", runtime);
-  dir.write("include/ns/ns.h", "#pragma once\n#include <cuda.h>\n#include <cstddef>\n#include <cstdint>\n#include <stdexcept>\n"
-                               "namespace ns {\nclass Error : public std::runtime_error {\n public:\n  using std::runtime_error::runtime_error;\n};\n" +
-                               exporter::op_declaration(op) + "}\n");
-  std::string ops = dir.write("src/ops.cpp", "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include \"ns_runtime.h\"\n"
-                                             "namespace ns {\nnamespace detail { extern const OpImages softmax_images; }\n"
-                                             "using namespace detail;\n" + def + "}\n").string();
-  auto [rc, out] = run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" + (dir.path() / "include").string() + " -I" +
-                       (dir.path() / "src").string() + " " + ops);
+  dir.write("include/ns/ns.h",
+            "#pragma once\n#include <cuda.h>\n#include <cstddef>\n#include <cstdint>\n#include "
+            "<stdexcept>\n"
+            "namespace ns {\nclass Error : public std::runtime_error {\n public:\n  using "
+            "std::runtime_error::runtime_error;\n};\n" +
+                exporter::op_declaration(op) + "}\n");
+  std::string ops =
+      dir.write("src/ops.cpp",
+                "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include "
+                "\"ns_runtime.h\"\n"
+                "namespace ns {\nnamespace detail { extern const OpImages softmax_images; }\n"
+                "using namespace detail;\n" +
+                    def + "}\n")
+          .string();
+  auto [rc, out] =
+      run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" +
+          (dir.path() / "include").string() + " -I" + (dir.path() / "src").string() + " " + ops);
   EXPECT_EQ(rc, 0) << out;
 }
 
@@ -203,7 +241,8 @@ extern "C" __global__ void paired(float* out, int rows) {
 TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "pkg";
-  auto [rc, text] = run(kKforge + " export --harness 2 --from " + kEvolveExport + " --suite level2 --task level1/softmax --task layer_norm" +
+  auto [rc, text] = run(kKforge + " export --harness 2 --from " + kEvolveExport +
+                        " --suite level2 --task level1/softmax --task layer_norm" +
                         " --name kfk --arch sm_90a,sm_80 --out " + out.string());
   ASSERT_EQ(rc, 0) << text;
   json m = json::parse(*read_file((out / "manifest.json").string()));
@@ -225,15 +264,18 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
     EXPECT_TRUE(std::filesystem::exists(out / "images" / (name + ".compute_90a.ptx"))) << name;
     // sm_80: its cubin, or the reason the kernel does not compile for it.
     bool sm80 = std::filesystem::exists(out / "images" / (name + ".sm_80.cubin"));
-    EXPECT_NE(sm80, op["not_built"].size() == 1 && op["not_built"][0]["arch"] == "sm_80") << name << ": " << op["not_built"];
+    EXPECT_NE(sm80, op["not_built"].size() == 1 && op["not_built"][0]["arch"] == "sm_80")
+        << name << ": " << op["not_built"];
     sm80_built += sm80;
   }
-  EXPECT_TRUE(tasks.count("level1/softmax") && tasks.count("level1/layer_norm") && tasks.count("level2/swiglu"));
+  EXPECT_TRUE(tasks.count("level1/softmax") && tasks.count("level1/layer_norm") &&
+              tasks.count("level2/swiglu"));
   EXPECT_GT(sm80_built, 0) << "most kernels compile for sm_80 too";
   EXPECT_EQ(m["ops"].size() + m["missing"].size(), 20u) << "18 level-2 tasks and 2 of level 1";
   for (const json& missing : m["missing"]) EXPECT_FALSE(missing["why"].get<std::string>().empty());
   // Its C++ (the plain library; the PyTorch ops need a CUDA LibTorch, which this machine lacks).
-  auto [cfg, cfg_out] = run("cmake -S " + out.string() + " -B " + (dir.path() / "build").string() + " -G Ninja");
+  auto [cfg, cfg_out] =
+      run("cmake -S " + out.string() + " -B " + (dir.path() / "build").string() + " -G Ninja");
   ASSERT_EQ(cfg, 0) << cfg_out;
   auto [build, build_out] = run("cmake --build " + (dir.path() / "build").string() + " -j2");
   EXPECT_EQ(build, 0) << build_out;
@@ -242,21 +284,28 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
   EXPECT_EQ(torch_rc, 0) << torch_out;
   std::string torch_code = *read_file((out / "torch/kfk_torch.cpp").string());
   EXPECT_NE(torch_code.find("TORCH_CHECK("), std::string::npos);
-  for (const std::string& check : stream_formatted_checks(torch_code)) ADD_FAILURE() << "a message in pieces: " << check;
-  auto [ops_rc, ops_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() + " -I" +
-                               (out / "src").string() + " -I" + compile::cuda_include_dir() + " " + (out / "src/kfk_ops.cpp").string());
+  for (const std::string& check : stream_formatted_checks(torch_code))
+    ADD_FAILURE() << "a message in pieces: " << check;
+  auto [ops_rc, ops_out] =
+      run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I" + (out / "include").string() +
+          " -I" + (out / "src").string() + " -I" + compile::cuda_include_dir() + " " +
+          (out / "src/kfk_ops.cpp").string());
   EXPECT_EQ(ops_rc, 0) << ops_out;
   // The generated GoogleTest file, with the definitions the package's CMakeLists.txt gives it.
   std::string cmake = *read_file((out / "CMakeLists.txt").string());
   std::smatch defs;
-  ASSERT_TRUE(std::regex_search(cmake, defs, std::regex(R"(target_compile_definitions\(kfk_tests PRIVATE ([A-Z_]+)=)")))
+  ASSERT_TRUE(std::regex_search(
+      cmake, defs, std::regex(R"(target_compile_definitions\(kfk_tests PRIVATE ([A-Z_]+)=)")))
       << cmake;
-  auto [tests_rc, tests_out] = run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -D" + defs[1].str() + "='\"m.json\"' " +
-                                   "-I/usr/include/torch/csrc/api/include " + (out / "tests/test_ops.cpp").string());
+  auto [tests_rc, tests_out] =
+      run("c++ -std=c++17 -fsyntax-only -Wall -Wextra -D" + defs[1].str() + "='\"m.json\"' " +
+          "-I/usr/include/torch/csrc/api/include " + (out / "tests/test_ops.cpp").string());
   EXPECT_EQ(tests_rc, 0) << tests_out;
   std::string header = *read_file((out / "include/kfk/kfk.h").string());
-  EXPECT_NE(header.find("void softmax(const float* x, float* out, int64_t B, int64_t N, CUstream stream, void* workspace = nullptr);"),
-            std::string::npos) << header;
+  EXPECT_NE(header.find("void softmax(const float* x, float* out, int64_t B, int64_t N, CUstream "
+                        "stream, void* workspace = nullptr);"),
+            std::string::npos)
+      << header;
 }
 
 TEST(Export, ErrorsSayWhatIsWrong) {
@@ -267,45 +316,61 @@ TEST(Export, ErrorsSayWhatIsWrong) {
     EXPECT_EQ(rc, want) << args << "\n" << text;
     EXPECT_NE(text.find(says), std::string::npos) << args << "\n" << text;
   };
-  expect("--from " + kEvolveExport + " --out " + out + " --name 9lives", 2, "--name must start with a letter");
-  expect("--from " + kEvolveExport + " --out " + out + " --name a-b", 2, "is not a C++ and Python identifier");
-  expect("--from " + kEvolveExport + " --out " + out + " --arch hopper", 2, "--arch hopper is not an architecture");
-  expect("--from /nonexistent.jsonl --out " + out, 2, "--from /nonexistent.jsonl: cannot read the file");
+  expect("--from " + kEvolveExport + " --out " + out + " --name 9lives", 2,
+         "--name must start with a letter");
+  expect("--from " + kEvolveExport + " --out " + out + " --name a-b", 2,
+         "is not a C++ and Python identifier");
+  expect("--from " + kEvolveExport + " --out " + out + " --arch hopper", 2,
+         "--arch hopper is not an architecture");
+  expect("--from /nonexistent.jsonl --out " + out, 2,
+         "--from /nonexistent.jsonl: cannot read the file");
   expect("--from " + kEvolveExport + " --out " + out + " --task level1/no_such_task", 1,
          "level1/no_such_task: not exported: the archive has no task of that name");
   // The seeds were never admitted: nothing to export unless asked, and each task says why.
   std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
   expect("--from " + seeds + " --out " + out + " --suite smoke --harness 2", 1,
-         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version 2\n");
-  expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted --harness 2", 0, "4 op(s) exported");
-  // Winners judged by an older harness than this kforge's are not taken silently; the reason says how.
+         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by "
+         "harness version 2\n");
+  expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted --harness 2", 0,
+         "4 op(s) exported");
+  // Winners judged by an older harness than this kforge's are not taken silently; the reason says
+  // how.
   expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax", 1,
-         "level1/softmax: not exported: no correct, unflagged, admitted kernel judged on sm_90a by harness version " +
-             std::to_string(verify::kHarnessVersion) + " (harness version 2 judged one: --harness 2 exports it)");
-  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --harness 0", 2, "--harness");
+         "level1/softmax: not exported: no correct, unflagged, admitted kernel judged on sm_90a by "
+         "harness version " +
+             std::to_string(verify::kHarnessVersion) +
+             " (harness version 2 judged one: --harness 2 exports it)");
+  expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax --harness 0", 2,
+         "--harness");
   // A suite's tasks that the archive never saw are listed, not skipped in silence.
-  expect("--from " + kEvolveExport + " --out " + out + " --suite smoke", 1, "smoke/softmax: not exported: the archive holds no kernel for it");
+  expect("--from " + kEvolveExport + " --out " + out + " --suite smoke", 1,
+         "smoke/softmax: not exported: the archive holds no kernel for it");
   // A task file that changed since its winner was judged is another task.
   std::filesystem::create_directories(dir.path() / "tasks");
-  std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1",
+                        std::filesystem::copy_options::recursive);
   std::ofstream(dir.path() / "tasks/level1/softmax.toml", std::ios::app) << "\n# edited\n";
-  expect("--from " + kEvolveExport + " --out " + out + " --harness 2 --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(), 1,
-         "is not the version its winner was judged against");
+  expect("--from " + kEvolveExport + " --out " + out +
+             " --harness 2 --task level1/softmax --tasks-dir " + (dir.path() / "tasks").string(),
+         1, "is not the version its winner was judged against");
 }
 
 }  // namespace
 
 namespace {
 
-// --fallback: a task without a winner becomes a PyTorch op that runs its reference, and the manifest
-// and header say so; without it the task is listed as missing.
+// --fallback: a task without a winner becomes a PyTorch op that runs its reference, and the
+// manifest and header say so; without it the task is listed as missing.
 TEST(Export, FallbackOpsRunTheReferenceAndSaySo) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "pkg";
   std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
-  auto [rc, text] = run(kKforge + " export --from " + seeds + " --suite smoke --fallback --name fb --out " + out.string());
+  auto [rc, text] = run(kKforge + " export --from " + seeds +
+                        " --suite smoke --fallback --name fb --out " + out.string());
   ASSERT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("smoke/relu: no kernel (no correct, unflagged, admitted kernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("smoke/relu: no kernel (no correct, unflagged, admitted kernel"),
+            std::string::npos)
+      << text;
   json m = json::parse(*read_file((out / "manifest.json").string()));
   ASSERT_EQ(m["ops"].size(), 4u);
   EXPECT_TRUE(m["missing"].empty());
@@ -315,7 +380,9 @@ TEST(Export, FallbackOpsRunTheReferenceAndSaySo) {
     EXPECT_TRUE(op["judged"].is_null());
   }
   std::string header = *read_file((out / "include/fb/fb.h").string());
-  EXPECT_NE(header.find("// relu (smoke/relu): no kernel; torch.ops.fb.relu runs the task's reference (--fallback)"), std::string::npos)
+  EXPECT_NE(header.find("// relu (smoke/relu): no kernel; torch.ops.fb.relu runs the task's "
+                        "reference (--fallback)"),
+            std::string::npos)
       << header;
   std::string torch_ops = *read_file((out / "torch/fb_torch.cpp").string());
   EXPECT_NE(torch_ops.find("torch::jit::compile("), std::string::npos);
@@ -334,10 +401,16 @@ namespace {
 TEST(Export, MinSpeedupLeavesOutSlowWinners) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "pkg";
-  const std::string args = " export --harness 2 --from " + kEvolveExport + " --task level1/sdpa --task level1/softmax --min-speedup 1 --name ms --out ";
+  const std::string args =
+      " export --harness 2 --from " + kEvolveExport +
+      " --task level1/sdpa --task level1/softmax --min-speedup 1 --name ms --out ";
   auto [rc, text] = run(kKforge + args + out.string());
   ASSERT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("level1/sdpa: not exported: its fastest kernel is 0.10x eager, below --min-speedup 1"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          "level1/sdpa: not exported: its fastest kernel is 0.10x eager, below --min-speedup 1"),
+      std::string::npos)
+      << text;
   json m = json::parse(*read_file((out / "manifest.json").string()));
   ASSERT_EQ(m["ops"].size(), 1u);
   EXPECT_EQ(m["ops"][0]["task"], "level1/softmax");
@@ -350,9 +423,11 @@ TEST(Export, MinSpeedupLeavesOutSlowWinners) {
   ASSERT_EQ(fb_rc, 0) << fb_text;
   json f = json::parse(*read_file((fb / "manifest.json").string()));
   ASSERT_EQ(f["ops"].size(), 2u);
-  for (const json& op : f["ops"]) EXPECT_EQ(op["fallback"].get<bool>(), op["task"] == "level1/sdpa") << op["task"];
+  for (const json& op : f["ops"])
+    EXPECT_EQ(op["fallback"].get<bool>(), op["task"] == "level1/sdpa") << op["task"];
   EXPECT_TRUE(f["missing"].empty());
-  auto [bad, bad_text] = run(kKforge + " export --from " + kEvolveExport + " --min-speedup -1 --out " + fb.string());
+  auto [bad, bad_text] =
+      run(kKforge + " export --from " + kEvolveExport + " --min-speedup -1 --out " + fb.string());
   EXPECT_EQ(bad, 2) << bad_text;
   EXPECT_NE(bad_text.find("--min-speedup"), std::string::npos) << bad_text;
 }

@@ -5,10 +5,10 @@
 // the one generated from the benign summary, and a program that includes its header runs nothing of
 // the summary. The fuzz target (Fuzz.ExportText) does the same for mutated text in every field that
 // reaches a generated file. A refused winner's reason is said whole.
-#include <nlohmann/json.hpp>
 #include <ftw.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -33,7 +33,6 @@ const auto run = kforge::test::run_command;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-
 const std::string kKforge = KFORGE_BINARY;
 
 // The tokens a C++ compiler sees in `in`, read the way most in favour of an attacker: trigraphs
@@ -41,8 +40,9 @@ const std::string kKforge = KFORGE_BINARY;
 // before the line end, as GCC allows); comments dropped; each string or character literal (raw ones
 // too) one token "<lit>". A literal or comment left open is a token that says so.
 std::vector<std::string> cpp_tokens(const std::string& in) {
-  static const std::map<char, char> trigraph = {{'=', '#'}, {'/', '\\'}, {'\'', '^'}, {'(', '['}, {')', ']'},
-                                                {'!', '|'}, {'<', '{'},  {'>', '}'},  {'-', '~'}};
+  static const std::map<char, char> trigraph = {{'=', '#'}, {'/', '\\'}, {'\'', '^'},
+                                                {'(', '['}, {')', ']'},  {'!', '|'},
+                                                {'<', '{'}, {'>', '}'},  {'-', '~'}};
   std::string s;
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '?' && i + 2 < in.size() && in[i + 1] == '?' && trigraph.count(in[i + 2])) {
@@ -87,8 +87,10 @@ std::vector<std::string> cpp_tokens(const std::string& in) {
       size_t b = i;
       while (i < t.size() && ident(t[i])) ++i;
       std::string word = t.substr(b, i - b);
-      bool raw = i < t.size() && t[i] == '"' && (word == "R" || word == "u8R" || word == "uR" || word == "UR" || word == "LR");
-      bool prefix = i < t.size() && (t[i] == '"' || t[i] == '\'') && (word == "u8" || word == "u" || word == "U" || word == "L");
+      bool raw = i < t.size() && t[i] == '"' &&
+                 (word == "R" || word == "u8R" || word == "uR" || word == "UR" || word == "LR");
+      bool prefix = i < t.size() && (t[i] == '"' || t[i] == '\'') &&
+                    (word == "u8" || word == "u" || word == "U" || word == "L");
       if (raw) {
         size_t open = t.find('(', i);
         if (open == std::string::npos) {
@@ -138,13 +140,16 @@ std::string first_difference(const std::vector<std::string>& a, const std::vecto
 
 // The generated C++ files of a package named `ns` under `pkg`.
 std::vector<std::string> cpp_files(const std::filesystem::path& pkg, const std::string& ns) {
-  return {"include/" + ns + "/" + ns + ".h", "src/" + ns + "_ops.cpp", "src/" + ns + "_images.cpp", "torch/" + ns + "_torch.cpp",
-          "src/" + ns + "_runtime.h", "src/" + ns + "_runtime.cpp"};
+  return {"include/" + ns + "/" + ns + ".h", "src/" + ns + "_ops.cpp",
+          "src/" + ns + "_images.cpp",       "torch/" + ns + "_torch.cpp",
+          "src/" + ns + "_runtime.h",        "src/" + ns + "_runtime.cpp"};
 }
 
 // The first line of the evolve run's archive export: level1/argmax_dim's winner.
 json argmax_line() {
-  auto [rc, text] = run("zcat " + (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string() + " | head -1");
+  auto [rc, text] = run(
+      "zcat " + (source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz").string() +
+      " | head -1");
   json line = json::parse(text);
   EXPECT_EQ(line["task"]["name"], "argmax_dim");
   return line;
@@ -152,8 +157,9 @@ json argmax_line() {
 
 // level1/argmax_dim.toml under `dir`/tasks with `summary` (TOML text of a basic string's inside),
 // its winner's line pointed at that version, and `kforge export` of it into `dir`/`out`.
-kforge::test::CliResult export_argmax(const TempDir& dir, const std::string& summary_toml, const std::string& out,
-                                          const std::function<void(json&)>& edit = {}) {
+kforge::test::CliResult export_argmax(const TempDir& dir, const std::string& summary_toml,
+                                      const std::string& out,
+                                      const std::function<void(json&)>& edit = {}) {
   std::string toml = *read_file((source_dir() / "tasks/level1/argmax_dim.toml").string());
   size_t at = toml.find("summary = \""), end = toml.find('\n', at);
   toml.replace(at, end - at, "summary = \"" + summary_toml + "\"");
@@ -162,7 +168,8 @@ kforge::test::CliResult export_argmax(const TempDir& dir, const std::string& sum
   line["task"]["version"] = tasks::load_task(file).content_hash;
   if (edit) edit(line);
   std::filesystem::path jsonl = dir.write(out + ".jsonl", line.dump() + "\n");
-  return run(kKforge + " export --harness 2 --from " + jsonl.string() + " --tasks-dir " + (dir.path() / ("tasks-" + out)).string() +
+  return run(kKforge + " export --harness 2 --from " + jsonl.string() + " --tasks-dir " +
+             (dir.path() / ("tasks-" + out)).string() +
              " --task level1/argmax_dim --name kfk --out " + (dir.path() / out).string());
 }
 
@@ -171,8 +178,9 @@ kforge::test::CliResult export_argmax(const TempDir& dir, const std::string& sum
 TEST(ExportText, HostileSummaryStaysInsideComments) {
   TempDir dir;
   const std::string marker = (dir.path() / "PWNED_AT_LOAD").string();
-  const std::string hostile = "Argmax\\n#include <cstdlib>\\nstatic int kforge_pwn = (std::system(\\\"touch " + marker +
-                              "\\\"), 0);\\n// ?\?/\\nint also_code = 1; \\\\\\nint spliced = 2;\\r#define CR_CODE 3\\n//";
+  const std::string hostile =
+      "Argmax\\n#include <cstdlib>\\nstatic int kforge_pwn = (std::system(\\\"touch " + marker +
+      "\\\"), 0);\\n// ?\?/\\nint also_code = 1; \\\\\\nint spliced = 2;\\r#define CR_CODE 3\\n//";
   auto [rc, text] = export_argmax(dir, hostile, "hostile");
   ASSERT_EQ(rc, 0) << text;
   auto [benign_rc, benign_text] = export_argmax(dir, "Argmax over dim 1", "benign");
@@ -183,18 +191,27 @@ TEST(ExportText, HostileSummaryStaysInsideComments) {
     EXPECT_EQ(h, b) << f << ": the hostile summary is code: " << first_difference(h, b);
   }
   std::string header = *read_file((dir.path() / "hostile/include/kfk/kfk.h").string());
-  EXPECT_NE(header.find("// level1/argmax_dim: Argmax\\012#include <cstdlib>\\012static int kforge_pwn"), std::string::npos)
-      << "the summary, its line ends written as \\012:\n" << header.substr(0, 2000);
-  // A program that includes the header (trigraphs on, as -std=c++11 has them) compiles and runs nothing.
-  std::string user = dir.write("user.cpp", "#include <kfk/kfk.h>\nint main() { return 0; }\n").string();
-  auto [cc, cc_out] = run("c++ -std=c++17 -trigraphs -Wall -I" + (dir.path() / "hostile/include").string() + " -I" +
-                          compile::cuda_include_dir() + " " + user + " -o " + (dir.path() / "user").string() + " && " +
-                          (dir.path() / "user").string());
+  EXPECT_NE(
+      header.find("// level1/argmax_dim: Argmax\\012#include <cstdlib>\\012static int kforge_pwn"),
+      std::string::npos)
+      << "the summary, its line ends written as \\012:\n"
+      << header.substr(0, 2000);
+  // A program that includes the header (trigraphs on, as -std=c++11 has them) compiles and runs
+  // nothing.
+  std::string user =
+      dir.write("user.cpp", "#include <kfk/kfk.h>\nint main() { return 0; }\n").string();
+  auto [cc, cc_out] =
+      run("c++ -std=c++17 -trigraphs -Wall -I" + (dir.path() / "hostile/include").string() + " -I" +
+          compile::cuda_include_dir() + " " + user + " -o " + (dir.path() / "user").string() +
+          " && " + (dir.path() / "user").string());
   EXPECT_EQ(cc, 0) << cc_out;
-  EXPECT_FALSE(std::filesystem::exists(marker)) << "including the exported header ran the task summary's system()";
-  auto [ops, ops_out] = run("c++ -std=c++17 -trigraphs -fsyntax-only -Wall -I" + (dir.path() / "hostile/include").string() + " -I" +
-                            (dir.path() / "hostile/src").string() + " -I" + compile::cuda_include_dir() + " " +
-                            (dir.path() / "hostile/src/kfk_ops.cpp").string());
+  EXPECT_FALSE(std::filesystem::exists(marker))
+      << "including the exported header ran the task summary's system()";
+  auto [ops, ops_out] =
+      run("c++ -std=c++17 -trigraphs -fsyntax-only -Wall -I" +
+          (dir.path() / "hostile/include").string() + " -I" +
+          (dir.path() / "hostile/src").string() + " -I" + compile::cuda_include_dir() + " " +
+          (dir.path() / "hostile/src/kfk_ops.cpp").string());
   EXPECT_EQ(ops, 0) << ops_out;
 }
 
@@ -203,7 +220,8 @@ TEST(ExportText, HostileSummaryStaysInsideComments) {
 TEST(ExportText, RefusedSourceSaysWhyInFull) {
   TempDir dir;
   auto [rc, text] = export_argmax(dir, "Argmax over dim 1", "refused", [](json& line) {
-    std::string source = "#include \"/etc/passwd\"\n" + line["candidate"]["source"].get<std::string>();
+    std::string source =
+        "#include \"/etc/passwd\"\n" + line["candidate"]["source"].get<std::string>();
     line["candidate"]["source"] = source;
     std::map<std::string, int64_t> tunables;
     for (const auto& [k, v] : line["candidate"]["tunables"].items()) tunables[k] = v.get<int64_t>();
@@ -211,13 +229,16 @@ TEST(ExportText, RefusedSourceSaysWhyInFull) {
     line["CUDA_Code"] = source;
   });
   EXPECT_EQ(rc, 1) << text;
-  EXPECT_NE(text.find("level1/argmax_dim: not exported: its winner cannot be exported"), std::string::npos) << text;
+  EXPECT_NE(text.find("level1/argmax_dim: not exported: its winner cannot be exported"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("kforge did not compile this source"), std::string::npos) << text;
   EXPECT_NE(text.find("/etc/passwd"), std::string::npos) << "the refused include, named:\n" << text;
   EXPECT_NE(text.find("an absolute path"), std::string::npos) << "why it is refused:\n" << text;
   json m = json::parse(*read_file((dir.path() / "refused/manifest.json").string()));
   ASSERT_EQ(m["missing"].size(), 1u);
-  EXPECT_NE(m["missing"][0]["why"].get<std::string>().find("an absolute path"), std::string::npos) << m["missing"];
+  EXPECT_NE(m["missing"][0]["why"].get<std::string>().find("an absolute path"), std::string::npos)
+      << m["missing"];
 }
 
 // A softmax op (smoke/softmax, a two-launch plan with a workspace) built without NVRTC, for the
@@ -227,11 +248,13 @@ struct OpFixture {
   exporter::ExportResult result;
   static OpFixture make() {
     OpFixture f;
-    f.task = std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
+    f.task =
+        std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
     exporter::Op op;
     op.op = "softmax";
     op.task = f.task;
-    op.tensors = {{"x", tasks::Dtype::Float32, compile::TensorRole::Input}, {"out", tasks::Dtype::Float32, compile::TensorRole::Output}};
+    op.tensors = {{"x", tasks::Dtype::Float32, compile::TensorRole::Input},
+                  {"out", tasks::Dtype::Float32, compile::TensorRole::Output}};
     op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
     const std::string plan = R"json({
   "launch": [
@@ -252,10 +275,12 @@ struct OpFixture {
     i64.bits = 64;
     op.kernels = {{"partial<BLOCK>", "_Z7partialILi256EEvPKfPfx", "", {}, {ptr, ptr, i64}},
                   {"finish", "finish", "", {}, {ptr, ptr, i64, i64}}};
-    op.images = {{"sm_90a", 90, false, "cubin"}, {"compute_90a", 90, true, std::string("ptx\0", 4)}};
-    op.manifest = {{"candidate", {{"identity", "0123456789abcdef0123456789abcdef"}}},
-                   {"judged", {{"device", "NVIDIA H100"}, {"speedup_eager", 1.5}, {"speedup_compiled", 1.2}}},
-                   {"reference_torchscript", "def forward(x):\n  return x\n"}};
+    op.images = {{"sm_90a", 90, false, "cubin"},
+                 {"compute_90a", 90, true, std::string("ptx\0", 4)}};
+    op.manifest = {
+        {"candidate", {{"identity", "0123456789abcdef0123456789abcdef"}}},
+        {"judged", {{"device", "NVIDIA H100"}, {"speedup_eager", 1.5}, {"speedup_compiled", 1.2}}},
+        {"reference_torchscript", "def forward(x):\n  return x\n"}};
     exporter::Op fb = op;
     fb.op = "softmax_ref";
     fb.fallback = true;
@@ -268,14 +293,16 @@ struct OpFixture {
 };
 
 // Each file of the package written for `r`, by name.
-std::map<std::string, std::string> package_files(const exporter::ExportResult& r, const std::filesystem::path& out) {
+std::map<std::string, std::string> package_files(const exporter::ExportResult& r,
+                                                 const std::filesystem::path& out) {
   exporter::ExportOptions o;
   o.out = out;
   o.name = "kfk";
   exporter::write_package(o, r);
   std::map<std::string, std::string> files;
   for (const auto& e : std::filesystem::recursive_directory_iterator(out))
-    if (e.is_regular_file()) files[std::filesystem::relative(e.path(), out).string()] = *read_file(e.path().string());
+    if (e.is_regular_file())
+      files[std::filesystem::relative(e.path(), out).string()] = *read_file(e.path().string());
   return files;
 }
 
@@ -297,7 +324,8 @@ exporter::ExportResult with_text(const OpFixture& f, const std::string& text) {
 }
 
 // What differs, as code, between the package for `text` and for a benign text: "" when nothing.
-std::string code_difference(const OpFixture& f, const std::string& text, const std::filesystem::path& dir,
+std::string code_difference(const OpFixture& f, const std::string& text,
+                            const std::filesystem::path& dir,
                             const std::map<std::string, std::string>& benign) {
   std::map<std::string, std::string> files = package_files(with_text(f, text), dir);
   std::string problems;
@@ -312,7 +340,8 @@ std::string code_difference(const OpFixture& f, const std::string& text, const s
       std::vector<std::string> a = cpp_tokens(it->second), b = cpp_tokens(content);
       if (a != b) problems += name + ": " + first_difference(a, b) + "; ";
     } else if (name.ends_with(".py") || name.ends_with(".txt") || name.ends_with(".toml")) {
-      if (it->second != content) problems += name + ": differs from the benign text's; ";  // templates: no text put in
+      if (it->second != content)
+        problems += name + ": differs from the benign text's; ";  // templates: no text put in
     }
   }
   return problems;
@@ -321,15 +350,19 @@ std::string code_difference(const OpFixture& f, const std::string& text, const s
 TEST(ExportText, EveryTextFieldStaysInsideCommentsAndLiterals) {
   TempDir dir;
   OpFixture f = OpFixture::make();
-  std::map<std::string, std::string> benign = package_files(with_text(f, "benign text"), dir.path() / "benign");
-  for (const std::string& text : {std::string("a\nint x = 1;"), std::string("a \\"), std::string("?\?/"), std::string("\"); system(\"x"),
-                                  std::string("a\rint y;"), std::string("*/ int z; /*"), std::string("\\\nint w;"),
-                                  std::string("a\0b", 3), std::string("\xe2\x80\xa8 \xff"), std::string("0123\\x41\\101")}) {
+  std::map<std::string, std::string> benign =
+      package_files(with_text(f, "benign text"), dir.path() / "benign");
+  for (const std::string& text :
+       {std::string("a\nint x = 1;"), std::string("a \\"), std::string("?\?/"),
+        std::string("\"); system(\"x"), std::string("a\rint y;"), std::string("*/ int z; /*"),
+        std::string("\\\nint w;"), std::string("a\0b", 3), std::string("\xe2\x80\xa8 \xff"),
+        std::string("0123\\x41\\101")}) {
     EXPECT_EQ(code_difference(f, text, dir.path() / "hostile", benign), "") << printable(text);
   }
   // A literal holds the text itself: the reference, compiled at run time by a --fallback op.
   std::string torch = *read_file((dir.path() / "hostile/torch/kfk_torch.cpp").string());
-  EXPECT_NE(torch.find("torch::jit::compile(\"0123\\134x41\\134101\")"), std::string::npos) << torch;
+  EXPECT_NE(torch.find("torch::jit::compile(\"0123\\134x41\\134101\")"), std::string::npos)
+      << torch;
 }
 
 // Names that the generated C++ uses as identifiers (the op, tensors, dims, tunables, workspaces,
@@ -337,27 +370,37 @@ TEST(ExportText, EveryTextFieldStaysInsideCommentsAndLiterals) {
 TEST(ExportText, NamesAreRefusedNotEscaped) {
   TempDir dir;
   OpFixture f = OpFixture::make();
-  auto refused = [&](const std::function<void(exporter::ExportResult&, exporter::ExportOptions&)>& edit, const std::string& says) {
-    exporter::ExportResult r = f.result;
-    exporter::ExportOptions o;
-    o.out = dir.path() / "pkg";
-    edit(r, o);
-    try {
-      exporter::write_package(o, r);
-      ADD_FAILURE() << says << ": written";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
-  refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].tunables = {{"B=1;int x", 256}}; },
-          "smoke/softmax: tunables: 'B=1;int x' is not a C++ identifier");
-  refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].op = "a(){}int b"; }, "smoke/softmax: op name");
-  refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].tensors[0].name = "x, int y"; },
+  auto refused =
+      [&](const std::function<void(exporter::ExportResult&, exporter::ExportOptions&)>& edit,
+          const std::string& says) {
+        exporter::ExportResult r = f.result;
+        exporter::ExportOptions o;
+        o.out = dir.path() / "pkg";
+        edit(r, o);
+        try {
+          exporter::write_package(o, r);
+          ADD_FAILURE() << says << ": written";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+      };
+  refused(
+      [](exporter::ExportResult& r, exporter::ExportOptions&) {
+        r.ops[0].tunables = {{"B=1;int x", 256}};
+      },
+      "smoke/softmax: tunables: 'B=1;int x' is not a C++ identifier");
+  refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].op = "a(){}int b"; },
+          "smoke/softmax: op name");
+  refused([](exporter::ExportResult& r,
+             exporter::ExportOptions&) { r.ops[0].tensors[0].name = "x, int y"; },
           "smoke/softmax: tensors: 'x, int y'");
-  refused([](exporter::ExportResult& r, exporter::ExportOptions&) { r.ops[0].plan.workspaces[0].name = "p\nq"; },
+  refused([](exporter::ExportResult& r,
+             exporter::ExportOptions&) { r.ops[0].plan.workspaces[0].name = "p\nq"; },
           "smoke/softmax: plan.workspace: 'p\\012q' is not a C++ identifier");
-  refused([](exporter::ExportResult&, exporter::ExportOptions& o) { o.name = "k)\nexec(\"x\")#"; }, "package name");
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pkg")) << "nothing is written when a name is refused";
+  refused([](exporter::ExportResult&, exporter::ExportOptions& o) { o.name = "k)\nexec(\"x\")#"; },
+          "package name");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pkg"))
+      << "nothing is written when a name is refused";
 }
 
 }  // namespace
@@ -373,25 +416,35 @@ using namespace kforge::test::fuzzing;
 struct ScratchDir {
   std::string path;
   ScratchDir() {
-    std::string templ = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm/kforge-fuzz-XXXXXX" : "/tmp/kforge-fuzz-XXXXXX";
+    std::string templ =
+        ::access("/dev/shm", W_OK) == 0 ? "/dev/shm/kforge-fuzz-XXXXXX" : "/tmp/kforge-fuzz-XXXXXX";
     if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for " + templ);
     path = templ;
   }
   ~ScratchDir() {
-    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
+    ::nftw(
+        path.c_str(),
+        [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
 };
 
 TEST(Fuzz, ExportText) {
   ScratchDir dir;
   OpFixture f = OpFixture::make();
-  std::map<std::string, std::string> benign = package_files(with_text(f, "benign text"), std::filesystem::path(dir.path) / "benign");
-  std::vector<std::string> seeds = {"Argmax (int64 indices) over dim 1 of a 3-D float32 tensor",
-                                    "Argmax\n#include <cstdlib>\nstatic int p = (std::system(\"touch /tmp/x\"), 0);\n//",
-                                    "partial<BLOCK, 4>", "_Z7partialILi256EEvPKfPfx", "0123456789abcdef0123456789abcdef",
-                                    "def forward(x: Tensor) -> Tensor:\n    return torch.argmax(x, dim=1)\n", "?\?/ \\ */ \r \" '"};
+  std::map<std::string, std::string> benign =
+      package_files(with_text(f, "benign text"), std::filesystem::path(dir.path) / "benign");
+  std::vector<std::string> seeds = {
+      "Argmax (int64 indices) over dim 1 of a 3-D float32 tensor",
+      "Argmax\n#include <cstdlib>\nstatic int p = (std::system(\"touch /tmp/x\"), 0);\n//",
+      "partial<BLOCK, 4>",
+      "_Z7partialILi256EEvPKfPfx",
+      "0123456789abcdef0123456789abcdef",
+      "def forward(x: Tensor) -> Tensor:\n    return torch.argmax(x, dim=1)\n",
+      "?\?/ \\ */ \r \" '"};
   std::string failures = fuzz(seeds, 1000, 40, 34, [&](const std::string& text) -> std::string {
-    return code_difference(f, text.substr(0, 16384), std::filesystem::path(dir.path) / "fuzzed", benign);
+    return code_difference(f, text.substr(0, 16384), std::filesystem::path(dir.path) / "fuzzed",
+                           benign);
   });
   EXPECT_EQ(failures, "");
 }

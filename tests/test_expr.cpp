@@ -28,7 +28,8 @@ TEST(Expr, Functions) {
   EXPECT_EQ(Expr::parse("max(N, BLOCK)").eval_int(kNames), 1000);
   EXPECT_EQ(Expr::parse("abs(-5)").eval_int(kNames), 5);
   EXPECT_DOUBLE_EQ(Expr::parse("1.0 / sqrt(C)").eval_real(kNames), 0.125);
-  EXPECT_DOUBLE_EQ(Expr::parse("-1.0 / sqrt(27 * C)").eval_real(kNames), -1.0 / std::sqrt(27.0 * 64));
+  EXPECT_DOUBLE_EQ(Expr::parse("-1.0 / sqrt(27 * C)").eval_real(kNames),
+                   -1.0 / std::sqrt(27.0 * 64));
 }
 
 TEST(Expr, ComparisonsAndLogic) {
@@ -51,7 +52,8 @@ TEST(Expr, NamesAreCollected) {
   EXPECT_EQ(names, (std::set<std::string>{"BLOCK", "C", "N"}));
 }
 
-void expect_error(const std::string& text, const std::string& fragment, const IntNames& names = kNames) {
+void expect_error(const std::string& text, const std::string& fragment,
+                  const IntNames& names = kNames) {
   try {
     Expr::parse(text).eval(names);
     ADD_FAILURE() << "no error for " << text;

@@ -19,12 +19,14 @@ using kforge::test::TempDir;
 using namespace kforge::test::fuzzing;
 
 TEST(Fuzz, Expressions) {
-  std::vector<std::string> seeds = {"ceil_div(B * N, BLOCK)", "min(ceil_div(B * N, BLOCK), 8 * num_sms)", "BLOCK * 4 <= 49152",
-                                    "max(1, N / (VEC * 32)) % 7", "-(B - 1) * -2"};
+  std::vector<std::string> seeds = {
+      "ceil_div(B * N, BLOCK)", "min(ceil_div(B * N, BLOCK), 8 * num_sms)", "BLOCK * 4 <= 49152",
+      "max(1, N / (VEC * 32)) % 7", "-(B - 1) * -2"};
   std::string failures = fuzz(seeds, 3000, 30, 1, [](const std::string& text) -> std::string {
     try {
       kforge::Expr e = kforge::Expr::parse(text);
-      kforge::IntNames names = {{"B", 4096}, {"N", 8192}, {"BLOCK", 256}, {"num_sms", 132}, {"VEC", 4}};
+      kforge::IntNames names = {
+          {"B", 4096}, {"N", 8192}, {"BLOCK", 256}, {"num_sms", 132}, {"VEC", 4}};
       for (const std::string& n : e.names()) names.emplace(n, 3);
       (void)e.eval(names);
     } catch (const kforge::ExprError&) {
@@ -52,8 +54,10 @@ TEST(Fuzz, TaskFiles) {
 }
 
 TEST(Fuzz, AnswersAndPlans) {
-  std::vector<std::string> seeds = files_under(source_dir_string() + "/tasks/smoke/seeds", ".md", 20);
-  for (const std::string& s : files_under(source_dir_string() + "/tests/gpu/exploits", ".md", 40)) seeds.push_back(s);
+  std::vector<std::string> seeds =
+      files_under(source_dir_string() + "/tasks/smoke/seeds", ".md", 20);
+  for (const std::string& s : files_under(source_dir_string() + "/tests/gpu/exploits", ".md", 40))
+    seeds.push_back(s);
   ASSERT_GE(seeds.size(), 20u);
   auto relu = kforge::test::CompileFixture::load("smoke/relu");
   std::string failures = fuzz(seeds, 3000, 50, 3, [&](const std::string& text) -> std::string {
@@ -69,7 +73,8 @@ TEST(Fuzz, AnswersAndPlans) {
       Plan p = parse_plan_text(a.plan, relu.task, relu.tensors);
       for (const LaunchSpec& l : p.launches) (void)name_expression_problem(l.kernel);
       std::vector<Tunables> space = tune_space(p, relu.task.dims, DeviceFacts{});
-      if (space.size() > 100000) return "a tune space of " + std::to_string(space.size()) + " points";
+      if (space.size() > 100000)
+        return "a tune space of " + std::to_string(space.size()) + " points";
       (void)evaluate_plan(p, relu.task.dims, default_tunables(p), DeviceFacts{});
     } catch (const PlanError&) {
     }
@@ -81,7 +86,9 @@ TEST(Fuzz, AnswersAndPlans) {
 TEST(Fuzz, ArchiveLines) {
   TempDir dir;
   std::vector<std::string> seeds;
-  FILE* p = ::popen(("zcat " + source_dir_string() + "/docs/results/seeds-2026-12-03.jsonl.gz | head -4").c_str(), "r");
+  FILE* p = ::popen(
+      ("zcat " + source_dir_string() + "/docs/results/seeds-2026-12-03.jsonl.gz | head -4").c_str(),
+      "r");
   std::array<char, 65536> buf;
   std::string text;
   size_t n;
@@ -89,7 +96,8 @@ TEST(Fuzz, ArchiveLines) {
   ::pclose(p);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) seeds.push_back(line);
-  seeds.push_back(R"({"Op_Name": "relu", "Level_ID": 1, "Task_ID": 19, "Kernel_Name": "k", "CUDA_Code": "__global__ void k() {}", "CUDA_Runtime": 0.1, "Correct": true})");
+  seeds.push_back(
+      R"({"Op_Name": "relu", "Level_ID": 1, "Task_ID": 19, "Kernel_Name": "k", "CUDA_Code": "__global__ void k() {}", "CUDA_Runtime": 0.1, "Correct": true})");
   ASSERT_GE(seeds.size(), 3u);
   std::string db = (dir.path() / "fuzz.db").string();
   auto archive = kforge::archive::Archive::open(db);

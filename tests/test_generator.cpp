@@ -1,5 +1,6 @@
 // The input generator: a pure function of (seed, input, element, variant), pinned to golden values
-// so the stream cannot drift silently (the GPU generator is compared against this one in tests/gpu).
+// so the stream cannot drift silently (the GPU generator is compared against this one in
+// tests/gpu).
 #include <gtest/gtest.h>
 
 #include "kforge/tasks/generator.h"
@@ -16,14 +17,16 @@ Task task_with_inputs(const std::string& inputs_toml, const std::string& dims = 
   static TempDir dir;
   static int n = 0;
   std::string name = "g" + std::to_string(n++);
-  std::string text = "name = \"" + name + "\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(" + params +
-                     ") -> Tensor:\n    return x\n\"\"\"\n[dims]\n" + dims + "\n" + inputs_toml;
+  std::string text = "name = \"" + name + "\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(" +
+                     params + ") -> Tensor:\n    return x\n\"\"\"\n[dims]\n" + dims + "\n" +
+                     inputs_toml;
   return load_task(dir.write("gen/" + name + ".toml", text));
 }
 
 std::string input(const std::string& dtype, const std::string& init, const std::string& name = "x",
                   const std::string& shape = "[\"N\"]") {
-  return "[[inputs]]\nname = \"" + name + "\"\ndtype = \"" + dtype + "\"\nshape = " + shape + "\ninit = \"" + init + "\"\n";
+  return "[[inputs]]\nname = \"" + name + "\"\ndtype = \"" + dtype + "\"\nshape = " + shape +
+         "\ninit = \"" + init + "\"\n";
 }
 
 TEST(Philox, MatchesTheKnownAnswerTest) {
@@ -49,26 +52,28 @@ TEST(Generator, ElementDependsOnlyOnSeedInputAndIndex) {
   auto a = generate_cpu(small, 0, small.dims, 42, 0);
   auto b = generate_cpu(large, 0, large.dims, 42, 0);
   EXPECT_TRUE(torch::equal(a, b.slice(0, 0, 10)));
-  EXPECT_TRUE(torch::equal(generate_cpu(large, 0, large.dims, 42, 0), b));  // repeatable
+  EXPECT_TRUE(torch::equal(generate_cpu(large, 0, large.dims, 42, 0), b));   // repeatable
   EXPECT_FALSE(torch::equal(generate_cpu(small, 0, small.dims, 43, 0), a));  // seed matters
   EXPECT_FALSE(torch::equal(generate_cpu(small, 0, small.dims, 42, 1), a));  // variant matters
 }
 
 TEST(Generator, InputsGetDistinctStreams) {
-  Task t = task_with_inputs(input("float32", "randn", "x") + input("float32", "randn", "y"), "N = 64",
-                            "x: Tensor, y: Tensor");
+  Task t = task_with_inputs(input("float32", "randn", "x") + input("float32", "randn", "y"),
+                            "N = 64", "x: Tensor, y: Tensor");
   EXPECT_FALSE(torch::equal(generate_cpu(t, 0, t.dims, 1, 0), generate_cpu(t, 1, t.dims, 1, 0)));
 }
 
 TEST(Generator, GoldenValues) {
-  // Pinned: changing the generator changes every stored evaluation's inputs, so it must be deliberate.
+  // Pinned: changing the generator changes every stored evaluation's inputs, so it must be
+  // deliberate.
   Task t = task_with_inputs(input("float32", "rand"), "N = 4");
   auto v = generate_cpu(t, 0, t.dims, 1234, 0);
   kforge_gen::Draw d = kforge_gen::philox4x32_10(2, 0, 0, 1234);
   EXPECT_EQ(v[2].item<float>(), static_cast<float>(kforge_gen::unit53(d.w[0], d.w[1])));
   Task i64 = task_with_inputs(input("int64", "randint(0, 1000)"), "N = 4");
   auto iv = generate_cpu(i64, 0, i64.dims, 1234, 0);
-  EXPECT_EQ(iv[2].item<int64_t>(), static_cast<int64_t>((d.w[0] | (uint64_t{d.w[1]} << 32)) % 1000));
+  EXPECT_EQ(iv[2].item<int64_t>(),
+            static_cast<int64_t>((d.w[0] | (uint64_t{d.w[1]} << 32)) % 1000));
 }
 
 struct DistCase {
@@ -77,7 +82,9 @@ struct DistCase {
   double mean, mean_tol;  // expected mean of variant 0
 };
 
-void PrintTo(const DistCase& c, std::ostream* os) { *os << c.dtype << " " << c.init; }
+void PrintTo(const DistCase& c, std::ostream* os) {
+  *os << c.dtype << " " << c.init;
+}
 
 class Distribution : public ::testing::TestWithParam<DistCase> {};
 
@@ -96,19 +103,20 @@ TEST_P(Distribution, StaysInRangeWithTheRightMean) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllDtypes, Distribution,
-    ::testing::Values(DistCase{"float32", "rand", 0, 1, 0.5, 0.01},
-                      DistCase{"float64", "uniform(-2, 6)", -2, 6, 2.0, 0.05},
-                      DistCase{"float16", "uniform(-1, 1)", -1, 1, 0.0, 0.01},
-                      DistCase{"bfloat16", "rand", 0, 1, 0.5, 0.01},
-                      DistCase{"float32", "randn", -25, 25, 0.0, 0.01},
-                      DistCase{"float32", "normal(3, 0.5)", -5, 15, 3.0, 0.01},
-                      DistCase{"int64", "randint(0, 10)", 0, 9, 4.5, 0.05},
-                      DistCase{"int32", "randint(-5, 5)", -5, 4, -0.5, 0.05},
-                      DistCase{"bool", "rand", 0, 1, 0.5, 0.01},
-                      DistCase{"bool", "bernoulli(0.9)", 0, 1, 0.9, 0.01}),
-    [](const auto& info) { return kforge::test::test_name(info.param.dtype + "_" + info.param.init); });
+INSTANTIATE_TEST_SUITE_P(AllDtypes, Distribution,
+                         ::testing::Values(DistCase{"float32", "rand", 0, 1, 0.5, 0.01},
+                                           DistCase{"float64", "uniform(-2, 6)", -2, 6, 2.0, 0.05},
+                                           DistCase{"float16", "uniform(-1, 1)", -1, 1, 0.0, 0.01},
+                                           DistCase{"bfloat16", "rand", 0, 1, 0.5, 0.01},
+                                           DistCase{"float32", "randn", -25, 25, 0.0, 0.01},
+                                           DistCase{"float32", "normal(3, 0.5)", -5, 15, 3.0, 0.01},
+                                           DistCase{"int64", "randint(0, 10)", 0, 9, 4.5, 0.05},
+                                           DistCase{"int32", "randint(-5, 5)", -5, 4, -0.5, 0.05},
+                                           DistCase{"bool", "rand", 0, 1, 0.5, 0.01},
+                                           DistCase{"bool", "bernoulli(0.9)", 0, 1, 0.9, 0.01}),
+                         [](const auto& info) {
+                           return kforge::test::test_name(info.param.dtype + "_" + info.param.init);
+                         });
 
 TEST(Generator, SecondDistributionsDiffer) {
   auto mean_of = [](const std::string& dtype, const std::string& init, int variant) {

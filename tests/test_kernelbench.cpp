@@ -16,7 +16,6 @@
 namespace kforge::test {
 namespace {
 
-
 std::string read(const std::filesystem::path& p) {
   std::ifstream in(p);
   std::stringstream s;

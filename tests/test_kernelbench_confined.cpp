@@ -14,7 +14,6 @@
 namespace kforge::test {
 namespace {
 
-
 #define REQUIRE_TORCH()                                                                        \
   if (torch_python().empty())                                                                  \
   GTEST_SKIP() << "no Python with PyTorch (python3 or /usr/bin/python3 cannot import torch); " \
@@ -41,8 +40,7 @@ struct HostileImport {
     if (!beside.empty()) dir.write("problems/" + beside, "the-secret-beside-the-problem");
     std::string files;
     for (const std::string& n : names) {
-      auto p = dir.write("problems/" + n,
-                         slurp(source_dir() / "tests/kernelbench/hostile" / n));
+      auto p = dir.write("problems/" + n, slurp(source_dir() / "tests/kernelbench/hostile" / n));
       files += " " + p.string();
     }
     auto start = std::chrono::steady_clock::now();
@@ -76,13 +74,15 @@ TEST(KernelBenchConfined, AForgedReplyWritesNothingAndNamesAreKforges) {
   EXPECT_FALSE(std::filesystem::exists(im.dir.path() / "ESCAPED.toml"));
   EXPECT_FALSE(std::filesystem::exists(im.dir.path() / "out" / "ESCAPED.toml"));
   EXPECT_FALSE(has_line(im.r.out, "^converted  forged"));
-  EXPECT_TRUE(has_line(im.r.out, "^converted  .*4_forges_replies.py -> t/kb_4_forges_replies: dims"));
+  EXPECT_TRUE(
+      has_line(im.r.out, "^converted  .*4_forges_replies.py -> t/kb_4_forges_replies: dims"));
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*0_plain_relu.py -> t/kb_0_plain_relu: dims"));
   std::vector<std::string> written;
   for (const auto& e : std::filesystem::directory_iterator(im.dir.path() / "out" / "t"))
     written.push_back(e.path().filename().string());
   std::sort(written.begin(), written.end());
-  EXPECT_EQ(written, (std::vector<std::string>{"kb_0_plain_relu.toml", "kb_4_forges_replies.toml"}));
+  EXPECT_EQ(written,
+            (std::vector<std::string>{"kb_0_plain_relu.toml", "kb_4_forges_replies.toml"}));
   EXPECT_EQ(im.r.code, 0);
 }
 
@@ -124,9 +124,10 @@ TEST(KernelBenchConfined, AProblemThatNeverEndsIsStoppedAtKforgesDeadline) {
   REQUIRE_TORCH();
   HostileImport im({"2_sleeps_ignoring_alarm.py", "0_plain_relu.py"}, "--time-limit 4");
   SCOPED_TRACE(im.r.out);
-  EXPECT_TRUE(has_line(im.r.out,
-                       "^failed     .*2_sleeps_ignoring_alarm.py: took more than 4 s to convert and "
-                       "check \\(stopped at kforge's deadline, --time-limit\\)$"));
+  EXPECT_TRUE(
+      has_line(im.r.out,
+               "^failed     .*2_sleeps_ignoring_alarm.py: took more than 4 s to convert and "
+               "check \\(stopped at kforge's deadline, --time-limit\\)$"));
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*0_plain_relu.py -> t/kb_0_plain_relu: dims"));
   EXPECT_LT(im.seconds, 90);
   EXPECT_EQ(im.r.code, 1);
@@ -142,7 +143,8 @@ TEST(KernelBenchConfined, AProblemEatingMemoryIsStoppedByTheLimit) {
   REQUIRE_TORCH();
   HostileImport im({"3_eats_memory.py", "0_plain_relu.py"}, "", "KFORGE_REFERENCE_MEMORY_LIMIT=2G");
   SCOPED_TRACE(im.r.out);
-  EXPECT_TRUE(has_line(im.r.out, "^failed     .*3_eats_memory.py: running the module failed: MemoryError"));
+  EXPECT_TRUE(
+      has_line(im.r.out, "^failed     .*3_eats_memory.py: running the module failed: MemoryError"));
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*0_plain_relu.py -> t/kb_0_plain_relu: dims"));
   EXPECT_EQ(im.r.code, 1);
 }
@@ -169,9 +171,10 @@ TEST(KernelBenchConfined, ASizeOfZeroIsBadInputWithTheReason) {
   REQUIRE_TORCH();
   HostileImport im({"6_dim_0.py", "0_plain_relu.py"});
   SCOPED_TRACE(im.r.out);
-  EXPECT_TRUE(has_line(im.r.out,
-                       "^failed     .*6_dim_0.py: input 1 \\('x'\\) has an empty dimension \\(shape "
-                       "\\[[0-9]+, 0\\]\\): the size constant dim = 0 must be at least 1$"));
+  EXPECT_TRUE(
+      has_line(im.r.out,
+               "^failed     .*6_dim_0.py: input 1 \\('x'\\) has an empty dimension \\(shape "
+               "\\[[0-9]+, 0\\]\\): the size constant dim = 0 must be at least 1$"));
   EXPECT_EQ(im.r.out.find("kforge bug"), std::string::npos);
   EXPECT_EQ(im.r.code, 1);
 }
@@ -181,7 +184,8 @@ TEST(KernelBenchConfined, ASizeOfZeroIsBadInputWithTheReason) {
 TEST(KernelBenchConfined, EveryHostileProblemIsAccountedFor) {
   REQUIRE_TORCH();
   TempDir dir;
-  for (const auto& e : std::filesystem::directory_iterator(source_dir() / "tests/kernelbench/hostile"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(source_dir() / "tests/kernelbench/hostile"))
     dir.write("problems/" + e.path().filename().string(), slurp(e.path()));
   CliResult r = run_kforge("tasks import-kernelbench " + (dir.path() / "problems").string() +
                                " --suite t --time-limit 4 --out " + (dir.path() / "out").string() +
@@ -195,10 +199,12 @@ TEST(KernelBenchConfined, EveryHostileProblemIsAccountedFor) {
       accounted += has_line(r.out, "^(converted  |failed     |not reached ).*" +
                                        e.path().filename().string() + "( ->|:)");
   EXPECT_EQ(accounted, 9u);
-  EXPECT_TRUE(has_line(r.out, "^imported 3 of 9 KernelBench problem\\(s\\) \\(33%\\) into .*; 6 could "
-                              "not be converted$"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^imported 3 of 9 KernelBench problem\\(s\\) \\(33%\\) into .*; 6 could "
+                       "not be converted$"));
   std::vector<std::string> top;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) top.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    top.push_back(e.path().filename().string());
   std::sort(top.begin(), top.end());
   EXPECT_EQ(top, (std::vector<std::string>{"out", "problems"}));
 }

@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "fake_gpu.h"
-#include "loop_rig.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
 #include "kforge/compile/answer.h"
 #include "kforge/evolve/config.h"
 #include "kforge/evolve/run.h"
+#include "loop_rig.h"
 #include "loopback_model.h"
 #include "test_util.h"
 

@@ -21,7 +21,8 @@ TEST(Prelude, RewritesFunctionalCalls) {
 
 TEST(Prelude, UnknownFunctionIsNamed) {
   try {
-    rewrite_functional("def forward(x: Tensor):\n    return F.pixel_unshuffle(x, 2)\n", "task.toml", 10);
+    rewrite_functional("def forward(x: Tensor):\n    return F.pixel_unshuffle(x, 2)\n", "task.toml",
+                       10);
     FAIL();
   } catch (const kforge::InputError& e) {
     EXPECT_EQ(e.field(), "reference");
@@ -35,14 +36,16 @@ TEST(Prelude, CompilesAndListsItsFunctions) {
   const auto& names = prelude_functions();
   EXPECT_GE(names.size(), 50u);
   for (const std::string& n : names) EXPECT_NE(unit->find_function("F_" + n), nullptr) << n;
-  for (const char* required : {"gelu", "softmax", "layer_norm", "rms_norm", "conv2d", "mse_loss", "cross_entropy",
-                               "scaled_dot_product_attention", "max_pool2d", "kl_div"})
+  for (const char* required :
+       {"gelu", "softmax", "layer_norm", "rms_norm", "conv2d", "mse_loss", "cross_entropy",
+        "scaled_dot_product_attention", "max_pool2d", "kl_div"})
     EXPECT_TRUE(std::binary_search(names.begin(), names.end(), required)) << required;
 }
 
 // Runs `body` (a TorchScript expression over x, y, t) through the prelude.
 torch::Tensor run(const std::string& body, const std::vector<torch::Tensor>& args) {
-  std::string src = prelude_source() + "\ndef forward(x: Tensor, y: Tensor, t: Tensor):\n    return " +
+  std::string src = prelude_source() +
+                    "\ndef forward(x: Tensor, y: Tensor, t: Tensor):\n    return " +
                     rewrite_functional(body, "test", 1) + "\n";
   auto unit = torch::jit::compile(src);
   std::vector<c10::IValue> iv(args.begin(), args.end());
@@ -80,7 +83,9 @@ TEST(Prelude, FunctionsMatchPyTorchSemantics) {
   auto y = torch::randn({4, 6, 8, 8}, torch::kFloat64);
   auto t = torch::randint(0, 6, {4}, torch::kInt64);
   std::vector<torch::Tensor> a{x, y, t};
-  auto close = [](const torch::Tensor& p, const torch::Tensor& q) { return torch::allclose(p, q, 1e-9, 1e-12); };
+  auto close = [](const torch::Tensor& p, const torch::Tensor& q) {
+    return torch::allclose(p, q, 1e-9, 1e-12);
+  };
   EXPECT_TRUE(close(run("F.gelu(x, approximate='tanh')", a), torch::gelu(x, "tanh")));
   EXPECT_TRUE(close(run("F.leaky_relu(x, 0.2)", a), torch::leaky_relu(x, 0.2)));
   EXPECT_TRUE(close(run("F.softplus(x, beta=2.0)", a), torch::softplus(x, 2.0, 20.0)));
@@ -89,15 +94,21 @@ TEST(Prelude, FunctionsMatchPyTorchSemantics) {
   EXPECT_TRUE(close(run("F.softmax(x, dim=-1)", a), torch::softmax(x, -1)));
   // Integer or list arguments, as in torch.nn.functional.
   EXPECT_TRUE(close(run("F.max_pool2d(x, 2)", a), torch::max_pool2d(x, {2, 2})));
-  EXPECT_TRUE(close(run("F.avg_pool2d(x, [2, 2], stride=2)", a), torch::avg_pool2d(x, {2, 2}, {2, 2})));
+  EXPECT_TRUE(
+      close(run("F.avg_pool2d(x, [2, 2], stride=2)", a), torch::avg_pool2d(x, {2, 2}, {2, 2})));
   EXPECT_TRUE(close(run("F.conv2d(x, y[:, :, :3, :3], None, 1, 1)", a),
                     torch::conv2d(x, y.slice(2, 0, 3).slice(3, 0, 3), {}, 1, 1)));
-  EXPECT_TRUE(close(run("F.mse_loss(x, y, reduction='sum')", a), torch::mse_loss(x, y, at::Reduction::Sum)));
+  EXPECT_TRUE(close(run("F.mse_loss(x, y, reduction='sum')", a),
+                    torch::mse_loss(x, y, at::Reduction::Sum)));
   auto logits = x.flatten(1);
   std::vector<torch::Tensor> b{logits, y, t};
   EXPECT_TRUE(close(run("F.cross_entropy(x, t)", b), torch::cross_entropy_loss(logits, t)));
-  EXPECT_TRUE(close(run("F.kl_div(torch.log_softmax(x, -1), torch.softmax(y.flatten(1), -1), reduction='batchmean')", b),
-                    torch::kl_div(torch::log_softmax(logits, -1), torch::softmax(y.flatten(1), -1), at::Reduction::Sum) / 4));
+  EXPECT_TRUE(close(run("F.kl_div(torch.log_softmax(x, -1), torch.softmax(y.flatten(1), -1), "
+                        "reduction='batchmean')",
+                        b),
+                    torch::kl_div(torch::log_softmax(logits, -1), torch::softmax(y.flatten(1), -1),
+                                  at::Reduction::Sum) /
+                        4));
   // rms_norm and attention: the definitions PyTorch documents.
   auto w = torch::randn({8}, torch::kFloat64);
   std::vector<torch::Tensor> c{x, w, t};

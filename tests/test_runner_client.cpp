@@ -8,8 +8,8 @@
 
 #include "kforge/verify/channel.h"
 #include "kforge/verify/protocol.h"
-#include "kforge/verify/timing_gate.h"
 #include "kforge/verify/runner_client.h"
+#include "kforge/verify/timing_gate.h"
 #include "test_util.h"
 
 using namespace kforge::verify;
@@ -59,7 +59,9 @@ TEST(Protocol, RunRequestAndReplyRoundTrip) {
   EXPECT_EQ(back.launches[0].args[2].bytes, 4);
   EXPECT_EQ(back.launches[0].args[0].buffer, 0);
 
-  RunReply r{false, "sync", 2, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", 1.5};
+  RunReply r{
+      false, "sync", 2, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
+      1.5};
   RunReply rb = run_reply_from_json(to_json(r));
   EXPECT_EQ(to_json(rb), to_json(r));
   RunReply timed{true, "", -1, "", "", 0.4, 0.05, true};
@@ -77,10 +79,12 @@ TEST(TimingGate, HarnessKernelsAssembleForSm90) {
   std::string ptxas;
   for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
     if (::access(p, X_OK) == 0) ptxas = p;
-  if (ptxas.empty()) GTEST_SKIP() << "ptxas not installed: the harness kernels' PTX is not assembled here";
+  if (ptxas.empty())
+    GTEST_SKIP() << "ptxas not installed: the harness kernels' PTX is not assembled here";
   kforge::test::TempDir dir;
   auto file = dir.write("harness.ptx", harness_kernels_ptx());
-  std::string cmd = ptxas + " -arch=sm_90 " + file.string() + " -o " + (dir.path() / "harness.cubin").string() + " 2>&1";
+  std::string cmd = ptxas + " -arch=sm_90 " + file.string() + " -o " +
+                    (dir.path() / "harness.cubin").string() + " 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
@@ -99,7 +103,8 @@ TEST(Protocol, FindsModuleGlobalsInPtx) {
 	st.global.u32 	[counter], %r2;
 }
 )";
-  EXPECT_EQ(ptx_global_variables(ptx), (std::vector<std::string>{"counter", "cache", "hidden", "_ZN2ns3bigE"}));
+  EXPECT_EQ(ptx_global_variables(ptx),
+            (std::vector<std::string>{"counter", "cache", "hidden", "_ZN2ns3bigE"}));
   EXPECT_TRUE(ptx_global_variables(".visible .entry k() { ret; }").empty());
 }
 
@@ -134,7 +139,8 @@ TEST(Channel, TimeoutClosedAndGarbage) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(90));
   std::string junk = "{\"op\": \"x\", \"fds\": 2}\nnot json\n";
   ASSERT_EQ(::write(a.get(), junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
-  EXPECT_THROW(right.receive(m, std::chrono::milliseconds(100)), ChannelError);  // announces 2, none came
+  EXPECT_THROW(right.receive(m, std::chrono::milliseconds(100)),
+               ChannelError);  // announces 2, none came
   EXPECT_THROW(right.receive(m, std::chrono::milliseconds(100)), ChannelError);  // not JSON
   a.reset();
   EXPECT_EQ(right.receive(m, std::chrono::milliseconds(100)), Received::Closed);
@@ -194,7 +200,8 @@ TEST(RunnerClient, GarbageFromTheRunnerIsAHarnessError) {
 TEST(RunnerClient, BuffersAndModuleReachEveryNewRunner) {
   RunnerClient c(fake());
   UniqueFd a = memfd_with("a", "aaaa"), b = memfd_with("b", "bb");
-  c.set_buffers({BufferSpec{"x", 2 << 20, 0, 4, true}, BufferSpec{"out", 2 << 20, 0, 2, false}}, {a.get(), b.get()});
+  c.set_buffers({BufferSpec{"x", 2 << 20, 0, 4, true}, BufferSpec{"out", 2 << 20, 0, 2, false}},
+                {a.get(), b.get()});
   EXPECT_TRUE(c.set_module(ModuleImage{"cubin", {"k"}, {}}).ok());
   EXPECT_EQ(c.run(behaviour(6), kWatchdog).reply.ms, 2);
   EXPECT_EQ(c.run(behaviour(2), kWatchdog).status, RunStatus::Died);

@@ -1,7 +1,7 @@
-// `kforge evolve` on a pool of GPU workers (issue 23, docs/scale.md), on the CPU: the real scheduler
-// (worker_pool.h), protocol, task loading and compiles in worker processes (kforge-fake-gpu-worker:
-// `kforge gpu-worker` with the fake GPU), the real loop with a lane per worker, the real archive.
-// Only the GPU inside each worker is fake (fake_gpu.h).
+// `kforge evolve` on a pool of GPU workers (issue 23, docs/scale.md), on the CPU: the real
+// scheduler (worker_pool.h), protocol, task loading and compiles in worker processes
+// (kforge-fake-gpu-worker: `kforge gpu-worker` with the fake GPU), the real loop with a lane per
+// worker, the real archive. Only the GPU inside each worker is fake (fake_gpu.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,7 +23,9 @@ namespace {
 using namespace kforge;
 using kforge::test::TempDir;
 
-std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
+std::string tasks_dir() {
+  return (kforge::test::source_dir() / "tasks").string();
+}
 
 std::vector<std::shared_ptr<const tasks::Task>> smoke_tasks() {
   std::vector<std::shared_ptr<const tasks::Task>> out;
@@ -54,10 +56,13 @@ std::unique_ptr<evolve::Evaluator> evaluator(const TempDir& dir, evolve::Gpu* gp
 
 // A pool of fake GPU workers; `args[i]` are worker i's extra arguments (--die-after 3, ...). The
 // workers are started through sh, as --worker-command starts them.
-evolve::RemoteGpuOptions pool_of(const std::vector<std::string>& args, std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+evolve::RemoteGpuOptions pool_of(const std::vector<std::string>& args,
+                                 std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
   std::string script = "case {worker} in";
   for (size_t i = 0; i < args.size(); ++i)
-    script += " " + std::to_string(i) + ") exec '" KFORGE_FAKE_GPU_WORKER "' --connect {address} --worker {worker} " + args[i] + ";;";
+    script += " " + std::to_string(i) +
+              ") exec '" KFORGE_FAKE_GPU_WORKER "' --connect {address} --worker {worker} " +
+              args[i] + ";;";
   script += " esac";
   evolve::RemoteGpuOptions o;
   o.pool.command = {"/bin/sh", "-c", script};
@@ -78,8 +83,9 @@ int64_t count(evolve::Evaluator& ev, const std::string& sql) {
 std::map<std::string, std::string> outcome(const evolve::RunSummary& r) {
   std::map<std::string, std::string> out;
   for (const evolve::TaskStatus& t : r.tasks)
-    out[t.task] = (t.best_ms ? std::to_string(*t.best_ms) : "none") + " screened " + std::to_string(t.screened) +
-                  " judged " + std::to_string(t.judged) + " correct " + std::to_string(t.correct);
+    out[t.task] = (t.best_ms ? std::to_string(*t.best_ms) : "none") + " screened " +
+                  std::to_string(t.screened) + " judged " + std::to_string(t.judged) + " correct " +
+                  std::to_string(t.correct);
   return out;
 }
 
@@ -95,8 +101,14 @@ const std::map<std::string, std::string>& one_gpu_outcome() {
 
 // Nothing measured twice: no candidate screened twice, none judged twice.
 void expect_nothing_twice(evolve::Evaluator& ev) {
-  EXPECT_EQ(count(ev, "SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id HAVING count(*) > 1)"), 0);
-  EXPECT_EQ(count(ev, "SELECT count(*) FROM (SELECT candidate_id FROM evaluations GROUP BY candidate_id HAVING count(*) > 1)"), 0);
+  EXPECT_EQ(count(ev,
+                  "SELECT count(*) FROM (SELECT candidate_id FROM screens GROUP BY candidate_id "
+                  "HAVING count(*) > 1)"),
+            0);
+  EXPECT_EQ(count(ev,
+                  "SELECT count(*) FROM (SELECT candidate_id FROM evaluations GROUP BY "
+                  "candidate_id HAVING count(*) > 1)"),
+            0);
 }
 
 TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
@@ -106,16 +118,28 @@ TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
   auto ev = evaluator(dir, &gpu);
   evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
   EXPECT_EQ(r.stopped, "every task ended");
-  EXPECT_EQ(outcome(r), one_gpu_outcome()) << "each task's search does not depend on which GPU measured what";
+  EXPECT_EQ(outcome(r), one_gpu_outcome())
+      << "each task's search does not depend on which GPU measured what";
   expect_nothing_twice(*ev);
   // Every screen and judgment is recorded against the worker's GPU that measured it: all three
-  // worked, each a device of the archive; so are the baselines, each task's on the GPUs that timed it.
+  // worked, each a device of the archive; so are the baselines, each task's on the GPUs that timed
+  // it.
   EXPECT_EQ(count(*ev, "SELECT count(*) FROM devices WHERE uuid LIKE 'GPU-fake-worker-%'"), 3);
-  EXPECT_EQ(count(*ev, "SELECT count(DISTINCT device_id) FROM (SELECT device_id FROM screens UNION ALL SELECT device_id FROM evaluations)"), 3);
-  EXPECT_EQ(count(*ev, "SELECT count(DISTINCT task_id) FROM baselines"), static_cast<int64_t>(smoke_tasks().size()));
-  EXPECT_EQ(count(*ev, "SELECT count(*) FROM baselines b JOIN devices d ON d.id = b.device_id WHERE d.uuid NOT LIKE 'GPU-fake-worker-%'"), 0);
+  EXPECT_EQ(count(*ev,
+                  "SELECT count(DISTINCT device_id) FROM (SELECT device_id FROM screens UNION ALL "
+                  "SELECT device_id FROM evaluations)"),
+            3);
+  EXPECT_EQ(count(*ev, "SELECT count(DISTINCT task_id) FROM baselines"),
+            static_cast<int64_t>(smoke_tasks().size()));
+  EXPECT_EQ(count(*ev,
+                  "SELECT count(*) FROM baselines b JOIN devices d ON d.id = b.device_id WHERE "
+                  "d.uuid NOT LIKE 'GPU-fake-worker-%'"),
+            0);
   // A judgment's baselines are the ones its own GPU timed beside it (the fake's: 1 ms eager).
-  EXPECT_EQ(count(*ev, "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms IS NOT 1.0"), 0);
+  EXPECT_EQ(
+      count(*ev,
+            "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms IS NOT 1.0"),
+      0);
   int jobs = 0;
   for (const evolve::WorkerState& w : gpu.workers()) {
     EXPECT_TRUE(w.alive) << w.out_reason;
@@ -129,7 +153,8 @@ TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
 // one GPU, nothing lost, nothing measured twice.
 TEST(Scale, WorkersThatDieOrHangAreTakenOutAndTheirWorkIsDoneElsewhere) {
   TempDir dir;
-  evolve::RemoteGpu gpu(pool_of({"--die-after 3", "--hang-after 2", "--busy-ms 20"}, std::chrono::seconds(8)));
+  evolve::RemoteGpu gpu(
+      pool_of({"--die-after 3", "--hang-after 2", "--busy-ms 20"}, std::chrono::seconds(8)));
   auto ev = evaluator(dir, &gpu);
   evolve::RunSummary r = evolve::run_evolution(config(), smoke_tasks(), *ev, std::nullopt);
   EXPECT_EQ(r.stopped, "every task ended");
@@ -162,7 +187,8 @@ TEST(Scale, WithNoWorkerLeftTheRunFailsAndAResumeOnANewPoolFinishesIt) {
       EXPECT_NE(std::string(e.what()).find("no GPU worker is left"), std::string::npos) << e.what();
     }
     run = count(*ev, "SELECT max(id) FROM runs");
-    EXPECT_EQ(count(*ev, "SELECT status = 'failed' FROM runs WHERE id = " + std::to_string(run)), 1);
+    EXPECT_EQ(count(*ev, "SELECT status = 'failed' FROM runs WHERE id = " + std::to_string(run)),
+              1);
     EXPECT_GT(count(*ev, "SELECT count(*) FROM screens"), 0) << "what was measured before is kept";
   }
   evolve::RemoteGpu gpu(pool_of({"", ""}));
@@ -220,21 +246,27 @@ TEST(Scale, AWorkerJudgesTheCandidateThatWasSent) {
 // fake ones, through sh): it checks and tunes for the GPU the first worker describes, prints each
 // worker's jobs, and records every measurement against the worker that made it.
 TEST(Scale, KforgeEvolveWithoutAGpuRunsOnTheWorkersItsCommandStarts) {
-  if (verify::Driver::get().available()) GTEST_SKIP() << "this machine has a GPU: kforge evolve would check for it";
+  if (verify::Driver::get().available())
+    GTEST_SKIP() << "this machine has a GPU: kforge evolve would check for it";
   TempDir dir;
   std::string db = (dir.path() / "a.db").string();
   test::CliResult r = test::run_kforge(
-      "evolve smoke/relu smoke/vector_add smoke/relu --llm none --generations 1 --workers 2 --worker-command \"'" KFORGE_FAKE_GPU_WORKER
-      "' --connect {address} --worker {worker}\" --db " + db + " --tasks-dir " + tasks_dir());
+      "evolve smoke/relu smoke/vector_add smoke/relu --llm none --generations 1 --workers 2 "
+      "--worker-command \"'" KFORGE_FAKE_GPU_WORKER
+      "' --connect {address} --worker {worker}\" --db " +
+      db + " --tasks-dir " + tasks_dir());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 GPU worker(s) ready, Fake GPU"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("kforge evolve: 2 task(s)"), std::string::npos) << "a task named twice runs once\n" << r.out;
+  EXPECT_NE(r.out.find("kforge evolve: 2 task(s)"), std::string::npos)
+      << "a task named twice runs once\n"
+      << r.out;
   EXPECT_NE(r.out.find("every task ended"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPU workers:\n  worker 0: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n  worker 1: "), std::string::npos) << r.out;
   archive::Database raw(db, archive::Access::ReadOnly);
   archive::Statement q = raw.prepare(
-      "SELECT count(*), count(DISTINCT d.uuid), min(d.uuid LIKE 'GPU-fake-worker-%') FROM (SELECT device_id FROM screens "
+      "SELECT count(*), count(DISTINCT d.uuid), min(d.uuid LIKE 'GPU-fake-worker-%') FROM (SELECT "
+      "device_id FROM screens "
       "UNION ALL SELECT device_id FROM evaluations) m JOIN devices d ON d.id = m.device_id");
   ASSERT_TRUE(q.step());
   EXPECT_GT(q.integer(0), 0);
@@ -252,9 +284,11 @@ TEST(Scale, KforgeEvolveSaysWhatIsWrongWithItsWorkerFlags) {
   r = test::run_kforge("evolve smoke --gpus 0 --workers 2 --worker-command 'true'");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--gpus and --worker-command: give one"), std::string::npos) << r.out;
-  r = test::run_kforge("evolve smoke --workers 1 --worker-command 'exit 7' --worker-host 127.0.0.1");
+  r = test::run_kforge(
+      "evolve smoke --workers 1 --worker-command 'exit 7' --worker-host 127.0.0.1");
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("it ended before it said hello (exited with status 7)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("it ended before it said hello (exited with status 7)"), std::string::npos)
+      << r.out;
   if (!verify::Driver::get().available()) {
     r = test::run_kforge("evolve smoke --gpus 0");
     EXPECT_EQ(r.code, 3) << r.out;

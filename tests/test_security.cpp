@@ -60,12 +60,15 @@ std::string joined(const std::vector<std::string>& v) {
 // ---- What a source may ask of the preprocessor ------------------------------------------------
 
 TEST(SourceCheck, TheDocumentedHeadersPass) {
-  for (const char* src : {"#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n",
-                          "#include <cub/block/block_reduce.cuh>\n#include <cub/block/block_scan.cuh>\n",
-                          "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n",
-                          "#include <cstdint>\n#include <cfloat>\n#include \"cuda_fp16.h\"\n  #  include <climits>\n",
-                          "/* #include \"/etc/passwd\" */\n// #include \"/etc/passwd\"\nconst char* s = \"#include </etc/passwd>\";\n",
-                          "#if __has_include(<cuda_fp8.h>)\n#include <cuda_fp8.h>\n#endif\n#define N 4\n#pragma unroll\n"})
+  for (const char* src :
+       {"#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n",
+        "#include <cub/block/block_reduce.cuh>\n#include <cub/block/block_scan.cuh>\n",
+        "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n",
+        "#include <cstdint>\n#include <cfloat>\n#include \"cuda_fp16.h\"\n  #  include <climits>\n",
+        "/* #include \"/etc/passwd\" */\n// #include \"/etc/passwd\"\nconst char* s = \"#include "
+        "</etc/passwd>\";\n",
+        "#if __has_include(<cuda_fp8.h>)\n#include <cuda_fp8.h>\n#endif\n#define N 4\n#pragma "
+        "unroll\n"})
     EXPECT_TRUE(problems_of(src).empty()) << src << "\n" << joined(problems_of(src));
 }
 
@@ -78,33 +81,40 @@ TEST(SourceCheck, EveryRouteToAFileOutsideTheHeadersIsRefused) {
       {"#include </proc/self/environ>\n", "an absolute path"},
       {"#include <cub/../../../../../etc/passwd>\n", "climbs with '..'"},
       {"#include \"../../etc/passwd\"\n", "climbs with '..'"},
-      {"#include \"etc/passwd\"\n", "no such header"},                // relative to NVRTC's working folder
+      {"#include \"etc/passwd\"\n", "no such header"},  // relative to NVRTC's working folder
       {"#include \"proc/self/environ\"\n", "no such header"},
       {"#define H \"/etc/passwd\"\n#include H\n", "computed includes"},
       {"#define H <cub/block/block_reduce.cuh>\n#include H\n", "computed includes"},
-      {"%:include \"/etc/passwd\"\n", "an absolute path"},             // a digraph
+      {"%:include \"/etc/passwd\"\n", "an absolute path"},  // a digraph
       {"#include /* a comment\n that spans lines */ \"/etc/passwd\"\n", "an absolute path"},
-      {"#inc\\\nlude \"/etc/passwd\"\n", "an absolute path"},           // a line splice
+      {"#inc\\\nlude \"/etc/passwd\"\n", "an absolute path"},  // a line splice
       {"  #  include_next \"/etc/hostname\"\n", "an absolute path"},
       {"#embed \"/etc/passwd\"\n", "#embed"},
       {"#if __has_include(\"/etc/shadow\")\n#endif\n", "an absolute path"},
       {"#define ROOT </etc/passwd>\n", "#define holds a file path"},
       {"#define UP \"../x\"\n", "#define holds a file path"},
-      {"const char* s = R\"x(\")/*)x\";\n#include \"/etc/passwd\"\n", "an absolute path"},  // a raw string
-      {std::string("__global__ void k() {}\n") + std::string(1, '\0') + "#include \"/etc/passwd\"\n", "NUL byte"},
+      {"const char* s = R\"x(\")/*)x\";\n#include \"/etc/passwd\"\n",
+       "an absolute path"},  // a raw string
+      {std::string("__global__ void k() {}\n") + std::string(1, '\0') +
+           "#include \"/etc/passwd\"\n",
+       "NUL byte"},
       {"??=include \"/etc/passwd\"\n", "trigraphs"},
   };
   for (const Case& c : cases) {
     std::string all = joined(problems_of(c.source));
-    EXPECT_NE(all.find(c.expect), std::string::npos) << "source:\n" << c.source << "\nproblems:\n" << all;
+    EXPECT_NE(all.find(c.expect), std::string::npos) << "source:\n"
+                                                     << c.source << "\nproblems:\n"
+                                                     << all;
   }
 }
 
 TEST(SourceCheck, KernelNameExpressionsAreNamesWithSimpleTemplateArguments) {
-  for (const char* ok : {"relu", "softmax_rows<BLOCK>", "rows<BLOCK, VEC>", "ns::k<256, (BLOCK * 2) / 32>", "k<float, 4>"})
+  for (const char* ok : {"relu", "softmax_rows<BLOCK>", "rows<BLOCK, VEC>",
+                         "ns::k<256, (BLOCK * 2) / 32>", "k<float, 4>"})
     EXPECT_FALSE(name_expression_problem(ok)) << ok << ": " << *name_expression_problem(ok);
-  for (const char* bad : {"k<1>\n#include \"/etc/passwd\"", "k<BLOCK>\n#include </proc/self/environ>\n", "k<\"x\">",
-                          "k(x)", "k<1>;", "1k", "k<1> ", "k<#x>", ""})
+  for (const char* bad :
+       {"k<1>\n#include \"/etc/passwd\"", "k<BLOCK>\n#include </proc/self/environ>\n", "k<\"x\">",
+        "k(x)", "k<1>;", "1k", "k<1> ", "k<#x>", ""})
     EXPECT_TRUE(name_expression_problem(bad)) << bad;
   EXPECT_TRUE(name_expression_problem(std::string(300, 'k')));
 }
@@ -121,13 +131,15 @@ TEST(Secrets, RedactionCatchesTheKeyItsPiecesAndItsEscapedForms) {
     std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
     unicode += buf;
   }
-  for (const std::string& text : {"key=" + kFakeKey + ";", "partial " + piece + " echo", escaped.dump(),
-                                  "{\"k\": \"" + unicode + "\"}", kFakeKey.substr(0, 12) + "...", "..." + kFakeKey.substr(30)}) {
+  for (const std::string& text : {"key=" + kFakeKey + ";", "partial " + piece + " echo",
+                                  escaped.dump(), "{\"k\": \"" + unicode + "\"}",
+                                  kFakeKey.substr(0, 12) + "...", "..." + kFakeKey.substr(30)}) {
     std::string r = kforge::redact_secrets(text);
     EXPECT_FALSE(leaks_key(r)) << text << " -> " << r;
     EXPECT_NE(r.find(kforge::kRedacted), std::string::npos) << r;
   }
-  EXPECT_EQ(kforge::redact_secrets("nothing secret here, sk-kforge"), "nothing secret here, sk-kforge");
+  EXPECT_EQ(kforge::redact_secrets("nothing secret here, sk-kforge"),
+            "nothing secret here, sk-kforge");
   kforge::remember_secret("a-key-from-a-config-file-42");
   EXPECT_EQ(kforge::redact_secrets("x a-key-from-a-config-file-42 y"), "x [redacted] y");
 }
@@ -138,7 +150,9 @@ TEST(Secrets, TheArchiveStoresNoSecret) {
   {
     kforge::archive::Database db(path, /*create=*/true);
     db.exec("CREATE TABLE t (x TEXT)");
-    db.prepare("INSERT INTO t (x) VALUES (?)").bind(1, "log: OPENAI_API_KEY=" + kFakeKey + "\n").step();
+    db.prepare("INSERT INTO t (x) VALUES (?)")
+        .bind(1, "log: OPENAI_API_KEY=" + kFakeKey + "\n")
+        .step();
   }
   std::string bytes = *kforge::read_file(path);
   EXPECT_FALSE(leaks_key(bytes));
@@ -165,7 +179,8 @@ TEST(Sandbox, ChildrenGetAMinimalEnvironmentWithoutKeys) {
 // 4 = could not write the writable folder, 8 = could write the read-only folder.
 TEST(Sandbox, AConfinedProcessReadsOnlyWhatItWasAllowed) {
   TempDir dir;
-  std::string ro = (dir.path() / "ro").string(), rw = (dir.path() / "rw").string(), out = (dir.path() / "out").string();
+  std::string ro = (dir.path() / "ro").string(), rw = (dir.path() / "rw").string(),
+              out = (dir.path() / "out").string();
   dir.write("ro/allowed.h", "ok");
   dir.write("rw/.keep", "");
   dir.write("out/secret.txt", "the secret");
@@ -184,7 +199,8 @@ TEST(Sandbox, AConfinedProcessReadsOnlyWhatItWasAllowed) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 100) GTEST_SKIP() << "this kernel offers no Landlock: " << kforge::confine_files({}, {}).how;
+  if (WEXITSTATUS(status) == 100)
+    GTEST_SKIP() << "this kernel offers no Landlock: " << kforge::confine_files({}, {}).how;
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
@@ -202,7 +218,8 @@ struct Worker {
 };
 
 // Starts the real kforge-nvrtc-worker with `env`, as the compiler does but without its checks.
-void start_worker(Worker& w, const std::string& dir, const std::vector<std::string>& env, const std::string& limit_ms = "60000") {
+void start_worker(Worker& w, const std::string& dir, const std::vector<std::string>& env,
+                  const std::string& limit_ms = "60000") {
   int in[2], out[2];
   ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -238,7 +255,10 @@ std::string read_reply(Worker& w, int timeout_ms = 60000) {
 }
 
 std::string ask_worker(Worker& w, const std::string& source, int timeout_ms = 60000) {
-  nlohmann::json req = {{"source", source}, {"arch", "sm_90a"}, {"defines", nlohmann::json::object()}, {"names", {"k"}}};
+  nlohmann::json req = {{"source", source},
+                        {"arch", "sm_90a"},
+                        {"defines", nlohmann::json::object()},
+                        {"names", {"k"}}};
   std::string line = req.dump() + "\n";
   if (::write(w.to, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return "";
   return read_reply(w, timeout_ms);
@@ -256,7 +276,8 @@ TEST(Sandbox, TheNvrtcWorkerCannotReadFilesOutsideTheHeaders) {
   ASSERT_FALSE(hello.empty());
   std::string how = nlohmann::json::parse(hello).value("confinement", "");
   if (how.rfind("Landlock", 0) != 0) GTEST_SKIP() << "the worker is not confined here: " << how;
-  std::string reply = ask_worker(w, "#include \"" + secret.string() + "\"\n__global__ void k() {}\n");
+  std::string reply =
+      ask_worker(w, "#include \"" + secret.string() + "\"\n__global__ void k() {}\n");
   ASSERT_FALSE(reply.empty());
   nlohmann::json j = nlohmann::json::parse(reply);
   EXPECT_FALSE(j["ok"].get<bool>());
@@ -266,14 +287,18 @@ TEST(Sandbox, TheNvrtcWorkerCannotReadFilesOutsideTheHeaders) {
   reply = ask_worker(w, "#include \"/proc/self/environ\"\n__global__ void k() {}\n");
   EXPECT_FALSE(leaks_key(reply)) << reply;
   // Headers still compile.
-  reply = ask_worker(w, "#include <cub/block/block_reduce.cuh>\n__global__ void k(float* x) { x[0] = 1; }\n");
+  reply = ask_worker(
+      w, "#include <cub/block/block_reduce.cuh>\n__global__ void k(float* x) { x[0] = 1; }\n");
   EXPECT_TRUE(nlohmann::json::parse(reply)["ok"].get<bool>()) << reply;
 }
 
 std::string pathological_source(int depth) {
   std::string s = "#define A0 v\n";
-  for (int i = 1; i <= depth; ++i) s += "#define A" + std::to_string(i) + " (A" + std::to_string(i - 1) + " + A" + std::to_string(i - 1) + ")\n";
-  return s + "__global__ void k(float* out) { float v = out[1]; out[0] = A" + std::to_string(depth) + "; }\n";
+  for (int i = 1; i <= depth; ++i)
+    s += "#define A" + std::to_string(i) + " (A" + std::to_string(i - 1) + " + A" +
+         std::to_string(i - 1) + ")\n";
+  return s + "__global__ void k(float* out) { float v = out[1]; out[0] = A" +
+         std::to_string(depth) + "; }\n";
 }
 
 bool alive(pid_t pid) {
@@ -281,7 +306,8 @@ bool alive(pid_t pid) {
   std::string all;
   std::getline(stat, all);
   size_t close = all.rfind(')');
-  return !all.empty() && close != std::string::npos && all.size() > close + 2 && all[close + 2] != 'Z';
+  return !all.empty() && close != std::string::npos && all.size() > close + 2 &&
+         all[close + 2] != 'Z';
 }
 
 TEST(Sandbox, TheNvrtcWorkerKeepsItsOwnTimeLimit) {
@@ -364,7 +390,8 @@ TEST(Sandbox, WorkersLeaveNoFilesBehind) {
     CompilerOptions o = kforge::test::private_cache(dir, /*in_process=*/false);
     o.use_cache = false;
     Compiler c(o);
-    EXPECT_FALSE(std::ifstream((dir.path() / "nvrtc/worker-stale1/lock").string()).good()) << "stale folder not swept";
+    EXPECT_FALSE(std::ifstream((dir.path() / "nvrtc/worker-stale1/lock").string()).good())
+        << "stale folder not swept";
     ModuleRequest r;
     r.source = "#include <cub/block/block_reduce.cuh>\n__global__ void k(float* x) { x[0] = 1; }\n";
     r.name_expressions = {"k"};
@@ -372,7 +399,10 @@ TEST(Sandbox, WorkersLeaveNoFilesBehind) {
     EXPECT_TRUE(m.ok) << m.log;
     EXPECT_TRUE(m.log.find("precompiled") == std::string::npos);
   }
-  if (old_tmpdir.empty()) ::unsetenv("TMPDIR"); else ::setenv("TMPDIR", old_tmpdir.c_str(), 1);
+  if (old_tmpdir.empty())
+    ::unsetenv("TMPDIR");
+  else
+    ::setenv("TMPDIR", old_tmpdir.c_str(), 1);
   std::string left;
   for (const std::string& d : {tmp, (dir.path() / "nvrtc").string()}) {
     std::string cmd = "find " + d + " -mindepth 1 -not -name .keep";
@@ -410,7 +440,8 @@ TEST(Cli, NoRouteLeaksTheKeyOrAFile) {
   TempDir dir;
   auto secret = dir.write("outside/secret.h", "int kforge_secret_marker_42 = 1;\n");
   const std::string relu = "__global__ void relu(const float* x, float* out, long long n) {}\n";
-  const std::string plan = R"({ "launch": [ { "kernel": "relu", "grid": [1], "block": [32], "args": ["x", "out", "B * N"] } ] })";
+  const std::string plan =
+      R"({ "launch": [ { "kernel": "relu", "grid": [1], "block": [32], "args": ["x", "out", "B * N"] } ] })";
   auto answer = [&](const std::string& source, const std::string& p) {
     return "<!-- task: smoke/relu -->\n```cuda\n" + source + "```\n\n```json\n" + p + "\n```\n";
   };
@@ -423,13 +454,16 @@ TEST(Cli, NoRouteLeaksTheKeyOrAFile) {
       answer("#define H \"/proc/self/environ\"\n#include H\n" + relu, plan),
       answer("%:include \"/proc/self/environ\"\n" + relu, plan),
       answer("#include \"proc/self/environ\"\n" + relu, plan),
-      answer("template <int K> __global__ void relu(const float* x, float* out, long long n) {}\n", kernel_injection),
+      answer("template <int K> __global__ void relu(const float* x, float* out, long long n) {}\n",
+             kernel_injection),
   };
-  std::string env = "OPENAI_API_KEY=" + kFakeKey + " KFORGE_CACHE_DIR=" + (dir.path() / "cache").string() +
+  std::string env = "OPENAI_API_KEY=" + kFakeKey +
+                    " KFORGE_CACHE_DIR=" + (dir.path() / "cache").string() +
                     " KFORGE_DB=" + (dir.path() / "a.db").string() + " ";
   for (size_t i = 0; i < answers.size(); ++i) {
     auto file = dir.write("answer" + std::to_string(i) + ".md", answers[i]);
-    std::string cmd = env + KFORGE_BINARY + " compile --answer " + file.string() + " --task smoke/relu --tasks-dir " +
+    std::string cmd = env + KFORGE_BINARY + " compile --answer " + file.string() +
+                      " --task smoke/relu --tasks-dir " +
                       (kforge::test::source_dir() / "tasks").string() + " 2>&1; echo \"exit=$?\"";
     std::string out;
     FILE* p = ::popen(cmd.c_str(), "r");
@@ -440,10 +474,15 @@ TEST(Cli, NoRouteLeaksTheKeyOrAFile) {
     EXPECT_FALSE(leaks_key(out)) << out;
     EXPECT_EQ(out.find("kforge_secret_marker_42"), std::string::npos) << out;
     EXPECT_EQ(out.find("root:"), std::string::npos) << out;
-    EXPECT_NE(out.find("exit=1"), std::string::npos) << "answer " << i << ": a refused candidate, not a crash\n" << out;
+    EXPECT_NE(out.find("exit=1"), std::string::npos)
+        << "answer " << i << ": a refused candidate, not a crash\n"
+        << out;
   }
   std::string stored;
-  FILE* p = ::popen(("cat $(find " + dir.path().string() + "/cache -type f) " + dir.path().string() + "/a.db* 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen(("cat $(find " + dir.path().string() + "/cache -type f) " +
+                     dir.path().string() + "/a.db* 2>/dev/null")
+                        .c_str(),
+                    "r");
   std::array<char, 4096> buf;
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) stored.append(buf.data(), n);

@@ -1,7 +1,7 @@
 // `kforge serve` against slow and greedy clients (issue 34, docs/security.md "The web view"), over
-// real sockets on loopback: a request head has a deadline for the whole of it (a client that sends a
-// header line every so often, or nothing, is cut), one client address is served a bounded number of
-// connections at once (the others wait their turn, a bounded number of them; past that they are
+// real sockets on loopback: a request head has a deadline for the whole of it (a client that sends
+// a header line every so often, or nothing, is cut), one client address is served a bounded number
+// of connections at once (the others wait their turn, a bounded number of them; past that they are
 // answered 503), other addresses are answered meanwhile, a request head's size is bounded, and
 // "loopback" is decided by the address the host resolves to, not by how its name begins.
 #include <arpa/inet.h>
@@ -73,7 +73,8 @@ std::pair<std::string, bool> receive(int fd, std::chrono::milliseconds wait) {
 }
 
 // The status of GET /api/overview from `source`, answered within `wait`; nothing when it is not.
-std::optional<int> status_of_get(const std::string& source, int port, std::chrono::milliseconds wait) {
+std::optional<int> status_of_get(const std::string& source, int port,
+                                 std::chrono::milliseconds wait) {
   int fd = connect_from(source, port);
   if (fd < 0) return std::nullopt;
   send_all(fd, "GET /api/overview HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -123,7 +124,9 @@ TEST(ServeLimits, SlowAndIdleConnectionsAreCutAtTheDeadline) {
   std::optional<double> slow_closed, idle_closed;
   for (int tick = 0; Clock::now() - t0 < 6s && !(slow_closed && idle_closed); ++tick) {
     double at = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!slow_closed && (!send_all(slow, "X-a" + std::to_string(tick) + ": b\r\n") || receive(slow, 0ms).second)) slow_closed = at;
+    if (!slow_closed &&
+        (!send_all(slow, "X-a" + std::to_string(tick) + ": b\r\n") || receive(slow, 0ms).second))
+      slow_closed = at;
     if (!idle_closed && receive(idle, 0ms).second) idle_closed = at;
     std::this_thread::sleep_for(250ms);
   }
@@ -136,8 +139,8 @@ TEST(ServeLimits, SlowAndIdleConnectionsAreCutAtTheDeadline) {
   EXPECT_EQ(status_of_get("127.0.0.1", s.port(), 2000ms), 200);
 }
 
-// The issue's repro: eight slow connections stopped `kforge serve` (httplib's eight workers); twelve
-// leave it answering.
+// The issue's repro: eight slow connections stopped `kforge serve` (httplib's eight workers);
+// twelve leave it answering.
 TEST(ServeLimits, SlowConnectionsLeaveTheServerAnswering) {
   Serving s(browse::ServeLimits{});
   std::vector<int> slow;
@@ -148,7 +151,8 @@ TEST(ServeLimits, SlowConnectionsLeaveTheServerAnswering) {
   }
   std::this_thread::sleep_for(300ms);
   auto t0 = Clock::now();
-  EXPECT_EQ(status_of_get("127.0.0.1", s.port(), 2000ms), 200) << "twelve slow connections stopped the server";
+  EXPECT_EQ(status_of_get("127.0.0.1", s.port(), 2000ms), 200)
+      << "twelve slow connections stopped the server";
   EXPECT_LT(Clock::now() - t0, 1500ms);
   for (int fd : slow) ::close(fd);
 }
@@ -181,7 +185,8 @@ TEST(ServeLimits, OneAddressWaitsItsTurnOthersAreAnswered) {
   EXPECT_EQ(refusal.substr(0, 12), "HTTP/1.1 503") << refusal;
   EXPECT_TRUE(refusal_closed);
   ::close(refused);
-  EXPECT_EQ(status_of_get("127.0.0.3", s.port(), 1000ms), 200) << "another address waited for 127.0.0.2's";
+  EXPECT_EQ(status_of_get("127.0.0.3", s.port(), 1000ms), 200)
+      << "another address waited for 127.0.0.2's";
   EXPECT_LT(Clock::now() - t0, 1500ms);
   auto [early, early_closed] = receive(waiting, 500ms);
   EXPECT_EQ(early, "") << "served while its address had no turn free";
@@ -201,12 +206,16 @@ TEST(ServeLimits, RequestHeadSizeIsBounded) {
   std::string line = "X-Pad: 0123456789abcdef0123456789abcdef\r\n";
   while (head.size() < (4u << 20)) head += line;
   head += "\r\n";
-  std::thread sender([&] { send_all(fd, head); ::shutdown(fd, SHUT_WR); });
+  std::thread sender([&] {
+    send_all(fd, head);
+    ::shutdown(fd, SHUT_WR);
+  });
   auto [answer, closed] = receive(fd, 10000ms);
   sender.join();
   ::close(fd);
   EXPECT_TRUE(closed);
-  EXPECT_NE(answer.substr(0, 12), "HTTP/1.1 200") << "a 4 MB request head was read to its end and answered";
+  EXPECT_NE(answer.substr(0, 12), "HTTP/1.1 200")
+      << "a 4 MB request head was read to its end and answered";
   EXPECT_EQ(status_of_get("127.0.0.1", s.port(), 2000ms), 200);
 }
 

@@ -18,7 +18,8 @@ struct Found {
 };
 
 Found find_libtorch(const std::string& env) {
-  std::string cmd = env + " " + (kforge::test::source_dir() / "scripts/find-libtorch.sh").string() + " 2>&1";
+  std::string cmd =
+      env + " " + (kforge::test::source_dir() / "scripts/find-libtorch.sh").string() + " 2>&1";
   Found f;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -49,7 +50,8 @@ TEST(Setup, FindsAnUnpackedCudaLibTorch) {
 TEST(Setup, FindsTheLibTorchInsideAnInstalledCudaPyTorch) {
   TempDir dir;
   // A stand-in python3 whose torch is a CUDA build: prints its cmake_prefix_path.
-  auto py = dir.write("python3", "#!/bin/sh\necho /opt/venv/lib/python3.12/site-packages/torch/share/cmake\n");
+  auto py = dir.write("python3",
+                      "#!/bin/sh\necho /opt/venv/lib/python3.12/site-packages/torch/share/cmake\n");
   ::chmod(py.c_str(), 0755);
   Found f = find_libtorch("Torch_DIR= LIBTORCH= PYTHON=" + py.string());
   EXPECT_EQ(f.code, 0);

@@ -13,7 +13,8 @@ using namespace kforge::tasks;
 std::vector<fs::path> shipped_tasks() {
   std::vector<fs::path> out;
   for (const char* suite : {"smoke", "level1", "level2"})
-    for (const auto& f : resolve_tasks(suite, kforge::test::source_dir() / "tasks")) out.push_back(f);
+    for (const auto& f : resolve_tasks(suite, kforge::test::source_dir() / "tasks"))
+      out.push_back(f);
   return out;
 }
 
@@ -31,7 +32,8 @@ TEST_P(ShippedTask, ChecksCleanOnTheCpu) {
   Task t = load_task(GetParam());
   EXPECT_FALSE(t.check_dims.empty()) << "every task needs [check].dims with awkward sizes";
   for (const auto& d : t.all_dims())
-    EXPECT_LE(t.input_bytes(d), int64_t{4500} * 1000 * 1000) << "input set over ~4 GB at " << format_dims(d);
+    EXPECT_LE(t.input_bytes(d), int64_t{4500} * 1000 * 1000)
+        << "input set over ~4 GB at " << format_dims(d);
   CheckOptions opt;
   opt.dims = DimsSelection::Check;
   TaskCheck c = check_task(t, opt);
@@ -39,9 +41,15 @@ TEST_P(ShippedTask, ChecksCleanOnTheCpu) {
   EXPECT_EQ(c.configs.size(), t.check_dims.size());
   // The generator draws the same inputs twice (a pure function of the seed).
   for (size_t k = 0; k < t.inputs.size(); ++k)
-    EXPECT_TRUE(torch::equal(generate_cpu(t, k, t.check_dims[0], 5, 0), generate_cpu(t, k, t.check_dims[0], 5, 0)));
+    EXPECT_TRUE(torch::equal(generate_cpu(t, k, t.check_dims[0], 5, 0),
+                             generate_cpu(t, k, t.check_dims[0], 5, 0)));
 }
 
-INSTANTIATE_TEST_SUITE_P(All, ShippedTask, ::testing::ValuesIn(shipped_tasks()), [](const auto& info) { return kforge::test::test_name(info.param.parent_path().filename().string() + "_" + info.param.stem().string()); });
+INSTANTIATE_TEST_SUITE_P(All, ShippedTask, ::testing::ValuesIn(shipped_tasks()),
+                         [](const auto& info) {
+                           return kforge::test::test_name(
+                               info.param.parent_path().filename().string() + "_" +
+                               info.param.stem().string());
+                         });
 
 }  // namespace

@@ -48,7 +48,8 @@ TEST(TaskLoader, LoadsAValidTask) {
 TEST(TaskLoader, ContentHashChangesWithTheFile) {
   TempDir dir;
   auto a = load_task(dir.write("s/t.toml", valid_task()));
-  auto b = load_task(dir.write("s2/t.toml", replace(valid_task(), "summary = \"relu\"", "summary = \"relu!\"")));
+  auto b = load_task(
+      dir.write("s2/t.toml", replace(valid_task(), "summary = \"relu\"", "summary = \"relu!\"")));
   EXPECT_NE(a.content_hash, b.content_hash);
 }
 
@@ -214,12 +215,16 @@ TEST_P(MalformedTask, GivesAPreciseError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MalformedTask, ::testing::Range<size_t>(0, malformed_cases().size()),
-                         [](const auto& info) { return kforge::test::test_name(malformed_cases()[info.param].label); });
+INSTANTIATE_TEST_SUITE_P(Cases, MalformedTask,
+                         ::testing::Range<size_t>(0, malformed_cases().size()),
+                         [](const auto& info) {
+                           return kforge::test::test_name(malformed_cases()[info.param].label);
+                         });
 
 TEST(TaskLoader, ReferenceErrorPointsAtTheFileLine) {
   TempDir dir;
-  std::string text = replace(valid_task(), "    return torch.relu(x)", "    y = torch.relu(x)\n    return torch.nosuchop(y)");
+  std::string text = replace(valid_task(), "    return torch.relu(x)",
+                             "    y = torch.relu(x)\n    return torch.nosuchop(y)");
   auto file = dir.write("suite/t.toml", text);
   try {
     load_task(file);
@@ -299,17 +304,20 @@ TEST(TaskLoader, AFifoIsAnInputErrorNotARead) {
 
 TEST(UnseenDims, SatisfyConstraintsDifferFromShownDimsAndRepeatPerSeed) {
   // Admission's dims: never the timed or a check configuration, within the constraints and bounds.
-  for (const char* spec : {"smoke/relu", "smoke/softmax", "level1/matmul_square", "level1/conv2d"}) {
+  for (const char* spec :
+       {"smoke/relu", "smoke/softmax", "level1/matmul_square", "level1/conv2d"}) {
     auto files = kforge::tasks::resolve_tasks(spec, kforge::tasks::default_tasks_root());
     ASSERT_EQ(files.size(), 1u) << spec;
     kforge::tasks::Task t = load_task(files[0]);
     std::vector<kforge::tasks::Dims> drawn = kforge::tasks::draw_unseen_dims(t, 42, 3);
     ASSERT_EQ(drawn.size(), 3u) << spec;
-    EXPECT_EQ(drawn, kforge::tasks::draw_unseen_dims(t, 42, 3)) << spec << ": not deterministic in the seed";
+    EXPECT_EQ(drawn, kforge::tasks::draw_unseen_dims(t, 42, 3))
+        << spec << ": not deterministic in the seed";
     EXPECT_NE(drawn, kforge::tasks::draw_unseen_dims(t, 43, 3)) << spec;
     std::vector<kforge::tasks::Dims> shown = t.all_dims();
     for (const auto& d : drawn) {
-      EXPECT_EQ(std::find(shown.begin(), shown.end(), d), shown.end()) << spec << ": " << kforge::tasks::format_dims(d);
+      EXPECT_EQ(std::find(shown.begin(), shown.end(), d), shown.end())
+          << spec << ": " << kforge::tasks::format_dims(d);
       for (const auto& c : t.constraints) EXPECT_TRUE(c.eval_bool(d)) << spec << ": " << c.text();
       EXPECT_LE(t.input_bytes(d), int64_t{256} << 20) << spec;
       for (const auto& [name, v] : d) {
@@ -322,11 +330,15 @@ TEST(UnseenDims, SatisfyConstraintsDifferFromShownDimsAndRepeatPerSeed) {
 
 TEST(UnseenDims, NoneWhenTheConstraintsAllowOnlyWhatWasShown) {
   TempDir dir;
-  auto path = dir.write("t.toml", replace(valid_task(), "[dims]", "constraints = [\"N == 64 || N == 1 || N == 37\"]\n\n[dims]"));
+  auto path =
+      dir.write("t.toml", replace(valid_task(), "[dims]",
+                                  "constraints = [\"N == 64 || N == 1 || N == 37\"]\n\n[dims]"));
   kforge::tasks::Task t = load_task(path);
   EXPECT_TRUE(kforge::tasks::draw_unseen_dims(t, 1, 3).empty());
-  auto odd = dir.write("t.toml", replace(valid_task(), "[dims]", "constraints = [\"N % 2 == 1 || N == 64\"]\n\n[dims]"));
-  for (const auto& d : kforge::tasks::draw_unseen_dims(load_task(odd), 1, 3)) EXPECT_EQ(d.at("N") % 2, 1);
+  auto odd = dir.write("t.toml", replace(valid_task(), "[dims]",
+                                         "constraints = [\"N % 2 == 1 || N == 64\"]\n\n[dims]"));
+  for (const auto& d : kforge::tasks::draw_unseen_dims(load_task(odd), 1, 3))
+    EXPECT_EQ(d.at("N") % 2, 1);
 }
 
 }  // namespace

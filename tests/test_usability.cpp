@@ -14,9 +14,15 @@ using kforge::test::run_kforge;
 using kforge::test::TempDir;
 using nlohmann::json;
 
-std::string tasks_dir() { return (kforge::test::source_dir() / "tasks").string(); }
-std::string source(const std::string& relative) { return (kforge::test::source_dir() / relative).string(); }
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+std::string tasks_dir() {
+  return (kforge::test::source_dir() / "tasks").string();
+}
+std::string source(const std::string& relative) {
+  return (kforge::test::source_dir() / relative).string();
+}
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(Usability, NoCommandListsTheCommands) {
   auto r = run_kforge("");
@@ -41,14 +47,16 @@ TEST(Usability, MisspeltCommandNamesItAndTheNearest) {
   EXPECT_FALSE(has(far.out, "did you mean")) << far.out;  // nothing is near
   auto sub = run_kforge("tasks chek smoke --tasks-dir " + tasks_dir());
   EXPECT_EQ(sub.code, 2) << sub.out;
-  EXPECT_TRUE(has(sub.out, "kforge tasks: unknown command 'chek'; did you mean 'check'?")) << sub.out;
+  EXPECT_TRUE(has(sub.out, "kforge tasks: unknown command 'chek'; did you mean 'check'?"))
+      << sub.out;
 }
 
 TEST(Usability, GroupWithoutSubcommandListsItsSubcommands) {
   auto r = run_kforge("tasks");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.out, "kforge tasks needs a command")) << r.out;
-  for (const char* c : {"list", "show", "check"}) EXPECT_TRUE(has(r.out, std::string("  ") + c)) << r.out;
+  for (const char* c : {"list", "show", "check"})
+    EXPECT_TRUE(has(r.out, std::string("  ") + c)) << r.out;
   auto archive = run_kforge("archive");
   EXPECT_EQ(archive.code, 2);
   EXPECT_TRUE(has(archive.out, "  import")) << archive.out;
@@ -76,9 +84,11 @@ TEST(Usability, VersionAndHelpDoNotLoadLibTorch) {
 
 TEST(Usability, HarnessFailureExits4AndBadArgumentExits2) {
   TempDir dir;
-  std::string answer = " --answer " + source("tests/gpu/honest/vector_add.md") + " --tasks-dir " + tasks_dir();
+  std::string answer =
+      " --answer " + source("tests/gpu/honest/vector_add.md") + " --tasks-dir " + tasks_dir();
   // The NVRTC worker cannot start: not the user's input, so not exit 2.
-  auto broken = run_kforge("compile --no-cache" + answer, "KFORGE_NVRTC_WORKER=" + dir.path().string() + "/missing");
+  auto broken = run_kforge("compile --no-cache" + answer,
+                           "KFORGE_NVRTC_WORKER=" + dir.path().string() + "/missing");
   EXPECT_EQ(broken.code, 4) << broken.out;
   EXPECT_TRUE(has(broken.out, "NVRTC worker")) << broken.out;
   auto suite = run_kforge("compile --task smoke" + answer);
@@ -86,23 +96,31 @@ TEST(Usability, HarnessFailureExits4AndBadArgumentExits2) {
   EXPECT_TRUE(has(suite.out, "names a suite")) << suite.out;
 }
 
-std::string relu_seed() { return source("tasks/smoke/seeds/relu.md"); }
+std::string relu_seed() {
+  return source("tasks/smoke/seeds/relu.md");
+}
 
 // The README's example: one tunable given, the others at their defaults.
 TEST(Usability, PartialTuneFillsTheOtherTunables) {
-  auto r = run_kforge("compile --json --answer " + relu_seed() + " --tune BLOCK=512 --tasks-dir " + tasks_dir());
+  auto r = run_kforge("compile --json --answer " + relu_seed() + " --tune BLOCK=512 --tasks-dir " +
+                      tasks_dir());
   ASSERT_EQ(r.code, 0) << r.out;
   json j = json::parse(r.out.substr(r.out.find('{')));
-  EXPECT_EQ(j["tunables"], json({{"BLOCK", 512}, {"BLOCKS_PER_SM", 65536}, {"UNROLL", 2}})) << j["tunables"];
+  EXPECT_EQ(j["tunables"], json({{"BLOCK", 512}, {"BLOCKS_PER_SM", 65536}, {"UNROLL", 2}}))
+      << j["tunables"];
   // BLOCKS_PER_SM=16 with the default BLOCK=128 keeps the constraint; with BLOCK=512 nothing does.
-  auto none = run_kforge("compile --answer " + relu_seed() + " --tune BLOCK=512 --tune BLOCKS_PER_SM=8 --tasks-dir " +
-                         tasks_dir());
+  auto none = run_kforge("compile --answer " + relu_seed() +
+                         " --tune BLOCK=512 --tune BLOCKS_PER_SM=8 --tasks-dir " + tasks_dir());
   EXPECT_EQ(none.code, 1) << none.out;
-  EXPECT_TRUE(has(none.out, "no combination of the tunables' values with BLOCK=512, BLOCKS_PER_SM=8 satisfies")) << none.out;
-  auto partial_none = run_kforge("compile --answer " + relu_seed() + " --tune BLOCKS_PER_SM=16 --tune UNROLL=2 --tasks-dir " +
-                                 tasks_dir());
+  EXPECT_TRUE(has(
+      none.out, "no combination of the tunables' values with BLOCK=512, BLOCKS_PER_SM=8 satisfies"))
+      << none.out;
+  auto partial_none =
+      run_kforge("compile --answer " + relu_seed() +
+                 " --tune BLOCKS_PER_SM=16 --tune UNROLL=2 --tasks-dir " + tasks_dir());
   EXPECT_EQ(partial_none.code, 0) << partial_none.out;  // BLOCK=128: 128 * 16 <= 2048
-  auto listed = run_kforge("compile --answer " + relu_seed() + " --tune BLOCK=100 --tasks-dir " + tasks_dir());
+  auto listed = run_kforge("compile --answer " + relu_seed() + " --tune BLOCK=100 --tasks-dir " +
+                           tasks_dir());
   EXPECT_EQ(listed.code, 1);
   EXPECT_TRUE(has(listed.out, "tune.BLOCK: 100 is not one of the listed values")) << listed.out;
 }
@@ -117,12 +135,16 @@ TEST(Usability, TuneMeansOneThing) {
 
 TEST(Usability, BadArchIsAUsageError) {
   for (const char* arch : {"sm_999", "banana", "compute_90"}) {
-    auto r = run_kforge("compile --answer " + relu_seed() + " --arch " + arch + " --tasks-dir " + tasks_dir());
+    auto r = run_kforge("compile --answer " + relu_seed() + " --arch " + arch + " --tasks-dir " +
+                        tasks_dir());
     EXPECT_EQ(r.code, 2) << arch << ": " << r.out;
     EXPECT_TRUE(has(r.out, "--arch: ")) << r.out;
     EXPECT_TRUE(has(r.out, "sm_90")) << r.out;  // the supported ones are listed
   }
-  EXPECT_EQ(run_kforge("compile --answer " + relu_seed() + " --arch sm_80 --tasks-dir " + tasks_dir()).code, 0);
+  EXPECT_EQ(
+      run_kforge("compile --answer " + relu_seed() + " --arch sm_80 --tasks-dir " + tasks_dir())
+          .code,
+      0);
 }
 
 TEST(Usability, CompileReadsTheTaskFromTheAnswer) {
@@ -136,7 +158,8 @@ TEST(Usability, CompileReadsTheTaskFromTheAnswer) {
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_TRUE(has(none.out, "--task: which task?")) << none.out;
   // --task, when given, is the task.
-  auto given = run_kforge("compile --answer " + unnamed.string() + " --task smoke/relu --tasks-dir " + tasks_dir());
+  auto given = run_kforge("compile --answer " + unnamed.string() +
+                          " --task smoke/relu --tasks-dir " + tasks_dir());
   EXPECT_EQ(given.code, 0) << given.out;
 }
 
@@ -144,19 +167,25 @@ TEST(Usability, CompileReadsTheTaskFromTheAnswer) {
 TEST(Usability, PromptParentMustBeOfTheTaskAndQuotesItsEagerTime) {
   TempDir dir;
   std::string jsonl = (dir.path() / "seeds.jsonl").string(), db = (dir.path() / "a.db").string();
-  ASSERT_EQ(std::system(("zcat " + source("docs/results/seeds-2026-12-03.jsonl.gz") + " > " + jsonl).c_str()), 0);
+  ASSERT_EQ(
+      std::system(
+          ("zcat " + source("docs/results/seeds-2026-12-03.jsonl.gz") + " > " + jsonl).c_str()),
+      0);
   auto imported = run_kforge("archive import " + jsonl + " --db " + db);
   ASSERT_EQ(imported.code, 0) << imported.out;
   auto id_of = [&](const std::string& suite, const std::string& name) {
     kforge::archive::Database raw(db, kforge::archive::Access::ReadOnly);
-    auto q = raw.prepare("SELECT c.id FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE t.suite = ? AND t.name = ? "
-                         "ORDER BY c.id LIMIT 1");
+    auto q = raw.prepare(
+        "SELECT c.id FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE t.suite = ? AND "
+        "t.name = ? "
+        "ORDER BY c.id LIMIT 1");
     q.bind(1, suite).bind(2, name);
     return q.step() ? q.integer(0) : int64_t{-1};
   };
   int64_t relu = id_of("smoke", "relu");
   ASSERT_GT(relu, 0);
-  std::string render = "prompt render optimize --tasks-dir " + tasks_dir() + " --db " + db + " --parent " + std::to_string(relu);
+  std::string render = "prompt render optimize --tasks-dir " + tasks_dir() + " --db " + db +
+                       " --parent " + std::to_string(relu);
   auto wrong = run_kforge(render + " --task smoke/softmax");
   EXPECT_EQ(wrong.code, 2) << wrong.out;
   EXPECT_TRUE(has(wrong.out, "is a kernel of smoke/relu, not of smoke/softmax")) << wrong.out;
@@ -164,7 +193,9 @@ TEST(Usability, PromptParentMustBeOfTheTaskAndQuotesItsEagerTime) {
   EXPECT_EQ(right.code, 0) << right.out;
   EXPECT_TRUE(has(right.out, "PyTorch eager time: ")) << right.out;
   // The task's context has no measurement (claims are none); the request quotes the parent's.
-  EXPECT_TRUE(has(right.out, "where the operation above says not measured yet: PyTorch eager time ")) << right.out;
+  EXPECT_TRUE(
+      has(right.out, "where the operation above says not measured yet: PyTorch eager time "))
+      << right.out;
   EXPECT_TRUE(has(right.out, "ms (measured beside candidate " + std::to_string(relu))) << right.out;
 }
 
@@ -179,7 +210,8 @@ TEST(Usability, TimedDimsOnTheCpuAskBeforeMovingGigabytes) {
   EXPECT_TRUE(has(r.out, "big/huge: 4.29 GB")) << r.out;
   EXPECT_TRUE(has(r.out, "--force")) << r.out;
   EXPECT_FALSE(has(r.out, "checking 1 task")) << r.out;  // nothing ran
-  auto check = run_kforge("tasks check big --tasks-dir " + dir.path().string());  // check dims: fine
+  auto check =
+      run_kforge("tasks check big --tasks-dir " + dir.path().string());  // check dims: fine
   EXPECT_EQ(check.code, 0) << check.out;
 }
 
@@ -189,7 +221,7 @@ TEST(Usability, ProgressOnATerminalOnly) {
   EXPECT_EQ(shown.code, 0) << shown.out;
   EXPECT_TRUE(has(shown.out, "\r\033[K[1/2] smoke/relu")) << shown.out;
   EXPECT_TRUE(has(shown.out, "[2/2] smoke/softmax on ")) << shown.out;  // a configuration step
-  auto piped = run_kforge(cmd);  // not a terminal
+  auto piped = run_kforge(cmd);                                         // not a terminal
   EXPECT_FALSE(has(piped.out, "\r")) << piped.out;
 }
 

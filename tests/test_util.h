@@ -27,8 +27,10 @@ class TempDir {
     path_ = templ;
   }
   ~TempDir() {
-    ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-           FTW_DEPTH | FTW_PHYS);
+    ::nftw(
+        path_.c_str(),
+        [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -36,7 +38,8 @@ class TempDir {
   std::filesystem::path path() const { return path_; }
   std::filesystem::path write(const std::string& relative, const std::string& content) const {
     std::string full = path_ + "/" + relative;
-    for (size_t at = full.find('/', path_.size() + 1); at != std::string::npos; at = full.find('/', at + 1))
+    for (size_t at = full.find('/', path_.size() + 1); at != std::string::npos;
+         at = full.find('/', at + 1))
       ::mkdir(full.substr(0, at).c_str(), 0755);
     std::ofstream(full) << content;
     return full;
@@ -46,7 +49,9 @@ class TempDir {
   std::string path_;
 };
 
-inline std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }
+inline std::filesystem::path source_dir() {
+  return KFORGE_SOURCE_DIR;
+}
 
 struct CliResult {
   int code = -1;    // the exit status; 128 + N for signal N

@@ -15,7 +15,8 @@ TEST(Verdict, OutcomeNamesAreTheArchiveSchemaList) {
   // The newest CHECK of evaluations.outcome (version 6 added does_not_fit).
   std::string schema = read_file((test::source_dir() / "archive/schema/v6.sql").string()).value();
   for (Outcome o : all_outcomes()) {
-    EXPECT_NE(schema.find("'" + std::string(to_string(o)) + "'"), std::string::npos) << to_string(o);
+    EXPECT_NE(schema.find("'" + std::string(to_string(o)) + "'"), std::string::npos)
+        << to_string(o);
     EXPECT_EQ(outcome_from_string(to_string(o)), o);
   }
   EXPECT_EQ(all_outcomes().size(), 14u);
@@ -39,8 +40,8 @@ TEST(Verdict, StagesBeforeTheGpuMapToCompileAndPlanErrors) {
 }
 
 TEST(Verdict, WatchdogScalesWithEagerAndLaunchesUpToTheCeiling) {
-  EXPECT_EQ(default_watchdog(1.0, 1).count(), 2000);     // floor: 50 ms
-  EXPECT_EQ(default_watchdog(10.0, 1).count(), 2000);    // 500 ms
+  EXPECT_EQ(default_watchdog(1.0, 1).count(), 2000);   // floor: 50 ms
+  EXPECT_EQ(default_watchdog(10.0, 1).count(), 2000);  // 500 ms
   EXPECT_EQ(default_watchdog(50.0, 2).count(), 5000);
   EXPECT_EQ(default_watchdog(5000.0, 1).count(), 60000);  // ceiling
 }
@@ -64,7 +65,8 @@ TEST(Verdict, MemcheckLogsAreReadIntoOutOfBoundsOutcomes) {
   EXPECT_EQ(classify_memcheck_log(write_before), Outcome::OutOfBoundsWrite);
   std::string wild = read_past;
   wild.replace(wild.find("1 bytes after"), 13, "140,737,488,355,328 bytes before");
-  EXPECT_FALSE(classify_memcheck_log(wild)) << "a wild pointer is a runtime error, not an out-of-bounds read";
+  EXPECT_FALSE(classify_memcheck_log(wild))
+      << "a wild pointer is a runtime error, not an out-of-bounds read";
   std::string misaligned = R"(========= Invalid __global__ read of size 16 bytes
 =========     at k+0x40 in candidate.cu:3
 =========     Address 0x7f0000000004 is misaligned
@@ -74,12 +76,17 @@ TEST(Verdict, MemcheckLogsAreReadIntoOutOfBoundsOutcomes) {
 }
 
 TEST(Verdict, SanitizerSummariesAreCounted) {
-  EXPECT_EQ(sanitizer_errors("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"), 0);
+  EXPECT_EQ(sanitizer_errors("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"),
+            0);
   EXPECT_EQ(sanitizer_errors("========= ERROR SUMMARY: 1 error\n"), 1);
   EXPECT_EQ(sanitizer_errors("========= ERROR SUMMARY: 1,204 errors\n"), 1204);
   // racecheck counts hazards; only those of error severity fail admission.
-  EXPECT_EQ(sanitizer_errors("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"), 0);
-  EXPECT_EQ(sanitizer_errors("========= RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)\n"), 1);
+  EXPECT_EQ(
+      sanitizer_errors("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"),
+      0);
+  EXPECT_EQ(
+      sanitizer_errors("========= RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)\n"),
+      1);
   EXPECT_FALSE(sanitizer_errors("========= COMPUTE-SANITIZER\n"));  // cut short: no verdict from it
 }
 
@@ -117,21 +124,24 @@ TEST(Timing, RooflineFloorIsTheSlowerOfBytesAndFlopsTimesNineTenths) {
   EXPECT_EQ(MeasuredFacts::from_json(f.to_json()).to_json(), f.to_json());
 }
 
-// The contract between the judge's canaries and the runner's guard gaps (docs/protocol.md, Buffers).
+// The contract between the judge's canaries and the runner's guard gaps (docs/protocol.md,
+// Buffers).
 TEST(Buffers, TheTensorEndsAtItsAllocationAlignedWithSlackBefore) {
   const uint64_t gran = 2 << 20;
-  for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{12}, uint64_t{256}, uint64_t{4000}, (uint64_t{2} << 20) - 256,
-                         uint64_t{2} << 20, uint64_t{67108864}, uint64_t{67108864} + 4}) {
+  for (uint64_t bytes :
+       {uint64_t{0}, uint64_t{1}, uint64_t{12}, uint64_t{256}, uint64_t{4000},
+        (uint64_t{2} << 20) - 256, uint64_t{2} << 20, uint64_t{67108864}, uint64_t{67108864} + 4}) {
     BufferSpec b = buffer_layout(bytes, gran);
     EXPECT_EQ(b.allocation_bytes % gran, 0u) << bytes;
     EXPECT_EQ(b.offset % 256, 0u) << bytes;
-    EXPECT_GE(b.offset, 256u) << bytes;                           // canaries before the start
-    uint64_t after = b.allocation_bytes - b.offset - b.bytes;      // canaries before the gap
+    EXPECT_GE(b.offset, 256u) << bytes;                        // canaries before the start
+    uint64_t after = b.allocation_bytes - b.offset - b.bytes;  // canaries before the gap
     EXPECT_LT(after, 256u + (bytes == 0 ? 1 : 0)) << bytes;
-    EXPECT_EQ((b.bytes + after) % 256, 0u) << bytes;               // the tensor's padded end is the gap
+    EXPECT_EQ((b.bytes + after) % 256, 0u) << bytes;  // the tensor's padded end is the gap
     EXPECT_EQ(b.bytes, bytes);
   }
-  EXPECT_EQ(buffer_layout(67108864, gran).allocation_bytes, 67108864u + gran);  // 64 MiB + room for slack
+  EXPECT_EQ(buffer_layout(67108864, gran).allocation_bytes,
+            67108864u + gran);  // 64 MiB + room for slack
   EXPECT_EQ(buffer_layout(12, gran).offset, gran - 256);
 }
 
@@ -156,7 +166,8 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
   // Eager at 5 % of its floor (one block per row, say): 15x is expected, and the reason is kept.
   TimingResult explained = timing(1.0, 15.0, 0.75);
   EXPECT_FALSE(explained.suspicious);
-  EXPECT_NE(explained.suspicion.find("explained: eager runs at 5% of the roofline floor, the kernel at 75%"),
+  EXPECT_NE(explained.suspicion.find(
+                "explained: eager runs at 5% of the roofline floor, the kernel at 75%"),
             std::string::npos)
       << explained.suspicion;
   // Eager at 50 % of its floor: 15x cannot be honest without skipping work (or a wrong floor).
@@ -164,7 +175,8 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
   EXPECT_TRUE(review.suspicious);  // 1 ms < 7.5 ms floor: impossible
   TimingResult unexplained = timing(1.0, 15.0, std::nullopt);
   EXPECT_TRUE(unexplained.suspicious);
-  EXPECT_NE(unexplained.suspicion.find("awaiting review"), std::string::npos) << unexplained.suspicion;
+  EXPECT_NE(unexplained.suspicion.find("awaiting review"), std::string::npos)
+      << unexplained.suspicion;
   EXPECT_FALSE(timing(1.0, 15.0, 0.8).suspicious);  // eager at 5.3 % of its floor: explained
   EXPECT_TRUE(timing(1.0, 12.0, 2.0).suspicious);   // eager at 17 %: 12x awaits review
 }
@@ -172,7 +184,8 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
 // Profile feedback (docs/evolve.md): what kforge keeps of an `ncu --csv --metrics` log. The file
 // holds the values a real ncu 2025.3.1 run measured on an H200 (tests/data/ncu/README.md).
 TEST(Profile, AnNcuLogGivesEachLaunchItsKeyMetricsAndTopStalls) {
-  std::string log = read_file((test::source_dir() / "tests/data/ncu/vadd-h200.csv").string()).value();
+  std::string log =
+      read_file((test::source_dir() / "tests/data/ncu/vadd-h200.csv").string()).value();
   nlohmann::json p = parse_ncu_log(log);
   ASSERT_TRUE(p.contains("kernels")) << p.dump();
   ASSERT_EQ(p["kernels"].size(), 1u);
@@ -190,20 +203,25 @@ TEST(Profile, AnNcuLogGivesEachLaunchItsKeyMetricsAndTopStalls) {
   EXPECT_EQ(k["stalls"][1][0], "wait");
   EXPECT_EQ(k["stalls"][2][0], "short_scoreboard");
   // Every metric kforge asks for is read back from the log.
-  for (const std::string& m : ncu_metrics()) EXPECT_NE(log.find("\"" + m + "\""), std::string::npos) << m;
+  for (const std::string& m : ncu_metrics())
+    EXPECT_NE(log.find("\"" + m + "\""), std::string::npos) << m;
 
   // Two launches: in the order ncu numbered them, whatever the order of the rows.
   std::string second = log;
-  for (size_t at = 0; (at = second.find("\"0\",\"527\"", at)) != std::string::npos; at += 9) second.replace(at, 9, "\"1\",\"527\"");
+  for (size_t at = 0; (at = second.find("\"0\",\"527\"", at)) != std::string::npos; at += 9)
+    second.replace(at, 9, "\"1\",\"527\"");
   std::string header = log.substr(0, log.find('\n', log.find("\"ID\"")) + 1);
-  nlohmann::json two = parse_ncu_log(header + second.substr(second.find("\"1\",\"527\"")) + log.substr(log.find("\"0\",\"527\"")));
+  nlohmann::json two = parse_ncu_log(header + second.substr(second.find("\"1\",\"527\"")) +
+                                     log.substr(log.find("\"0\",\"527\"")));
   ASSERT_EQ(two["kernels"].size(), 2u);
 
   // What the tool said, when it measured nothing.
   nlohmann::json refused = parse_ncu_log(
-      "==PROF== Connected to process 7 (/x/kforge-runner)\n==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+      "==PROF== Connected to process 7 (/x/kforge-runner)\n==ERROR== ERR_NVGPUCTRPERM - The user "
+      "does not have "
       "permission to access NVIDIA GPU Performance Counters on the target device 0.\n");
-  EXPECT_NE(refused.value("error", "").find("ERR_NVGPUCTRPERM"), std::string::npos) << refused.dump();
+  EXPECT_NE(refused.value("error", "").find("ERR_NVGPUCTRPERM"), std::string::npos)
+      << refused.dump();
   EXPECT_EQ(parse_ncu_log("")["error"], "ncu profiled no kernel (its log has no metrics)");
 }
 

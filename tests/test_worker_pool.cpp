@@ -1,6 +1,7 @@
 // The scheduler for many GPUs (evolve/worker_pool.h) with fake workers in real processes over real
-// sockets on loopback: a worker killed, one hanging, one slow, one sending garbage, one with a wrong
-// token. Every job is answered exactly once, by a worker that did it, or with an error that says why.
+// sockets on loopback: a worker killed, one hanging, one slow, one sending garbage, one with a
+// wrong token. Every job is answered exactly once, by a worker that did it, or with an error that
+// says why.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -21,7 +22,8 @@ using nlohmann::json;
 WorkerPoolOptions fake_pool(const std::vector<std::string>& behaviour) {
   std::string cases;
   for (size_t i = 0; i < behaviour.size(); ++i)
-    cases += std::to_string(i) + ") exec " + KFORGE_FAKE_POOL_WORKER + " --connect {address} --worker {worker} " + behaviour[i] + ";; ";
+    cases += std::to_string(i) + ") exec " + KFORGE_FAKE_POOL_WORKER +
+             " --connect {address} --worker {worker} " + behaviour[i] + ";; ";
   WorkerPoolOptions o;
   o.command = {"/bin/sh", "-c", "case {worker} in " + cases + "esac"};
   o.workers = static_cast<int>(behaviour.size());
@@ -41,10 +43,11 @@ std::vector<JobResult> run_jobs(WorkerPool& pool, int n, std::chrono::millisecon
 }
 
 TEST(WorkerPool, AKilledAHungAndASlowWorkerLoseNothing) {
-  // The first two fail on their first job, which each is sure to get (an idle worker always takes the
-  // next job), whatever the machine's load: exactly two failed attempts.
+  // The first two fail on their first job, which each is sure to get (an idle worker always takes
+  // the next job), whatever the machine's load: exactly two failed attempts.
   WorkerPoolOptions o = fake_pool({"--die-after 1", "--hang-after 1", "--slow-ms 150", ""});
-  o.max_attempts = 3;  // one job may meet both the dying and the hanging worker, and still be answered
+  o.max_attempts =
+      3;  // one job may meet both the dying and the hanging worker, and still be answered
   WorkerPool pool(o);
   ASSERT_EQ(pool.alive(), 4);
   std::vector<JobResult> results = run_jobs(pool, 40, std::chrono::milliseconds(3000));
@@ -56,10 +59,12 @@ TEST(WorkerPool, AKilledAHungAndASlowWorkerLoseNothing) {
     by_worker[results[i].worker]++;
     failed_attempts += results[i].attempts - 1;
   }
-  EXPECT_EQ(failed_attempts, 2) << "the killed worker's job and the hung worker's job, given to another";
+  EXPECT_EQ(failed_attempts, 2)
+      << "the killed worker's job and the hung worker's job, given to another";
   auto workers = pool.workers();
   EXPECT_FALSE(workers[0].alive);
-  EXPECT_NE(workers[0].out_reason.find("exited with status 3"), std::string::npos) << workers[0].out_reason;
+  EXPECT_NE(workers[0].out_reason.find("exited with status 3"), std::string::npos)
+      << workers[0].out_reason;
   EXPECT_FALSE(workers[1].alive);
   EXPECT_NE(workers[1].out_reason.find("hung"), std::string::npos) << workers[1].out_reason;
   EXPECT_TRUE(workers[2].alive && workers[3].alive);
@@ -82,7 +87,9 @@ TEST(WorkerPool, AJobThatBreaksEveryWorkerIsAnsweredWithAnError) {
   // the last one and is answered too.
   JobResult first = run_jobs(pool, 1, std::chrono::milliseconds(5000))[0];
   ASSERT_TRUE(first.error);
-  EXPECT_NE(first.error->find("2 worker(s) failed on this job (the last: it ended (exited with status 3))"), std::string::npos)
+  EXPECT_NE(first.error->find(
+                "2 worker(s) failed on this job (the last: it ended (exited with status 3))"),
+            std::string::npos)
       << *first.error;
   EXPECT_EQ(first.attempts, 2);
   EXPECT_EQ(pool.alive(), 1);
@@ -100,7 +107,8 @@ TEST(WorkerPool, OnlyItsOwnWorkersSpeakingTheProtocolAreKept) {
   WorkerPool pool(fake_pool({"--bad-token", "--garbage-after 1", ""}));
   auto workers = pool.workers();
   EXPECT_FALSE(workers[0].alive) << "a hello with the wrong token is refused";
-  EXPECT_NE(workers[0].out_reason.find("before it said hello"), std::string::npos) << workers[0].out_reason;
+  EXPECT_NE(workers[0].out_reason.find("before it said hello"), std::string::npos)
+      << workers[0].out_reason;
   std::vector<JobResult> results = run_jobs(pool, 6, std::chrono::milliseconds(5000));
   for (int i = 0; i < 6; ++i) {
     ASSERT_FALSE(results[i].error) << *results[i].error;
@@ -109,7 +117,8 @@ TEST(WorkerPool, OnlyItsOwnWorkersSpeakingTheProtocolAreKept) {
   }
   workers = pool.workers();
   EXPECT_FALSE(workers[1].alive);
-  EXPECT_NE(workers[1].out_reason.find("not allow: this is not JSON"), std::string::npos) << workers[1].out_reason;
+  EXPECT_NE(workers[1].out_reason.find("not allow: this is not JSON"), std::string::npos)
+      << workers[1].out_reason;
 }
 
 TEST(WorkerPool, NoWorkerStartingIsAnErrorNamingEachOne) {
@@ -122,7 +131,9 @@ TEST(WorkerPool, NoWorkerStartingIsAnErrorNamingEachOne) {
     FAIL() << "a pool without workers";
   } catch (const kforge::Error& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("worker 0: it ended before it said hello (exited with status 4)"), std::string::npos) << what;
+    EXPECT_NE(what.find("worker 0: it ended before it said hello (exited with status 4)"),
+              std::string::npos)
+        << what;
     EXPECT_NE(what.find("worker 1:"), std::string::npos) << what;
   }
 }

@@ -27,7 +27,8 @@
 #include "kforge/verify/driver.h"
 #include "kforge/verify/protocol.h"
 #include "test_util.h"
-// The wire's line reader, which both sides use (internal to evolve/; the fuzz targets read through it).
+// The wire's line reader, which both sides use (internal to evolve/; the fuzz targets read through
+// it).
 #include "../evolve/src/json_lines.h"
 
 namespace {
@@ -38,7 +39,9 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 using namespace kforge::test::fuzzing;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // One end of a loopback TCP connection, read line by line.
 struct Conn {
@@ -61,7 +64,8 @@ struct Conn {
     to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
     ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) throw std::runtime_error("cannot connect to " + address);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+      throw std::runtime_error("cannot connect to " + address);
     return Conn(fd);
   }
   // Sends it all, or stops when the peer closed.
@@ -77,7 +81,9 @@ struct Conn {
   std::optional<std::string> line(std::chrono::milliseconds timeout = 20s) {
     auto until = std::chrono::steady_clock::now() + timeout;
     for (size_t nl; (nl = buffer.find('\n')) == std::string::npos;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      until - std::chrono::steady_clock::now())
+                      .count();
       pollfd p{fd, POLLIN, 0};
       if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return std::nullopt;
       char chunk[65536];
@@ -111,8 +117,11 @@ struct Staged {
     std::string d = dir.path().string(), s = "case {worker} in";
     for (size_t i = 0; i < commands.size(); ++i) {
       std::string w = std::to_string(i);
-      s += " " + w + ") echo {address} {token} > " + d + "/w" + w + ".tmp; mv " + d + "/w" + w + ".tmp " + d + "/w" + w + "; ";
-      s += commands[i].empty() ? "exec sleep 120;;" : "while [ ! -e " + d + "/go ]; do sleep 0.02; done; exec " + commands[i] + ";;";
+      s += " " + w + ") echo {address} {token} > " + d + "/w" + w + ".tmp; mv " + d + "/w" + w +
+           ".tmp " + d + "/w" + w + "; ";
+      s += commands[i].empty()
+               ? "exec sleep 120;;"
+               : "while [ ! -e " + d + "/go ]; do sleep 0.02; done; exec " + commands[i] + ";;";
     }
     return s + " esac";
   }
@@ -129,8 +138,10 @@ struct Staged {
   void go() const { std::ofstream(dir.path() / "go") << "go"; }
 };
 
-const std::string kFakePoolWorker = std::string("'") + KFORGE_FAKE_POOL_WORKER + "' --connect {address} --worker {worker}";
-const std::string kFakeGpuWorker = std::string("'") + KFORGE_FAKE_GPU_WORKER + "' --connect {address} --worker {worker}";
+const std::string kFakePoolWorker =
+    std::string("'") + KFORGE_FAKE_POOL_WORKER + "' --connect {address} --worker {worker}";
+const std::string kFakeGpuWorker =
+    std::string("'") + KFORGE_FAKE_GPU_WORKER + "' --connect {address} --worker {worker}";
 
 // ---- The parent's side: outsiders, and workers with the token that break the protocol ----
 
@@ -139,21 +150,30 @@ TEST(WorkerProtocol, NothingAConnectionWithoutTheTokenSendsEndsTheRun) {
   evolve::WorkerPoolOptions o;
   o.command = {"/bin/sh", "-c", stage.script({kFakePoolWorker})};
   o.connect_timeout = 20s;
-  auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
+  auto started =
+      std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
   std::string address = stage.address_and_token(0).first;
-  std::vector<std::string> payloads = {
-      "{\"op\": 1}\n", "{\"op\": \"hello\", \"worker\": \"0\", \"token\": \"x\"}\n",
-      "{\"op\": \"hello\", \"worker\": 0, \"token\": 5}\n", "\xff\xfe garbage\n", std::string(70000, 'a'),
-      std::string(100000, '[') + "\n", "{\"op\": \"hello\", \"worker\": 1e300, \"token\": \"x\"}\n",
-      "{\"op\": \"hello\", \"worker\": -1, \"token\": null}\n", "[1, 2]\n", "\"hello\"\n", "{\"token\": {}}\n"};
+  std::vector<std::string> payloads = {"{\"op\": 1}\n",
+                                       "{\"op\": \"hello\", \"worker\": \"0\", \"token\": \"x\"}\n",
+                                       "{\"op\": \"hello\", \"worker\": 0, \"token\": 5}\n",
+                                       "\xff\xfe garbage\n",
+                                       std::string(70000, 'a'),
+                                       std::string(100000, '[') + "\n",
+                                       "{\"op\": \"hello\", \"worker\": 1e300, \"token\": \"x\"}\n",
+                                       "{\"op\": \"hello\", \"worker\": -1, \"token\": null}\n",
+                                       "[1, 2]\n",
+                                       "\"hello\"\n",
+                                       "{\"token\": {}}\n"};
   std::vector<Conn> outsiders;
   for (const std::string& p : payloads) {
     outsiders.push_back(Conn::dial(address));
     outsiders.back().send(p);
   }
-  for (int i = 0; i < 300; ++i) outsiders.push_back(Conn::dial(address));  // and many that say nothing
+  for (int i = 0; i < 300; ++i)
+    outsiders.push_back(Conn::dial(address));  // and many that say nothing
   for (size_t i = 0; i < payloads.size(); ++i)
-    EXPECT_TRUE(outsiders[i].closed_within(10s)) << "the pool closes a connection without the token: " << payloads[i].substr(0, 60);
+    EXPECT_TRUE(outsiders[i].closed_within(10s))
+        << "the pool closes a connection without the token: " << payloads[i].substr(0, 60);
   stage.go();
   std::unique_ptr<evolve::WorkerPool> pool;
   ASSERT_NO_THROW(pool = started.get());
@@ -166,13 +186,15 @@ TEST(WorkerProtocol, NothingAConnectionWithoutTheTokenSendsEndsTheRun) {
 // Worker 0 is played by the test with the pool's token, worker 1 is the fake pool worker. Worker 0
 // gets the first job and answers it with `answer(id)`: it must be taken out with a reason that
 // contains `expected`, and worker 1 must do the job.
-void expect_taken_out_and_job_done_elsewhere(const std::function<std::string(int64_t)>& answer, const std::string& expected) {
+void expect_taken_out_and_job_done_elsewhere(const std::function<std::string(int64_t)>& answer,
+                                             const std::string& expected) {
   Staged stage;
   evolve::WorkerPoolOptions o;
   o.command = {"/bin/sh", "-c", stage.script({"", kFakePoolWorker})};
   o.workers = 2;
   o.connect_timeout = 20s;
-  auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
+  auto started =
+      std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
   auto [address, token] = stage.address_and_token(0);
   Conn w0 = Conn::dial(address);
   w0.send(json{{"op", "hello"}, {"worker", 0}, {"token", token}}.dump() + "\n");
@@ -204,17 +226,25 @@ TEST(WorkerProtocol, AWorkerThatBreaksTheProtocolIsTakenOutNamingTheFieldAndItsJ
     std::string expected;
   };
   std::vector<Case> cases = {
-      {"id a string", [](int64_t) { return std::string("{\"op\":\"result\",\"id\":\"x\"}\n"); }, "id: \"x\""},
+      {"id a string", [](int64_t) { return std::string("{\"op\":\"result\",\"id\":\"x\"}\n"); },
+       "id: \"x\""},
       {"op a number", [](int64_t) { return std::string("{\"op\":7}\n"); }, "op: 7"},
-      {"id huge", [](int64_t) { return std::string("{\"op\":\"result\",\"id\":1e300,\"answer\":{}}\n"); }, "id: 1e+300"},
-      {"another id", [](int64_t id) { return "{\"op\":\"result\",\"id\":" + std::to_string(id + 1) + ",\"answer\":{}}\n"; },
-       "id: " },
-      {"no answer", [](int64_t id) { return "{\"op\":\"result\",\"id\":" + std::to_string(id) + "}\n"; }, "answer"},
+      {"id huge",
+       [](int64_t) { return std::string("{\"op\":\"result\",\"id\":1e300,\"answer\":{}}\n"); },
+       "id: 1e+300"},
+      {"another id",
+       [](int64_t id) {
+         return "{\"op\":\"result\",\"id\":" + std::to_string(id + 1) + ",\"answer\":{}}\n";
+       },
+       "id: "},
+      {"no answer",
+       [](int64_t id) { return "{\"op\":\"result\",\"id\":" + std::to_string(id) + "}\n"; },
+       "answer"},
       {"not JSON", [](int64_t) { return std::string("this is not JSON\n"); }, "not valid JSON"},
       {"nested 200,000 deep",
        [](int64_t id) {
-         return "{\"op\":\"result\",\"id\":" + std::to_string(id) + ",\"answer\":" + std::string(200000, '[') +
-                std::string(200000, ']') + "}\n";
+         return "{\"op\":\"result\",\"id\":" + std::to_string(id) +
+                ",\"answer\":" + std::string(200000, '[') + std::string(200000, ']') + "}\n";
        },
        "nested more than"},
       {"a line without end",
@@ -235,7 +265,8 @@ TEST(WorkerProtocol, AHelloWithTheTokenButNoWorkerIndexIsNamedWhenNoneStarts) {
     evolve::WorkerPoolOptions o;
     o.command = {"/bin/sh", "-c", stage.script({""})};
     o.connect_timeout = 3s;
-    auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
+    auto started =
+        std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
     auto [address, token] = stage.address_and_token(0);
     Conn w0 = Conn::dial(address);
     w0.send("{\"op\": \"hello\", \"worker\": " + worker + ", \"token\": \"" + token + "\"}\n");
@@ -243,7 +274,8 @@ TEST(WorkerProtocol, AHelloWithTheTokenButNoWorkerIndexIsNamedWhenNoneStarts) {
       started.get();
       FAIL() << "a pool without a worker";
     } catch (const Error& e) {
-      EXPECT_TRUE(has(e.what(), "worker: " + (worker == "1e300" ? std::string("1e+300") : worker))) << e.what();
+      EXPECT_TRUE(has(e.what(), "worker: " + (worker == "1e300" ? std::string("1e+300") : worker)))
+          << e.what();
     }
   }
 }
@@ -258,16 +290,24 @@ TEST(WorkerProtocol, AWorkerWhoseHelloWasRefusedUnreadIsToldApartFromOneThatNeve
     evolve::WorkerPoolOptions o;
     o.command = {"/bin/sh", "-c", stage.script({""})};
     o.connect_timeout = 3s;
-    auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
+    auto started =
+        std::async(std::launch::async, [&] { return std::make_unique<evolve::WorkerPool>(o); });
     auto [address, token] = stage.address_and_token(0);
     Conn w0 = Conn::dial(address);
-    w0.send(oversized ? json{{"op", "hello"}, {"worker", 0}, {"token", token}, {"name", std::string(70000, 'x')}}.dump() + "\n"
+    w0.send(oversized ? json{{"op", "hello"},
+                             {"worker", 0},
+                             {"token", token},
+                             {"name", std::string(70000, 'x')}}
+                                .dump() +
+                            "\n"
                       : "{\"op\": \"hello\", \"worker\": 0, \"token\": 5}\n");
     try {
       started.get();
       FAIL() << "a pool without a worker";
     } catch (const Error& e) {
-      EXPECT_TRUE(has(e.what(), "no hello with the pool's token came from it within 3000 ms (1 connection(s) were closed"))
+      EXPECT_TRUE(has(e.what(),
+                      "no hello with the pool's token came from it within 3000 ms (1 connection(s) "
+                      "were closed"))
           << e.what();
       EXPECT_FALSE(has(e.what(), "did not connect")) << e.what();
     }
@@ -277,14 +317,36 @@ TEST(WorkerProtocol, AWorkerWhoseHelloWasRefusedUnreadIsToldApartFromOneThatNeve
 // ---- RemoteGpu: what a worker with the token says of its GPU and its verdicts ----
 
 json good_hello(int worker, const std::string& token) {
-  return {{"op", "hello"}, {"worker", worker}, {"token", token}, {"driver", "fake"}, {"profiler", ""},
-          {"harness_version", verify::kHarnessVersion}, {"measured", nullptr}, {"pid", 1},
-          {"device", {{"cc_major", 9}, {"cc_minor", 0}, {"clock_khz", 0}, {"l2_bytes", 0}, {"max_shared_per_block_optin", 0},
-                      {"memory_bus_bits", 0}, {"memory_bytes", 150000000000}, {"memory_clock_khz", 0}, {"name", "Fake GPU"},
-                      {"ordinal", 0}, {"sm_count", 132}, {"uuid", "GPU-played-0"}}},
-          {"facts", {{"arch", "sm_90a"}, {"max_block", {1024, 1024, 64}}, {"max_grid", {2147483647, 65535, 65535}},
-                     {"max_shared_per_block", 232448}, {"max_threads_per_block", 1024}, {"measured", false}, {"num_sms", 132},
-                     {"warp_size", 32}}}};
+  return {{"op", "hello"},
+          {"worker", worker},
+          {"token", token},
+          {"driver", "fake"},
+          {"profiler", ""},
+          {"harness_version", verify::kHarnessVersion},
+          {"measured", nullptr},
+          {"pid", 1},
+          {"device",
+           {{"cc_major", 9},
+            {"cc_minor", 0},
+            {"clock_khz", 0},
+            {"l2_bytes", 0},
+            {"max_shared_per_block_optin", 0},
+            {"memory_bus_bits", 0},
+            {"memory_bytes", 150000000000},
+            {"memory_clock_khz", 0},
+            {"name", "Fake GPU"},
+            {"ordinal", 0},
+            {"sm_count", 132},
+            {"uuid", "GPU-played-0"}}},
+          {"facts",
+           {{"arch", "sm_90a"},
+            {"max_block", {1024, 1024, 64}},
+            {"max_grid", {2147483647, 65535, 65535}},
+            {"max_shared_per_block", 232448},
+            {"max_threads_per_block", 1024},
+            {"measured", false},
+            {"num_sms", 132},
+            {"warp_size", 32}}}};
 }
 
 // A RemoteGpu of worker 0, played by the test (saying `hello`), and worker 1, the fake GPU worker.
@@ -299,7 +361,8 @@ struct PlayedRemoteGpu {
     o.pool.env = child_environment();
     o.pool.connect_timeout = 20s;
     o.deadline = 60s;
-    auto started = std::async(std::launch::async, [&] { return std::make_unique<evolve::RemoteGpu>(o); });
+    auto started =
+        std::async(std::launch::async, [&] { return std::make_unique<evolve::RemoteGpu>(o); });
     auto [address, token] = stage.address_and_token(0);
     w0.emplace(Conn::dial(address));
     w0->send(edit_hello(good_hello(0, token)).dump() + "\n");
@@ -309,7 +372,8 @@ struct PlayedRemoteGpu {
 };
 
 std::shared_ptr<const tasks::Task> relu() {
-  return std::make_shared<const tasks::Task>(tasks::load_task(kforge::test::source_dir() / "tasks/smoke/relu.toml"));
+  return std::make_shared<const tasks::Task>(
+      tasks::load_task(kforge::test::source_dir() / "tasks/smoke/relu.toml"));
 }
 
 std::unique_ptr<evolve::Evaluator> evaluator(const TempDir& dir, evolve::Gpu* gpu) {
@@ -326,13 +390,41 @@ TEST(WorkerProtocol, AHelloWithAMissingOrWrongFieldTakesThatWorkerOut) {
     std::string expected;
   };
   std::vector<Case> cases = {
-      {[](json h) { h["harness_version"] = "3"; return h; }, "harness_version"},
-      {[](json h) { h["device"] = "garbage"; return h; }, "device"},
-      {[](json h) { h["device"]["cc_major"] = "nine"; return h; }, "device.cc_major"},
-      {[](json h) { h.erase("facts"); return h; }, "facts"},
-      {[](json h) { h["facts"]["max_block"] = {1, 2}; return h; }, "facts.max_block"},
-      {[](json h) { h["measured"] = {{"bandwidth", "fast"}}; return h; }, "measured"},
-      {[](json h) { h["driver"] = 5; return h; }, "driver"},
+      {[](json h) {
+         h["harness_version"] = "3";
+         return h;
+       },
+       "harness_version"},
+      {[](json h) {
+         h["device"] = "garbage";
+         return h;
+       },
+       "device"},
+      {[](json h) {
+         h["device"]["cc_major"] = "nine";
+         return h;
+       },
+       "device.cc_major"},
+      {[](json h) {
+         h.erase("facts");
+         return h;
+       },
+       "facts"},
+      {[](json h) {
+         h["facts"]["max_block"] = {1, 2};
+         return h;
+       },
+       "facts.max_block"},
+      {[](json h) {
+         h["measured"] = {{"bandwidth", "fast"}};
+         return h;
+       },
+       "measured"},
+      {[](json h) {
+         h["driver"] = 5;
+         return h;
+       },
+       "driver"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expected);
@@ -351,11 +443,16 @@ TEST(WorkerProtocol, AHelloWithAMissingOrWrongFieldTakesThatWorkerOut) {
 TEST(WorkerProtocol, AVerdictWithAMissingOrWrongFieldTakesTheWorkerOutAndTheJobIsJudgedElsewhere) {
   std::vector<std::pair<json, std::string>> cases = {
       {{{"verdict", {{"outcome", "correct"}}}}, "verdict: no field \"flags\""},
-      {{{"verdict", {{"outcome", 5}, {"flags", "x"}, {"timing", json::array()}, {"evidence", 3}}}}, "verdict.outcome"},
+      {{{"verdict", {{"outcome", 5}, {"flags", "x"}, {"timing", json::array()}, {"evidence", 3}}}},
+       "verdict.outcome"},
       {{{"verdict", "garbage"}}, "verdict"},
       {"x", "answer"},
-      {{{"verdict", {{"outcome", "correct"}, {"flags", json::array()}, {"summary", ""}, {"evidence", nullptr},
-                     {"timing", {{"time", 1}}}}}},
+      {{{"verdict",
+         {{"outcome", "correct"},
+          {"flags", json::array()},
+          {"summary", ""},
+          {"evidence", nullptr},
+          {"timing", {{"time", 1}}}}}},
        "timing"},
   };
   TempDir dir;
@@ -371,7 +468,9 @@ TEST(WorkerProtocol, AVerdictWithAMissingOrWrongFieldTakesTheWorkerOutAndTheJobI
     ASSERT_TRUE(c.report.ok());
     std::thread w0([&, a = answer] {
       std::optional<std::string> job = played.w0->line();
-      if (job) played.w0->send(json{{"op", "result"}, {"id", json::parse(*job)["id"]}, {"answer", a}}.dump() + "\n");
+      if (job)
+        played.w0->send(
+            json{{"op", "result"}, {"id", json::parse(*job)["id"]}, {"answer", a}}.dump() + "\n");
     });
     verify::Verdict v;
     try {
@@ -393,16 +492,20 @@ TEST(WorkerProtocol, AVerdictWithAMissingOrWrongFieldTakesTheWorkerOutAndTheJobI
 // ---- kforge evolve: a worker failure is exit 1 with the reasons, never exit 4 ----
 
 TEST(WorkerProtocol, KforgeEvolveEndsWithExit1WhenNoGpuWorkerIsLeftOrNoneStarts) {
-  if (verify::Driver::get().available()) GTEST_SKIP() << "this machine has a GPU: kforge evolve would check for it";
+  if (verify::Driver::get().available())
+    GTEST_SKIP() << "this machine has a GPU: kforge evolve would check for it";
   TempDir dir;
-  std::string common = " --llm none --generations 1 --workers 1 --db " + (dir.path() / "a.db").string() + " --tasks-dir " +
+  std::string common = " --llm none --generations 1 --workers 1 --db " +
+                       (dir.path() / "a.db").string() + " --tasks-dir " +
                        (kforge::test::source_dir() / "tasks").string();
-  test::CliResult r = test::run_kforge("evolve smoke/relu" + common + " --worker-command \"" + kFakeGpuWorker + " --die-after 1\"");
+  test::CliResult r = test::run_kforge("evolve smoke/relu" + common + " --worker-command \"" +
+                                       kFakeGpuWorker + " --die-after 1\"");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "no GPU worker is left")) << r.out;
   EXPECT_TRUE(has(r.out, "worker 0: it ended (exited with status 3)")) << r.out;
   // The fake pool worker's hello names no GPU ("device" is a string): not a GPU worker.
-  r = test::run_kforge("evolve smoke/relu" + common + " --worker-command \"" + kFakePoolWorker + "\"");
+  r = test::run_kforge("evolve smoke/relu" + common + " --worker-command \"" + kFakePoolWorker +
+                       "\"");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "worker 0: its hello: ")) << r.out;
 }
@@ -446,8 +549,9 @@ struct PlayedParent {
   PlayedParent() {
     SpawnOptions s;
     s.argv = {"/bin/sh", "-c",
-              std::string("exec '") + KFORGE_FAKE_GPU_WORKER + "' --connect 127.0.0.1:" + std::to_string(listener.port) +
-                  " --worker 0 2> " + (dir.path() / "err").string()};
+              std::string("exec '") + KFORGE_FAKE_GPU_WORKER +
+                  "' --connect 127.0.0.1:" + std::to_string(listener.port) + " --worker 0 2> " +
+                  (dir.path() / "err").string()};
     s.env = child_environment({{"KFORGE_WORKER_TOKEN", "t"}});
     worker = Process::spawn(s);
     conn = listener.accept(20s);
@@ -458,9 +562,14 @@ struct PlayedParent {
   json baselines(int64_t id, const json& dims, std::optional<json> check_dims = std::nullopt) {
     std::string path = (kforge::test::source_dir() / "tasks/smoke/relu.toml").string();
     std::string text = *read_file(path);
-    json task{{"file", path}, {"text", text}, {"content_hash", content_hash(text)}, {"dims", dims},
+    json task{{"file", path},
+              {"text", text},
+              {"content_hash", content_hash(text)},
+              {"dims", dims},
               {"check_dims", check_dims ? *check_dims : json::array({{{"B", 1}, {"N", 3}}})}};
-    conn->send(json{{"op", "job"}, {"id", id}, {"job", {{"kind", "baselines"}, {"task", task}}}}.dump() + "\n");
+    conn->send(
+        json{{"op", "job"}, {"id", id}, {"job", {{"kind", "baselines"}, {"task", task}}}}.dump() +
+        "\n");
     std::optional<std::string> line = conn->line(30s);
     if (!line) return nullptr;
     json r = json::parse(*line);
@@ -472,11 +581,11 @@ struct PlayedParent {
 TEST(WorkerProtocol, AWorkerRefusesDimsThatAreNotTheTasks) {
   PlayedParent parent;
   std::vector<std::pair<json, std::string>> bad = {
-      {{{"B", 4}, {"N", -5}}, "N"},             // not positive
+      {{{"B", 4}, {"N", -5}}, "N"},  // not positive
       {{{"B", 4}, {"N", 0}}, "N"},
-      {{{"B", 4}, {"N", 8}, {"X", 3}}, "X"},    // not a dim of the task
-      {{{"B", 4}}, "N"},                        // a dim missing
-      {{{"B", 4}, {"N", "8"}}, "N"},            // not an integer
+      {{{"B", 4}, {"N", 8}, {"X", 3}}, "X"},  // not a dim of the task
+      {{{"B", 4}}, "N"},                      // a dim missing
+      {{{"B", 4}, {"N", "8"}}, "N"},          // not an integer
       {json::array({1, 2}), "dims"},
       {{{"B", 4611686018427387904LL}, {"N", 4611686018427387904LL}}, "dims"},  // sizes overflow
   };
@@ -485,7 +594,8 @@ TEST(WorkerProtocol, AWorkerRefusesDimsThatAreNotTheTasks) {
     SCOPED_TRACE(dims.dump());
     json a = parent.baselines(id++, dims);
     ASSERT_TRUE(a.is_object()) << "the worker ended: " << parent.stderr_text();
-    ASSERT_TRUE(a.contains("error")) << "judged at dims " << dims.dump() << ": " << a.dump().substr(0, 200);
+    ASSERT_TRUE(a.contains("error"))
+        << "judged at dims " << dims.dump() << ": " << a.dump().substr(0, 200);
     EXPECT_TRUE(has(a["error"].get<std::string>(), "dims")) << a["error"];
     EXPECT_TRUE(has(a["error"].get<std::string>(), field)) << a["error"];
   }
@@ -493,12 +603,14 @@ TEST(WorkerProtocol, AWorkerRefusesDimsThatAreNotTheTasks) {
   ASSERT_TRUE(a.contains("error")) << a.dump().substr(0, 200);
   EXPECT_TRUE(has(a["error"].get<std::string>(), "check_dims")) << a["error"];
   a = parent.baselines(id++, {{"B", 4}, {"N", 8}});
-  EXPECT_TRUE(a.contains("baselines")) << "the worker still judges what is right: " << a.dump().substr(0, 200);
+  EXPECT_TRUE(a.contains("baselines"))
+      << "the worker still judges what is right: " << a.dump().substr(0, 200);
 }
 
 TEST(WorkerProtocol, AWorkerEndsWithAClearMessageOnALineThatIsNotAJob) {
-  for (const std::string& line : std::vector<std::string>{"{\"op\": 5}", "{\"op\": \"job\", \"id\": 1}", "[1]", "{\"op\": \"job\", \"id\": {}, \"job\": {}}",
-                           std::string(100000, '[')}) {
+  for (const std::string& line : std::vector<std::string>{
+           "{\"op\": 5}", "{\"op\": \"job\", \"id\": 1}", "[1]",
+           "{\"op\": \"job\", \"id\": {}, \"job\": {}}", std::string(100000, '[')}) {
     SCOPED_TRACE(line.substr(0, 40));
     PlayedParent parent;
     parent.conn->send(line + "\n");
@@ -541,16 +653,23 @@ std::vector<std::string> lines_of(const std::string& text, size_t max_bytes) {
 
 TEST(Fuzz, WorkerProtocolHelloLines) {
   json hello = good_hello(1, "T");
-  json measured = {{"uuid", "GPU-x"}, {"name", "Fake GPU"}, {"driver", 12080}, {"read_gbps", 3000.5}, {"write_gbps", 2900},
-                   {"copy_gbps", 2800}, {"peak_tflops", {{"float32", 60.0}, {"bfloat16", 900.0}}}};
+  json measured = {{"uuid", "GPU-x"},
+                   {"name", "Fake GPU"},
+                   {"driver", 12080},
+                   {"read_gbps", 3000.5},
+                   {"write_gbps", 2900},
+                   {"copy_gbps", 2800},
+                   {"peak_tflops", {{"float32", 60.0}, {"bfloat16", 900.0}}}};
   json with_measured = hello;
   with_measured["measured"] = measured;
-  std::vector<std::string> seeds = {hello.dump() + "\n", with_measured.dump() + "\n", hello.dump(1) + "\n",
-                                    "{\"op\": \"hello\", \"worker\": 0, \"token\": \"T\"}\n" + hello.dump() + "\n"};
+  std::vector<std::string> seeds = {
+      hello.dump() + "\n", with_measured.dump() + "\n", hello.dump(1) + "\n",
+      "{\"op\": \"hello\", \"worker\": 0, \"token\": \"T\"}\n" + hello.dump() + "\n"};
   std::string failures = fuzz(seeds, 500, 25, 341, [](const std::string& text) -> std::string {
     for (const std::string& line : lines_of(text, evolve::kMaxHelloBytes)) {
       evolve::HelloLine h = evolve::read_hello(line, "T", 2);
-      if (h.problem.empty() && (h.worker < 0 || h.worker > 1)) return "a hello accepted for worker " + std::to_string(h.worker);
+      if (h.problem.empty() && (h.worker < 0 || h.worker > 1))
+        return "a hello accepted for worker " + std::to_string(h.worker);
       if (h.problem.empty() && !h.has_token) return "a hello accepted without the token";
       if (h.hello.contains("token")) return "the token kept in the hello";
       if (h.problem.empty()) (void)evolve::hello_problem(h.hello);
@@ -565,7 +684,8 @@ TEST(Fuzz, WorkerProtocolAnswerLines) {
   verify::TimingResult timing;
   timing.time = timing.eager = timing.scripted = t;
   timing.compiled = t;
-  timing.speedup_eager = 2, timing.speedup_scripted = 2.2, timing.bytes = 1e9, timing.floor_ms = 0.3;
+  timing.speedup_eager = 2, timing.speedup_scripted = 2.2, timing.bytes = 1e9,
+  timing.floor_ms = 0.3;
   timing.math_mode = "ieee";
   timing.device = {{"name", "Fake GPU"}};
   verify::Verdict v;
@@ -574,18 +694,23 @@ TEST(Fuzz, WorkerProtocolAnswerLines) {
   v.summary = "correct";
   v.evidence = {{"max_abs_err", 0.0}};
   v.timing = timing;
-  json baselines = {{"eager", t.to_json()}, {"scripted", t.to_json()}, {"compiled", nullptr}, {"compiled_absent", "no"},
-                    {"compiled_build_s", 0.0}, {"math_mode", "ieee"}, {"clocks", json::object()}};
-  auto result = [](const json& answer) { return json{{"op", "result"}, {"id", 3}, {"answer", answer}}.dump() + "\n"; };
-  std::vector<std::string> seeds = {result({{"verdict", verify::to_json(v)}}), result({{"baselines", baselines}}),
-                                    result({{"profile", {{"kernels", json::array()}}}}), result({{"error", "a wrong job"}}),
-                                    result({{"verdict", verify::to_json(verify::Verdict{})}}) + result({{"baselines", nullptr}})};
+  json baselines = {{"eager", t.to_json()},    {"scripted", t.to_json()}, {"compiled", nullptr},
+                    {"compiled_absent", "no"}, {"compiled_build_s", 0.0}, {"math_mode", "ieee"},
+                    {"clocks", json::object()}};
+  auto result = [](const json& answer) {
+    return json{{"op", "result"}, {"id", 3}, {"answer", answer}}.dump() + "\n";
+  };
+  std::vector<std::string> seeds = {
+      result({{"verdict", verify::to_json(v)}}), result({{"baselines", baselines}}),
+      result({{"profile", {{"kernels", json::array()}}}}), result({{"error", "a wrong job"}}),
+      result({{"verdict", verify::to_json(verify::Verdict{})}}) + result({{"baselines", nullptr}})};
   std::string failures = fuzz(seeds, 500, 25, 342, [](const std::string& text) -> std::string {
     for (const std::string& line : lines_of(text, evolve::kMaxLineBytes)) {
       evolve::ResultLine r = evolve::read_result(line, 3);
       if (!r.problem.empty()) continue;
       for (std::string kind : {"verify", "baselines", "profile"})
-        if (evolve::answer_problem(kind, r.answer).empty() && kind == "verify" && !r.answer.contains("error")) {
+        if (evolve::answer_problem(kind, r.answer).empty() && kind == "verify" &&
+            !r.answer.contains("error")) {
           try {
             (void)verify::verdict_from_json(r.answer.at("verdict"));
           } catch (const std::exception& e) {
@@ -601,14 +726,26 @@ TEST(Fuzz, WorkerProtocolAnswerLines) {
 TEST(Fuzz, WorkerProtocolJobLines) {
   std::vector<std::string> seeds;
   for (const char* name : {"relu", "vector_add"}) {
-    std::string path = (kforge::test::source_dir() / "tasks/smoke" / (std::string(name) + ".toml")).string();
+    std::string path =
+        (kforge::test::source_dir() / "tasks/smoke" / (std::string(name) + ".toml")).string();
     tasks::Task task = tasks::load_task(path);
     std::string text = *read_file(path);
-    json t{{"file", path}, {"text", text}, {"content_hash", task.content_hash}, {"dims", task.dims}, {"check_dims", task.check_dims}};
-    seeds.push_back(json{{"op", "job"}, {"id", 7}, {"job", {{"kind", "baselines"}, {"task", t}}}}.dump() + "\n");
-    json cand{{"source", "__global__ void k(float* y, const float* x, int n) {}"}, {"plan", "[[launch]]\nkernel = \"k\"\n"},
+    json t{{"file", path},
+           {"text", text},
+           {"content_hash", task.content_hash},
+           {"dims", task.dims},
+           {"check_dims", task.check_dims}};
+    seeds.push_back(
+        json{{"op", "job"}, {"id", 7}, {"job", {{"kind", "baselines"}, {"task", t}}}}.dump() +
+        "\n");
+    json cand{{"source", "__global__ void k(float* y, const float* x, int n) {}"},
+              {"plan", "[[launch]]\nkernel = \"k\"\n"},
               {"tunables", {{"BLOCK", 256}}}};
-    seeds.push_back(json{{"op", "job"}, {"id", 8}, {"job", {{"kind", "screen"}, {"task", t}, {"candidate", cand}}}}.dump() + "\n");
+    seeds.push_back(json{{"op", "job"},
+                         {"id", 8},
+                         {"job", {{"kind", "screen"}, {"task", t}, {"candidate", cand}}}}
+                        .dump() +
+                    "\n");
   }
   std::string failures = fuzz(seeds, 500, 25, 343, [](const std::string& text) -> std::string {
     for (const std::string& line : lines_of(text, evolve::kMaxLineBytes)) {
@@ -617,7 +754,8 @@ TEST(Fuzz, WorkerProtocolJobLines) {
         evolve::GpuJob job = evolve::read_gpu_job(j.job);
         for (const tasks::Dims& d : job.task->all_dims())
           for (const auto& [name, value] : d)
-            if (value < 1 || !job.task->dims.count(name)) return "a job accepted at dims " + tasks::format_dims(d);
+            if (value < 1 || !job.task->dims.count(name))
+              return "a job accepted at dims " + tasks::format_dims(d);
       } catch (const std::exception& e) {
         if (std::string problem = named(e, "the parent's job"); !problem.empty()) return problem;
       }

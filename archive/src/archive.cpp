@@ -15,21 +15,30 @@ namespace kforge::archive {
 
 std::string winner_condition(bool admitted) {
   return std::string("e.outcome = 'correct'") + (admitted ? " AND e.admitted = 1" : "") +
-         " AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust IS NOT 'claimed'";
+         " AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust IS "
+         "NOT 'claimed'";
 }
 
 nlohmann::json to_json(const KernelSummary& k) {
-  return {{"id", k.id.value}, {"task", k.task}, {"model", k.model}, {"prompt_kind", k.prompt_kind}, {"outcome", k.outcome},
+  return {{"id", k.id.value},
+          {"task", k.task},
+          {"model", k.model},
+          {"prompt_kind", k.prompt_kind},
+          {"outcome", k.outcome},
           {"time_ms", k.time_ms ? nlohmann::json(*k.time_ms) : nlohmann::json(nullptr)},
-          {"speedup_eager", k.speedup_eager ? nlohmann::json(*k.speedup_eager) : nlohmann::json(nullptr)}, {"verified", k.verified},
-          {"created_at", k.created_at}, {"score", k.score}};
+          {"speedup_eager",
+           k.speedup_eager ? nlohmann::json(*k.speedup_eager) : nlohmann::json(nullptr)},
+          {"verified", k.verified},
+          {"created_at", k.created_at},
+          {"score", k.score}};
 }
 
 namespace {
 
 using nlohmann::json;
 
-// Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add one.
+// Migrations: entry i takes the schema from version i to i + 1. Never edit a shipped entry; add
+// one.
 const std::vector<std::string_view>& migrations() {
   static const std::vector<std::string_view> m = {
       embedded::archive_schema_v1, embedded::archive_schema_v2, embedded::archive_schema_v3,
@@ -44,10 +53,13 @@ const std::string kWinner = winner_condition();
 // Summaries show what was measured here (or trusted): an import's claimed times are not.
 constexpr const char* kSummaryColumns =
     "c.id, t.suite || '/' || t.name, c.model, c.prompt_kind, "
-    "(SELECT outcome FROM evaluations WHERE candidate_id = c.id AND import_trust IS NOT 'claimed' ORDER BY id DESC "
+    "(SELECT outcome FROM evaluations WHERE candidate_id = c.id AND import_trust IS NOT 'claimed' "
+    "ORDER BY id DESC "
     "LIMIT 1), c.created_at, "
-    "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND import_trust IS NOT "
-    "'claimed'), (SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND "
+    "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND "
+    "import_trust IS NOT "
+    "'claimed'), (SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome "
+    "= 'correct' AND "
     "import_trust IS NOT 'claimed'), c.verified";
 
 std::string fts_query(const std::string& text) {
@@ -58,8 +70,10 @@ std::string fts_query(const std::string& text) {
     word.clear();
   };
   for (char c : text) {
-    if (std::isalnum(static_cast<unsigned char>(c))) word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else flush();
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else
+      flush();
   }
   flush();
   return q;
@@ -69,8 +83,10 @@ std::string fts_query(const std::string& text) {
 
 Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms) {
   // A fresh machine has no $XDG_DATA_HOME/kforge yet.
-  if (create && path.find('/') != std::string::npos) make_directories(path.substr(0, path.rfind('/')));
-  Archive a(std::make_unique<Database>(path, create ? Access::Create : Access::ReadWrite, busy_timeout_ms));
+  if (create && path.find('/') != std::string::npos)
+    make_directories(path.substr(0, path.rfind('/')));
+  Archive a(std::make_unique<Database>(path, create ? Access::Create : Access::ReadWrite,
+                                       busy_timeout_ms));
   int version = a.check_file();  // before anything is written
   a.db_->use_wal();
   a.migrate(version);
@@ -78,14 +94,16 @@ Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms)
 }
 
 Archive Archive::open_read_only(const std::string& path, int busy_timeout_ms) {
-  std::string none = path + ": no archive here yet (nothing has been recorded; pass --db to use another file)";
+  std::string none =
+      path + ": no archive here yet (nothing has been recorded; pass --db to use another file)";
   if (::access(path.c_str(), F_OK) != 0) throw ArchiveError(none);
   Archive a(std::make_unique<Database>(path, Access::ReadOnly, busy_timeout_ms));
   int version = a.check_file();
   if (version == 0) throw ArchiveError(none);
   if (version < kSchemaVersion)
-    throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) + ", older than this kforge's (" +
-                       std::to_string(kSchemaVersion) + "); reading never writes, so upgrade it first with `kforge archive " +
+    throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) +
+                       ", older than this kforge's (" + std::to_string(kSchemaVersion) +
+                       "); reading never writes, so upgrade it first with `kforge archive " +
                        "migrate --db " + path + "` (any command that records does it too)");
   return a;
 }
@@ -101,30 +119,36 @@ int Archive::check_file() {
   int64_t application_id = pragma("PRAGMA application_id");
   int64_t version = pragma("PRAGMA user_version");
   int64_t objects = pragma("SELECT count(*) FROM sqlite_master");
-  int64_t ours = pragma("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('tasks', 'candidates', "
-                        "'evaluations', 'compiles')");
+  int64_t ours = pragma(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('tasks', 'candidates', "
+      "'evaluations', 'compiles')");
   const std::string& path = db_->path();
   std::string unchanged = "; nothing was changed";
   if (application_id != 0 && application_id != kApplicationId)
-    throw ArchiveError(path + ": this SQLite file is not a kforge archive (it belongs to another program: application id " +
+    throw ArchiveError(path +
+                       ": this SQLite file is not a kforge archive (it belongs to another program: "
+                       "application id " +
                        std::to_string(application_id) + ")" + unchanged);
   if (version < 0)
     throw ArchiveError(path + ": the archive's schema version is " + std::to_string(version) +
-                       ", which no kforge writes: the file is damaged or not a kforge archive" + unchanged);
+                       ", which no kforge writes: the file is damaged or not a kforge archive" +
+                       unchanged);
   if (version == 0) {
     // A non-empty file without our version is someone else's database.
     if (objects > 0)
-      throw ArchiveError(path + ": this SQLite file is not a kforge archive (it has tables but no kforge schema version)" +
+      throw ArchiveError(path +
+                         ": this SQLite file is not a kforge archive (it has tables but no kforge "
+                         "schema version)" +
                          unchanged);
     return 0;
   }
   if (application_id == 0 && ours < 4)
-    throw ArchiveError(path + ": this SQLite file is not a kforge archive (schema version " + std::to_string(version) +
-                       " but not kforge's tables)" + unchanged);
+    throw ArchiveError(path + ": this SQLite file is not a kforge archive (schema version " +
+                       std::to_string(version) + " but not kforge's tables)" + unchanged);
   if (version > kSchemaVersion)
     throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) +
-                       ", newer than this kforge understands (" + std::to_string(kSchemaVersion) + "); upgrade kforge" +
-                       unchanged);
+                       ", newer than this kforge understands (" + std::to_string(kSchemaVersion) +
+                       "); upgrade kforge" + unchanged);
   return static_cast<int>(version);
 }
 
@@ -145,21 +169,29 @@ void Archive::migrate(int version) {
 
 TaskId Archive::upsert_task(const tasks::Task& task) {
   Transaction t(*db_);
-  Statement find = db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? AND version = ?");
+  Statement find =
+      db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? AND version = ?");
   find.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
   if (find.step()) {
     TaskId id{find.integer(0)};
     t.commit();
     return id;
   }
-  Statement ins = db_->prepare("INSERT INTO tasks (suite, name, version, summary, tags, definition) VALUES (?, ?, ?, ?, ?, ?)");
-  ins.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash).bind(4, task.summary).bind(5, json(task.tags).dump());
+  Statement ins = db_->prepare(
+      "INSERT INTO tasks (suite, name, version, summary, tags, definition) VALUES (?, ?, ?, ?, ?, "
+      "?)");
+  ins.bind(1, task.suite)
+      .bind(2, task.name)
+      .bind(3, task.content_hash)
+      .bind(4, task.summary)
+      .bind(5, json(task.tags).dump());
   ins.bind(6, task.reference);
   ins.run();
   TaskId id{db_->last_insert_id()};
   std::string tags;
   for (const auto& tag : task.tags) tags += tag + " ";
-  Statement fts = db_->prepare("INSERT INTO task_text (name, tags, summary, task_id) VALUES (?, ?, ?, ?)");
+  Statement fts =
+      db_->prepare("INSERT INTO task_text (name, tags, summary, task_id) VALUES (?, ?, ?, ?)");
   fts.bind(1, task.suite + " " + task.name).bind(2, tags).bind(3, task.summary).bind(4, id.value);
   fts.run();
   t.commit();
@@ -168,17 +200,22 @@ TaskId Archive::upsert_task(const tasks::Task& task) {
 
 std::optional<TaskId> Archive::find_task(const std::string& spec) {
   size_t slash = spec.find('/');
-  Statement s = slash == std::string::npos
-                    ? db_->prepare("SELECT id FROM tasks WHERE name = ? ORDER BY id DESC LIMIT 1")
-                    : db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? ORDER BY id DESC LIMIT 1");
-  if (slash == std::string::npos) s.bind(1, spec);
-  else s.bind(1, spec.substr(0, slash)).bind(2, spec.substr(slash + 1));
+  Statement s =
+      slash == std::string::npos
+          ? db_->prepare("SELECT id FROM tasks WHERE name = ? ORDER BY id DESC LIMIT 1")
+          : db_->prepare(
+                "SELECT id FROM tasks WHERE suite = ? AND name = ? ORDER BY id DESC LIMIT 1");
+  if (slash == std::string::npos)
+    s.bind(1, spec);
+  else
+    s.bind(1, spec.substr(0, slash)).bind(2, spec.substr(slash + 1));
   if (!s.step()) return std::nullopt;
   return TaskId{s.integer(0)};
 }
 
-DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
-                                std::optional<int64_t> sms, std::optional<int64_t> memory_bytes, const std::string& driver) {
+DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name,
+                                const std::string& arch, std::optional<int64_t> sms,
+                                std::optional<int64_t> memory_bytes, const std::string& driver) {
   Statement s = db_->prepare(
       "INSERT INTO devices (uuid, name, arch, sms, memory_bytes, driver) VALUES (?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (uuid) DO UPDATE SET driver = excluded.driver RETURNING id");
@@ -195,25 +232,32 @@ RunId Archive::start_run(const json& config) {
 
 void Archive::finish_run(RunId run, const std::string& status, const json& budgets_used) {
   Statement s = db_->prepare(
-      "UPDATE runs SET status = ?, budgets_used = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?");
+      "UPDATE runs SET status = ?, budgets_used = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+      "'now') WHERE id = ?");
   s.bind(1, status).bind(2, budgets_used.dump()).bind(3, run.value).run();
 }
 
 static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecord& e) {
   Statement s = db.prepare(
-      "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, time_iqr_ms, time_min_ms, "
-      "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, harness_version, toolchain, "
-      "created_at, compiled_ms, speedup_compiled, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, "
+      "time_iqr_ms, time_min_ms, "
+      "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, "
+      "harness_version, toolchain, "
+      "created_at, compiled_ms, speedup_compiled, import_source, import_trust) VALUES (?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, "
       "?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?, ?, ?)");
   s.bind(1, c.value);
-  if (e.device) s.bind(2, e.device->value);
-  else s.bind_null(2);
+  if (e.device)
+    s.bind(2, e.device->value);
+  else
+    s.bind_null(2);
   bind_evaluation_columns(s, e);
   s.bind(21, e.import_source).bind(22, e.import_trust);
   s.run();
 }
 
-CandidateId Archive::add_candidate(const NewCandidate& c, const std::optional<CompileRecord>& compile,
+CandidateId Archive::add_candidate(const NewCandidate& c,
+                                   const std::optional<CompileRecord>& compile,
                                    const std::vector<EvaluationRecord>& evaluations) {
   Transaction t(*db_);
   CandidateId id;
@@ -223,34 +267,54 @@ CandidateId Archive::add_candidate(const NewCandidate& c, const std::optional<Co
     id = CandidateId{find.integer(0)};
   } else {
     Statement ins = db_->prepare(
-        "INSERT INTO candidates (task_id, run_id, identity, source, plan, tunables, generation, island, prompt_kind, model, "
-        "origin, verified, imported, created_at, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "INSERT INTO candidates (task_id, run_id, identity, source, plan, tunables, generation, "
+        "island, prompt_kind, model, "
+        "origin, verified, imported, created_at, import_source, import_trust) VALUES (?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, "
         "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?)");
     ins.bind(1, c.task.value);
-    if (c.run) ins.bind(2, c.run->value);
-    else ins.bind_null(2);
+    if (c.run)
+      ins.bind(2, c.run->value);
+    else
+      ins.bind_null(2);
     ins.bind(3, c.identity).bind(4, c.source).bind(5, c.plan.dump()).bind(6, c.tunables.dump());
-    ins.bind(7, int64_t{c.generation}).bind(8, int64_t{c.island}).bind(9, c.prompt_kind).bind(10, c.model);
-    ins.bind(11, c.imported ? "imported" : "kforge").bind(12, int64_t{!c.imported}).bind(13, c.imported_claims.dump());
+    ins.bind(7, int64_t{c.generation})
+        .bind(8, int64_t{c.island})
+        .bind(9, c.prompt_kind)
+        .bind(10, c.model);
+    ins.bind(11, c.imported ? "imported" : "kforge")
+        .bind(12, int64_t{!c.imported})
+        .bind(13, c.imported_claims.dump());
     ins.bind(14, c.created_at).bind(15, c.import_source).bind(16, c.import_trust);
     ins.run();
     id = CandidateId{db_->last_insert_id()};
     for (CandidateId p : c.parents) {
-      Statement par = db_->prepare("INSERT OR IGNORE INTO candidate_parents (candidate_id, parent_id) VALUES (?, ?)");
+      Statement par = db_->prepare(
+          "INSERT OR IGNORE INTO candidate_parents (candidate_id, parent_id) VALUES (?, ?)");
       par.bind(1, id.value).bind(2, p.value).run();
     }
-    Statement task = db_->prepare("SELECT suite || ' ' || name || ' ' || summary FROM tasks WHERE id = ?");
+    Statement task =
+        db_->prepare("SELECT suite || ' ' || name || ' ' || summary FROM tasks WHERE id = ?");
     task.bind(1, c.task.value);
     std::string task_text = task.step() ? task.text(0) : "";
-    Statement fts = db_->prepare("INSERT INTO kernel_text (source, task, candidate_id) VALUES (?, ?, ?)");
+    Statement fts =
+        db_->prepare("INSERT INTO kernel_text (source, task, candidate_id) VALUES (?, ?, ?)");
     fts.bind(1, c.source).bind(2, task_text).bind(3, id.value).run();
   }
   if (compile) {
     Statement s = db_->prepare(
-        "INSERT INTO compiles (candidate_id, ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at, "
-        "import_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?)");
-    s.bind(1, id.value).bind(2, int64_t{compile->ok}).bind(3, compile->stage).bind(4, json(compile->errors).dump());
-    s.bind(5, compile->log).bind(6, compile->resources.dump()).bind(7, compile->compile_ms).bind(8, compile->arch);
+        "INSERT INTO compiles (candidate_id, ok, stage, errors, log, resources, compile_ms, arch, "
+        "nvrtc, created_at, "
+        "import_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, "
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?)");
+    s.bind(1, id.value)
+        .bind(2, int64_t{compile->ok})
+        .bind(3, compile->stage)
+        .bind(4, json(compile->errors).dump());
+    s.bind(5, compile->log)
+        .bind(6, compile->resources.dump())
+        .bind(7, compile->compile_ms)
+        .bind(8, compile->arch);
     s.bind(9, compile->nvrtc).bind(10, compile->created_at).bind(11, compile->import_source).run();
   }
   for (const auto& e : evaluations) insert_evaluation(*db_, id, e);
@@ -266,41 +330,65 @@ void Archive::add_evaluation(CandidateId candidate, const EvaluationRecord& e) {
 
 void Archive::record_llm_call(const LlmCall& call) {
   Statement s = db_->prepare(
-      "INSERT INTO llm_calls (run_id, candidate_id, model, tokens_in, tokens_out, cost_usd, latency_ms, status) "
+      "INSERT INTO llm_calls (run_id, candidate_id, model, tokens_in, tokens_out, cost_usd, "
+      "latency_ms, status) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  if (call.run) s.bind(1, call.run->value);
-  else s.bind_null(1);
-  if (call.candidate) s.bind(2, call.candidate->value);
-  else s.bind_null(2);
-  s.bind(3, call.model).bind(4, call.tokens_in).bind(5, call.tokens_out).bind(6, call.cost_usd).bind(7, call.latency_ms);
+  if (call.run)
+    s.bind(1, call.run->value);
+  else
+    s.bind_null(1);
+  if (call.candidate)
+    s.bind(2, call.candidate->value);
+  else
+    s.bind_null(2);
+  s.bind(3, call.model)
+      .bind(4, call.tokens_in)
+      .bind(5, call.tokens_out)
+      .bind(6, call.cost_usd)
+      .bind(7, call.latency_ms);
   s.bind(8, call.status).run();
 }
 
-void Archive::store_baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode,
-                             const BaselineTimes& times, bool replace) {
+void Archive::store_baseline(TaskId task, const json& dims, DeviceId device,
+                             const std::string& math_mode, const BaselineTimes& times,
+                             bool replace) {
   Statement s = db_->prepare(
-      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms, compiled_ms, "
+      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, "
+                  "scripted_ms, compiled_ms, "
                   "compiled_absent) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ") +
-      (replace ? "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = excluded.eager_ms, "
+      (replace ? "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = "
+                 "excluded.eager_ms, "
                  "scripted_ms = excluded.scripted_ms, compiled_ms = excluded.compiled_ms, "
-                 "compiled_absent = excluded.compiled_absent, created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                 "compiled_absent = excluded.compiled_absent, created_at = "
+                 "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
                : "ON CONFLICT (task_id, dims, device_id, math_mode) DO NOTHING"));
-  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode).bind(5, times.eager_ms);
+  s.bind(1, task.value)
+      .bind(2, dims.dump())
+      .bind(3, device.value)
+      .bind(4, math_mode)
+      .bind(5, times.eager_ms);
   s.bind(6, times.scripted_ms).bind(7, times.compiled_ms);
-  if (times.compiled_absent.empty()) s.bind_null(8);
-  else s.bind(8, times.compiled_absent);
+  if (times.compiled_absent.empty())
+    s.bind_null(8);
+  else
+    s.bind(8, times.compiled_absent);
   s.run();
 }
 
-std::optional<BaselineTimes> Archive::baseline(TaskId task, const json& dims, DeviceId device, const std::string& math_mode) {
-  // The first timed on a GPU of this device's kind (the same name and arch), whichever machine asks.
+std::optional<BaselineTimes> Archive::baseline(TaskId task, const json& dims, DeviceId device,
+                                               const std::string& math_mode) {
+  // The first timed on a GPU of this device's kind (the same name and arch), whichever machine
+  // asks.
   Statement s = db_->prepare(
-      "SELECT b.eager_ms, b.scripted_ms, b.compiled_ms, b.compiled_absent FROM baselines b JOIN devices d ON "
-      "d.id = b.device_id JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? "
+      "SELECT b.eager_ms, b.scripted_ms, b.compiled_ms, b.compiled_absent FROM baselines b JOIN "
+      "devices d ON "
+      "d.id = b.device_id JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE b.task_id = "
+      "? AND b.dims = ? "
       "AND k.id = ? AND b.math_mode = ? ORDER BY b.id LIMIT 1");
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
   if (!s.step()) return std::nullopt;
-  return BaselineTimes{s.maybe_real(0), s.maybe_real(1), s.maybe_real(2), s.is_null(3) ? "" : s.text(3)};
+  return BaselineTimes{s.maybe_real(0), s.maybe_real(1), s.maybe_real(2),
+                       s.is_null(3) ? "" : s.text(3)};
 }
 
 KernelSummary Archive::summary_row(Statement& s) {
@@ -319,8 +407,10 @@ KernelSummary Archive::summary_row(Statement& s) {
 
 std::optional<KernelSummary> Archive::best(TaskId task, std::optional<DeviceId> device) {
   std::string sql = std::string("SELECT ") + kSummaryColumns +
-                    " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
-                    "WHERE c.task_id = ? AND " + kWinner + (device ? " AND e.device_id = ?" : "") +
+                    " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t "
+                    "ON t.id = c.task_id "
+                    "WHERE c.task_id = ? AND " +
+                    kWinner + (device ? " AND e.device_id = ?" : "") +
                     " ORDER BY e.time_ms ASC LIMIT 1";
   Statement s = db_->prepare(sql);
   s.bind(1, task.value);
@@ -333,14 +423,22 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
   // One task: its winners, fastest first. A suite (or everything): each task's best winner, best
   // speedup over eager first.
   bool one_task = task_or_suite.find('/') != std::string::npos;
-  std::string winners = std::string("SELECT e.candidate_id, c.task_id, e.time_ms FROM evaluations e JOIN candidates c ON "
-                                    "c.id = e.candidate_id WHERE ") + kWinner;
-  std::string filter = task_or_suite.empty() ? "1" : one_task ? "t.suite || '/' || t.name = ?1" : "(t.suite = ?1 OR t.name = ?1)";
+  std::string winners =
+      std::string(
+          "SELECT e.candidate_id, c.task_id, e.time_ms FROM evaluations e JOIN candidates c ON "
+          "c.id = e.candidate_id WHERE ") +
+      kWinner;
+  std::string filter = task_or_suite.empty() ? "1"
+                       : one_task            ? "t.suite || '/' || t.name = ?1"
+                                             : "(t.suite = ?1 OR t.name = ?1)";
   std::string pick = one_task ? "c.id IN (SELECT candidate_id FROM w)"
-                              : "c.id IN (SELECT (SELECT candidate_id FROM w WHERE w.task_id = t2.id ORDER BY time_ms LIMIT 1) "
+                              : "c.id IN (SELECT (SELECT candidate_id FROM w WHERE w.task_id = "
+                                "t2.id ORDER BY time_ms LIMIT 1) "
                                 "FROM tasks t2)";
-  std::string sql = "WITH w AS (" + winners + ") SELECT " + kSummaryColumns + " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE " +
-                    filter + " AND " + pick + (one_task ? " ORDER BY 7 ASC" : " ORDER BY 8 DESC NULLS LAST, 7 ASC") + " LIMIT ?2";
+  std::string sql =
+      "WITH w AS (" + winners + ") SELECT " + kSummaryColumns +
+      " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE " + filter + " AND " + pick +
+      (one_task ? " ORDER BY 7 ASC" : " ORDER BY 8 DESC NULLS LAST, 7 ASC") + " LIMIT ?2";
   Statement s = db_->prepare(sql);
   if (!task_or_suite.empty()) s.bind(1, task_or_suite);
   s.bind(2, static_cast<int64_t>(limit));
@@ -349,43 +447,67 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
   return out;
 }
 
-nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind, bool winners_only) {
+nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind,
+                                bool winners_only) {
   Statement s = db_->prepare(
-      "WITH newest AS (SELECT t.* FROM tasks t WHERE t.suite = ?1 AND t.id = (SELECT t2.id FROM tasks t2 WHERE t2.suite = t.suite "
+      "WITH newest AS (SELECT t.* FROM tasks t WHERE t.suite = ?1 AND t.id = (SELECT t2.id FROM "
+      "tasks t2 WHERE t2.suite = t.suite "
       "  AND t2.name = t.name ORDER BY t2.created_at DESC, t2.id DESC LIMIT 1)), "
-      "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY c.task_id ORDER BY e.time_ms) AS k "
+      "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY "
+      "c.task_id ORDER BY e.time_ms) AS k "
       "  FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND e.import_trust IS NOT 'claimed' "
+      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND "
+      "e.import_trust IS NOT 'claimed' "
       "  AND (?2 = '' OR c.prompt_kind = ?2) AND (?3 = 0 OR (e.admitted = 1 AND e.flags = '[]'))) "
-      "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, b.speedup_eager, b.speedup_scripted, "
-      "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at "
+      "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, "
+      "b.speedup_eager, b.speedup_scripted, "
+      "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, "
+      "d.name, b.dims, b.created_at "
       "  , b.id, b.candidate_id, b.compiled_ms, b.speedup_compiled, "
-      "  CASE WHEN json_valid(b.evidence) THEN json_extract(b.evidence, '$.timing.compiled_absent') END "
-      "  FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON d.id = b.device_id "
+      "  CASE WHEN json_valid(b.evidence) THEN json_extract(b.evidence, "
+      "'$.timing.compiled_absent') END "
+      "  FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON "
+      "d.id = b.device_id "
       "ORDER BY n.name");
   s.bind(1, suite).bind(2, prompt_kind).bind(3, int64_t{winners_only});
   nlohmann::json out = nlohmann::json::array();
-  auto real = [&](int i) { return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i)); };
+  auto real = [&](int i) {
+    return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i));
+  };
   auto text_json = [&](int i) {
     if (s.is_null(i)) return nlohmann::json(nullptr);
     if (i == 9) return stored_json(*db_, s, i, "candidates", "tunables", s.integer(18));
     return stored_json(*db_, s, i, "evaluations", i == 11 ? "flags" : "dims", s.integer(17));
   };
   while (s.step())
-    out.push_back({{"task", suite + "/" + s.text(0)}, {"version", s.text(1)}, {"time_ms", real(2)}, {"time_iqr_ms", real(3)},
-                   {"eager_ms", real(4)}, {"scripted_ms", real(5)}, {"speedup_eager", real(6)}, {"speedup_scripted", real(7)},
-                   {"roofline_fraction", real(8)}, {"tunables", text_json(9)},
-                   {"identity", s.is_null(10) ? nlohmann::json(nullptr) : nlohmann::json(s.text(10))}, {"flags", text_json(11)},
-                   {"admitted", s.is_null(12) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(12) != 0)},
-                   {"harness_version", s.is_null(13) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(13))},
-                   {"device", s.is_null(14) ? nlohmann::json(nullptr) : nlohmann::json(s.text(14))}, {"dims", text_json(15)},
-                   {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))},
-                   {"compiled_ms", real(19)}, {"speedup_compiled", real(20)},
-                   {"compiled_absent", s.is_null(21) || s.text(21).empty() ? nlohmann::json(nullptr) : nlohmann::json(s.text(21))}});
+    out.push_back(
+        {{"task", suite + "/" + s.text(0)},
+         {"version", s.text(1)},
+         {"time_ms", real(2)},
+         {"time_iqr_ms", real(3)},
+         {"eager_ms", real(4)},
+         {"scripted_ms", real(5)},
+         {"speedup_eager", real(6)},
+         {"speedup_scripted", real(7)},
+         {"roofline_fraction", real(8)},
+         {"tunables", text_json(9)},
+         {"identity", s.is_null(10) ? nlohmann::json(nullptr) : nlohmann::json(s.text(10))},
+         {"flags", text_json(11)},
+         {"admitted", s.is_null(12) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(12) != 0)},
+         {"harness_version",
+          s.is_null(13) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(13))},
+         {"device", s.is_null(14) ? nlohmann::json(nullptr) : nlohmann::json(s.text(14))},
+         {"dims", text_json(15)},
+         {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))},
+         {"compiled_ms", real(19)},
+         {"speedup_compiled", real(20)},
+         {"compiled_absent", s.is_null(21) || s.text(21).empty() ? nlohmann::json(nullptr)
+                                                                 : nlohmann::json(s.text(21))}});
   return out;
 }
 
-std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k, std::optional<int64_t> before_run) {
+std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k,
+                                            std::optional<int64_t> before_run) {
   std::string tags;
   for (const auto& t : task.tags) tags += t + " ";
   std::string q = fts_query(task.name + " " + tags + " " + task.summary);
@@ -393,13 +515,15 @@ std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k, s
   if (q.empty()) return out;
   // Similar tasks by BM25, then each task's best kernel (winners first, then the fastest correct).
   Statement tasks = db_->prepare(
-      "SELECT task_id, bm25(task_text, 5.0, 3.0, 1.0) FROM task_text WHERE task_text MATCH ? ORDER BY 2 LIMIT ?");
+      "SELECT task_id, bm25(task_text, 5.0, 3.0, 1.0) FROM task_text WHERE task_text MATCH ? ORDER "
+      "BY 2 LIMIT ?");
   tasks.bind(1, q).bind(2, static_cast<int64_t>(4 * k + 4));
   while (tasks.step() && out.size() < k) {
-    Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
-                               " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? "
-                               "AND (?2 IS NULL OR c.run_id IS NULL OR c.run_id < ?2) "
-                               "ORDER BY 7 ASC NULLS LAST, c.verified DESC, c.id DESC LIMIT 1");
+    Statement s =
+        db_->prepare(std::string("SELECT ") + kSummaryColumns +
+                     " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? "
+                     "AND (?2 IS NULL OR c.run_id IS NULL OR c.run_id < ?2) "
+                     "ORDER BY 7 ASC NULLS LAST, c.verified DESC, c.id DESC LIMIT 1");
     s.bind(1, tasks.integer(0)).bind(2, before_run);
     if (s.step()) {
       KernelSummary ks = summary_row(s);
@@ -410,12 +534,14 @@ std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k, s
   return out;
 }
 
-std::vector<std::pair<KernelSummary, std::string>> Archive::notable_failures(TaskId task, size_t k) {
-  Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
-                             ", e.evidence FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-                             "JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? AND e.outcome != 'correct' "
-                             "AND e.import_trust IS NOT 'claimed' "
-                             "ORDER BY e.id DESC LIMIT ?");
+std::vector<std::pair<KernelSummary, std::string>> Archive::notable_failures(TaskId task,
+                                                                             size_t k) {
+  Statement s = db_->prepare(
+      std::string("SELECT ") + kSummaryColumns +
+      ", e.evidence FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "JOIN tasks t ON t.id = c.task_id WHERE c.task_id = ? AND e.outcome != 'correct' "
+      "AND e.import_trust IS NOT 'claimed' "
+      "ORDER BY e.id DESC LIMIT ?");
   s.bind(1, task.value).bind(2, static_cast<int64_t>(k));
   std::vector<std::pair<KernelSummary, std::string>> out;
   while (s.step()) out.emplace_back(summary_row(s), s.text(9));
@@ -426,9 +552,10 @@ std::vector<KernelSummary> Archive::search(const std::string& query, size_t limi
   std::string q = fts_query(query);
   std::vector<KernelSummary> out;
   if (q.empty()) return out;
-  Statement s = db_->prepare(std::string("SELECT ") + kSummaryColumns +
-                             ", k.rank FROM kernel_text k JOIN candidates c ON c.id = k.candidate_id "
-                             "JOIN tasks t ON t.id = c.task_id WHERE kernel_text MATCH ? ORDER BY k.rank LIMIT ?");
+  Statement s = db_->prepare(
+      std::string("SELECT ") + kSummaryColumns +
+      ", k.rank FROM kernel_text k JOIN candidates c ON c.id = k.candidate_id "
+      "JOIN tasks t ON t.id = c.task_id WHERE kernel_text MATCH ? ORDER BY k.rank LIMIT ?");
   s.bind(1, q).bind(2, static_cast<int64_t>(limit));
   while (s.step()) {
     KernelSummary ks = summary_row(s);
@@ -442,8 +569,10 @@ json Archive::search_tasks(const std::string& query, size_t limit) {
   std::string q = fts_query(query);
   json out = json::array();
   if (q.empty()) return out;
-  Statement s = db_->prepare("SELECT t.suite || '/' || t.name, t.summary FROM task_text x JOIN tasks t ON t.id = x.task_id "
-                             "WHERE task_text MATCH ? GROUP BY t.suite, t.name ORDER BY min(x.rank) LIMIT ?");
+  Statement s = db_->prepare(
+      "SELECT t.suite || '/' || t.name, t.summary FROM task_text x JOIN tasks t ON t.id = "
+      "x.task_id "
+      "WHERE task_text MATCH ? GROUP BY t.suite, t.name ORDER BY min(x.rank) LIMIT ?");
   s.bind(1, q).bind(2, static_cast<int64_t>(limit));
   while (s.step()) out.push_back({{"task", s.text(0)}, {"summary", s.text(1)}});
   return out;
@@ -451,8 +580,10 @@ json Archive::search_tasks(const std::string& query, size_t limit) {
 
 json Archive::show(CandidateId id) {
   Statement c = db_->prepare(
-      "SELECT c.id, t.suite || '/' || t.name, t.version, c.run_id, c.identity, c.source, c.plan, c.tunables, c.generation, "
-      "c.island, c.prompt_kind, c.model, c.origin, c.verified, c.imported, c.created_at, c.import_source, c.import_trust "
+      "SELECT c.id, t.suite || '/' || t.name, t.version, c.run_id, c.identity, c.source, c.plan, "
+      "c.tunables, c.generation, "
+      "c.island, c.prompt_kind, c.model, c.origin, c.verified, c.imported, c.created_at, "
+      "c.import_source, c.import_trust "
       "FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE c.id = ?");
   c.bind(1, id.value);
   if (!c.step()) return nullptr;
@@ -466,68 +597,105 @@ json Archive::show(CandidateId id) {
   auto stored = [&](Statement& s, int col, const char* table, const char* column, int64_t row) {
     return stored_json(*db_, s, col, table, column, row);
   };
-  json j = {{"id", c.integer(0)}, {"task", c.text(1)}, {"task_version", c.text(2)},
-            {"run", c.is_null(3) ? json(nullptr) : json(c.integer(3))}, {"identity", c.text(4)}, {"source", c.text(5)},
-            {"plan", stored(c, 6, "candidates", "plan", id.value)}, {"tunables", stored(c, 7, "candidates", "tunables", id.value)},
-            {"generation", c.integer(8)}, {"island", c.integer(9)}, {"prompt_kind", c.text(10)}, {"model", c.text(11)},
-            {"origin", c.text(12)}, {"verified", c.integer(13) != 0},
-            {"imported", stored(c, 14, "candidates", "imported", id.value)}, {"created_at", c.text(15)},
+  json j = {{"id", c.integer(0)},
+            {"task", c.text(1)},
+            {"task_version", c.text(2)},
+            {"run", c.is_null(3) ? json(nullptr) : json(c.integer(3))},
+            {"identity", c.text(4)},
+            {"source", c.text(5)},
+            {"plan", stored(c, 6, "candidates", "plan", id.value)},
+            {"tunables", stored(c, 7, "candidates", "tunables", id.value)},
+            {"generation", c.integer(8)},
+            {"island", c.integer(9)},
+            {"prompt_kind", c.text(10)},
+            {"model", c.text(11)},
+            {"origin", c.text(12)},
+            {"verified", c.integer(13) != 0},
+            {"imported", stored(c, 14, "candidates", "imported", id.value)},
+            {"created_at", c.text(15)},
             {"import", provenance(c, 16, 17)}};
   j["parents"] = json::array();
-  Statement p = db_->prepare("SELECT parent_id FROM candidate_parents WHERE candidate_id = ? ORDER BY parent_id");
+  Statement p = db_->prepare(
+      "SELECT parent_id FROM candidate_parents WHERE candidate_id = ? ORDER BY parent_id");
   p.bind(1, id.value);
   while (p.step()) j["parents"].push_back(p.integer(0));
   j["compiles"] = json::array();
-  Statement cs = db_->prepare("SELECT ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at, import_source, id "
-                              "FROM compiles WHERE candidate_id = ? ORDER BY id");
+  Statement cs = db_->prepare(
+      "SELECT ok, stage, errors, log, resources, compile_ms, arch, nvrtc, created_at, "
+      "import_source, id "
+      "FROM compiles WHERE candidate_id = ? ORDER BY id");
   cs.bind(1, id.value);
   while (cs.step())
-    j["compiles"].push_back({{"ok", cs.integer(0) != 0}, {"stage", cs.text(1)},
-                             {"errors", stored(cs, 2, "compiles", "errors", cs.integer(10))}, {"log", cs.text(3)},
+    j["compiles"].push_back({{"ok", cs.integer(0) != 0},
+                             {"stage", cs.text(1)},
+                             {"errors", stored(cs, 2, "compiles", "errors", cs.integer(10))},
+                             {"log", cs.text(3)},
                              {"resources", stored(cs, 4, "compiles", "resources", cs.integer(10))},
-                             {"compile_ms", cs.is_null(5) ? json(nullptr) : json(cs.real(5))}, {"arch", cs.text(6)},
-                             {"nvrtc", cs.text(7)}, {"created_at", cs.text(8)}, {"import", provenance(cs, 9, -1)}});
+                             {"compile_ms", cs.is_null(5) ? json(nullptr) : json(cs.real(5))},
+                             {"arch", cs.text(6)},
+                             {"nvrtc", cs.text(7)},
+                             {"created_at", cs.text(8)},
+                             {"import", provenance(cs, 9, -1)}});
   j["evaluations"] = json::array();
   Statement es = db_->prepare(
-      "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, e.time_min_ms, e.eager_ms, "
-      "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, e.harness_version, e.toolchain, "
-      "e.created_at, e.import_source, e.import_trust, e.id, e.compiled_ms, e.speedup_compiled FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id "
+      "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, "
+      "e.time_min_ms, e.eager_ms, "
+      "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, "
+      "e.harness_version, e.toolchain, "
+      "e.created_at, e.import_source, e.import_trust, e.id, e.compiled_ms, e.speedup_compiled FROM "
+      "evaluations e LEFT JOIN devices d ON d.id = e.device_id "
       "WHERE e.candidate_id = ? ORDER BY e.id");
   es.bind(1, id.value);
   auto real = [&](int col) { return es.is_null(col) ? json(nullptr) : json(es.real(col)); };
   while (es.step()) {
     int64_t row = es.integer(19);
-    j["evaluations"].push_back({{"device", es.is_null(0) ? json(nullptr) : json(es.text(0))}, {"outcome", es.text(1)},
+    j["evaluations"].push_back({{"device", es.is_null(0) ? json(nullptr) : json(es.text(0))},
+                                {"outcome", es.text(1)},
                                 {"flags", stored(es, 2, "evaluations", "flags", row)},
                                 {"evidence", stored(es, 3, "evaluations", "evidence", row)},
-                                {"dims", stored(es, 4, "evaluations", "dims", row)}, {"time_ms", real(5)},
-                                {"time_iqr_ms", real(6)}, {"time_min_ms", real(7)}, {"eager_ms", real(8)},
-                                {"scripted_ms", real(9)}, {"speedup_eager", real(10)}, {"speedup_scripted", real(11)},
-                                {"compiled_ms", real(20)}, {"speedup_compiled", real(21)},
-                                {"roofline_fraction", real(12)}, {"admitted", es.integer(13) != 0},
-                                {"harness_version", es.integer(14)}, {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
-                                {"created_at", es.text(16)}, {"import", provenance(es, 17, 18)}});
+                                {"dims", stored(es, 4, "evaluations", "dims", row)},
+                                {"time_ms", real(5)},
+                                {"time_iqr_ms", real(6)},
+                                {"time_min_ms", real(7)},
+                                {"eager_ms", real(8)},
+                                {"scripted_ms", real(9)},
+                                {"speedup_eager", real(10)},
+                                {"speedup_scripted", real(11)},
+                                {"compiled_ms", real(20)},
+                                {"speedup_compiled", real(21)},
+                                {"roofline_fraction", real(12)},
+                                {"admitted", es.integer(13) != 0},
+                                {"harness_version", es.integer(14)},
+                                {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
+                                {"created_at", es.text(16)},
+                                {"import", provenance(es, 17, 18)}});
   }
   j["profiles"] = json::array();
   Statement ps = db_->prepare(
-      "SELECT d.uuid, d.name, p.profile, p.created_at FROM profiles p JOIN devices d ON d.id = p.device_id "
+      "SELECT d.uuid, d.name, p.profile, p.created_at FROM profiles p JOIN devices d ON d.id = "
+      "p.device_id "
       "WHERE p.candidate_id = ? ORDER BY p.id");
   ps.bind(1, id.value);
   while (ps.step())
-    j["profiles"].push_back({{"device", ps.text(0)}, {"device_name", ps.text(1)},
-                             {"profile", json::parse(ps.text(2), nullptr, false)}, {"created_at", ps.text(3)}});
+    j["profiles"].push_back({{"device", ps.text(0)},
+                             {"device_name", ps.text(1)},
+                             {"profile", json::parse(ps.text(2), nullptr, false)},
+                             {"created_at", ps.text(3)}});
   return j;
 }
 
 void Archive::add_profile(CandidateId c, int64_t device_id, const json& profile) {
-  Statement s = db_->prepare("INSERT OR IGNORE INTO profiles (candidate_id, device_id, profile) VALUES (?, ?, ?)");
+  Statement s = db_->prepare(
+      "INSERT OR IGNORE INTO profiles (candidate_id, device_id, profile) VALUES (?, ?, ?)");
   s.bind(1, c.value).bind(2, device_id).bind(3, profile.dump()).run();
 }
 
 std::optional<json> Archive::profile(CandidateId c, std::optional<int64_t> device_id) {
   Statement s = db_->prepare(
-      "SELECT p.profile FROM profiles p WHERE p.candidate_id = ?1 AND (?2 IS NULL OR p.device_id IN "
-      "(SELECT k.id FROM devices d JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE d.id = ?2)) "
+      "SELECT p.profile FROM profiles p WHERE p.candidate_id = ?1 AND (?2 IS NULL OR p.device_id "
+      "IN "
+      "(SELECT k.id FROM devices d JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE "
+      "d.id = ?2)) "
       "ORDER BY p.id LIMIT 1");
   s.bind(1, c.value).bind(2, device_id);
   if (!s.step()) return std::nullopt;
@@ -537,17 +705,21 @@ std::optional<json> Archive::profile(CandidateId c, std::optional<int64_t> devic
 int64_t Archive::review(CandidateId id, bool accept, const std::string& note) {
   Transaction t(*db_);
   Statement s = db_->prepare(
-      "SELECT id, flags, evidence FROM evaluations WHERE candidate_id = ? AND EXISTS (SELECT 1 FROM "
+      "SELECT id, flags, evidence FROM evaluations WHERE candidate_id = ? AND EXISTS (SELECT 1 "
+      "FROM "
       "json_each(evaluations.flags) WHERE value = 'suspicious') ORDER BY id DESC LIMIT 1");
   s.bind(1, id.value);
   if (!s.step())
-    throw UsageError("candidate " + std::to_string(id.value) + " has no evaluation flagged suspicious to review");
+    throw UsageError("candidate " + std::to_string(id.value) +
+                     " has no evaluation flagged suspicious to review");
   int64_t evaluation = s.integer(0);
   json flags = stored_json(*db_, s, 1, "evaluations", "flags", evaluation);
   json evidence = stored_json(*db_, s, 2, "evaluations", "evidence", evaluation);
-  std::string suspicion = evidence.contains("timing") ? evidence["timing"].value("suspicion", "") : "";
+  std::string suspicion =
+      evidence.contains("timing") ? evidence["timing"].value("suspicion", "") : "";
   if (accept && suspicion.rfind("faster than the roofline floor", 0) == 0)
-    throw UsageError("candidate " + std::to_string(id.value) + " cannot be accepted: its time is " + suspicion);
+    throw UsageError("candidate " + std::to_string(id.value) + " cannot be accepted: its time is " +
+                     suspicion);
   json kept = json::array();
   for (const auto& f : flags)
     if (!(accept && f == "suspicious") && f != "rejected") kept.push_back(f);
@@ -561,8 +733,10 @@ int64_t Archive::review(CandidateId id, bool accept, const std::string& note) {
 
 std::vector<CandidateId> Archive::lineage(CandidateId id) {
   Statement s = db_->prepare(
-      "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION SELECT p.parent_id, up.depth + 1 FROM candidate_parents p "
-      "JOIN up ON p.candidate_id = up.id WHERE up.depth < 1000) SELECT id FROM up GROUP BY id ORDER BY MIN(depth), id");
+      "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION SELECT p.parent_id, up.depth + 1 FROM "
+      "candidate_parents p "
+      "JOIN up ON p.candidate_id = up.id WHERE up.depth < 1000) SELECT id FROM up GROUP BY id "
+      "ORDER BY MIN(depth), id");
   s.bind(1, id.value);
   std::vector<CandidateId> out;
   while (s.step()) out.push_back(CandidateId{s.integer(0)});
@@ -570,15 +744,23 @@ std::vector<CandidateId> Archive::lineage(CandidateId id) {
 }
 
 json Archive::tasks_overview() {
-  Statement s = db_->prepare(std::string(
-      "SELECT t.suite || '/' || t.name, t.version, t.summary, (SELECT count(*) FROM candidates c WHERE c.task_id = t.id), "
-      "(SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.task_id = t.id AND "
-      "e.outcome = 'correct' AND e.import_trust IS NOT 'claimed'), (SELECT MIN(e.time_ms) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-      "WHERE c.task_id = t.id AND ") + kWinner + ") FROM tasks t ORDER BY t.suite, t.name, t.id");
+  Statement s = db_->prepare(
+      std::string("SELECT t.suite || '/' || t.name, t.version, t.summary, (SELECT count(*) FROM "
+                  "candidates c WHERE c.task_id = t.id), "
+                  "(SELECT count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+                  "WHERE c.task_id = t.id AND "
+                  "e.outcome = 'correct' AND e.import_trust IS NOT 'claimed'), (SELECT "
+                  "MIN(e.time_ms) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+                  "WHERE c.task_id = t.id AND ") +
+      kWinner + ") FROM tasks t ORDER BY t.suite, t.name, t.id");
   json out = json::array();
   while (s.step())
-    out.push_back({{"task", s.text(0)}, {"version", s.text(1)}, {"summary", s.text(2)}, {"candidates", s.integer(3)},
-                   {"correct_evaluations", s.integer(4)}, {"best_ms", s.is_null(5) ? json(nullptr) : json(s.real(5))}});
+    out.push_back({{"task", s.text(0)},
+                   {"version", s.text(1)},
+                   {"summary", s.text(2)},
+                   {"candidates", s.integer(3)},
+                   {"correct_evaluations", s.integer(4)},
+                   {"best_ms", s.is_null(5) ? json(nullptr) : json(s.real(5))}});
   return out;
 }
 
@@ -587,25 +769,36 @@ json Archive::runs() {
       "SELECT r.id, r.started_at, r.finished_at, r.status, r.config, r.budgets_used, "
       "(SELECT count(*) FROM candidates c WHERE c.run_id = r.id), "
       "(SELECT count(*) FROM llm_calls l WHERE l.run_id = r.id), "
-      "(SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls l WHERE l.run_id = r.id) FROM runs r ORDER BY r.id");
+      "(SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls l WHERE l.run_id = r.id) FROM runs r "
+      "ORDER BY r.id");
   json out = json::array();
   while (s.step())
-    out.push_back({{"id", s.integer(0)}, {"started_at", s.text(1)}, {"finished_at", s.is_null(2) ? json(nullptr) : json(s.text(2))},
-                   {"status", s.text(3)}, {"config", stored_json(*db_, s, 4, "runs", "config", s.integer(0))},
+    out.push_back({{"id", s.integer(0)},
+                   {"started_at", s.text(1)},
+                   {"finished_at", s.is_null(2) ? json(nullptr) : json(s.text(2))},
+                   {"status", s.text(3)},
+                   {"config", stored_json(*db_, s, 4, "runs", "config", s.integer(0))},
                    {"budgets_used", stored_json(*db_, s, 5, "runs", "budgets_used", s.integer(0))},
-                   {"candidates", s.integer(6)}, {"llm_calls", s.integer(7)}, {"llm_cost_usd", s.real(8)}});
+                   {"candidates", s.integer(6)},
+                   {"llm_calls", s.integer(7)},
+                   {"llm_cost_usd", s.real(8)}});
   return out;
 }
 
 Stats Archive::stats() {
   Stats st;
-  Statement s = db_->prepare(std::string(
-      "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM candidates), "
-      "(SELECT count(*) FROM candidates WHERE origin = 'imported'), (SELECT count(*) FROM compiles), "
-      "(SELECT count(*) FROM evaluations), "
-      "(SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND import_trust IS NOT 'claimed'), "
-      "(SELECT count(DISTINCT c.id) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE ") + kWinner +
-      "), (SELECT count(*) FROM runs), (SELECT count(*) FROM llm_calls), (SELECT COALESCE(SUM(cost_usd), 0) FROM llm_calls), "
+  Statement s = db_->prepare(
+      std::string("SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM candidates), "
+                  "(SELECT count(*) FROM candidates WHERE origin = 'imported'), (SELECT count(*) "
+                  "FROM compiles), "
+                  "(SELECT count(*) FROM evaluations), "
+                  "(SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND import_trust IS "
+                  "NOT 'claimed'), "
+                  "(SELECT count(DISTINCT c.id) FROM evaluations e JOIN candidates c ON c.id = "
+                  "e.candidate_id WHERE ") +
+      kWinner +
+      "), (SELECT count(*) FROM runs), (SELECT count(*) FROM llm_calls), (SELECT "
+      "COALESCE(SUM(cost_usd), 0) FROM llm_calls), "
       "(SELECT count(*) FROM evaluations WHERE import_trust = 'claimed')");
   s.step();
   st.tasks = s.integer(0);

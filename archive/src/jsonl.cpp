@@ -24,11 +24,16 @@ using nlohmann::json;
 constexpr int kFormat = 1;
 constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
-bool is_ai_cuda_engineer_row(const json& j) { return j.contains("CUDA_Code") && !j.contains("kforge_archive"); }
+bool is_ai_cuda_engineer_row(const json& j) {
+  return j.contains("CUDA_Code") && !j.contains("kforge_archive");
+}
 
 std::string slug(const std::string& s) {
   std::string out;
-  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+  for (char c : s)
+    out += std::isalnum(static_cast<unsigned char>(c))
+               ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+               : '_';
   return out;
 }
 
@@ -41,19 +46,21 @@ bool read_line(std::istream& in, std::string& out, const std::string& file, int 
     any = true;
     if (c == '\n') return true;
     if (out.size() >= kMaxLineBytes)
-      throw InputError(file, line_no, "", "the line is longer than 64 MiB; no kforge line is that long");
+      throw InputError(file, line_no, "",
+                       "the line is longer than 64 MiB; no kforge line is that long");
     out.push_back(static_cast<char>(c));
   }
   return any;
 }
 
 // Someone else's kernel and claims: retrieval text, unverified, never a winner (--trust or not).
-void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineChecker& f, const std::string& source_name,
-                                 ImportReport& report) {
+void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineChecker& f,
+                                 const std::string& source_name, ImportReport& report) {
   std::string op = f.text(j, "", "Op_Name", false, "unknown_op");
   std::string level = "0";
   if (const json* l = f.get(j, "", "Level_ID", false)) {
-    if (!l->is_string() && !l->is_number_integer()) f.fail("Level_ID", std::string("must be a string or an integer, not ") + l->type_name());
+    if (!l->is_string() && !l->is_number_integer())
+      f.fail("Level_ID", std::string("must be a string or an integer, not ") + l->type_name());
     level = l->dump();
   }
   std::string source = f.text(j, "", "CUDA_Code", true);
@@ -74,9 +81,9 @@ void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineC
   c.imported = true;
   c.import_source = source_name;
   c.import_trust = "claimed";
-  for (const char* k : {"Op_Name", "Level_ID", "Task_ID", "Kernel_Name", "CUDA_Runtime", "PyTorch_Native_Runtime",
-                        "PyTorch_Compile_Runtime", "CUDA_Speedup_Native", "CUDA_Speedup_Compile", "Correct", "Max_Diff",
-                        "Error"})
+  for (const char* k : {"Op_Name", "Level_ID", "Task_ID", "Kernel_Name", "CUDA_Runtime",
+                        "PyTorch_Native_Runtime", "PyTorch_Compile_Runtime", "CUDA_Speedup_Native",
+                        "CUDA_Speedup_Compile", "Correct", "Max_Diff", "Error"})
     if (j.contains(k)) c.imported_claims[k] = j[k];
   c.imported_claims["source"] = source_name;
   Statement known = ar.db().prepare("SELECT 1 FROM candidates WHERE task_id = ? AND identity = ?");
@@ -94,8 +101,9 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
   auto check = [&](size_t lines) {
     if (out) return;
     int err = errno;
-    throw UsageError("cannot write the export to " + destination + (err ? std::string(": ") + std::strerror(err) : std::string()) +
-                " (after " + std::to_string(lines) + " line(s)); the export is incomplete");
+    throw UsageError("cannot write the export to " + destination +
+                     (err ? std::string(": ") + std::strerror(err) : std::string()) + " (after " +
+                     std::to_string(lines) + " line(s)); the export is incomplete");
   };
   Statement ids = db_->prepare("SELECT id FROM candidates ORDER BY id");
   size_t n = 0;
@@ -106,14 +114,19 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
       throw ArchiveError(db_->path() + ": table candidates, row " + std::to_string(id.value) +
                          ", column task_id: names no task; the archive is damaged");
     Statement t = db_->prepare(
-        "SELECT t.suite, t.name, t.version, t.summary, t.tags, t.definition, t.created_at, t.id FROM tasks t JOIN candidates c "
+        "SELECT t.suite, t.name, t.version, t.summary, t.tags, t.definition, t.created_at, t.id "
+        "FROM tasks t JOIN candidates c "
         "ON c.task_id = t.id WHERE c.id = ?");
     t.bind(1, id.value);
     t.step();
     json line;
     line["kforge_archive"] = kFormat;
-    line["task"] = {{"suite", t.text(0)}, {"name", t.text(1)}, {"version", t.text(2)}, {"summary", t.text(3)},
-                    {"tags", stored_json(*db_, t, 4, "tasks", "tags", t.integer(7))}, {"definition", t.text(5)},
+    line["task"] = {{"suite", t.text(0)},
+                    {"name", t.text(1)},
+                    {"version", t.text(2)},
+                    {"summary", t.text(3)},
+                    {"tags", stored_json(*db_, t, 4, "tasks", "tags", t.integer(7))},
+                    {"definition", t.text(5)},
                     {"created_at", t.text(6)}};
     json parents = json::array();
     for (const auto& p : c["parents"]) {
@@ -123,10 +136,14 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
     }
     json run = nullptr;
     if (!c["run"].is_null()) {
-      Statement r = db_->prepare("SELECT started_at, finished_at, status, config, budgets_used, id FROM runs WHERE id = ?");
+      Statement r = db_->prepare(
+          "SELECT started_at, finished_at, status, config, budgets_used, id FROM runs WHERE id = "
+          "?");
       r.bind(1, c["run"].get<int64_t>());
       if (r.step())
-        run = {{"started_at", r.text(0)}, {"finished_at", r.is_null(1) ? json(nullptr) : json(r.text(1))}, {"status", r.text(2)},
+        run = {{"started_at", r.text(0)},
+               {"finished_at", r.is_null(1) ? json(nullptr) : json(r.text(1))},
+               {"status", r.text(2)},
                {"config", stored_json(*db_, r, 3, "runs", "config", r.integer(5))},
                {"budgets_used", stored_json(*db_, r, 4, "runs", "budgets_used", r.integer(5))}};
     }
@@ -138,22 +155,38 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
       // plain, so export(import --trust(export(a))) equals export(a).
       json from = e["import"];
       e.erase("import");
-      if (!from.is_null() && from["trust"] == "claimed" && from["from"].is_string()) e["claimed_from"] = from["from"];
+      if (!from.is_null() && from["trust"] == "claimed" && from["from"].is_string())
+        e["claimed_from"] = from["from"];
       if (e["device"].is_null()) continue;
-      Statement d = db_->prepare("SELECT name, arch, sms, memory_bytes, driver FROM devices WHERE uuid = ?");
+      Statement d =
+          db_->prepare("SELECT name, arch, sms, memory_bytes, driver FROM devices WHERE uuid = ?");
       d.bind(1, e["device"].get<std::string>());
       d.step();
-      e["device"] = {{"uuid", e["device"]}, {"name", d.text(0)}, {"arch", d.text(1)},
+      e["device"] = {{"uuid", e["device"]},
+                     {"name", d.text(0)},
+                     {"arch", d.text(1)},
                      {"sms", d.is_null(2) ? json(nullptr) : json(d.integer(2))},
-                     {"memory_bytes", d.is_null(3) ? json(nullptr) : json(d.integer(3))}, {"driver", d.text(4)}};
+                     {"memory_bytes", d.is_null(3) ? json(nullptr) : json(d.integer(3))},
+                     {"driver", d.text(4)}};
     }
-    line["candidate"] = {{"identity", c["identity"]}, {"source", c["source"]}, {"plan", c["plan"]}, {"tunables", c["tunables"]},
-                         {"generation", c["generation"]}, {"island", c["island"]}, {"prompt_kind", c["prompt_kind"]},
-                         {"model", c["model"]}, {"origin", c["origin"]}, {"verified", c["verified"]},
-                         {"imported", c["imported"]}, {"created_at", c["created_at"]}, {"parents", parents}, {"run", run}};
+    line["candidate"] = {{"identity", c["identity"]},
+                         {"source", c["source"]},
+                         {"plan", c["plan"]},
+                         {"tunables", c["tunables"]},
+                         {"generation", c["generation"]},
+                         {"island", c["island"]},
+                         {"prompt_kind", c["prompt_kind"]},
+                         {"model", c["model"]},
+                         {"origin", c["origin"]},
+                         {"verified", c["verified"]},
+                         {"imported", c["imported"]},
+                         {"created_at", c["created_at"]},
+                         {"parents", parents},
+                         {"run", run}};
     line["compiles"] = compiles;
     line["evaluations"] = evals;
-    // The AI CUDA Engineer archive's column names, from kforge's own numbers (best correct evaluation).
+    // The AI CUDA Engineer archive's column names, from kforge's own numbers (best correct
+    // evaluation).
     json best = nullptr;
     for (const auto& e : evals)
       if (e["outcome"] == "correct" && !e["time_ms"].is_null() && !e.contains("claimed_from") &&
@@ -167,13 +200,17 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
     line["CUDA_Runtime"] = best.is_null() ? json(nullptr) : best["time_ms"];
     line["PyTorch_Native_Runtime"] = best.is_null() ? json(nullptr) : best["eager_ms"];
     line["CUDA_Speedup_Native"] = best.is_null() ? json(nullptr) : best["speedup_eager"];
-    line["PyTorch_Compile_Runtime"] = best.is_null() ? json(nullptr) : best["compiled_ms"];  // torch.compile's
+    line["PyTorch_Compile_Runtime"] =
+        best.is_null() ? json(nullptr) : best["compiled_ms"];  // torch.compile's
     line["CUDA_Speedup_Compile"] = best.is_null() ? json(nullptr) : best["speedup_compiled"];
     line["Correct"] = !best.is_null();
-    line["Max_Diff"] = best.is_null() || !best["evidence"].is_object() || !best["evidence"].contains("max_abs_error")
+    line["Max_Diff"] = best.is_null() || !best["evidence"].is_object() ||
+                               !best["evidence"].contains("max_abs_error")
                            ? json(nullptr)
                            : best["evidence"]["max_abs_error"];
-    line["Error"] = evals.empty() ? json(nullptr) : json(evals.back()["outcome"] == "correct" ? "" : evals.back()["outcome"]);
+    line["Error"] = evals.empty()
+                        ? json(nullptr)
+                        : json(evals.back()["outcome"] == "correct" ? "" : evals.back()["outcome"]);
     errno = 0;
     out << line.dump() << "\n";
     check(n);
@@ -188,7 +225,8 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
 void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report) {
   Transaction line(*db_);  // the whole line or nothing of it
   TaskId task;
-  Statement exists = db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? AND version = ?");
+  Statement exists =
+      db_->prepare("SELECT id FROM tasks WHERE suite = ? AND name = ? AND version = ?");
   exists.bind(1, l.task.suite).bind(2, l.task.name).bind(3, l.task.content_hash);
   if (exists.step()) {
     task = TaskId{exists.integer(0)};
@@ -208,8 +246,14 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
     if (rs.step()) {
       c.run = RunId{rs.integer(0)};
     } else {
-      Statement ins = db_->prepare("INSERT INTO runs (started_at, finished_at, status, config, budgets_used) VALUES (?, ?, ?, ?, ?)");
-      ins.bind(1, r.started_at).bind(2, r.finished_at).bind(3, r.status).bind(4, r.config.dump()).bind(5, r.budgets_used.dump());
+      Statement ins = db_->prepare(
+          "INSERT INTO runs (started_at, finished_at, status, config, budgets_used) VALUES (?, ?, "
+          "?, ?, ?)");
+      ins.bind(1, r.started_at)
+          .bind(2, r.finished_at)
+          .bind(3, r.status)
+          .bind(4, r.config.dump())
+          .bind(5, r.budgets_used.dump());
       ins.run();
       c.run = RunId{db_->last_insert_id()};
     }
@@ -225,15 +269,25 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
   if (find.step()) known = CandidateId{find.integer(0)};
   ++(known ? report.known_candidates : report.new_candidates);
 
-  // Reports already stored (the same line imported before, or this archive's own) are not added again.
+  // Reports already stored (the same line imported before, or this archive's own) are not added
+  // again.
   std::vector<CompileRecord> compiles;
   for (const auto& cr : l.compiles) {
     if (known) {
       Statement s = db_->prepare(
-          "SELECT 1 FROM compiles WHERE candidate_id = ? AND ok = ? AND stage = ? AND errors = ? AND log = ? AND resources = ? "
+          "SELECT 1 FROM compiles WHERE candidate_id = ? AND ok = ? AND stage = ? AND errors = ? "
+          "AND log = ? AND resources = ? "
           "AND compile_ms IS ? AND arch = ? AND nvrtc = ? AND created_at = ?");
-      s.bind(1, known->value).bind(2, int64_t{cr.ok}).bind(3, cr.stage).bind(4, json(cr.errors).dump()).bind(5, cr.log);
-      s.bind(6, cr.resources.dump()).bind(7, cr.compile_ms).bind(8, cr.arch).bind(9, cr.nvrtc).bind(10, cr.created_at);
+      s.bind(1, known->value)
+          .bind(2, int64_t{cr.ok})
+          .bind(3, cr.stage)
+          .bind(4, json(cr.errors).dump())
+          .bind(5, cr.log);
+      s.bind(6, cr.resources.dump())
+          .bind(7, cr.compile_ms)
+          .bind(8, cr.arch)
+          .bind(9, cr.nvrtc)
+          .bind(10, cr.created_at);
       if (s.step()) {
         ++report.duplicates;
         continue;
@@ -246,14 +300,21 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
     EvaluationRecord e = ie.record;
     if (known) {
       Statement s = db_->prepare(
-          "SELECT 1 FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE e.candidate_id = ? AND d.uuid IS ? "
-          "AND e.outcome = ? AND e.flags = ? AND e.evidence = ? AND e.dims = ? AND e.time_ms IS ? AND e.time_iqr_ms IS ? "
-          "AND e.time_min_ms IS ? AND e.eager_ms IS ? AND e.scripted_ms IS ? AND e.speedup_eager IS ? "
-          "AND e.speedup_scripted IS ? AND e.roofline_fraction IS ? AND e.admitted = ? AND e.harness_version = ? "
-          "AND e.toolchain = ? AND e.created_at = ? AND e.compiled_ms IS ? AND e.speedup_compiled IS ?");
+          "SELECT 1 FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE "
+          "e.candidate_id = ? AND d.uuid IS ? "
+          "AND e.outcome = ? AND e.flags = ? AND e.evidence = ? AND e.dims = ? AND e.time_ms IS ? "
+          "AND e.time_iqr_ms IS ? "
+          "AND e.time_min_ms IS ? AND e.eager_ms IS ? AND e.scripted_ms IS ? AND e.speedup_eager "
+          "IS ? "
+          "AND e.speedup_scripted IS ? AND e.roofline_fraction IS ? AND e.admitted = ? AND "
+          "e.harness_version = ? "
+          "AND e.toolchain = ? AND e.created_at = ? AND e.compiled_ms IS ? AND e.speedup_compiled "
+          "IS ?");
       s.bind(1, known->value);
-      if (ie.device) s.bind(2, ie.device->uuid);
-      else s.bind_null(2);
+      if (ie.device)
+        s.bind(2, ie.device->uuid);
+      else
+        s.bind_null(2);
       bind_evaluation_columns(s, e);
       if (s.step()) {
         ++report.duplicates;
@@ -268,8 +329,16 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
       if (ds.step()) {
         e.device = DeviceId{ds.integer(0)};
       } else {
-        Statement ins = db_->prepare("INSERT INTO devices (uuid, name, arch, sms, memory_bytes, driver) VALUES (?, ?, ?, ?, ?, ?)");
-        ins.bind(1, d.uuid).bind(2, d.name).bind(3, d.arch).bind(4, d.sms).bind(5, d.memory_bytes).bind(6, d.driver).run();
+        Statement ins = db_->prepare(
+            "INSERT INTO devices (uuid, name, arch, sms, memory_bytes, driver) VALUES (?, ?, ?, ?, "
+            "?, ?)");
+        ins.bind(1, d.uuid)
+            .bind(2, d.name)
+            .bind(3, d.arch)
+            .bind(4, d.sms)
+            .bind(5, d.memory_bytes)
+            .bind(6, d.driver)
+            .run();
         e.device = DeviceId{db_->last_insert_id()};
       }
     }
@@ -278,7 +347,8 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
   }
   report.compiles += compiles.size();
   report.evaluations += evaluations.size();
-  add_candidate(c, compiles.empty() ? std::nullopt : std::optional<CompileRecord>(compiles[0]), evaluations);
+  add_candidate(c, compiles.empty() ? std::nullopt : std::optional<CompileRecord>(compiles[0]),
+                evaluations);
   for (size_t i = 1; i < compiles.size(); ++i) add_candidate(c, compiles[i], {});
   line.commit();
 }
@@ -298,7 +368,9 @@ ImportReport Archive::import_jsonl(std::istream& raw, const std::string& source_
   int line_no = 0;
   auto what_happened = [&] {
     return "; nothing of this line was stored" +
-           (report.lines ? ", the " + std::to_string(report.lines) + " line(s) before it were imported" : std::string()) +
+           (report.lines
+                ? ", the " + std::to_string(report.lines) + " line(s) before it were imported"
+                : std::string()) +
            " (importing again adds nothing twice: fix the line and re-run)";
   };
   while (true) {
@@ -309,14 +381,16 @@ ImportReport Archive::import_jsonl(std::istream& raw, const std::string& source_
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       detail::LineChecker f(source_name, line_no);
       json j = f.parse(text);
-      if (is_ai_cuda_engineer_row(j)) import_ai_cuda_engineer_row(*this, j, f, source_name, report);
-      else store_imported(detail::check_kforge_line(j, f, source_name, options), report);
+      if (is_ai_cuda_engineer_row(j))
+        import_ai_cuda_engineer_row(*this, j, f, source_name, report);
+      else
+        store_imported(detail::check_kforge_line(j, f, source_name, options), report);
       ++report.lines;
     } catch (const InputError& e) {
       throw InputError(e.file(), e.line(), e.field(), e.problem() + what_happened());
     } catch (const ArchiveError& e) {
-      throw ArchiveError(std::string(e.what()) + " (importing " + source_name + " line " + std::to_string(current) +
-                         what_happened() + ")");
+      throw ArchiveError(std::string(e.what()) + " (importing " + source_name + " line " +
+                         std::to_string(current) + what_happened() + ")");
     }
   }
   if (in.bad() || raw.bad())

@@ -33,7 +33,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;
   bool connect = true;  // a line through the points in order; false: points only
 };
-std::string svg_plot(const std::string& title, const std::string& x_label, const std::string& y_label,
-                     const std::vector<Series>& series);
+std::string svg_plot(const std::string& title, const std::string& x_label,
+                     const std::string& y_label, const std::vector<Series>& series);
 
 }  // namespace kforge::browse

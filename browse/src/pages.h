@@ -15,12 +15,12 @@ struct View {
   int status = 200;
 };
 
-View overview(archive::Archive& ar);                                                       // /
+View overview(archive::Archive& ar);  // /
 View leaderboard(archive::Archive& ar, const std::string& suite, const std::string& device,
-                 const std::string& tag);  // /leaderboard?suite=&device=&tag=
-View task_list(archive::Archive& ar);                                                      // /tasks
-View task_page(archive::Archive& ar, const std::string& id);                               // /task?id=suite/name
-View candidate_page(archive::Archive& ar, int64_t id);                                     // /candidate/N
-View search_page(archive::Archive& ar, const std::string& query);                          // /search?q=
+                 const std::string& tag);                     // /leaderboard?suite=&device=&tag=
+View task_list(archive::Archive& ar);                         // /tasks
+View task_page(archive::Archive& ar, const std::string& id);  // /task?id=suite/name
+View candidate_page(archive::Archive& ar, int64_t id);        // /candidate/N
+View search_page(archive::Archive& ar, const std::string& query);  // /search?q=
 
 }  // namespace kforge::browse

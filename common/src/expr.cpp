@@ -214,7 +214,9 @@ class Parser {
     fail("unexpected '" + std::string(1, c) + "'");
   }
   void check_call(const std::string& fn, size_t n) {
-    size_t want = (fn == "sqrt" || fn == "abs") ? 1 : (fn == "ceil_div" || fn == "min" || fn == "max") ? 2 : 0;
+    size_t want = (fn == "sqrt" || fn == "abs")                      ? 1
+                  : (fn == "ceil_div" || fn == "min" || fn == "max") ? 2
+                                                                     : 0;
     if (want == 0) fail("unknown function '" + fn + "' (known: ceil_div, min, max, abs, sqrt)");
     if (n != want)
       fail(fn + " takes " + std::to_string(want) + " argument(s), got " + std::to_string(n));
@@ -229,7 +231,8 @@ class Parser {
       } else if (c == '.' || c == 'e' || c == 'E') {
         real = true;
         ++pos_;
-        if ((c == 'e' || c == 'E') && pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
+        if ((c == 'e' || c == 'E') && pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+'))
+          ++pos_;
       } else {
         break;
       }
@@ -239,8 +242,10 @@ class Parser {
     n->kind = Kind::Number;
     try {
       size_t used = 0;
-      if (real) n->number = std::stod(tok, &used);
-      else n->number = static_cast<int64_t>(std::stoll(tok, &used));
+      if (real)
+        n->number = std::stod(tok, &used);
+      else
+        n->number = static_cast<int64_t>(std::stoll(tok, &used));
       if (used != tok.size()) fail("malformed number '" + tok + "'");
       if (real && !std::isfinite(std::get<double>(n->number)))
         fail("number '" + tok + "' is out of range");
@@ -265,8 +270,9 @@ ExprError eval_error(const std::string& text, const std::string& what) {
 int64_t int_op(kforge_launch::IntOp op, int64_t a, int64_t b, const std::string& text) {
   int64_t r = 0;
   kforge_launch::IntError e = kforge_launch::apply(op, a, b, &r);
-  if (e == kforge_launch::IntError::Overflow && (op == kforge_launch::IntOp::Add || op == kforge_launch::IntOp::Sub ||
-                                                 op == kforge_launch::IntOp::Mul))
+  if (e == kforge_launch::IntError::Overflow &&
+      (op == kforge_launch::IntOp::Add || op == kforge_launch::IntOp::Sub ||
+       op == kforge_launch::IntOp::Mul))
     throw ExprError("64-bit integer overflow in " + quoted(text));
   if (e != kforge_launch::IntError::None) throw eval_error(text, kforge_launch::describe(e));
   return r;
@@ -275,8 +281,9 @@ int64_t int_op(kforge_launch::IntOp op, int64_t a, int64_t b, const std::string&
 std::optional<kforge_launch::IntOp> int_op_named(const std::string& op) {
   using kforge_launch::IntOp;
   static const std::map<std::string, IntOp> ops = {
-      {"+", IntOp::Add}, {"-", IntOp::Sub}, {"*", IntOp::Mul}, {"/", IntOp::Div}, {"%", IntOp::Mod},
-      {"==", IntOp::Eq}, {"!=", IntOp::Ne}, {"<", IntOp::Lt}, {"<=", IntOp::Le}, {">", IntOp::Gt}, {">=", IntOp::Ge}};
+      {"+", IntOp::Add}, {"-", IntOp::Sub}, {"*", IntOp::Mul}, {"/", IntOp::Div},
+      {"%", IntOp::Mod}, {"==", IntOp::Eq}, {"!=", IntOp::Ne}, {"<", IntOp::Lt},
+      {"<=", IntOp::Le}, {">", IntOp::Gt},  {">=", IntOp::Ge}};
   auto it = ops.find(op);
   if (it == ops.end()) return std::nullopt;
   return it->second;
@@ -372,7 +379,9 @@ Value eval_node(const Expr::Node& n, const NameLookup& lookup, const std::string
         if (!ia || !ib) throw err("ceil_div needs integers");
         return int_op(kforge_launch::IntOp::CeilDiv, *ia, *ib, text);
       }
-      if (ia && ib) return int_op(fn == "min" ? kforge_launch::IntOp::Min : kforge_launch::IntOp::Max, *ia, *ib, text);
+      if (ia && ib)
+        return int_op(fn == "min" ? kforge_launch::IntOp::Min : kforge_launch::IntOp::Max, *ia, *ib,
+                      text);
       double x = to_double(v[0]), y = to_double(v[1]);
       return fn == "min" ? std::min(x, y) : std::max(x, y);
     }
@@ -411,7 +420,9 @@ Expr Expr::constant(int64_t v) {
   return e;
 }
 
-Value Expr::eval(const NameLookup& lookup) const { return eval_node(*root_, lookup, text_); }
+Value Expr::eval(const NameLookup& lookup) const {
+  return eval_node(*root_, lookup, text_);
+}
 
 Value Expr::eval(const IntNames& names) const {
   return eval([&](const std::string& n) -> std::optional<Value> {
@@ -428,26 +439,31 @@ int64_t Expr::eval_int(const IntNames& names) const {
                   to_string(v));
 }
 
-double Expr::eval_real(const IntNames& names) const { return to_double(eval(names)); }
+double Expr::eval_real(const IntNames& names) const {
+  return to_double(eval(names));
+}
 
-bool Expr::eval_bool(const IntNames& names) const { return to_double(eval(names)) != 0.0; }
+bool Expr::eval_bool(const IntNames& names) const {
+  return to_double(eval(names)) != 0.0;
+}
 
 namespace {
 
-std::string code_of(const Expr::Node& n, const std::function<std::string(const std::string&)>& name, const std::string& fn,
-                    const std::string& text) {
+std::string code_of(const Expr::Node& n, const std::function<std::string(const std::string&)>& name,
+                    const std::string& fn, const std::string& text) {
   auto call = [&](const std::string& op, const std::string& a, const std::string& b) {
     return fn + "(kforge_launch::IntOp::" + op + ", " + a + ", " + b + ")";
   };
   auto sub = [&](size_t i) { return code_of(*n.args[i], name, fn, text); };
   static const std::map<std::string, std::string> ops = {
-      {"+", "Add"}, {"-", "Sub"}, {"*", "Mul"}, {"/", "Div"}, {"%", "Mod"}, {"==", "Eq"}, {"!=", "Ne"},
-      {"<", "Lt"},  {"<=", "Le"}, {">", "Gt"},  {">=", "Ge"}};
+      {"+", "Add"}, {"-", "Sub"}, {"*", "Mul"}, {"/", "Div"}, {"%", "Mod"}, {"==", "Eq"},
+      {"!=", "Ne"}, {"<", "Lt"},  {"<=", "Le"}, {">", "Gt"},  {">=", "Ge"}};
   switch (n.kind) {
     case Kind::Number:
       if (auto* i = std::get_if<int64_t>(&n.number))
         return *i == INT64_MIN ? "INT64_MIN" : "int64_t{" + std::to_string(*i) + "}";
-      throw eval_error(text, "a real number (" + to_string(n.number) + ") cannot be exported: launch plans compute with integers");
+      throw eval_error(text, "a real number (" + to_string(n.number) +
+                                 ") cannot be exported: launch plans compute with integers");
     case Kind::Name:
       return name(n.name);
     case Kind::Unary:
@@ -459,9 +475,12 @@ std::string code_of(const Expr::Node& n, const std::function<std::string(const s
       std::string acc = sub(0);
       for (size_t i = 1; i < n.args.size(); ++i) {
         const std::string& op = n.ops[i - 1];
-        if (op == "&&") acc = "int64_t{(" + acc + ") != 0 && (" + sub(i) + ") != 0}";  // short-circuit, as eval
-        else if (op == "||") acc = "int64_t{(" + acc + ") != 0 || (" + sub(i) + ") != 0}";
-        else acc = call(ops.at(op), acc, sub(i));
+        if (op == "&&")
+          acc = "int64_t{(" + acc + ") != 0 && (" + sub(i) + ") != 0}";  // short-circuit, as eval
+        else if (op == "||")
+          acc = "int64_t{(" + acc + ") != 0 || (" + sub(i) + ") != 0}";
+        else
+          acc = call(ops.at(op), acc, sub(i));
       }
       return acc;
     }
@@ -477,7 +496,8 @@ std::string code_of(const Expr::Node& n, const std::function<std::string(const s
 
 }  // namespace
 
-std::string Expr::to_code(const std::function<std::string(const std::string&)>& name, const std::string& fn) const {
+std::string Expr::to_code(const std::function<std::string(const std::string&)>& name,
+                          const std::string& fn) const {
   return code_of(*root_, name, fn, text_);
 }
 

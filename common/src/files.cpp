@@ -21,13 +21,16 @@ namespace kforge {
 std::string make_temp_directory(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw Error("cannot create a temporary folder from " + pattern + ": " + std::strerror(errno));
+  if (!::mkdtemp(pattern.data()))
+    throw Error("cannot create a temporary folder from " + pattern + ": " + std::strerror(errno));
   return pattern;
 }
 
 void remove_tree(const std::string& path) {
-  ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p), 0; }, 16,
-         FTW_DEPTH | FTW_PHYS);
+  ::nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p), 0; }, 16,
+      FTW_DEPTH | FTW_PHYS);
 }
 
 std::string real_path(const std::string& path) {

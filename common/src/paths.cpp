@@ -28,7 +28,9 @@ std::filesystem::path cache_dir() {
   return xdg("XDG_CACHE_HOME", ".cache") / "kforge";
 }
 
-std::filesystem::path data_dir() { return xdg("XDG_DATA_HOME", ".local/share") / "kforge"; }
+std::filesystem::path data_dir() {
+  return xdg("XDG_DATA_HOME", ".local/share") / "kforge";
+}
 
 std::string find_in_path(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;

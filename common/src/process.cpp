@@ -30,7 +30,8 @@ void UniqueFd::reset(int fd) {
 
 Pipe make_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(std::string("pipe failed: ") + std::strerror(errno));
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -44,7 +45,8 @@ std::pair<UniqueFd, UniqueFd> socket_pair() {
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status))
-    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "ended";
 }
 
@@ -55,13 +57,18 @@ struct StartFailure {
   int step = 0;
   int err = 0;
 };
-constexpr const char* kSteps[] = {"", "setting its process group", "passing it a descriptor", "tying it to kforge",
-                                  "limiting it", "entering its working folder", "confining it with Landlock",
+constexpr const char* kSteps[] = {"",
+                                  "setting its process group",
+                                  "passing it a descriptor",
+                                  "tying it to kforge",
+                                  "limiting it",
+                                  "entering its working folder",
+                                  "confining it with Landlock",
                                   "running it"};
 
 // The child between fork and exec: system calls only (no allocation, no locks), then exec.
-[[noreturn]] void start_confined(const SpawnOptions& o, const std::vector<std::pair<int, int>>& fds, int report,
-                                 pid_t parent, char* const* args, char* const* envp) {
+[[noreturn]] void start_confined(const SpawnOptions& o, const std::vector<std::pair<int, int>>& fds,
+                                 int report, pid_t parent, char* const* args, char* const* envp) {
   const ChildConfinement& c = *o.confine;
   auto fail = [report](int step) {
     StartFailure f{step, errno};
@@ -112,7 +119,8 @@ Process Process::spawn(const SpawnOptions& o) {
     lifted.emplace_back(::fcntl(from, F_DUPFD_CLOEXEC, highest + 1));
     if (!lifted.back()) {
       posix_spawn_file_actions_destroy(&actions);
-      throw Error("cannot start " + o.argv.at(0) + ": duplicating a descriptor failed: " + std::strerror(errno));
+      throw Error("cannot start " + o.argv.at(0) +
+                  ": duplicating a descriptor failed: " + std::strerror(errno));
     }
     posix_spawn_file_actions_adddup2(&actions, lifted.back().get(), to);
   }
@@ -142,7 +150,8 @@ Process Process::spawn(const SpawnOptions& o) {
     if (n == static_cast<ssize_t>(sizeof f)) {
       p.wait_exit(std::chrono::milliseconds(5000));
       int step = f.step > 0 && f.step < 8 ? f.step : 7;
-      throw Error("cannot start " + o.argv[0] + ": " + kSteps[step] + " failed: " + std::strerror(f.err));
+      throw Error("cannot start " + o.argv[0] + ": " + kSteps[step] +
+                  " failed: " + std::strerror(f.err));
     }
     return p;
   }
@@ -164,7 +173,9 @@ Process Process::spawn(const SpawnOptions& o) {
   return p;
 }
 
-Process::Process(Process&& o) noexcept : pid_(o.pid_), group_(o.group_), status_(o.status_) { o.pid_ = -1; }
+Process::Process(Process&& o) noexcept : pid_(o.pid_), group_(o.group_), status_(o.status_) {
+  o.pid_ = -1;
+}
 
 Process& Process::operator=(Process&& o) noexcept {
   if (this != &o) {

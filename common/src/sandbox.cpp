@@ -26,18 +26,23 @@ constexpr uint64_t kAccessFsTruncate = 1ULL << 14;  // ABI 3
 constexpr uint64_t kAccessFsIoctlDev = 1ULL << 15;  // ABI 5
 
 bool kept_for_child(const std::string& name) {
-  static const std::set<std::string> exact = {"PATH", "HOME", "LANG", "TZ", "TMPDIR", "LD_LIBRARY_PATH"};
+  static const std::set<std::string> exact = {"PATH", "HOME",   "LANG",
+                                              "TZ",   "TMPDIR", "LD_LIBRARY_PATH"};
   if (is_secret_name(name)) return false;
-  return exact.count(name) || name.rfind("LC_", 0) == 0 || name.rfind("CUDA_", 0) == 0 || name.rfind("NVIDIA_", 0) == 0;
+  return exact.count(name) || name.rfind("LC_", 0) == 0 || name.rfind("CUDA_", 0) == 0 ||
+         name.rfind("NVIDIA_", 0) == 0;
 }
 
-uint64_t read_rights() { return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR; }
+uint64_t read_rights() {
+  return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+}
 
 uint64_t all_rights(long abi) {
-  uint64_t r = read_rights() | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-               LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-               LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-               LANDLOCK_ACCESS_FS_MAKE_SYM;
+  uint64_t r = read_rights() | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+               LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+               LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+               LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+               LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
   if (abi >= 2) r |= kAccessFsRefer;
   if (abi >= 3) r |= kAccessFsTruncate;
   if (abi >= 5) r |= kAccessFsIoctlDev;
@@ -100,8 +105,8 @@ constexpr uint64_t kScopeAbstractUnixSocket = 1ULL << 0, kScopeSignal = 1ULL << 
 
 // The rights that apply to a file (not a folder): a rule beneath a file may name only these.
 uint64_t file_rights() {
-  return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | kAccessFsTruncate |
-         kAccessFsIoctlDev;
+  return LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+         kAccessFsTruncate | kAccessFsIoctlDev;
 }
 
 }  // namespace
@@ -109,7 +114,8 @@ uint64_t file_rights() {
 LandlockRules::LandlockRules(const FileAccess& access) {
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1) {
-    confinement_.how = std::string("not confined: the kernel offers no Landlock (") + std::strerror(errno) + ")";
+    confinement_.how =
+        std::string("not confined: the kernel offers no Landlock (") + std::strerror(errno) + ")";
     return;
   }
   RulesetAttr attr;
@@ -119,7 +125,8 @@ LandlockRules::LandlockRules(const FileAccess& access) {
   if (access.scoped && abi >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
   size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
   OwnedFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0)));
-  if (ruleset.get() < 0) throw Error(std::string("landlock_create_ruleset failed: ") + std::strerror(errno));
+  if (ruleset.get() < 0)
+    throw Error(std::string("landlock_create_ruleset failed: ") + std::strerror(errno));
   std::string read_list, write_list;
   auto allow = [&](const std::string& path, uint64_t rights, std::string& list) {
     OwnedFd at(::open(path.c_str(), O_PATH | O_CLOEXEC));
@@ -127,7 +134,8 @@ LandlockRules::LandlockRules(const FileAccess& access) {
     struct stat st {};
     if (::fstat(at.get(), &st) != 0) return;
     landlock_path_beneath_attr rule{};
-    rule.allowed_access = S_ISDIR(st.st_mode) ? rights : rights & file_rights() & attr.handled_access_fs;
+    rule.allowed_access =
+        S_ISDIR(st.st_mode) ? rights : rights & file_rights() & attr.handled_access_fs;
     rule.parent_fd = at.get();
     if (::syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0)
       throw Error("landlock_add_rule for " + path + " failed: " + std::strerror(errno));
@@ -136,11 +144,14 @@ LandlockRules::LandlockRules(const FileAccess& access) {
   for (const std::string& d : access.read) allow(d, read_rights(), read_list);
   for (const std::string& d : access.write) allow(d, all_rights(abi), write_list);
   fd_ = ::fcntl(ruleset.get(), F_DUPFD_CLOEXEC, 0);
-  if (fd_ < 0) throw Error(std::string("cannot keep the Landlock rule set: ") + std::strerror(errno));
+  if (fd_ < 0)
+    throw Error(std::string("cannot keep the Landlock rule set: ") + std::strerror(errno));
   confinement_.active = true;
-  confinement_.how = "Landlock ABI " + std::to_string(abi) + ": read " + (read_list.empty() ? "nothing" : read_list) +
-                     "; write " + (write_list.empty() ? "nothing" : write_list) +
-                     (attr.handled_access_net ? "; no TCP" : "") + (attr.scoped ? "; signals only inside" : "");
+  confinement_.how = "Landlock ABI " + std::to_string(abi) + ": read " +
+                     (read_list.empty() ? "nothing" : read_list) + "; write " +
+                     (write_list.empty() ? "nothing" : write_list) +
+                     (attr.handled_access_net ? "; no TCP" : "") +
+                     (attr.scoped ? "; signals only inside" : "");
 }
 
 LandlockRules::~LandlockRules() {
@@ -154,12 +165,14 @@ int LandlockRules::apply() const noexcept {
   return 0;
 }
 
-Confinement confine_files(const std::vector<std::string>& read_dirs, const std::vector<std::string>& write_dirs) {
+Confinement confine_files(const std::vector<std::string>& read_dirs,
+                          const std::vector<std::string>& write_dirs) {
   FileAccess access;
   access.read = read_dirs;
   access.write = write_dirs;
   LandlockRules rules(access);
-  if (int err = rules.apply()) throw Error(std::string("confining with Landlock failed: ") + std::strerror(err));
+  if (int err = rules.apply())
+    throw Error(std::string("confining with Landlock failed: ") + std::strerror(err));
   return rules.confinement();
 }
 

@@ -42,7 +42,8 @@ class Secrets {
     for (char** e = environ; e && *e; ++e) {
       std::string_view entry(*e);
       size_t eq = entry.find('=');
-      if (eq != std::string_view::npos && is_secret_name(entry.substr(0, eq))) add(std::string(entry.substr(eq + 1)));
+      if (eq != std::string_view::npos && is_secret_name(entry.substr(0, eq)))
+        add(std::string(entry.substr(eq + 1)));
     }
   }
 
@@ -52,10 +53,12 @@ class Secrets {
     if (!values_.insert(value).second) return;
     for (const std::string& form : echo_forms(value)) {
       // kSecretWindow characters of the secret, however many bytes its form spends on each.
-      size_t window = std::min(form.size(), kSecretWindow * std::max<size_t>(1, form.size() / value.size()));
+      size_t window =
+          std::min(form.size(), kSecretWindow * std::max<size_t>(1, form.size() / value.size()));
       for (size_t i = 0; i + window <= form.size(); ++i) windows_.insert(form.substr(i, window));
       shortest_ = std::min(shortest_, window);
-      if (std::find(window_sizes_.begin(), window_sizes_.end(), window) == window_sizes_.end()) window_sizes_.push_back(window);
+      if (std::find(window_sizes_.begin(), window_sizes_.end(), window) == window_sizes_.end())
+        window_sizes_.push_back(window);
     }
   }
 
@@ -88,7 +91,8 @@ class Secrets {
  private:
   mutable std::mutex mutex_;
   std::unordered_set<std::string> values_;
-  std::unordered_set<std::string, ViewHash, std::equal_to<>> windows_;  // every kSecretWindow-long run of every form
+  std::unordered_set<std::string, ViewHash, std::equal_to<>>
+      windows_;  // every kSecretWindow-long run of every form
   std::vector<size_t> window_sizes_;
   size_t shortest_ = SIZE_MAX;
 };
@@ -108,8 +112,12 @@ bool is_secret_name(std::string_view name) {
   return false;
 }
 
-void remember_secret(const std::string& value) { secrets().add(value); }
+void remember_secret(const std::string& value) {
+  secrets().add(value);
+}
 
-std::string redact_secrets(std::string text) { return secrets().redact(std::move(text)); }
+std::string redact_secrets(std::string text) {
+  return secrets().redact(std::move(text));
+}
 
 }  // namespace kforge

@@ -10,7 +10,9 @@ namespace kforge {
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 std::string format_shape(const std::vector<int64_t>& sizes) {
@@ -28,8 +30,10 @@ std::string trim(const std::string& s) {
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
   for (char ch : s) {
-    if (ch == sep) out.emplace_back();
-    else out.back() += ch;
+    if (ch == sep)
+      out.emplace_back();
+    else
+      out.back() += ch;
   }
   return out;
 }
@@ -129,13 +133,17 @@ std::string diff_lines(const std::string& a, const std::string& b) {
   std::vector<std::string> x = lines(a), y = lines(b);
   std::vector<std::vector<int>> L(x.size() + 1, std::vector<int>(y.size() + 1, 0));
   for (size_t i = x.size(); i-- > 0;)
-    for (size_t j = y.size(); j-- > 0;) L[i][j] = x[i] == y[j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
+    for (size_t j = y.size(); j-- > 0;)
+      L[i][j] = x[i] == y[j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
   std::string out;
   size_t i = 0, j = 0;
   while (i < x.size() || j < y.size()) {
-    if (i < x.size() && j < y.size() && x[i] == y[j]) out += "  " + x[i++] + "\n", ++j;
-    else if (j < y.size() && (i == x.size() || L[i][j + 1] >= L[i + 1][j])) out += "+ " + y[j++] + "\n";
-    else out += "- " + x[i++] + "\n";
+    if (i < x.size() && j < y.size() && x[i] == y[j])
+      out += "  " + x[i++] + "\n", ++j;
+    else if (j < y.size() && (i == x.size() || L[i][j + 1] >= L[i + 1][j]))
+      out += "+ " + y[j++] + "\n";
+    else
+      out += "- " + x[i++] + "\n";
   }
   return out;
 }

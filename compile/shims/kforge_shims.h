@@ -1,32 +1,32 @@
 // kforge's NVRTC shims, pre-included in every candidate (NVRTC has no C library headers).
 // Gives what nvcc users take for granted: fixed-width integers, FLT_MAX, INFINITY, INT_MAX.
 #pragma once
-#include <cuda/std/cstdint>
 #include <cuda/std/cstddef>
-using cuda::std::int8_t;
+#include <cuda/std/cstdint>
 using cuda::std::int16_t;
 using cuda::std::int32_t;
 using cuda::std::int64_t;
-using cuda::std::uint8_t;
+using cuda::std::int8_t;
+using cuda::std::intptr_t;
+using cuda::std::ptrdiff_t;
 using cuda::std::uint16_t;
 using cuda::std::uint32_t;
 using cuda::std::uint64_t;
-using cuda::std::intptr_t;
+using cuda::std::uint8_t;
 using cuda::std::uintptr_t;
-using cuda::std::ptrdiff_t;
 namespace std {
-using cuda::std::int8_t;
 using cuda::std::int16_t;
 using cuda::std::int32_t;
 using cuda::std::int64_t;
-using cuda::std::uint8_t;
+using cuda::std::int8_t;
+using cuda::std::intptr_t;
+using cuda::std::ptrdiff_t;
+using cuda::std::size_t;
 using cuda::std::uint16_t;
 using cuda::std::uint32_t;
 using cuda::std::uint64_t;
-using cuda::std::intptr_t;
+using cuda::std::uint8_t;
 using cuda::std::uintptr_t;
-using cuda::std::size_t;
-using cuda::std::ptrdiff_t;
 }  // namespace std
 
 #ifndef INT8_MIN
@@ -74,7 +74,7 @@ using cuda::std::ptrdiff_t;
 #include <cuda/std/limits>
 #ifndef INFINITY
 #define INFINITY _CUDA_VSTD::numeric_limits<float>::infinity()
-#define NAN      _CUDA_VSTD::numeric_limits<float>::quiet_NaN()
+#define NAN _CUDA_VSTD::numeric_limits<float>::quiet_NaN()
 #endif
 #ifndef HUGE_VALF
 #define HUGE_VALF (__int_as_float(0x7f800000))

@@ -44,7 +44,8 @@ std::vector<Block> fenced_blocks(const std::string& md) {
       open = &blocks.back();
       continue;
     }
-    if (is_fence && trim(body) == std::string(trim(body).size(), fence[0]) && trim(body).size() >= fence.size()) {
+    if (is_fence && trim(body) == std::string(trim(body).size(), fence[0]) &&
+        trim(body).size() >= fence.size()) {
       open = nullptr;
       continue;
     }
@@ -58,7 +59,8 @@ std::vector<Block> fenced_blocks(const std::string& md) {
 
 bool is_cuda_tag(const std::string& tag) {
   std::string first = tag.substr(0, tag.find(' '));
-  return first == "cuda" || first == "cu" || first == "cpp" || first == "c++" || first == "c" || first == "cxx" || first == "cc";
+  return first == "cuda" || first == "cu" || first == "cpp" || first == "c++" || first == "c" ||
+         first == "cxx" || first == "cc";
 }
 
 bool looks_like_plan(const std::string& content) {
@@ -83,24 +85,37 @@ Answer parse_answer(const std::string& markdown) {
   std::vector<Block> blocks = fenced_blocks(markdown);
   std::vector<const Block*> cuda, plans;
   for (const Block& b : blocks) {
-    if (b.tag == "json" || b.tag == "jsonc") plans.push_back(&b);
-    else if (is_cuda_tag(b.tag)) cuda.push_back(&b);
-    else if (b.tag.empty()) (looks_like_plan(b.content) ? plans : cuda).push_back(&b);
+    if (b.tag == "json" || b.tag == "jsonc")
+      plans.push_back(&b);
+    else if (is_cuda_tag(b.tag))
+      cuda.push_back(&b);
+    else if (b.tag.empty())
+      (looks_like_plan(b.content) ? plans : cuda).push_back(&b);
   }
   if (cuda.empty())
-    throw AnswerError(blocks.empty() ? "The answer has no code blocks. Give the kernel source in one ```cuda block and the launch plan in one ```json block."
-                                     : "The answer has no CUDA code block. Give all device code in one ```cuda block.");
+    throw AnswerError(
+        blocks.empty()
+            ? "The answer has no code blocks. Give the kernel source in one ```cuda block and the "
+              "launch plan in one ```json block."
+            : "The answer has no CUDA code block. Give all device code in one ```cuda block.");
   if (cuda.size() > 1)
-    throw AnswerError("The answer has " + std::to_string(cuda.size()) + " CUDA code blocks (opened at lines " + lines_of(cuda) +
+    throw AnswerError("The answer has " + std::to_string(cuda.size()) +
+                      " CUDA code blocks (opened at lines " + lines_of(cuda) +
                       "). Give all device code in exactly one ```cuda block.");
   if (plans.empty())
-    throw AnswerError("The answer has no launch plan. Add one ```json block with {\"launch\": [...]} as the answer format describes.");
+    throw AnswerError(
+        "The answer has no launch plan. Add one ```json block with {\"launch\": [...]} as the "
+        "answer format describes.");
   if (plans.size() > 1)
-    throw AnswerError("The answer has " + std::to_string(plans.size()) + " JSON blocks (opened at lines " + lines_of(plans) +
+    throw AnswerError("The answer has " + std::to_string(plans.size()) +
+                      " JSON blocks (opened at lines " + lines_of(plans) +
                       "). Give exactly one launch plan.");
-  if (trim(cuda[0]->content).empty()) throw AnswerError("The CUDA code block (line " + std::to_string(cuda[0]->fence_line) + ") is empty.");
+  if (trim(cuda[0]->content).empty())
+    throw AnswerError("The CUDA code block (line " + std::to_string(cuda[0]->fence_line) +
+                      ") is empty.");
   if (cuda[0]->content.find("__global__") == std::string::npos)
-    throw AnswerError("The CUDA code block (line " + std::to_string(cuda[0]->fence_line) + ") defines no __global__ kernel.");
+    throw AnswerError("The CUDA code block (line " + std::to_string(cuda[0]->fence_line) +
+                      ") defines no __global__ kernel.");
   Answer a;
   a.source = cuda[0]->content;
   a.source_first_line = cuda[0]->first_line;
@@ -110,7 +125,8 @@ Answer parse_answer(const std::string& markdown) {
 }
 
 std::string task_named_in(const std::string& text) {
-  size_t a = text.find("<!--"), t = text.find("task:", a == std::string::npos ? 0 : a), b = text.find("-->", t);
+  size_t a = text.find("<!--"), t = text.find("task:", a == std::string::npos ? 0 : a),
+         b = text.find("-->", t);
   if (a == std::string::npos || t == std::string::npos || b == std::string::npos) return "";
   return trim(text.substr(t + 5, b - t - 5));
 }

@@ -12,7 +12,9 @@
 namespace kforge::compile {
 namespace {
 
-std::string base_name(const std::string& kernel) { return kernel.substr(0, kernel.find('<')); }
+std::string base_name(const std::string& kernel) {
+  return kernel.substr(0, kernel.find('<'));
+}
 
 bool is_word(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
@@ -130,12 +132,18 @@ uint64_t module_global_bytes(const std::string& ptx) {
 
 std::string_view stage_name(Stage s) {
   switch (s) {
-    case Stage::Answer: return "answer";
-    case Stage::Plan: return "plan";
-    case Stage::Compile: return "compile";
-    case Stage::Signature: return "signature";
-    case Stage::Limits: return "limits";
-    case Stage::Passed: return "passed";
+    case Stage::Answer:
+      return "answer";
+    case Stage::Plan:
+      return "plan";
+    case Stage::Compile:
+      return "compile";
+    case Stage::Signature:
+      return "signature";
+    case Stage::Limits:
+      return "limits";
+    case Stage::Passed:
+      return "passed";
   }
   return "?";
 }
@@ -143,7 +151,8 @@ std::string_view stage_name(Stage s) {
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref) {
   std::vector<TensorInfo> out;
   for (const auto& in : task.inputs) out.push_back({in.name, in.dtype, TensorRole::Input});
-  for (const auto& o : tasks::describe_outputs(task, ref)) out.push_back({o.name, o.dtype, TensorRole::Output});
+  for (const auto& o : tasks::describe_outputs(task, ref))
+    out.push_back({o.name, o.dtype, TensorRole::Output});
   return out;
 }
 
@@ -166,9 +175,10 @@ std::string relabel_log(const std::string& log, const std::string& file, int fir
   return out;
 }
 
-CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors, const std::string& source,
-                                const std::string& plan_text, const std::optional<Tunables>& tunables,
-                                const DeviceFacts& facts, Compiler& compiler) {
+CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors,
+                                const std::string& source, const std::string& plan_text,
+                                const std::optional<Tunables>& tunables, const DeviceFacts& facts,
+                                Compiler& compiler) {
   CandidateReport r;
   if (std::string problem = source_problem(source); !problem.empty()) {
     r.stage = Stage::Answer;
@@ -187,7 +197,8 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
   r.identity = candidate_identity(source, plan.json, r.tunables);
   for (size_t i = 0; i < plan.launches.size(); ++i)
     if (!defines_kernel(source, base_name(plan.launches[i].kernel)))
-      r.errors.push_back("launch[" + std::to_string(i) + "].kernel: the source defines no __global__ function named '" +
+      r.errors.push_back("launch[" + std::to_string(i) +
+                         "].kernel: the source defines no __global__ function named '" +
                          base_name(plan.launches[i].kernel) + "'");
   if (!r.errors.empty()) return r;
 
@@ -197,12 +208,15 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
   req.arch = facts.arch;
   req.defines = r.tunables;
   for (const auto& l : plan.launches)
-    if (std::find(req.name_expressions.begin(), req.name_expressions.end(), l.kernel) == req.name_expressions.end())
+    if (std::find(req.name_expressions.begin(), req.name_expressions.end(), l.kernel) ==
+        req.name_expressions.end())
       req.name_expressions.push_back(l.kernel);
   r.module = compiler.compile(req);
   if (!r.module.ok) {
-    if (!r.module.rejections.empty()) r.errors = r.module.rejections;
-    else r.errors.push_back("the source does not compile:\n" + r.module.log);
+    if (!r.module.rejections.empty())
+      r.errors = r.module.rejections;
+    else
+      r.errors.push_back("the source does not compile:\n" + r.module.log);
     return r;
   }
 
@@ -215,10 +229,12 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
     kr.name = name;
     kr.lowered = r.module.lowered_names.at(k);
     kr.signature = demangle(kr.lowered);
-    if (auto it = r.module.resources.find(kr.lowered); it != r.module.resources.end()) kr.resources = it->second;
+    if (auto it = r.module.resources.find(kr.lowered); it != r.module.resources.end())
+      kr.resources = it->second;
     r.kernels.push_back(kr);
-    std::optional<std::vector<ParamType>> p =
-        kr.signature.empty() ? ptx_parameters(r.module.ptx, kr.lowered) : parse_demangled_parameters(kr.signature);
+    std::optional<std::vector<ParamType>> p = kr.signature.empty()
+                                                  ? ptx_parameters(r.module.ptx, kr.lowered)
+                                                  : parse_demangled_parameters(kr.signature);
     if (!p) {
       r.errors.push_back("kernel " + name + ": kforge could not read its parameter list (" +
                          (kr.signature.empty() ? kr.lowered : kr.signature) + ")");
@@ -256,13 +272,18 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
         if (std::find(r.errors.begin(), r.errors.end(), p) == r.errors.end()) r.errors.push_back(p);
       }
       if (kr && kr->resources.static_shared_bytes + l.shared_bytes > facts.max_shared_per_block)
-        r.errors.push_back("launch[" + std::to_string(i) + "]: " + std::to_string(kr->resources.static_shared_bytes) +
-                           " bytes of static plus " + std::to_string(l.shared_bytes) + " bytes of dynamic shared memory exceed " +
-                           std::to_string(facts.max_shared_per_block) + " per block (at dims " + tasks::format_dims(d) + ")");
+        r.errors.push_back("launch[" + std::to_string(i) +
+                           "]: " + std::to_string(kr->resources.static_shared_bytes) +
+                           " bytes of static plus " + std::to_string(l.shared_bytes) +
+                           " bytes of dynamic shared memory exceed " +
+                           std::to_string(facts.max_shared_per_block) + " per block (at dims " +
+                           tasks::format_dims(d) + ")");
       if (kr && kr->resources.registers * l.block[0] * l.block[1] * l.block[2] > 65536)
-        r.errors.push_back("launch[" + std::to_string(i) + "]: " + std::to_string(kr->resources.registers) + " registers x " +
+        r.errors.push_back("launch[" + std::to_string(i) +
+                           "]: " + std::to_string(kr->resources.registers) + " registers x " +
                            std::to_string(l.block[0] * l.block[1] * l.block[2]) +
-                           " threads exceed the 65536 registers of an SM (add __launch_bounds__ or use smaller blocks)");
+                           " threads exceed the 65536 registers of an SM (add __launch_bounds__ or "
+                           "use smaller blocks)");
     }
     r.configurations.emplace_back(d, std::move(cp));
   }

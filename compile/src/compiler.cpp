@@ -110,14 +110,18 @@ class PrivateDir {
   int lock_fd_ = -1;
 };
 
-bool take_lock(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }
+bool take_lock(int fd) {
+  return ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
 
 PrivateDir make_private_dir(const std::string& root) {
   make_directories(root);
   std::string pattern = root + "/worker-XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw Error("cannot create a folder under " + root + ": " + std::strerror(errno));
+  if (!::mkdtemp(pattern.data()))
+    throw Error("cannot create a folder under " + root + ": " + std::strerror(errno));
   int fd = ::open((pattern + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 || !take_lock(fd)) throw Error("cannot lock " + pattern + "/lock: " + std::strerror(errno));
+  if (fd < 0 || !take_lock(fd))
+    throw Error("cannot lock " + pattern + "/lock: " + std::strerror(errno));
   return PrivateDir(pattern, fd);
 }
 
@@ -134,7 +138,8 @@ void sweep_private_dirs(const std::string& root) {
     if (fd >= 0) {
       if (take_lock(fd)) stale.push_back(dir);
       ::close(fd);
-    } else if (struct stat st {}; ::stat(dir.c_str(), &st) == 0 && ::time(nullptr) - st.st_mtime > 60) {
+    } else if (struct stat st{};
+               ::stat(dir.c_str(), &st) == 0 && ::time(nullptr) - st.st_mtime > 60) {
       stale.push_back(dir);  // never locked: a kforge that died between mkdtemp and the lock
     }
   }
@@ -163,8 +168,12 @@ std::string module_to_json(const Module& m) {
   j["compile_ms"] = m.compile_ms;
   json res = json::object();
   for (const auto& [name, r] : m.resources)
-    res[name] = {{"registers", r.registers}, {"barriers", r.barriers}, {"static_shared_bytes", r.static_shared_bytes},
-                 {"stack_bytes", r.stack_bytes}, {"spill_store_bytes", r.spill_store_bytes}, {"spill_load_bytes", r.spill_load_bytes}};
+    res[name] = {{"registers", r.registers},
+                 {"barriers", r.barriers},
+                 {"static_shared_bytes", r.static_shared_bytes},
+                 {"stack_bytes", r.stack_bytes},
+                 {"spill_store_bytes", r.spill_store_bytes},
+                 {"spill_load_bytes", r.spill_load_bytes}};
   j["resources"] = res;
   return j.dump();
 }
@@ -219,14 +228,19 @@ class Compiler::Workers {
     for (auto& s : slots_) stop(s, std::chrono::milliseconds(2000));
   }
 
-  // Returns the module, or a failed one saying why (timeout, crash). `restarted` counts replacements.
-  Module compile(const ModuleRequest& r, bool& timed_out, bool& restarted, std::string& confinement) {
+  // Returns the module, or a failed one saying why (timeout, crash). `restarted` counts
+  // replacements.
+  Module compile(const ModuleRequest& r, bool& timed_out, bool& restarted,
+                 std::string& confinement) {
     size_t i = acquire();
     Slot& s = slots_[i];
     Module m;
     try {
       if (!s.process.running()) start(s, confinement);
-      json req = {{"source", r.source}, {"arch", r.arch}, {"defines", r.defines}, {"names", r.name_expressions}};
+      json req = {{"source", r.source},
+                  {"arch", r.arch},
+                  {"defines", r.defines},
+                  {"names", r.name_expressions}};
       std::string line = req.dump() + "\n";
       if (!write_all(s.to_child.get(), line)) throw Error("the NVRTC worker's pipe closed");
       std::string reply;
@@ -238,12 +252,14 @@ class Compiler::Workers {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", limit_.count() / 1000.0);
         m.log = std::string("NVRTC did not finish within ") + secs +
-                " s; the compile was killed (simplify the source: macro or template blow-up, huge unrolling?)";
+                " s; the compile was killed (simplify the source: macro or template blow-up, huge "
+                "unrolling?)";
       } else if (rr == ReadResult::Closed) {
         restarted = true;
         int status = stop(s);
         m.log = "the NVRTC worker died while compiling this source" +
-                (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")" : std::string());
+                (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                     : std::string());
       } else {
         m = module_from_json(reply);
       }
@@ -304,7 +320,8 @@ class Compiler::Workers {
     s.from_child = std::move(out.read);
     s.buffer.clear();
     std::string hello;
-    if (read_line(s, hello, std::max(limit_, std::chrono::milliseconds(60000))) != ReadResult::Line) {
+    if (read_line(s, hello, std::max(limit_, std::chrono::milliseconds(60000))) !=
+        ReadResult::Line) {
       int status = stop(s);
       throw Error("the NVRTC worker " + path_ + " did not start (" + describe_exit(status) + ")");
     }
@@ -317,8 +334,10 @@ class Compiler::Workers {
     s.to_child.reset();
     s.from_child.reset();
     int status = 0;
-    if (std::optional<int> ended = s.process.wait_exit(grace)) status = *ended;
-    else status = s.process.kill();
+    if (std::optional<int> ended = s.process.wait_exit(grace))
+      status = *ended;
+    else
+      status = s.process.kill();
     s.process = Process();
     s.dir = PrivateDir();
     return status;
@@ -345,7 +364,8 @@ class Compiler::Workers {
         s.buffer.erase(0, nl + 1);
         return ReadResult::Line;
       }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return ReadResult::Timeout;
       pollfd p{s.from_child.get(), POLLIN, 0};
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
@@ -370,8 +390,8 @@ Compiler::Compiler(CompilerOptions options) : options_(std::move(options)) {
   if (options_.cache_dir.empty()) options_.cache_dir = (cache_dir() / "modules").string();
   if (options_.work_dir.empty()) options_.work_dir = (cache_dir() / "nvrtc").string();
   if (!options_.in_process)
-    workers_ = std::make_unique<Workers>(options_.workers, find_worker(options_.worker_path), options_.work_dir,
-                                         options_.time_limit);
+    workers_ = std::make_unique<Workers>(options_.workers, find_worker(options_.worker_path),
+                                         options_.work_dir, options_.time_limit);
 }
 
 Compiler::~Compiler() = default;
@@ -390,9 +410,11 @@ Module refused_module(const std::vector<std::string>& problems) {
 Module Compiler::compile(const ModuleRequest& request) {
   // What NVRTC would read on the candidate's behalf is checked first (even a cached module's
   // source: a cache written before a check existed must not serve what the check refuses).
-  std::vector<std::string> problems = preprocessing_problems(request.source, candidate_include_dirs());
+  std::vector<std::string> problems =
+      preprocessing_problems(request.source, candidate_include_dirs());
   for (const std::string& name : request.name_expressions)
-    if (auto why = name_expression_problem(name)) problems.push_back("kernel name expression: " + *why);
+    if (auto why = name_expression_problem(name))
+      problems.push_back("kernel name expression: " + *why);
   if (!problems.empty()) return refused_module(problems);
   std::string key, file;
   if (options_.use_cache) {

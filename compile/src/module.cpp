@@ -17,14 +17,16 @@ namespace kforge::compile {
 
 std::string cuda_include_dir() {
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* v = std::getenv(var); v && *v && std::filesystem::is_directory(std::string(v) + "/include"))
+    if (const char* v = std::getenv(var);
+        v && *v && std::filesystem::is_directory(std::string(v) + "/include"))
       return std::string(v) + "/include";
   return KFORGE_CUDA_INCLUDE_DIR;
 }
 
 std::vector<std::string> module_options(const ModuleRequest& r) {
   std::string inc = cuda_include_dir();
-  std::vector<std::string> opts = {"-std=c++17", "-I" + inc, "-I" + inc + "/cccl", "--pre-include=kforge_shims.h",
+  std::vector<std::string> opts = {"-std=c++17",         "-I" + inc,
+                                   "-I" + inc + "/cccl", "--pre-include=kforge_shims.h",
                                    "--ptxas-options=-v", "-lineinfo"};
   if (r.use_pch) {
     opts.push_back("-pch");
@@ -33,7 +35,8 @@ std::vector<std::string> module_options(const ModuleRequest& r) {
   return opts;
 }
 
-std::string source_with_tunables(const std::string& source, const std::map<std::string, int64_t>& defines) {
+std::string source_with_tunables(const std::string& source,
+                                 const std::map<std::string, int64_t>& defines) {
   if (defines.empty()) return source;
   // The prologue: leading blank, comment, #include and #pragma lines. Tunables are defined after
   // it, so the headers see the same macros for every tunable value and NVRTC's precompiled header
@@ -49,8 +52,10 @@ std::string source_with_tunables(const std::string& source, const std::map<std::
       bool keep = in_comment || t.empty() || t.rfind("//", 0) == 0 || t.rfind("#include", 0) == 0 ||
                   t.rfind("#pragma", 0) == 0 || t.rfind("/*", 0) == 0;
       if (keep) {
-        if (t.rfind("/*", 0) == 0 && t.find("*/") == std::string::npos) in_comment = true;
-        else if (in_comment && t.find("*/") != std::string::npos) in_comment = false;
+        if (t.rfind("/*", 0) == 0 && t.find("*/") == std::string::npos)
+          in_comment = true;
+        else if (in_comment && t.find("*/") != std::string::npos)
+          in_comment = false;
         prologue += line + "\n";
         continue;
       }
@@ -62,8 +67,10 @@ std::string source_with_tunables(const std::string& source, const std::map<std::
   if (in_prologue) first_body_line = line_no + 1;
   // The declaration ends the "header stop point" of NVRTC's automatic PCH before the #defines.
   std::string defs = "namespace kforge_tunables {}\n";
-  for (const auto& [name, value] : defines) defs += "#define " + name + " " + std::to_string(value) + "\n";
-  return prologue + defs + "#line " + std::to_string(first_body_line) + " \"" + kCandidateFileName + "\"\n" + rest;
+  for (const auto& [name, value] : defines)
+    defs += "#define " + name + " " + std::to_string(value) + "\n";
+  return prologue + defs + "#line " + std::to_string(first_body_line) + " \"" + kCandidateFileName +
+         "\"\n" + rest;
 }
 
 namespace {
@@ -108,17 +115,19 @@ Module compile_module_here(const ModuleRequest& r) {
   // In-memory headers: the shims, and C library names that forward to them.
   std::vector<std::pair<std::string, std::string>> headers;
   for (const std::string& name : shim_header_names()) {
-    std::string_view text = name == "kforge_shims.h"                ? embedded::compile_shims_kforge_shims
+    std::string_view text = name == "kforge_shims.h" ? embedded::compile_shims_kforge_shims
                             : name == "cmath" || name == "math.h" ? embedded::compile_shims_cmath
-                            : name == "algorithm"                 ? embedded::compile_shims_algorithm
-                                                                  : embedded::compile_shims_forwarding;
+                            : name == "algorithm" ? embedded::compile_shims_algorithm
+                                                  : embedded::compile_shims_forwarding;
     headers.emplace_back(name, std::string(text));
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  NvrtcOutput out = nvrtc_compile(source_with_tunables(r.source, r.defines), kCandidateFileName, r.arch, module_options(r), r.name_expressions, headers);
+  NvrtcOutput out = nvrtc_compile(source_with_tunables(r.source, r.defines), kCandidateFileName,
+                                  r.arch, module_options(r), r.name_expressions, headers);
   Module m;
-  m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.ok = out.ok;
   m.log = without_pch_narration(out.log);
   if (!out.ok) return m;
@@ -220,11 +229,16 @@ std::vector<std::string> find_rejected_features(const std::string& ptx) {
   std::vector<std::string> out;
   auto has_extern = [&](const std::string& fn) { return externs.count(fn) > 0; };
   if (has_extern("malloc") || has_extern("free"))
-    out.push_back("device-side malloc/free (or new/delete) is not allowed: declare scratch memory as a plan workspace");
-  if (has_extern("vprintf")) out.push_back("printf in device code is not allowed: kforge runs kernels unattended");
-  if (has_extern("cudaLaunchDevice") || has_extern("cudaLaunchDeviceV2") || has_extern("cudaGetParameterBuffer") ||
-      has_extern("cudaGetParameterBufferV2"))
-    out.push_back("device-side kernel launches (dynamic parallelism) are not allowed: list every launch in the plan");
+    out.push_back(
+        "device-side malloc/free (or new/delete) is not allowed: declare scratch memory as a plan "
+        "workspace");
+  if (has_extern("vprintf"))
+    out.push_back("printf in device code is not allowed: kforge runs kernels unattended");
+  if (has_extern("cudaLaunchDevice") || has_extern("cudaLaunchDeviceV2") ||
+      has_extern("cudaGetParameterBuffer") || has_extern("cudaGetParameterBufferV2"))
+    out.push_back(
+        "device-side kernel launches (dynamic parallelism) are not allowed: list every launch in "
+        "the plan");
   // assert() (__assertfail) is allowed: it traps like any fault and becomes a runtime error.
   return out;
 }

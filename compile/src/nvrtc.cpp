@@ -9,12 +9,12 @@
 namespace kforge::compile {
 namespace {
 
-#define KFORGE_NVRTC_CHECK(expr)                                                          \
-  do {                                                                                    \
-    nvrtcResult kforge_status_ = (expr);                                                  \
-    if (kforge_status_ != NVRTC_SUCCESS)                                                  \
+#define KFORGE_NVRTC_CHECK(expr)                                                                \
+  do {                                                                                          \
+    nvrtcResult kforge_status_ = (expr);                                                        \
+    if (kforge_status_ != NVRTC_SUCCESS)                                                        \
       throw NvrtcError(std::string(#expr) + " failed: " + nvrtcGetErrorString(kforge_status_) + \
-                       " (" + __FILE__ + ":" + std::to_string(__LINE__) + ")");           \
+                       " (" + __FILE__ + ":" + std::to_string(__LINE__) + ")");                 \
   } while (0)
 
 struct ProgramDeleter {
@@ -49,12 +49,14 @@ std::string arch_problem(const std::string& arch) {
   if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.pop_back();
   bool numeric = !digits.empty() && digits.size() <= 4 &&
                  digits.find_first_not_of("0123456789") == std::string::npos;
-  if (!numeric) return "'" + arch + "' is not an architecture like sm_90a (NVRTC " +
-                       std::to_string(nvrtc_version().major) + "." + std::to_string(nvrtc_version().minor) +
-                       " targets " + listed + ")";
+  if (!numeric)
+    return "'" + arch + "' is not an architecture like sm_90a (NVRTC " +
+           std::to_string(nvrtc_version().major) + "." + std::to_string(nvrtc_version().minor) +
+           " targets " + listed + ")";
   if (std::find(supported.begin(), supported.end(), std::stoi(digits)) == supported.end())
-    return "NVRTC " + std::to_string(nvrtc_version().major) + "." + std::to_string(nvrtc_version().minor) +
-           " cannot target " + arch + "; it targets " + listed;
+    return "NVRTC " + std::to_string(nvrtc_version().major) + "." +
+           std::to_string(nvrtc_version().minor) + " cannot target " + arch + "; it targets " +
+           listed;
   return "";
 }
 
@@ -74,8 +76,9 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
     header_sources.push_back(content.c_str());
   }
   nvrtcProgram raw = nullptr;
-  KFORGE_NVRTC_CHECK(nvrtcCreateProgram(&raw, source.c_str(), program_name.c_str(), static_cast<int>(headers.size()),
-                                        header_sources.data(), header_names.data()));
+  KFORGE_NVRTC_CHECK(nvrtcCreateProgram(&raw, source.c_str(), program_name.c_str(),
+                                        static_cast<int>(headers.size()), header_sources.data(),
+                                        header_names.data()));
   Program prog(raw);
   for (const auto& n : name_expressions) KFORGE_NVRTC_CHECK(nvrtcAddNameExpression(raw, n.c_str()));
 

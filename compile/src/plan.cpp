@@ -75,21 +75,26 @@ class Parser {
   Plan parse(const json& j) {
     if (!j.is_object()) fail("plan", "must be a JSON object with a \"launch\" list");
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "launch" && it.key() != "workspace" && it.key() != "tune" && it.key() != "constraints")
+      if (it.key() != "launch" && it.key() != "workspace" && it.key() != "tune" &&
+          it.key() != "constraints")
         fail(it.key(), "unknown key (known: launch, workspace, tune, constraints)");
     plan_.json = j;
     parse_tune(j);
     parse_workspaces(j);
     if (!j.contains("launch")) fail("launch", "missing: list the kernel launches");
     const json& launches = j["launch"];
-    if (!launches.is_array() || launches.empty()) fail("launch", "must be a non-empty list of launches");
+    if (!launches.is_array() || launches.empty())
+      fail("launch", "must be a non-empty list of launches");
     if (launches.size() > kMaxLaunches)
-      fail("launch", "at most " + std::to_string(kMaxLaunches) + " launches, got " + std::to_string(launches.size()));
-    for (size_t i = 0; i < launches.size(); ++i) plan_.launches.push_back(parse_launch(launches[i], "launch[" + std::to_string(i) + "]"));
+      fail("launch", "at most " + std::to_string(kMaxLaunches) + " launches, got " +
+                         std::to_string(launches.size()));
+    for (size_t i = 0; i < launches.size(); ++i)
+      plan_.launches.push_back(parse_launch(launches[i], "launch[" + std::to_string(i) + "]"));
     if (j.contains("constraints")) {
       const json& c = j["constraints"];
       if (!c.is_array()) fail("constraints", "must be a list of expression strings");
-      for (size_t i = 0; i < c.size(); ++i) plan_.constraints.push_back(expression(c[i], "constraints[" + std::to_string(i) + "]"));
+      for (size_t i = 0; i < c.size(); ++i)
+        plan_.constraints.push_back(expression(c[i], "constraints[" + std::to_string(i) + "]"));
     }
     return plan_;
   }
@@ -116,8 +121,10 @@ class Parser {
     }
     for (const std::string& name : e.names()) {
       if (task_.dims.count(name) || kFactNames.count(name) || is_tunable(name)) continue;
-      if (plan_.tensor(name)) fail(field, "'" + name + "' is a tensor; expressions take dims, tunables and device facts");
-      fail(field, "unknown name '" + name + "' (dims: " + names_of_dims() + "; tunables: " + names_of_tunables() +
+      if (plan_.tensor(name))
+        fail(field, "'" + name + "' is a tensor; expressions take dims, tunables and device facts");
+      fail(field, "unknown name '" + name + "' (dims: " + names_of_dims() +
+                      "; tunables: " + names_of_tunables() +
                       "; device facts: num_sms, warp_size, max_shared_per_block)");
     }
     return e;
@@ -156,9 +163,11 @@ class Parser {
       if (!is_identifier(it.key())) fail(field, "a tunable name must be an identifier");
       if (std::string why = reserved_because(it.key()); !why.empty())
         fail(field, why + "; tunables become #define lines, so name them like BLOCK or VEC");
-      if (task_.dims.count(it.key())) fail(field, "'" + it.key() + "' is a dim of the task; tunables need their own names");
+      if (task_.dims.count(it.key()))
+        fail(field, "'" + it.key() + "' is a dim of the task; tunables need their own names");
       if (kFactNames.count(it.key())) fail(field, "'" + it.key() + "' is a device fact");
-      if (plan_.tensor(it.key())) fail(field, "'" + it.key() + "' is a tensor of the task; tunables need their own names");
+      if (plan_.tensor(it.key()))
+        fail(field, "'" + it.key() + "' is a tensor of the task; tunables need their own names");
       for (const auto& in : task_.inputs)
         if (in.name == it.key()) fail(field, "'" + it.key() + "' is an input of the task");
       const json& values = it.value();
@@ -186,17 +195,23 @@ class Parser {
       const json& e = w[i];
       if (!e.is_object()) fail(field, "must be an object {name, dtype, count, zero_init}");
       for (auto it = e.begin(); it != e.end(); ++it)
-        if (it.key() != "name" && it.key() != "dtype" && it.key() != "count" && it.key() != "zero_init")
+        if (it.key() != "name" && it.key() != "dtype" && it.key() != "count" &&
+            it.key() != "zero_init")
           fail(field + "." + it.key(), "unknown key (known: name, dtype, count, zero_init)");
       WorkspaceSpec ws;
       if (!e.contains("name") || !e["name"].is_string()) fail(field + ".name", "missing: a string");
       ws.name = e["name"].get<std::string>();
       if (!is_identifier(ws.name)) fail(field + ".name", "must be an identifier");
-      if (plan_.tensor(ws.name)) fail(field + ".name", "'" + ws.name + "' is already a tensor (" + names_of_tensors() + ")");
-      if (task_.dims.count(ws.name) || is_tunable(ws.name)) fail(field + ".name", "'" + ws.name + "' is a dim or tunable");
-      if (!e.contains("dtype") || !e["dtype"].is_string()) fail(field + ".dtype", "missing: a dtype string");
+      if (plan_.tensor(ws.name))
+        fail(field + ".name", "'" + ws.name + "' is already a tensor (" + names_of_tensors() + ")");
+      if (task_.dims.count(ws.name) || is_tunable(ws.name))
+        fail(field + ".name", "'" + ws.name + "' is a dim or tunable");
+      if (!e.contains("dtype") || !e["dtype"].is_string())
+        fail(field + ".dtype", "missing: a dtype string");
       auto dt = tasks::parse_dtype(e["dtype"].get<std::string>());
-      if (!dt) fail(field + ".dtype", "unknown dtype '" + e["dtype"].get<std::string>() + "' (float32, float16, bfloat16, float64, int32, int64, bool)");
+      if (!dt)
+        fail(field + ".dtype", "unknown dtype '" + e["dtype"].get<std::string>() +
+                                   "' (float32, float16, bfloat16, float64, int32, int64, bool)");
       ws.dtype = *dt;
       if (!e.contains("count")) fail(field + ".count", "missing: the number of elements");
       ws.count = expression(e["count"], field + ".count");
@@ -211,21 +226,26 @@ class Parser {
 
   std::vector<Expr> dims3(const json& j, const std::string& field) const {
     if (j.is_number_integer() || j.is_string()) return {expression(j, field)};
-    if (!j.is_array() || j.empty() || j.size() > 3) fail(field, "must be a list of 1 to 3 expressions (x, y, z)");
+    if (!j.is_array() || j.empty() || j.size() > 3)
+      fail(field, "must be a list of 1 to 3 expressions (x, y, z)");
     std::vector<Expr> out;
-    for (size_t i = 0; i < j.size(); ++i) out.push_back(expression(j[i], field + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < j.size(); ++i)
+      out.push_back(expression(j[i], field + "[" + std::to_string(i) + "]"));
     return out;
   }
 
   LaunchSpec parse_launch(const json& j, const std::string& field) const {
     if (!j.is_object()) fail(field, "must be an object {kernel, grid, block, shared_bytes, args}");
-    static const std::set<std::string> keys = {"kernel", "grid", "block", "shared_bytes", "args", "cooperative", "cluster"};
+    static const std::set<std::string> keys = {"kernel", "grid",        "block",  "shared_bytes",
+                                               "args",   "cooperative", "cluster"};
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!keys.count(it.key()))
-        fail(field + "." + it.key(), "unknown key (known: kernel, grid, block, shared_bytes, args, cooperative, cluster)");
+        fail(field + "." + it.key(),
+             "unknown key (known: kernel, grid, block, shared_bytes, args, cooperative, cluster)");
     LaunchSpec l;
     if (!j.contains("kernel") || !j["kernel"].is_string() || j["kernel"].get<std::string>().empty())
-      fail(field + ".kernel", "missing: the kernel's name (or template instantiation, e.g. \"rows<BLOCK>\")");
+      fail(field + ".kernel",
+           "missing: the kernel's name (or template instantiation, e.g. \"rows<BLOCK>\")");
     l.kernel = j["kernel"].get<std::string>();
     // NVRTC parses the name expression as code: only names and simple template arguments.
     if (auto why = name_expression_problem(l.kernel))
@@ -235,13 +255,15 @@ class Parser {
     if (!j.contains("block")) fail(field + ".block", "missing: 1 to 3 expressions");
     l.grid = dims3(j["grid"], field + ".grid");
     l.block = dims3(j["block"], field + ".block");
-    if (j.contains("shared_bytes")) l.shared_bytes = expression(j["shared_bytes"], field + ".shared_bytes");
+    if (j.contains("shared_bytes"))
+      l.shared_bytes = expression(j["shared_bytes"], field + ".shared_bytes");
     if (j.contains("cooperative")) {
       if (!j["cooperative"].is_boolean()) fail(field + ".cooperative", "must be true or false");
       l.cooperative = j["cooperative"].get<bool>();
     }
     if (j.contains("cluster")) l.cluster = dims3(j["cluster"], field + ".cluster");
-    if (!j.contains("args") || !j["args"].is_array()) fail(field + ".args", "missing: a list with one entry per kernel parameter");
+    if (!j.contains("args") || !j["args"].is_array())
+      fail(field + ".args", "missing: a list with one entry per kernel parameter");
     const json& args = j["args"];
     for (size_t i = 0; i < args.size(); ++i) {
       std::string af = field + ".args[" + std::to_string(i) + "]";
@@ -320,11 +342,13 @@ const TensorInfo* Plan::tensor(const std::string& name) const {
   return nullptr;
 }
 
-Plan parse_plan(const nlohmann::json& json, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors) {
+Plan parse_plan(const nlohmann::json& json, const tasks::Task& task,
+                const std::vector<TensorInfo>& task_tensors) {
   return Parser(task, task_tensors).parse(json);
 }
 
-Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors) {
+Plan parse_plan_text(const std::string& text, const tasks::Task& task,
+                     const std::vector<TensorInfo>& task_tensors) {
   nlohmann::json j;
   try {
     j = parse_json_bounded(text, "plan", kMaxPlanDepth, kMaxPlanBytes);
@@ -342,7 +366,8 @@ kforge_launch::Limits launch_limits(const DeviceFacts& f) {
   return l;
 }
 
-ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts) {
+ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables,
+                           const DeviceFacts& facts) {
   NameLookup lookup = lookup_for(dims, tunables, facts);
   std::string at = " for " + where(dims, tunables);
   auto value = [&](const Expr& e, const std::string& field) -> int64_t {
@@ -352,7 +377,8 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     } catch (const ExprError& err) {
       throw PlanError(field + ": " + err.what() + at);
     }
-    if (!std::holds_alternative<int64_t>(v)) throw PlanError(field + ": '" + e.text() + "' is not an integer" + at);
+    if (!std::holds_alternative<int64_t>(v))
+      throw PlanError(field + ": '" + e.text() + "' is not an integer" + at);
     return std::get<int64_t>(v);
   };
   ConcretePlan out;
@@ -360,9 +386,12 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     const WorkspaceSpec& w = plan.workspaces[i];
     std::string field = "workspace[" + std::to_string(i) + "].count";
     int64_t count = value(w.count, field);
-    if (count < 1) throw PlanError(field + ": '" + w.count.text() + "' is " + std::to_string(count) + at + "; a workspace needs at least 1 element");
+    if (count < 1)
+      throw PlanError(field + ": '" + w.count.text() + "' is " + std::to_string(count) + at +
+                      "; a workspace needs at least 1 element");
     if (count > kMaxWorkspaceBytes / static_cast<int64_t>(tasks::dtype_size(w.dtype)))
-      throw PlanError(field + ": " + std::to_string(count) + " elements exceed the 4 GiB workspace cap" + at);
+      throw PlanError(field + ": " + std::to_string(count) +
+                      " elements exceed the 4 GiB workspace cap" + at);
     out.workspaces.push_back({w.name, w.dtype, count, w.zero_init});
   }
   for (size_t i = 0; i < plan.launches.size(); ++i) {
@@ -371,23 +400,32 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     ConcreteLaunch c;
     c.kernel = l.kernel;
     c.cooperative = l.cooperative;
-    for (size_t k = 0; k < l.grid.size(); ++k) c.grid[k] = value(l.grid[k], field + ".grid[" + std::to_string(k) + "]");
-    for (size_t k = 0; k < l.block.size(); ++k) c.block[k] = value(l.block[k], field + ".block[" + std::to_string(k) + "]");
-    for (size_t k = 0; k < l.cluster.size(); ++k) c.cluster[k] = value(l.cluster[k], field + ".cluster[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < l.grid.size(); ++k)
+      c.grid[k] = value(l.grid[k], field + ".grid[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < l.block.size(); ++k)
+      c.block[k] = value(l.block[k], field + ".block[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < l.cluster.size(); ++k)
+      c.cluster[k] = value(l.cluster[k], field + ".cluster[" + std::to_string(k) + "]");
     c.shared_bytes = value(l.shared_bytes, field + ".shared_bytes");
     int64_t cluster_size = c.cluster[0] * c.cluster[1] * c.cluster[2];
     if (cluster_size > 1 && sm_number(facts.arch) < 90)
-      throw PlanError(field + ".cluster: thread-block clusters need sm_90 or newer; the target is " + facts.arch);
+      throw PlanError(field +
+                      ".cluster: thread-block clusters need sm_90 or newer; the target is " +
+                      facts.arch);
     kforge_launch::Launch launch;
-    for (int k = 0; k < 3; ++k) launch.grid[k] = c.grid[k], launch.block[k] = c.block[k], launch.cluster[k] = c.cluster[k];
+    for (int k = 0; k < 3; ++k)
+      launch.grid[k] = c.grid[k], launch.block[k] = c.block[k], launch.cluster[k] = c.cluster[k];
     launch.shared_bytes = c.shared_bytes;
     kforge_launch::LimitProblem problem = kforge_launch::check_limits(launch, launch_limits(facts));
-    if (!problem.ok()) throw PlanError(field + "." + problem.field + ": " + kforge_launch::place(problem.why, at));
+    if (!problem.ok())
+      throw PlanError(field + "." + problem.field + ": " + kforge_launch::place(problem.why, at));
     for (size_t k = 0; k < l.args.size(); ++k) {
       ConcreteArg a;
       a.is_tensor = l.args[k].is_tensor;
-      if (a.is_tensor) a.tensor = l.args[k].text;
-      else a.value = value(l.args[k].value, field + ".args[" + std::to_string(k) + "]");
+      if (a.is_tensor)
+        a.tensor = l.args[k].text;
+      else
+        a.value = value(l.args[k].value, field + ".args[" + std::to_string(k) + "]");
       c.args.push_back(a);
     }
     out.launches.push_back(std::move(c));
@@ -404,10 +442,13 @@ Tunables default_tunables(const Plan& plan) {
 Tunables choose_tunables(const Plan& plan, const Tunables& chosen, const tasks::Dims& dims,
                          const DeviceFacts& facts) {
   for (const auto& [name, value] : chosen) {
-    auto it = std::find_if(plan.tune.begin(), plan.tune.end(), [&](const auto& p) { return p.first == name; });
-    if (it == plan.tune.end()) throw PlanError("tune." + name + ": the plan has no tunable named '" + name + "'");
+    auto it = std::find_if(plan.tune.begin(), plan.tune.end(),
+                           [&](const auto& p) { return p.first == name; });
+    if (it == plan.tune.end())
+      throw PlanError("tune." + name + ": the plan has no tunable named '" + name + "'");
     if (std::find(it->second.begin(), it->second.end(), value) == it->second.end())
-      throw PlanError("tune." + name + ": " + std::to_string(value) + " is not one of the listed values");
+      throw PlanError("tune." + name + ": " + std::to_string(value) +
+                      " is not one of the listed values");
   }
   if (chosen.size() == plan.tune.size()) {
     if (!constraints_hold(plan, dims, chosen, facts))
@@ -417,25 +458,30 @@ Tunables choose_tunables(const Plan& plan, const Tunables& chosen, const tasks::
   // Some or none chosen: the first point of the tune space that agrees with every chosen value.
   std::vector<Tunables> space = tune_space(plan, dims, facts);
   for (const Tunables& t : space)
-    if (std::all_of(chosen.begin(), chosen.end(), [&](const auto& c) { return t.at(c.first) == c.second; }))
+    if (std::all_of(chosen.begin(), chosen.end(),
+                    [&](const auto& c) { return t.at(c.first) == c.second; }))
       return t;
   std::string with;
-  for (const auto& [name, value] : chosen) with += (with.empty() ? " with " : ", ") + name + "=" + std::to_string(value);
+  for (const auto& [name, value] : chosen)
+    with += (with.empty() ? " with " : ", ") + name + "=" + std::to_string(value);
   if (tune_space_size(plan) > kMaxTuneCombinations)
     throw PlanError("constraints: none of the " + std::to_string(kMaxTuneCombinations) +
-                    " combinations kforge samples from the " + std::to_string(tune_space_size(plan)) +
-                    " of the tunables' values" + with + " satisfies the constraints at the timed dims");
+                    " combinations kforge samples from the " +
+                    std::to_string(tune_space_size(plan)) + " of the tunables' values" + with +
+                    " satisfies the constraints at the timed dims");
   throw PlanError("constraints: no combination of the tunables' values" + with +
                   " satisfies the constraints at the timed dims");
 }
 
-bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts) {
+bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t,
+                      const DeviceFacts& facts) {
   NameLookup lookup = lookup_for(dims, t, facts);
   for (size_t i = 0; i < plan.constraints.size(); ++i) {
     try {
       if (to_double(plan.constraints[i].eval(lookup)) == 0.0) return false;
     } catch (const ExprError& e) {
-      throw PlanError("constraints[" + std::to_string(i) + "]: " + e.what() + " for " + where(dims, t));
+      throw PlanError("constraints[" + std::to_string(i) + "]: " + e.what() + " for " +
+                      where(dims, t));
     }
   }
   return true;
@@ -482,7 +528,8 @@ std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int 
   if (count == 1) return {space.front()};
   std::vector<Tunables> out;
   for (int i = 0; i < count; ++i) {
-    size_t at = static_cast<size_t>(std::lround(i * static_cast<double>(space.size() - 1) / (count - 1)));
+    size_t at =
+        static_cast<size_t>(std::lround(i * static_cast<double>(space.size() - 1) / (count - 1)));
     if (out.empty() || out.back() != space[at]) out.push_back(space[at]);
   }
   return out;

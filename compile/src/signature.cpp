@@ -30,10 +30,12 @@ ParamType classify(const std::string& text) {
     return p;
   }
   static const std::map<std::string, std::pair<int, bool>> ints = {
-      {"int", {32, true}},          {"unsigned int", {32, false}},       {"long", {64, true}},
-      {"unsigned long", {64, false}}, {"long long", {64, true}},        {"unsigned long long", {64, false}},
-      {"short", {16, true}},        {"unsigned short", {16, false}},     {"char", {8, true}},
-      {"signed char", {8, true}},   {"unsigned char", {8, false}},       {"bool", {8, false}}};
+      {"int", {32, true}},           {"unsigned int", {32, false}},
+      {"long", {64, true}},          {"unsigned long", {64, false}},
+      {"long long", {64, true}},     {"unsigned long long", {64, false}},
+      {"short", {16, true}},         {"unsigned short", {16, false}},
+      {"char", {8, true}},           {"signed char", {8, true}},
+      {"unsigned char", {8, false}}, {"bool", {8, false}}};
   if (auto it = ints.find(remove_word(t, "const")); it != ints.end()) {
     p.kind = ParamType::Kind::Integer;
     p.bits = it->second.first;
@@ -92,7 +94,8 @@ std::optional<std::vector<ParamType>> parse_demangled_parameters(const std::stri
   return out;
 }
 
-std::optional<std::vector<ParamType>> ptx_parameters(const std::string& ptx, const std::string& entry) {
+std::optional<std::vector<ParamType>> ptx_parameters(const std::string& ptx,
+                                                     const std::string& entry) {
   std::regex head(R"(\.entry\s+)" + entry + R"(\s*\()");
   std::smatch m;
   if (!std::regex_search(ptx, m, head)) return std::nullopt;
@@ -102,7 +105,8 @@ std::optional<std::vector<ParamType>> ptx_parameters(const std::string& ptx, con
   std::string list = ptx.substr(start, end - start);
   static const std::regex param(R"(\.param\s+\.(?:align\s+\d+\s+)?\.?([a-z]+)(\d+))");
   std::vector<ParamType> out;
-  for (auto it = std::sregex_iterator(list.begin(), list.end(), param); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), param);
+       it != std::sregex_iterator(); ++it) {
     ParamType p;
     p.kind = ParamType::Kind::Other;
     p.bits = std::stoi((*it)[2]);
@@ -124,65 +128,80 @@ const std::vector<std::string>& accepted_pointees(tasks::Dtype d) {
   return table.at(d);
 }
 
-std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t index, const Plan& plan,
-                                         const std::vector<ParamType>& params, bool from_ptx) {
+std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t index,
+                                         const Plan& plan, const std::vector<ParamType>& params,
+                                         bool from_ptx) {
   std::vector<std::string> problems;
   std::string field = "launch[" + std::to_string(index) + "]";
   if (params.size() != launch.args.size()) {
-    problems.push_back(field + ".args: kernel " + launch.kernel + " takes " + std::to_string(params.size()) +
-                       " parameter(s) but the plan passes " + std::to_string(launch.args.size()));
+    problems.push_back(field + ".args: kernel " + launch.kernel + " takes " +
+                       std::to_string(params.size()) + " parameter(s) but the plan passes " +
+                       std::to_string(launch.args.size()));
     return problems;
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamType& p = params[i];
     const ConcreteArg& a = launch.args[i];
     std::string af = field + ".args[" + std::to_string(i) + "]";
-    std::string arg_text = a.is_tensor ? "tensor '" + a.tensor + "'" : "the integer " + std::to_string(a.value);
+    std::string arg_text =
+        a.is_tensor ? "tensor '" + a.tensor + "'" : "the integer " + std::to_string(a.value);
     if (from_ptx) {
       // extern "C": PTX only says how wide each parameter is.
       if (a.is_tensor && p.bits != 64)
-        problems.push_back(af + ": " + arg_text + " needs a 64-bit pointer parameter, but parameter " + std::to_string(i + 1) +
-                           " is " + p.text + " (use C++ linkage so kforge can check types)");
+        problems.push_back(af + ": " + arg_text +
+                           " needs a 64-bit pointer parameter, but parameter " +
+                           std::to_string(i + 1) + " is " + p.text +
+                           " (use C++ linkage so kforge can check types)");
       if (!a.is_tensor && p.bits == 32 && (a.value < INT32_MIN || a.value > INT32_MAX))
-        problems.push_back(af + ": " + std::to_string(a.value) + " does not fit parameter " + std::to_string(i + 1) + " (32 bits)");
+        problems.push_back(af + ": " + std::to_string(a.value) + " does not fit parameter " +
+                           std::to_string(i + 1) + " (32 bits)");
       if (!a.is_tensor && p.bits != 32 && p.bits != 64)
-        problems.push_back(af + ": parameter " + std::to_string(i + 1) + " is " + p.text + "; integers must be 32 or 64 bits");
+        problems.push_back(af + ": parameter " + std::to_string(i + 1) + " is " + p.text +
+                           "; integers must be 32 or 64 bits");
       continue;
     }
     if (p.kind == ParamType::Kind::Other) {
       problems.push_back(af + ": parameter " + std::to_string(i + 1) + " has type '" + p.text +
-                         "'; kernel parameters must be tensor pointers or integers (float constants belong in the source)");
+                         "'; kernel parameters must be tensor pointers or integers (float "
+                         "constants belong in the source)");
       continue;
     }
     if (a.is_tensor) {
       const TensorInfo* t = plan.tensor(a.tensor);
       if (p.kind != ParamType::Kind::Pointer) {
-        problems.push_back(af + ": " + arg_text + " is passed to parameter " + std::to_string(i + 1) + " of type '" + p.text +
+        problems.push_back(af + ": " + arg_text + " is passed to parameter " +
+                           std::to_string(i + 1) + " of type '" + p.text +
                            "', which is not a pointer");
         continue;
       }
       const auto& ok = accepted_pointees(t->dtype);
       if (std::find(ok.begin(), ok.end(), p.pointee) == ok.end())
-        problems.push_back(af + ": " + arg_text + " is " + std::string(tasks::dtype_name(t->dtype)) + " but parameter " +
-                           std::to_string(i + 1) + " is '" + p.text + "' (use " + dtype_list(t->dtype) + ")");
+        problems.push_back(af + ": " + arg_text + " is " +
+                           std::string(tasks::dtype_name(t->dtype)) + " but parameter " +
+                           std::to_string(i + 1) + " is '" + p.text + "' (use " +
+                           dtype_list(t->dtype) + ")");
       if (t->role == TensorRole::Input && !p.is_const)
-        problems.push_back(af + ": " + arg_text + " is an input, so parameter " + std::to_string(i + 1) + " must be const ('const " +
-                           p.pointee + "*'), not '" + p.text + "'");
+        problems.push_back(af + ": " + arg_text + " is an input, so parameter " +
+                           std::to_string(i + 1) + " must be const ('const " + p.pointee +
+                           "*'), not '" + p.text + "'");
       // Outputs and workspaces may be const in a launch that only reads them (a second pass).
     } else {
       if (p.kind != ParamType::Kind::Integer) {
-        problems.push_back(af + ": " + arg_text + " is passed to parameter " + std::to_string(i + 1) + " of type '" + p.text +
-                           "', which is a pointer");
+        problems.push_back(af + ": " + arg_text + " is passed to parameter " +
+                           std::to_string(i + 1) + " of type '" + p.text + "', which is a pointer");
         continue;
       }
       if (p.bits < 32) {
-        problems.push_back(af + ": parameter " + std::to_string(i + 1) + " is '" + p.text + "'; integer parameters must be 32 or 64 bits");
+        problems.push_back(af + ": parameter " + std::to_string(i + 1) + " is '" + p.text +
+                           "'; integer parameters must be 32 or 64 bits");
         continue;
       }
       bool fits = p.bits == 64 ? (p.is_signed || a.value >= 0)
-                               : (p.is_signed ? (a.value >= INT32_MIN && a.value <= INT32_MAX) : (a.value >= 0 && a.value <= UINT32_MAX));
+                               : (p.is_signed ? (a.value >= INT32_MIN && a.value <= INT32_MAX)
+                                              : (a.value >= 0 && a.value <= UINT32_MAX));
       if (!fits)
-        problems.push_back(af + ": " + std::to_string(a.value) + " does not fit parameter " + std::to_string(i + 1) + " ('" + p.text +
+        problems.push_back(af + ": " + std::to_string(a.value) + " does not fit parameter " +
+                           std::to_string(i + 1) + " ('" + p.text +
                            "'); use a 64-bit integer (long long)");
     }
   }

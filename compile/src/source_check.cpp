@@ -20,7 +20,9 @@ struct LogicalLine {
   std::string text;
 };
 
-bool identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // Whether a raw string literal starts at `i` (R" after a prefix or a non-identifier character).
 bool raw_string_at(const std::string& s, size_t i) {
@@ -91,7 +93,8 @@ std::vector<LogicalLine> logical_lines(const std::string& s) {
           line.text += c;
         }
         break;
-      case State::LineComment: break;
+      case State::LineComment:
+        break;
       case State::BlockComment:
         if (s.compare(i, 2, "*/") == 0) {
           state = State::Code;
@@ -134,18 +137,22 @@ bool under(const std::string& file, const std::string& dir) {
 }
 
 // Why a header name may not be included, or "" if it may.
-std::string header_problem(const std::string& name, const std::vector<std::string>& include_dirs, bool must_exist) {
+std::string header_problem(const std::string& name, const std::vector<std::string>& include_dirs,
+                           bool must_exist) {
   if (name.empty()) return "an empty header name";
-  if (name.size() > kMaxHeaderName) return "a header name longer than " + std::to_string(kMaxHeaderName) + " characters";
+  if (name.size() > kMaxHeaderName)
+    return "a header name longer than " + std::to_string(kMaxHeaderName) + " characters";
   for (char c : name)
     if (!identifier_char(c) && c != '.' && c != '/' && c != '-' && c != '+')
       return "a header name may hold letters, digits and _ . / - + only";
-  if (name.front() == '/') return "an absolute path; only the CUDA headers, CCCL and kforge's shims can be included";
+  if (name.front() == '/')
+    return "an absolute path; only the CUDA headers, CCCL and kforge's shims can be included";
   for (size_t at = 0; at <= name.size();) {
     size_t slash = name.find('/', at);
     if (slash == std::string::npos) slash = name.size();
     if (name.compare(at, slash - at, "..") == 0 && slash - at == 2)
-      return "a path that climbs with '..'; only the CUDA headers, CCCL and kforge's shims can be included";
+      return "a path that climbs with '..'; only the CUDA headers, CCCL and kforge's shims can be "
+             "included";
     at = slash + 1;
   }
   if (!must_exist) return "";
@@ -166,7 +173,8 @@ std::optional<std::string> header_operand(const std::string& rest, std::string* 
 }
 
 void check_directive(const LogicalLine& line, const std::string& directive, const std::string& rest,
-                     const std::vector<std::string>& include_dirs, std::vector<std::string>& problems) {
+                     const std::vector<std::string>& include_dirs,
+                     std::vector<std::string>& problems) {
   std::string where = "line " + std::to_string(line.number) + ": ";
   if (directive == "embed") {
     problems.push_back(where + "#embed is not allowed: a candidate reads no files");
@@ -176,11 +184,14 @@ void check_directive(const LogicalLine& line, const std::string& directive, cons
     std::string after;
     auto name = header_operand(rest, &after);
     if (!name) {
-      problems.push_back(where + "#" + directive + " must name a header as <name> or \"name\" (computed includes are not allowed)");
+      problems.push_back(
+          where + "#" + directive +
+          " must name a header as <name> or \"name\" (computed includes are not allowed)");
       return;
     }
     if (!after.empty()) {
-      problems.push_back(where + "#" + directive + " <" + *name + ">: nothing may follow the header name");
+      problems.push_back(where + "#" + directive + " <" + *name +
+                         ">: nothing may follow the header name");
       return;
     }
     if (std::string why = header_problem(*name, include_dirs, true); !why.empty())
@@ -190,18 +201,21 @@ void check_directive(const LogicalLine& line, const std::string& directive, cons
   if (directive == "define") {
     for (std::string_view path_start : {"\"/", "</", "../", "/.."})
       if (rest.find(path_start) != std::string::npos) {
-        problems.push_back(where + "#define holds a file path ('" + std::string(path_start) +
-                           "'): macros may not name files (a header's computed #include could use it)");
+        problems.push_back(
+            where + "#define holds a file path ('" + std::string(path_start) +
+            "'): macros may not name files (a header's computed #include could use it)");
         return;
       }
   }
 }
 
 // __has_include / __has_include_next / __has_embed operands anywhere on a line.
-void check_probes(const LogicalLine& line, const std::vector<std::string>& include_dirs, std::vector<std::string>& problems) {
+void check_probes(const LogicalLine& line, const std::vector<std::string>& include_dirs,
+                  std::vector<std::string>& problems) {
   std::string where = "line " + std::to_string(line.number) + ": ";
   for (std::string_view probe : {"__has_embed", "__has_include"}) {
-    for (size_t at = line.text.find(probe); at != std::string::npos; at = line.text.find(probe, at + 1)) {
+    for (size_t at = line.text.find(probe); at != std::string::npos;
+         at = line.text.find(probe, at + 1)) {
       if (probe == "__has_embed") {
         problems.push_back(where + "__has_embed is not allowed");
         continue;
@@ -209,7 +223,8 @@ void check_probes(const LogicalLine& line, const std::vector<std::string>& inclu
       size_t p = at + probe.size();
       if (line.text.compare(p, 5, "_next") == 0) p += 5;
       std::string rest = trim(line.text.substr(p));
-      auto name = rest.empty() || rest[0] != '(' ? std::nullopt : header_operand(trim(rest.substr(1)));
+      auto name =
+          rest.empty() || rest[0] != '(' ? std::nullopt : header_operand(trim(rest.substr(1)));
       if (!name) {
         problems.push_back(where + "__has_include must name a header as <name> or \"name\"");
         continue;
@@ -223,9 +238,9 @@ void check_probes(const LogicalLine& line, const std::vector<std::string>& inclu
 }  // namespace
 
 const std::vector<std::string>& shim_header_names() {
-  static const std::vector<std::string> names = {"kforge_shims.h", "cmath",   "math.h",   "algorithm", "cstdint",
-                                                 "stdint.h",       "cstddef", "stddef.h", "cfloat",    "float.h",
-                                                 "climits",        "limits.h"};
+  static const std::vector<std::string> names = {
+      "kforge_shims.h", "cmath",    "math.h", "algorithm", "cstdint", "stdint.h",
+      "cstddef",        "stddef.h", "cfloat", "float.h",   "climits", "limits.h"};
   return names;
 }
 
@@ -234,14 +249,16 @@ std::vector<std::string> candidate_include_dirs() {
   return {inc, inc + "/cccl"};
 }
 
-std::vector<std::string> preprocessing_problems(const std::string& source, const std::vector<std::string>& include_dirs) {
+std::vector<std::string> preprocessing_problems(const std::string& source,
+                                                const std::vector<std::string>& include_dirs) {
   std::vector<std::string> problems;
   if (source.find('\0') != std::string::npos) {
     problems.push_back("the source holds a NUL byte");
     return problems;
   }
   for (std::string_view tri : {"??=", "??/"})
-    if (source.find(tri) != std::string::npos) problems.push_back("trigraphs ('" + std::string(tri) + "') are not allowed");
+    if (source.find(tri) != std::string::npos)
+      problems.push_back("trigraphs ('" + std::string(tri) + "') are not allowed");
   for (const LogicalLine& line : logical_lines(source)) {
     std::string t = trim(line.text);
     size_t hash = t.rfind('#', 0) == 0 ? 1 : t.rfind("%:", 0) == 0 ? 2 : 0;
@@ -259,7 +276,8 @@ std::vector<std::string> preprocessing_problems(const std::string& source, const
 std::optional<std::string> name_expression_problem(const std::string& e) {
   constexpr size_t kMaxName = 256;
   if (e.empty()) return "an empty kernel name";
-  if (e.size() > kMaxName) return "a kernel name expression longer than " + std::to_string(kMaxName) + " characters";
+  if (e.size() > kMaxName)
+    return "a kernel name expression longer than " + std::to_string(kMaxName) + " characters";
   size_t i = 0;
   auto identifier = [&] {
     size_t start = i;
@@ -273,13 +291,19 @@ std::optional<std::string> name_expression_problem(const std::string& e) {
     if (!identifier()) return "'::' must be followed by a name";
   }
   if (i == e.size()) return std::nullopt;
-  if (e[i] != '<' || e.back() != '>') return "only a name, or a name with template arguments <...>, is allowed";
+  if (e[i] != '<' || e.back() != '>')
+    return "only a name, or a name with template arguments <...>, is allowed";
   for (size_t k = i + 1; k + 1 < e.size(); ++k) {
     char c = e[k];
     if (!identifier_char(c) && std::string_view(" ,+-*/%():").find(c) == std::string_view::npos) {
       char shown[8];
-      std::snprintf(shown, sizeof shown, std::isprint(static_cast<unsigned char>(c)) ? "%c" : "\\x%02x", static_cast<unsigned char>(c));
-      return std::string("template arguments may hold names, integers, spaces and , + - * / % ( ) :: only, not '") + shown + "'";
+      std::snprintf(shown, sizeof shown,
+                    std::isprint(static_cast<unsigned char>(c)) ? "%c" : "\\x%02x",
+                    static_cast<unsigned char>(c));
+      return std::string(
+                 "template arguments may hold names, integers, spaces and , + - * / % ( ) :: only, "
+                 "not '") +
+             shown + "'";
     }
   }
   return std::nullopt;

@@ -48,8 +48,10 @@ int run_compile_worker(int argc, char** argv) {
   WorkerArgs a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--dir") a.dir = argv[i + 1];
-    else if (flag == "--time-limit-ms") a.time_limit_ms = std::stoll(argv[i + 1]);
+    if (flag == "--dir")
+      a.dir = argv[i + 1];
+    else if (flag == "--time-limit-ms")
+      a.time_limit_ms = std::stoll(argv[i + 1]);
   }
   if (a.dir.empty() || argc % 2 == 0) {
     std::cerr << "usage: kforge-nvrtc-worker --dir FOLDER [--time-limit-ms N]\n"
@@ -62,7 +64,8 @@ int run_compile_worker(int argc, char** argv) {
   warm_up();
   // Relative #include paths resolve against the working directory: an empty folder of its own.
   if (::chdir(a.dir.c_str()) != 0) {
-    std::cerr << "kforge-nvrtc-worker: cannot enter " << a.dir << ": " << std::strerror(errno) << "\n";
+    std::cerr << "kforge-nvrtc-worker: cannot enter " << a.dir << ": " << std::strerror(errno)
+              << "\n";
     return 2;
   }
   std::vector<std::string> readable = candidate_include_dirs();

@@ -2,4 +2,6 @@
 // one JSON line out (compile/compiler.h).
 #include "kforge/compile/compiler.h"
 
-int main(int argc, char** argv) { return kforge::compile::run_compile_worker(argc, argv); }
+int main(int argc, char** argv) {
+  return kforge::compile::run_compile_worker(argc, argv);
+}

@@ -23,14 +23,24 @@ using nlohmann::json;
 class JudgeGpu : public Gpu {
  public:
   explicit JudgeGpu(const verify::VerifyOptions& options)
-      : options_(options), judge_(options), device_(verify::list_devices().at(static_cast<size_t>(options.device))) {}
-  verify::Verdict verify(const tasks::Task& task, const Checked& c) override { return judge_.verify(task, c.report); }
-  verify::Verdict screen(const tasks::Task& task, const Checked& c) override { return judge_.screen(task, c.report); }
-  verify::Verdict admit(const tasks::Task& unseen, const Checked& c) override { return judge_.admit(unseen, c.report); }
+      : options_(options),
+        judge_(options),
+        device_(verify::list_devices().at(static_cast<size_t>(options.device))) {}
+  verify::Verdict verify(const tasks::Task& task, const Checked& c) override {
+    return judge_.verify(task, c.report);
+  }
+  verify::Verdict screen(const tasks::Task& task, const Checked& c) override {
+    return judge_.screen(task, c.report);
+  }
+  verify::Verdict admit(const tasks::Task& unseen, const Checked& c) override {
+    return judge_.admit(unseen, c.report);
+  }
   std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
     return verify::measure_baselines(task, options_);
   }
-  nlohmann::json profile(const tasks::Task& task, const Checked& c) override { return judge_.profile(task, c.report, ncu_); }
+  nlohmann::json profile(const tasks::Task& task, const Checked& c) override {
+    return judge_.profile(task, c.report, ncu_);
+  }
   std::string profiler() const override { return ncu_; }
   verify::DeviceInfo device() const override { return device_; }
   std::string driver() const override { return std::to_string(verify::driver_version()); }
@@ -112,7 +122,9 @@ class Evaluator::Pool {
 };
 
 Evaluator::Evaluator(EvaluatorOptions options, Gpu* gpu)
-    : options_(std::move(options)), gpu_(gpu), compiler_(std::make_unique<compile::Compiler>(options_.compiler)) {}
+    : options_(std::move(options)),
+      gpu_(gpu),
+      compiler_(std::make_unique<compile::Compiler>(options_.compiler)) {}
 
 Evaluator::~Evaluator() = default;  // the pool first (declared last): its jobs use the compiler
 
@@ -137,7 +149,10 @@ const std::vector<compile::TensorInfo>& Evaluator::task_tensors(const tasks::Tas
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = tensors_.find(task.content_hash);
   if (it == tensors_.end())
-    it = tensors_.emplace(task.content_hash, compile::task_tensors(task, tasks::Reference::compile(task))).first;
+    it = tensors_
+             .emplace(task.content_hash,
+                      compile::task_tensors(task, tasks::Reference::compile(task)))
+             .first;
   return it->second;
 }
 
@@ -146,8 +161,8 @@ Checked Evaluator::check(Proposal p) {
   if (p.answer_error) {
     c.report.errors = {*p.answer_error};
   } else {
-    c.report = compile::check_candidate(*p.task, task_tensors(*p.task), p.source, p.plan, p.tunables, options_.facts,
-                                        *compiler_);
+    c.report = compile::check_candidate(*p.task, task_tensors(*p.task), p.source, p.plan,
+                                        p.tunables, options_.facts, *compiler_);
     for (auto& e : c.report.errors) e = compile::relabel_log(e, p.label, p.first_line);
   }
   c.proposal = std::move(p);
@@ -223,16 +238,20 @@ verify::Verdict Evaluator::admit(const Checked& c, uint64_t seed) {
       return false;
     }
   };
-  std::optional<tasks::Task> unseen = verify::unseen_task(task, seed, options_.admission_configurations, usable);
+  std::optional<tasks::Task> unseen =
+      verify::unseen_task(task, seed, options_.admission_configurations, usable);
   if (!unseen) {
     verify::Verdict v;
     v.outcome = verify::Outcome::HarnessError;
-    v.summary = "admission: no dims configuration that was not shown satisfies the task's constraints and the "
-                "plan's at these tunables";
+    v.summary =
+        "admission: no dims configuration that was not shown satisfies the task's constraints and "
+        "the "
+        "plan's at these tunables";
     return v;
   }
-  Checked on_unseen{c.proposal, compile::check_candidate(*unseen, task_tensors(task), c.proposal.source, c.proposal.plan,
-                                                        c.report.tunables, options_.facts, *compiler_)};
+  Checked on_unseen{c.proposal, compile::check_candidate(
+                                    *unseen, task_tensors(task), c.proposal.source, c.proposal.plan,
+                                    c.report.tunables, options_.facts, *compiler_)};
   verify::Verdict v = gpu_->admit(*unseen, on_unseen);
   if (!on_unseen.report.ok()) v.summary = "admission on unseen dims: " + v.summary;
   return v;
@@ -254,10 +273,11 @@ int64_t Evaluator::device_id(const std::string& uuid) {
   for (const verify::DeviceInfo& x : gpu_->devices())
     if (!d && x.uuid == uuid) d = x;
   if (!d) throw Error("the GPU " + uuid + " is not one of the pool's (a kforge bug)");
-  int64_t id = archive()
-                   .upsert_device(d->uuid, d->name, compile::arch_for(d->cc_major, d->cc_minor), d->sm_count,
-                                  static_cast<int64_t>(d->memory_bytes), gpu_->driver())
-                   .value;
+  int64_t id =
+      archive()
+          .upsert_device(d->uuid, d->name, compile::arch_for(d->cc_major, d->cc_minor), d->sm_count,
+                         static_cast<int64_t>(d->memory_bytes), gpu_->driver())
+          .value;
   return device_ids_[uuid] = id;
 }
 
@@ -280,7 +300,8 @@ std::string recorded_identity(const Checked& c) {
   return candidate_identity(c.proposal.source, stored_plan(c.proposal.plan), c.report.tunables);
 }
 
-int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev, bool with_compile) {
+int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
+                          bool with_compile) {
   const tasks::Task& task = *c.proposal.task;
   const Proposal& p = c.proposal;
   const compile::CandidateReport& r = c.report;
@@ -299,8 +320,8 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
   nc.model = p.lineage.model;
   std::optional<verify::DeviceInfo> gpu;
   if (gpu_) gpu = gpu_->device();
-  archive::CompileRecord comp =
-      compile_record(r, gpu ? compile::arch_for(gpu->cc_major, gpu->cc_minor) : options_.facts.arch);
+  archive::CompileRecord comp = compile_record(
+      r, gpu ? compile::arch_for(gpu->cc_major, gpu->cc_minor) : options_.facts.arch);
   std::vector<archive::EvaluationRecord> evaluations;
   if (ev) {
     const verify::Verdict& v = ev->verdict;
@@ -325,22 +346,30 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
       e.roofline_fraction = t.roofline_fraction;
       if (e.device)
         ar.store_baseline(nc.task, task.dims, *e.device, t.math_mode,
-                          {t.eager.median_ms, t.scripted.median_ms, e.compiled_ms, t.compiled ? "" : t.compiled_absent});
+                          {t.eager.median_ms, t.scripted.median_ms, e.compiled_ms,
+                           t.compiled ? "" : t.compiled_absent});
     }
     evaluations.push_back(std::move(e));
   }
-  return ar.add_candidate(nc, with_compile ? std::optional<archive::CompileRecord>(comp) : std::nullopt, evaluations).value;
+  return ar
+      .add_candidate(nc, with_compile ? std::optional<archive::CompileRecord>(comp) : std::nullopt,
+                     evaluations)
+      .value;
 }
 
 archive::BaselineTimes baseline_times(const verify::Baselines& b) {
   archive::BaselineTimes t{b.eager.median_ms, b.scripted.median_ms, std::nullopt, ""};
-  if (b.compiled) t.compiled_ms = b.compiled->median_ms;
-  else t.compiled_absent = b.compiled_absent;
+  if (b.compiled)
+    t.compiled_ms = b.compiled->median_ms;
+  else
+    t.compiled_absent = b.compiled_absent;
   return t;
 }
 
 json admission_json(const verify::Verdict& a) {
-  return {{"admitted", a.correct()}, {"outcome", verify::to_string(a.outcome)}, {"summary", a.summary},
+  return {{"admitted", a.correct()},
+          {"outcome", verify::to_string(a.outcome)},
+          {"summary", a.summary},
           {"evidence", a.evidence}};
 }
 

@@ -32,7 +32,8 @@ Features features_of(const compile::CandidateReport& r) {
   f.registers_band = band(registers, {32, 64, 128});
   f.shared_band = shared == 0 ? 0 : 1 + band(shared, {16 << 10, 48 << 10});
   const std::string& ptx = r.module.ptx;
-  f.tensor_cores = ptx.find("mma.sync") != std::string::npos || ptx.find("wgmma") != std::string::npos ||
+  f.tensor_cores = ptx.find("mma.sync") != std::string::npos ||
+                   ptx.find("wgmma") != std::string::npos ||
                    ptx.find("\tmma.") != std::string::npos;
   for (const char* v4 : {"ld.global.v4", "ld.global.nc.v4"})
     if (ptx.find(v4) != std::string::npos) f.load_width = 4;
@@ -41,8 +42,10 @@ Features features_of(const compile::CandidateReport& r) {
       if (ptx.find(v2) != std::string::npos) f.load_width = 2;
   // Resident warps per SM: 64 at most, 65536 registers, 32 blocks (sm_80 and later).
   int64_t warps_per_block = (threads + 31) / 32;
-  int64_t by_registers = registers > 0 ? 65536 / (std::max(registers, 1) * 32 * warps_per_block) : 32;
-  int64_t blocks = std::min<int64_t>({by_registers, 32, 64 / std::max<int64_t>(warps_per_block, 1)});
+  int64_t by_registers =
+      registers > 0 ? 65536 / (std::max(registers, 1) * 32 * warps_per_block) : 32;
+  int64_t blocks =
+      std::min<int64_t>({by_registers, 32, 64 / std::max<int64_t>(warps_per_block, 1)});
   int64_t warps = std::min<int64_t>(64, blocks * warps_per_block);
   f.occupancy_band = band(warps, {16, 32, 48});
   return f;

@@ -95,25 +95,33 @@ inline std::string quoted(const nlohmann::json& v) {
   return text.size() > 80 ? text.substr(0, 80) + "..." : text;
 }
 
-inline std::string path(const std::string& where, const std::string& key) { return where.empty() ? key : where + "." + key; }
+inline std::string path(const std::string& where, const std::string& key) {
+  return where.empty() ? key : where + "." + key;
+}
 
 // j[key] (j must be an object), `where` naming j.
-inline const nlohmann::json& at(const nlohmann::json& j, const std::string& where, const std::string& key) {
-  if (!j.is_object()) throw Error((where.empty() ? "the message" : where) + ": " + quoted(j) + " is not an object");
+inline const nlohmann::json& at(const nlohmann::json& j, const std::string& where,
+                                const std::string& key) {
+  if (!j.is_object())
+    throw Error((where.empty() ? "the message" : where) + ": " + quoted(j) + " is not an object");
   auto it = j.find(key);
   if (it == j.end()) throw Error(path(where, key) + ": missing");
   return *it;
 }
 
 // v, which `name` names, as an integer from lo to hi.
-inline int64_t integer_value(const nlohmann::json& v, const std::string& name, int64_t lo, int64_t hi) {
-  bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) &&
+inline int64_t integer_value(const nlohmann::json& v, const std::string& name, int64_t lo,
+                             int64_t hi) {
+  bool fits = v.is_number_integer() &&
+              !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) &&
               v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!fits) throw Error(name + ": " + quoted(v) + " is not an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  if (!fits)
+    throw Error(name + ": " + quoted(v) + " is not an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi));
   return v.get<int64_t>();
 }
-inline int64_t integer(const nlohmann::json& j, const std::string& where, const std::string& key, int64_t lo = 0,
-                       int64_t hi = std::numeric_limits<int32_t>::max()) {
+inline int64_t integer(const nlohmann::json& j, const std::string& where, const std::string& key,
+                       int64_t lo = 0, int64_t hi = std::numeric_limits<int32_t>::max()) {
   return integer_value(at(j, where, key), path(where, key), lo, hi);
 }
 
@@ -123,11 +131,13 @@ inline double number(const nlohmann::json& j, const std::string& where, const st
   return v.get<double>();
 }
 
-inline std::string text(const nlohmann::json& j, const std::string& where, const std::string& key, size_t max_bytes = 4096) {
+inline std::string text(const nlohmann::json& j, const std::string& where, const std::string& key,
+                        size_t max_bytes = 4096) {
   const nlohmann::json& v = at(j, where, key);
   if (!v.is_string()) throw Error(path(where, key) + ": " + quoted(v) + " is not a string");
   if (v.get_ref<const std::string&>().size() > max_bytes)
-    throw Error(path(where, key) + ": a string of more than " + std::to_string(max_bytes) + " bytes");
+    throw Error(path(where, key) + ": a string of more than " + std::to_string(max_bytes) +
+                " bytes");
   return v.get<std::string>();
 }
 
@@ -137,7 +147,8 @@ inline bool boolean(const nlohmann::json& j, const std::string& where, const std
   return v.get<bool>();
 }
 
-inline const nlohmann::json& object(const nlohmann::json& j, const std::string& where, const std::string& key) {
+inline const nlohmann::json& object(const nlohmann::json& j, const std::string& where,
+                                    const std::string& key) {
   const nlohmann::json& v = at(j, where, key);
   if (!v.is_object()) throw Error(path(where, key) + ": " + quoted(v) + " is not an object");
   return v;

@@ -63,27 +63,33 @@ std::string one_decimal(double v) {
 
 // A profile (verify::parse_ncu_log's shape) in words, one line per launch.
 std::string profile_words(const std::optional<json>& p) {
-  if (!p) return "not measured (kforge profiles a parent with Nsight Compute where `ncu` is installed).";
-  if (p->contains("error")) return "not available (" + (*p)["error"].get<std::string>().substr(0, 200) + ").";
+  if (!p)
+    return "not measured (kforge profiles a parent with Nsight Compute where `ncu` is installed).";
+  if (p->contains("error"))
+    return "not available (" + (*p)["error"].get<std::string>().substr(0, 200) + ").";
   std::string out = "one run at the timed dims";
   const json& kernels = p->value("kernels", json::array());
   for (size_t i = 0; i < kernels.size(); ++i) {
     const json& k = kernels[i];
     auto pct = [&](const char* key, const char* what) {
-      return k.contains(key) ? std::string(what) + " " + one_decimal(k[key].get<double>()) + "%" : std::string();
+      return k.contains(key) ? std::string(what) + " " + one_decimal(k[key].get<double>()) + "%"
+                             : std::string();
     };
     std::vector<std::string> parts;
-    for (std::string part : {pct("dram_pct", "DRAM throughput"), pct("sm_pct", "SM throughput"),
-                             pct("l2_pct", "L2 throughput"), pct("occupancy_pct", "achieved occupancy")})
+    for (std::string part :
+         {pct("dram_pct", "DRAM throughput"), pct("sm_pct", "SM throughput"),
+          pct("l2_pct", "L2 throughput"), pct("occupancy_pct", "achieved occupancy")})
       if (!part.empty()) parts.push_back(part);
     out += "\n- launch " + std::to_string(i + 1) + " `" + k.value("name", std::string("?")) + "`";
     if (k.contains("duration_ms")) out += ": " + format_ms(k["duration_ms"].get<double>()) + " ms";
     if (!parts.empty()) out += "; " + join(parts, ", ") + " (of peak)";
-    if (k.contains("registers")) out += "; " + std::to_string(k["registers"].get<int64_t>()) + " registers per thread";
+    if (k.contains("registers"))
+      out += "; " + std::to_string(k["registers"].get<int64_t>()) + " registers per thread";
     std::vector<std::string> stalls;
     for (const json& st : k.value("stalls", json::array()))
       stalls.push_back(st[0].get<std::string>() + " " + one_decimal(st[1].get<double>()));
-    if (!stalls.empty()) out += "; top warp stalls (cycles per issued instruction): " + join(stalls, ", ");
+    if (!stalls.empty())
+      out += "; top warp stalls (cycles per issued instruction): " + join(stalls, ", ");
   }
   return out;
 }
@@ -158,7 +164,9 @@ std::string number(const json& v) {
 // Plain code, no std::regex: these read sanitizer and compiler logs of model-written kernels,
 // whose lines can be megabytes long (std::regex recursed per character and overflowed the stack).
 
-bool log_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n'; }
+bool log_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n';
+}
 
 // memcheck's first "Invalid __global__ read|write of size N byte(s)" line and the line after it,
 // its "=========" prefixes (with the spaces around them) made one space; none without both lines.
@@ -166,9 +174,12 @@ std::optional<std::string> memcheck_first_error(const std::string& log) {
   static const std::string head = "Invalid __global__ ";
   for (size_t at = log.find(head); at != std::string::npos; at = log.find(head, at + 1)) {
     size_t i = at + head.size();
-    if (log.compare(i, 4, "read") == 0) i += 4;
-    else if (log.compare(i, 5, "write") == 0) i += 5;
-    else continue;
+    if (log.compare(i, 4, "read") == 0)
+      i += 4;
+    else if (log.compare(i, 5, "write") == 0)
+      i += 5;
+    else
+      continue;
     if (log.compare(i, 9, " of size ") != 0) continue;
     i += 9;
     size_t digits = i;
@@ -177,7 +188,8 @@ std::optional<std::string> memcheck_first_error(const std::string& log) {
     size_t first_end = log.find('\n', digits);
     if (first_end == std::string::npos) continue;  // the line after it is part of the message
     size_t second_end = log.find('\n', first_end + 1);
-    std::string m = log.substr(at, (second_end == std::string::npos ? log.size() : second_end) - at);
+    std::string m =
+        log.substr(at, (second_end == std::string::npos ? log.size() : second_end) - at);
     std::string out;
     static const std::string bar = "=========";
     size_t from = 0;
@@ -206,8 +218,9 @@ std::string numbers_as_hash(const std::string& text) {
       continue;
     }
     out += '#';
-    for (++i; i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
-                                  text[i] == '+' || text[i] == '-');
+    for (++i;
+         i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.' ||
+                             text[i] == 'e' || text[i] == 'E' || text[i] == '+' || text[i] == '-');
          ++i) {
     }
   }
@@ -297,10 +310,10 @@ std::vector<FailureRow> failure_rows(const PromptInputs& in,
   };
   const std::string head = "SELECT x.created_at, x.id, c.id, c.run_id, c.generation, ";
   const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
-  archive::Statement e = query(
-      head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
-      " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') AND x.import_trust IS NOT 'claimed'" +
-      kEligible + tail);
+  archive::Statement e = query(head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
+                               " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') "
+                               "AND x.import_trust IS NOT 'claimed'" +
+                               kEligible + tail);
   while (e.step()) {
     FailureRow f = common(e, 0);
     f.kind = e.text(5);
@@ -308,9 +321,9 @@ std::vector<FailureRow> failure_rows(const PromptInputs& in,
     f.text = evaluation_text(f.kind, ev.is_discarded() ? json::object() : ev, order);
     rows.push_back(f);
   }
-  archive::Statement sc =
-      query(head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
-            " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit')" + kEligible + tail);
+  archive::Statement sc = query(
+      head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
+      " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit')" + kEligible + tail);
   while (sc.step()) {
     FailureRow f = common(sc, 1);
     f.kind = sc.text(5);
@@ -355,7 +368,9 @@ std::optional<double> number(const json& o, const char* key) {
   return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
 }
 
-std::string text_or_empty(const archive::Statement& s, int col) { return s.is_null(col) ? "" : s.text(col); }
+std::string text_or_empty(const archive::Statement& s, int col) {
+  return s.is_null(col) ? "" : s.text(col);
+}
 
 }  // namespace
 
@@ -366,12 +381,15 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
   bool baselines = false;
   if (in.device_id) {
     archive::Statement b = ar.db().prepare(
-        "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines b JOIN tasks k ON k.id = "
+        "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines "
+        "b JOIN tasks k ON k.id = "
         "b.task_id "
         "JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = "
         "?3 AND b.dims = ?4 "
-        "AND b.device_id IN (SELECT o.id FROM devices m JOIN devices o ON o.name = m.name AND o.arch = "
-        "m.arch WHERE m.id = ?5) AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id LIMIT 1");
+        "AND b.device_id IN (SELECT o.id FROM devices m JOIN devices o ON o.name = m.name AND "
+        "o.arch = "
+        "m.arch WHERE m.id = ?5) AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id "
+        "LIMIT 1");
     b.bind(1, t.suite)
         .bind(2, t.name)
         .bind(3, t.content_hash)
@@ -382,7 +400,8 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
       v["eager_time"] =
           format_ms(b.real(0)) + " ms" +
           (b.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(b.real(1)) + " ms") +
-          compiled_words(b.maybe_real(3), text_or_empty(b, 4)) + " (measured on " + b.text(2) + ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
+          compiled_words(b.maybe_real(3), text_or_empty(b, 4)) + " (measured on " + b.text(2) +
+          ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
       baselines = true;
     }
   }

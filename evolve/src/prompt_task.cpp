@@ -187,9 +187,10 @@ std::string gpu_facts(const PromptGpu& g) {
        ", z <= " + std::to_string(f.max_block[2]) +
        "); grid x <= " + std::to_string(f.max_grid[0]) +
        ", y and z <= " + std::to_string(f.max_grid[1]) + "\n";
-  s += compile::sm_number(f.arch) >= 90 ? "- Thread-block clusters: at most 8 blocks per cluster (the portable "
-                             "limit; kforge does not opt in to 16)\n"
-                           : "- Thread-block clusters: none (they need sm_90 or newer)\n";
+  s += compile::sm_number(f.arch) >= 90
+           ? "- Thread-block clusters: at most 8 blocks per cluster (the portable "
+             "limit; kforge does not opt in to 16)\n"
+           : "- Thread-block clusters: none (they need sm_90 or newer)\n";
   return s;
 }
 

@@ -1,8 +1,8 @@
 #include "kforge/evolve/proposer.h"
 
+#include <climits>
 #include <future>
 #include <random>
-#include <climits>
 #include <sstream>
 
 #include "kforge/common/hash.h"
@@ -20,14 +20,17 @@ int64_t saturating_add(int64_t a, int64_t b) {
 }  // namespace
 
 void LlmSpent::add(const LlmSpent& o) {
-  calls = saturating_add(calls, o.calls), failed_calls = saturating_add(failed_calls, o.failed_calls);
-  tokens_in = saturating_add(tokens_in, o.tokens_in), tokens_out = saturating_add(tokens_out, o.tokens_out);
+  calls = saturating_add(calls, o.calls),
+  failed_calls = saturating_add(failed_calls, o.failed_calls);
+  tokens_in = saturating_add(tokens_in, o.tokens_in),
+  tokens_out = saturating_add(tokens_out, o.tokens_out);
   cached = saturating_add(cached, o.cached), cost_usd += o.cost_usd;
   tokens_cache_read = saturating_add(tokens_cache_read, o.tokens_cache_read);
   tokens_cache_write = saturating_add(tokens_cache_write, o.tokens_cache_write);
 }
 
-LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device)
+LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir,
+                         std::string device)
     : voices_(std::move(voices)),
       templates_(PromptTemplates::load(prompts_dir)),
       answer_format_(load_answer_format(prompts_dir)),
@@ -35,8 +38,10 @@ LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_d
   if (voices_.empty()) throw Error("LlmProposer: no model");
 }
 
-LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device)
-    : LlmProposer(std::vector<Voice>{{ModelConfig{client->model()}, client}}, prompts_dir, std::move(device)) {}
+LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir,
+                         std::string device)
+    : LlmProposer(std::vector<Voice>{{ModelConfig{client->model()}, client}}, prompts_dir,
+                  std::move(device)) {}
 
 namespace {
 
@@ -47,17 +52,20 @@ constexpr int kRetrySample = 1 << 20;  // added to a sample to ask once more aft
 std::string role_of(PromptKind kind) {
   switch (kind) {
     case PromptKind::RepairCompile:
-    case PromptKind::RepairWrong: return "repair";
+    case PromptKind::RepairWrong:
+      return "repair";
     case PromptKind::Ideas:
-    case PromptKind::Idea: return "ideas";
-    default: return std::string(prompt_kind_name(kind));
+    case PromptKind::Idea:
+      return "ideas";
+    default:
+      return std::string(prompt_kind_name(kind));
   }
 }
 
 }  // namespace
 
-std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, const std::shared_ptr<const tasks::Task>& task,
-                                                            archive::Archive& archive) {
+std::function<std::vector<Proposal>()> LlmProposer::prepare(
+    const Ask& ask, const std::shared_ptr<const tasks::Task>& task, archive::Archive& archive) {
   const tasks::Reference* reference;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -78,16 +86,19 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
   in.device_id = device_id_;
   in.answer_format = answer_format_;
   in.extra["idea_count"] = std::to_string(ideas);
-  in.extra["idea"] = kIdeaMark;  // an Idea prompt is rendered here, its idea filled in when it is known
+  in.extra["idea"] =
+      kIdeaMark;  // an Idea prompt is rendered here, its idea filled in when it is known
 
   // The model: drawn by weight from the ensemble, the same draw for the same ask (resume asks the
   // same model the same thing).
-  std::seed_seq seq{static_cast<uint32_t>(ask.sample), static_cast<uint32_t>(ask.lineage.generation),
-                    static_cast<uint32_t>(std::stoull(content_hash(task->id()).substr(0, 8), nullptr, 16))};
+  std::seed_seq seq{
+      static_cast<uint32_t>(ask.sample), static_cast<uint32_t>(ask.lineage.generation),
+      static_cast<uint32_t>(std::stoull(content_hash(task->id()).substr(0, 8), nullptr, 16))};
   std::mt19937_64 rng(seq);
   std::vector<double> weights;
   for (const Voice& v : voices_) weights.push_back(v.config.weight);
-  const Voice& voice = voices_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
+  const Voice& voice =
+      voices_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
 
   ChatRequest request;
   request.system = "You are an expert CUDA engineer. Answer in the format the prompt gives.";
@@ -99,44 +110,50 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(const Ask& ask, cons
   Proposal blank;
   blank.task = task;
   blank.lineage = ask.lineage;
-  blank.lineage.prompt_kind = std::string(prompt_kind_name(ask.kind == PromptKind::Ideas ? PromptKind::Idea : ask.kind));
+  blank.lineage.prompt_kind =
+      std::string(prompt_kind_name(ask.kind == PromptKind::Ideas ? PromptKind::Idea : ask.kind));
   blank.lineage.model = voice.config.spec;
   // Compile errors name the candidate's own lines (label candidate.cu, from its first line): the
   // code the archive keeps and a repair prompt shows, not the answer around it.
   if (ask.kind != PromptKind::Ideas)
-    return [this, &voice, request, blank, sample = ask.sample] { return answer(voice, request, blank, sample, true); };
+    return [this, &voice, request, blank, sample = ask.sample] {
+      return answer(voice, request, blank, sample, true);
+    };
 
   // Ideas: the ideas in words first, then each one's implementation, asked at once.
   std::string idea_prompt = render_prompt_parts(templates_, PromptKind::Idea, in).body;
-  return [this, &voice, request, blank, idea_prompt, sample = ask.sample]() -> std::vector<Proposal> {
-    std::vector<Proposal> listed = answer(voice, request, blank, sample, false);
-    if (listed.front().unanswered || listed.front().answer_error) return listed;
-    std::vector<std::string> ideas = parse_ideas(listed.front().source, static_cast<size_t>(this->ideas));
-    if (ideas.empty()) {
-      listed.front().answer_error = "the answer lists no numbered ideas";
-      return listed;
-    }
-    std::vector<std::future<std::vector<Proposal>>> asked;
-    for (size_t i = 0; i < ideas.size(); ++i) {
-      ChatRequest r = request;
-      r.user = idea_prompt;
-      if (size_t at = r.user.find(kIdeaMark); at != std::string::npos)  // a template without {{idea}}: as it is
-        r.user.replace(at, std::string(kIdeaMark).size(), ideas[i]);
-      asked.push_back(std::async(std::launch::async, [this, &voice, r, blank, i] {
-        return answer(voice, r, blank, static_cast<int>(i), true);
-      }));
-    }
-    std::vector<Proposal> out;
-    for (auto& f : asked)
-      for (Proposal& p : f.get()) out.push_back(std::move(p));
-    return out;
-  };
+  return
+      [this, &voice, request, blank, idea_prompt, sample = ask.sample]() -> std::vector<Proposal> {
+        std::vector<Proposal> listed = answer(voice, request, blank, sample, false);
+        if (listed.front().unanswered || listed.front().answer_error) return listed;
+        std::vector<std::string> ideas =
+            parse_ideas(listed.front().source, static_cast<size_t>(this->ideas));
+        if (ideas.empty()) {
+          listed.front().answer_error = "the answer lists no numbered ideas";
+          return listed;
+        }
+        std::vector<std::future<std::vector<Proposal>>> asked;
+        for (size_t i = 0; i < ideas.size(); ++i) {
+          ChatRequest r = request;
+          r.user = idea_prompt;
+          if (size_t at = r.user.find(kIdeaMark);
+              at != std::string::npos)  // a template without {{idea}}: as it is
+            r.user.replace(at, std::string(kIdeaMark).size(), ideas[i]);
+          asked.push_back(std::async(std::launch::async, [this, &voice, r, blank, i] {
+            return answer(voice, r, blank, static_cast<int>(i), true);
+          }));
+        }
+        std::vector<Proposal> out;
+        for (auto& f : asked)
+          for (Proposal& p : f.get()) out.push_back(std::move(p));
+        return out;
+      };
 }
 
-// One request and its answer as a proposal (without `expect_code`, the answer's text is its source).
-// Every reply's reported usage is counted, a failed call's too.
-std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
-                                          bool expect_code) {
+// One request and its answer as a proposal (without `expect_code`, the answer's text is its
+// source). Every reply's reported usage is counted, a failed call's too.
+std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& request,
+                                          const Proposal& blank, int sample, bool expect_code) {
   Proposal p = blank;
   const std::string& task = blank.task->id();
   if (budget_spent()) {  // not asked: the loop stops on the same budget, nothing is recorded
@@ -152,7 +169,8 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       r = v.client->chat(request, asked == 1 ? sample : sample + kRetrySample);
       s.calls = 1, s.tokens_in = r.tokens_in, s.tokens_out = r.tokens_out, s.cached = r.cached;
       s.tokens_cache_read = r.tokens_cache_read, s.tokens_cache_write = r.tokens_cache_write;
-      s.cost_usd = v.config.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write);
+      s.cost_usd =
+          v.config.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write);
       count(task, s);
       break;
     } catch (const LlmError& e) {
@@ -162,14 +180,16 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       }
       s.failed_calls = 1, s.tokens_in = e.tokens_in, s.tokens_out = e.tokens_out;
       s.tokens_cache_read = e.tokens_cache_read, s.tokens_cache_write = e.tokens_cache_write;
-      s.cost_usd = v.config.cost_usd(e.tokens_in, e.tokens_out, e.tokens_cache_read, e.tokens_cache_write);
+      s.cost_usd =
+          v.config.cost_usd(e.tokens_in, e.tokens_out, e.tokens_cache_read, e.tokens_cache_write);
       count(task, s);
       // A paid failure (cut off at the token limit, no answer text) is asked once more, if the
       // budget allows; the client retried the unpaid ones already.
       if (e.paid() && asked < 2 && !budget_spent(task)) continue;
-      p.answer_error = std::string("no answer from the model: ") + e.what() +
-                       (e.finish_reason.empty() ? "" : " [finish_reason: " + e.finish_reason + "]") +
-                       (asked > 1 ? " (asked " + std::to_string(asked) + " times)" : "");
+      p.answer_error =
+          std::string("no answer from the model: ") + e.what() +
+          (e.finish_reason.empty() ? "" : " [finish_reason: " + e.finish_reason + "]") +
+          (asked > 1 ? " (asked " + std::to_string(asked) + " times)" : "");
       return {p};
     }
   }
@@ -181,12 +201,14 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
     compile::Answer a = compile::parse_answer(r.text);
     p.source = a.source, p.plan = a.plan;
   } catch (const compile::AnswerError& e) {
-    p.source = r.text;  // what the model said instead, kept as the candidate's evidence (or the ideas)
+    p.source =
+        r.text;  // what the model said instead, kept as the candidate's evidence (or the ideas)
     p.answer_error = e.what();
     std::string reason = r.finish_reason;
     for (char& c : reason) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (reason == "length" || reason == "max_tokens")
-      *p.answer_error += " [finish_reason: " + r.finish_reason + ": the answer was cut at max_tokens]";
+      *p.answer_error +=
+          " [finish_reason: " + r.finish_reason + ": the answer was cut at max_tokens]";
   }
   return {p};
 }
@@ -244,8 +266,12 @@ std::string LlmProposer::models() const {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\n';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // An idea's first line: optional spaces, an optional "-" or "*" bullet, optional "**", an optional
 // "Idea" (any case), its number (1 or 2 digits) and ".", ")" or ":", an optional "**"; what

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "json_lines.h"
 #include "kforge/common/error.h"
 #include "kforge/common/expr.h"
 #include "kforge/common/files.h"
@@ -22,7 +23,6 @@
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/protocol.h"
-#include "json_lines.h"
 
 namespace kforge::evolve {
 namespace {
@@ -30,12 +30,17 @@ namespace {
 using nlohmann::json;
 
 json device_json(const verify::DeviceInfo& d) {
-  return {{"ordinal", d.ordinal},     {"name", d.name},
-          {"uuid", d.uuid},           {"cc_major", d.cc_major},
-          {"cc_minor", d.cc_minor},   {"sm_count", d.sm_count},
-          {"l2_bytes", d.l2_bytes},   {"memory_bytes", d.memory_bytes},
+  return {{"ordinal", d.ordinal},
+          {"name", d.name},
+          {"uuid", d.uuid},
+          {"cc_major", d.cc_major},
+          {"cc_minor", d.cc_minor},
+          {"sm_count", d.sm_count},
+          {"l2_bytes", d.l2_bytes},
+          {"memory_bytes", d.memory_bytes},
           {"max_shared_per_block_optin", d.max_shared_per_block_optin},
-          {"clock_khz", d.clock_khz}, {"memory_clock_khz", d.memory_clock_khz},
+          {"clock_khz", d.clock_khz},
+          {"memory_clock_khz", d.memory_clock_khz},
           {"memory_bus_bits", d.memory_bus_bits}};
 }
 
@@ -52,7 +57,8 @@ verify::DeviceInfo device_from_json(const json& j) {
   d.sm_count = static_cast<int>(wire::integer(j, w, "sm_count", 0, big));
   d.l2_bytes = static_cast<int>(wire::integer(j, w, "l2_bytes", 0, big));
   d.memory_bytes = static_cast<size_t>(wire::integer(j, w, "memory_bytes", 0, int64_t{1} << 60));
-  d.max_shared_per_block_optin = static_cast<int>(wire::integer(j, w, "max_shared_per_block_optin", 0, big));
+  d.max_shared_per_block_optin =
+      static_cast<int>(wire::integer(j, w, "max_shared_per_block_optin", 0, big));
   d.clock_khz = static_cast<int>(wire::integer(j, w, "clock_khz", 0, big));
   d.memory_clock_khz = static_cast<int>(wire::integer(j, w, "memory_clock_khz", 0, big));
   d.memory_bus_bits = static_cast<int>(wire::integer(j, w, "memory_bus_bits", 0, big));
@@ -75,23 +81,28 @@ bool is_arch(const std::string& a) {
   if (a.size() < 5 || a.size() > 8 || a.rfind("sm_", 0) != 0) return false;
   size_t digits = 3;
   while (digits < a.size() && a[digits] >= '0' && a[digits] <= '9') ++digits;
-  return digits > 3 && (digits == a.size() || (digits + 1 == a.size() && a[digits] >= 'a' && a[digits] <= 'z'));
+  return digits > 3 &&
+         (digits == a.size() || (digits + 1 == a.size() && a[digits] >= 'a' && a[digits] <= 'z'));
 }
 
 std::array<int64_t, 3> three(const json& j, const std::string& where, const char* key) {
   const json& v = wire::at(j, where, key);
   std::string name = wire::path(where, key);
-  if (!v.is_array() || v.size() != 3) throw Error(name + ": " + wire::quoted(v) + " is not an array of 3 integers");
+  if (!v.is_array() || v.size() != 3)
+    throw Error(name + ": " + wire::quoted(v) + " is not an array of 3 integers");
   std::array<int64_t, 3> out{};
-  for (size_t i = 0; i < 3; ++i) out[i] = wire::integer_value(v[i], name + "[" + std::to_string(i) + "]", 1, INT32_MAX);
+  for (size_t i = 0; i < 3; ++i)
+    out[i] = wire::integer_value(v[i], name + "[" + std::to_string(i) + "]", 1, INT32_MAX);
   return out;
 }
 
-// What plans may assume of a worker's GPU, as its hello says; throws kforge::Error naming the field.
+// What plans may assume of a worker's GPU, as its hello says; throws kforge::Error naming the
+// field.
 compile::DeviceFacts facts_from_json(const json& j) {
   const std::string w = "facts";
   std::string arch = wire::text(j, w, "arch", 16);
-  if (!is_arch(arch)) throw Error("facts.arch: " + wire::quoted(arch) + " is not an architecture like sm_90a");
+  if (!is_arch(arch))
+    throw Error("facts.arch: " + wire::quoted(arch) + " is not an architecture like sm_90a");
   compile::DeviceFacts f = compile::DeviceFacts::for_arch(arch);
   f.num_sms = wire::integer(j, w, "num_sms", 1, 1 << 20);
   f.warp_size = wire::integer(j, w, "warp_size", 1, 1024);
@@ -115,7 +126,8 @@ verify::MeasuredFacts measured_from_json(const json& j) {
   m.copy_gbps = wire::number(j, w, "copy_gbps");
   const json& peaks = wire::object(j, w, "peak_tflops");
   if (peaks.size() > 16) throw Error("measured.peak_tflops: more than 16 entries");
-  for (const auto& [dtype, value] : peaks.items()) m.peak_tflops[dtype] = wire::number(peaks, "measured.peak_tflops", dtype);
+  for (const auto& [dtype, value] : peaks.items())
+    m.peak_tflops[dtype] = wire::number(peaks, "measured.peak_tflops", dtype);
   return m;
 }
 
@@ -165,14 +177,16 @@ verify::Verdict harness_error(const std::string& summary) {
 // The reasons each worker was taken out, a line each.
 std::string reasons(const std::vector<WorkerState>& workers) {
   std::string why;
-  for (const WorkerState& w : workers) why += "\n  worker " + std::to_string(w.index) + ": " + w.out_reason;
+  for (const WorkerState& w : workers)
+    why += "\n  worker " + std::to_string(w.index) + ": " + w.out_reason;
   return why;
 }
 
 }  // namespace
 
 std::string gpu_kind(const verify::DeviceInfo& d) {
-  return d.name + " (compute capability " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ")";
+  return d.name + " (compute capability " + std::to_string(d.cc_major) + "." +
+         std::to_string(d.cc_minor) + ")";
 }
 
 std::string hello_problem(const json& hello) {
@@ -195,7 +209,8 @@ std::string answer_problem(const std::string& kind, const json& answer) {
     if (answer.contains("error")) {  // the worker says the job is wrong
       (void)wire::text(answer, "answer", "error", 65536);
     } else if (kind == "baselines") {
-      if (!wire::at(answer, "answer", "baselines").is_null()) (void)baselines_from_json(answer["baselines"]);
+      if (!wire::at(answer, "answer", "baselines").is_null())
+        (void)baselines_from_json(answer["baselines"]);
     } else if (kind == "profile") {
       (void)wire::object(answer, "", "profile");
     } else {
@@ -222,24 +237,30 @@ struct RemoteGpu::Impl {
   explicit Impl(RemoteGpuOptions o) : deadline(o.deadline), pool(checked(std::move(o.pool))) {
     for (const WorkerState& w : pool.workers()) {
       const json& hello = w.hello;
-      if (!hello.is_object()) {  // it never said hello (one that said it and died since still counts)
+      if (!hello.is_object()) {  // it never said hello (one that said it and died since still
+                                 // counts)
         std::cerr << "kforge: GPU worker " << w.index << " did not start: " << w.out_reason << "\n";
         continue;
       }
       // The pool checked the hello (hello_problem): these reads cannot fail.
       int64_t version = hello.at("harness_version").get<int64_t>();
       if (version != verify::kHarnessVersion)
-        throw WorkerError("GPU worker " + std::to_string(w.index) + " judges by harness version " + std::to_string(version) +
-                    ", this kforge by " + std::to_string(verify::kHarnessVersion) + ": run the same kforge on every machine");
+        throw WorkerError("GPU worker " + std::to_string(w.index) + " judges by harness version " +
+                          std::to_string(version) + ", this kforge by " +
+                          std::to_string(verify::kHarnessVersion) +
+                          ": run the same kforge on every machine");
       Worker x{device_from_json(hello.at("device")), hello.at("driver").get<std::string>(),
                hello.at("profiler").get<std::string>(), hello};
       if (!workers.empty() && gpu_kind(x.device) != gpu_kind(workers.begin()->second.device))
-        throw WorkerError("the GPU workers have GPUs of different kinds (worker " + std::to_string(workers.begin()->first) + ": " +
-                    gpu_kind(workers.begin()->second.device) + ", worker " + std::to_string(w.index) + ": " +
-                    gpu_kind(x.device) + "); their times are not comparable: run one kforge evolve per kind");
+        throw WorkerError("the GPU workers have GPUs of different kinds (worker " +
+                          std::to_string(workers.begin()->first) + ": " +
+                          gpu_kind(workers.begin()->second.device) + ", worker " +
+                          std::to_string(w.index) + ": " + gpu_kind(x.device) +
+                          "); their times are not comparable: run one kforge evolve per kind");
       workers[w.index] = std::move(x);
     }
-    if (workers.empty()) throw WorkerError("no GPU worker of the pool said hello" + reasons(pool.workers()));
+    if (workers.empty())
+      throw WorkerError("no GPU worker of the pool said hello" + reasons(pool.workers()));
   }
 
   // The task file's text, read once per version; an edited file is refused (the worker would judge
@@ -250,17 +271,24 @@ struct RemoteGpu::Impl {
     if (it != texts.end()) return it->second;
     std::optional<std::string> text = read_file(task.file.string());
     if (!text || content_hash(*text) != task.content_hash)
-      throw Error(task.file.string() + ": the task file changed (or went) while the run used it; a GPU worker must load "
+      throw Error(task.file.string() +
+                  ": the task file changed (or went) while the run used it; a GPU worker must load "
                   "the version the run loaded");
     return texts.emplace(task.content_hash, std::move(*text)).first->second;
   }
 
   json job(const std::string& kind, const tasks::Task& task, const Checked* c) {
     json j{{"kind", kind},
-           {"task", {{"file", task.file.string()}, {"text", task_text(task)}, {"content_hash", task.content_hash},
-                     {"dims", task.dims}, {"check_dims", task.check_dims}}}};
+           {"task",
+            {{"file", task.file.string()},
+             {"text", task_text(task)},
+             {"content_hash", task.content_hash},
+             {"dims", task.dims},
+             {"check_dims", task.check_dims}}}};
     if (c)
-      j["candidate"] = {{"source", c->proposal.source}, {"plan", c->proposal.plan}, {"tunables", c->report.tunables}};
+      j["candidate"] = {{"source", c->proposal.source},
+                        {"plan", c->proposal.plan},
+                        {"tunables", c->report.tunables}};
     return j;
   }
 
@@ -269,10 +297,14 @@ struct RemoteGpu::Impl {
   // Throws WorkerError when no worker is left, or when a worker says the job is wrong.
   JobResult call(json job) {
     std::string kind = job["kind"].get<std::string>();
-    JobResult r = pool.submit(std::move(job), deadline, [kind](const json& a) { return answer_problem(kind, a); }).get();
-    if (r.error && pool.alive() == 0) throw WorkerError("no GPU worker is left:" + reasons(pool.workers()));
+    JobResult r = pool.submit(std::move(job), deadline,
+                              [kind](const json& a) { return answer_problem(kind, a); })
+                      .get();
+    if (r.error && pool.alive() == 0)
+      throw WorkerError("no GPU worker is left:" + reasons(pool.workers()));
     if (!r.error && r.answer.contains("error"))
-      throw WorkerError("GPU worker " + std::to_string(r.worker) + " refused a " + kind + " job: " + r.answer["error"].get<std::string>());
+      throw WorkerError("GPU worker " + std::to_string(r.worker) + " refused a " + kind +
+                        " job: " + r.answer["error"].get<std::string>());
     return r;
   }
 
@@ -282,7 +314,8 @@ struct RemoteGpu::Impl {
     try {
       return f(r.answer);
     } catch (const std::exception& e) {
-      throw Error("GPU worker " + std::to_string(r.worker) + "'s answer passed its check, yet cannot be read: " + e.what());
+      throw Error("GPU worker " + std::to_string(r.worker) +
+                  "'s answer passed its check, yet cannot be read: " + e.what());
     }
   }
 
@@ -293,7 +326,8 @@ struct RemoteGpu::Impl {
     JobResult r = call(job(kind, task, &c));
     if (r.error)  // every worker it was given to died, hung or broke the protocol on it
       return harness_error(kind + " on the GPU workers: " + *r.error);
-    verify::Verdict v = read(r, [](const json& a) { return verify::verdict_from_json(a.at("verdict")); });
+    verify::Verdict v =
+        read(r, [](const json& a) { return verify::verdict_from_json(a.at("verdict")); });
     v.gpu_uuid = workers.at(r.worker).device.uuid;
     return v;
   }
@@ -305,20 +339,28 @@ struct RemoteGpu::Impl {
   std::map<std::string, std::string> texts;  // task file text by content hash
 };
 
-RemoteGpu::RemoteGpu(RemoteGpuOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+RemoteGpu::RemoteGpu(RemoteGpuOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 RemoteGpu::~RemoteGpu() = default;
 
-verify::Verdict RemoteGpu::verify(const tasks::Task& task, const Checked& c) { return impl_->verdict("verify", task, c); }
-verify::Verdict RemoteGpu::screen(const tasks::Task& task, const Checked& c) { return impl_->verdict("screen", task, c); }
-verify::Verdict RemoteGpu::admit(const tasks::Task& unseen, const Checked& c) { return impl_->verdict("admit", unseen, c); }
+verify::Verdict RemoteGpu::verify(const tasks::Task& task, const Checked& c) {
+  return impl_->verdict("verify", task, c);
+}
+verify::Verdict RemoteGpu::screen(const tasks::Task& task, const Checked& c) {
+  return impl_->verdict("screen", task, c);
+}
+verify::Verdict RemoteGpu::admit(const tasks::Task& unseen, const Checked& c) {
+  return impl_->verdict("admit", unseen, c);
+}
 
 std::optional<verify::Baselines> RemoteGpu::baselines(const tasks::Task& task) {
   JobResult r = impl_->call(impl_->job("baselines", task, nullptr));
   if (r.error) return std::nullopt;
-  std::optional<verify::Baselines> read = Impl::read(r, [](const json& a) -> std::optional<verify::Baselines> {
-    if (a.at("baselines").is_null()) return std::nullopt;
-    return baselines_from_json(a["baselines"]);
-  });
+  std::optional<verify::Baselines> read =
+      Impl::read(r, [](const json& a) -> std::optional<verify::Baselines> {
+        if (a.at("baselines").is_null()) return std::nullopt;
+        return baselines_from_json(a["baselines"]);
+      });
   if (!read) return std::nullopt;
   verify::Baselines b = *read;
   b.gpu_uuid = impl_->workers.at(r.worker).device.uuid;
@@ -333,19 +375,31 @@ json RemoteGpu::profile(const tasks::Task& task, const Checked& c) {
   return p;
 }
 
-std::string RemoteGpu::profiler() const { return impl_->workers.begin()->second.profiler; }
-verify::DeviceInfo RemoteGpu::device() const { return impl_->workers.begin()->second.device; }
-std::string RemoteGpu::driver() const { return impl_->workers.begin()->second.driver; }
+std::string RemoteGpu::profiler() const {
+  return impl_->workers.begin()->second.profiler;
+}
+verify::DeviceInfo RemoteGpu::device() const {
+  return impl_->workers.begin()->second.device;
+}
+std::string RemoteGpu::driver() const {
+  return impl_->workers.begin()->second.driver;
+}
 std::vector<verify::DeviceInfo> RemoteGpu::devices() const {
   std::vector<verify::DeviceInfo> out;
   for (const auto& [index, w] : impl_->workers) out.push_back(w.device);
   return out;
 }
-int RemoteGpu::parallel() const { return static_cast<int>(impl_->workers.size()); }
-std::vector<WorkerState> RemoteGpu::workers() const { return impl_->pool.workers(); }
+int RemoteGpu::parallel() const {
+  return static_cast<int>(impl_->workers.size());
+}
+std::vector<WorkerState> RemoteGpu::workers() const {
+  return impl_->pool.workers();
+}
 
 // The hellos were checked (hello_problem): the reads below cannot fail.
-compile::DeviceFacts RemoteGpu::facts() const { return facts_from_json(impl_->workers.begin()->second.hello.at("facts")); }
+compile::DeviceFacts RemoteGpu::facts() const {
+  return facts_from_json(impl_->workers.begin()->second.hello.at("facts"));
+}
 
 std::optional<verify::MeasuredFacts> RemoteGpu::measured() const {
   const json& hello = impl_->workers.begin()->second.hello;
@@ -364,7 +418,9 @@ int connect_to(const std::string& address) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints, &found); rc != 0)
+  if (int rc = ::getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(),
+                             &hints, &found);
+      rc != 0)
     throw Error("--connect " + address + ": " + ::gai_strerror(rc));
   int fd = -1;
   for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
@@ -385,18 +441,22 @@ const char* const kJob = "the parent's job";
 constexpr int64_t kMaxDim = int64_t{1} << 40;
 constexpr size_t kMaxConfigurations = 64;
 
-InputError job_error(const std::string& field, const std::string& problem) { return InputError(kJob, std::nullopt, field, problem); }
+InputError job_error(const std::string& field, const std::string& problem) {
+  return InputError(kJob, std::nullopt, field, problem);
+}
 
 // Dims `d` as a configuration of `task`: its constraints hold, every input's size is positive and
 // the inputs' bytes do not overflow.
 void check_configuration(const tasks::Task& task, const tasks::Dims& d, const std::string& field) {
   try {
     for (const Expr& c : task.constraints)
-      if (!c.eval_bool(d)) throw job_error(field, "'" + c.text() + "' does not hold for " + tasks::format_dims(d));
+      if (!c.eval_bool(d))
+        throw job_error(field, "'" + c.text() + "' does not hold for " + tasks::format_dims(d));
     for (const tasks::InputSpec& in : task.inputs)
       for (const Expr& e : in.shape)
         if (e.eval_int(d) < 1)
-          throw job_error(field, "input " + in.name + "'s size '" + e.text() + "' is not positive for " + tasks::format_dims(d));
+          throw job_error(field, "input " + in.name + "'s size '" + e.text() +
+                                     "' is not positive for " + tasks::format_dims(d));
     (void)task.input_bytes(d);
   } catch (const ExprError& e) {
     throw job_error(field, std::string(e.what()) + " for " + tasks::format_dims(d));
@@ -405,13 +465,15 @@ void check_configuration(const tasks::Task& task, const tasks::Dims& d, const st
 
 // j as a configuration of `task`: every one of its dims and no other, each an integer from 1 on.
 tasks::Dims dims_of(const json& j, const tasks::Task& task, const std::string& field) {
-  if (!j.is_object()) throw job_error(field, wire::quoted(j) + " is not an object of dim = integer");
+  if (!j.is_object())
+    throw job_error(field, wire::quoted(j) + " is not an object of dim = integer");
   tasks::Dims d;
   for (const auto& [name, value] : j.items()) {
     if (!task.dims.count(name)) {
       std::string known;
       for (const auto& [k, v] : task.dims) known += (known.empty() ? "" : ", ") + k;
-      throw job_error(field + "." + printable(name.substr(0, 64)), "not a dim of the task (its dims: " + known + ")");
+      throw job_error(field + "." + printable(name.substr(0, 64)),
+                      "not a dim of the task (its dims: " + known + ")");
     }
     d[name] = wire::integer_value(value, field + "." + name, 1, kMaxDim);
   }
@@ -432,13 +494,16 @@ std::shared_ptr<const tasks::Task> task_of(const json& j) {
   } catch (const InputError& e) {
     throw job_error("task.text", e.what());
   }
-  if (t.content_hash != hash) throw job_error("task.content_hash", "the text does not have the content hash the parent sent");
+  if (t.content_hash != hash)
+    throw job_error("task.content_hash", "the text does not have the content hash the parent sent");
   t.dims = dims_of(wire::at(j, "task", "dims"), t, "task.dims");
   const json& checks = wire::at(j, "task", "check_dims");
   if (!checks.is_array() || checks.size() > kMaxConfigurations)
-    throw job_error("task.check_dims", "not an array of at most " + std::to_string(kMaxConfigurations) + " configurations");
+    throw job_error("task.check_dims", "not an array of at most " +
+                                           std::to_string(kMaxConfigurations) + " configurations");
   std::vector<tasks::Dims> check_dims;
-  for (size_t i = 0; i < checks.size(); ++i) check_dims.push_back(dims_of(checks[i], t, "task.check_dims[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < checks.size(); ++i)
+    check_dims.push_back(dims_of(checks[i], t, "task.check_dims[" + std::to_string(i) + "]"));
   t.check_dims = std::move(check_dims);
   return std::make_shared<const tasks::Task>(std::move(t));
 }
@@ -446,8 +511,10 @@ std::shared_ptr<const tasks::Task> task_of(const json& j) {
 GpuJob read_job(const json& j) {
   GpuJob job;
   job.kind = wire::text(j, "", "kind", 64);
-  if (job.kind != "verify" && job.kind != "screen" && job.kind != "admit" && job.kind != "baselines" && job.kind != "profile")
-    throw job_error("kind", wire::quoted(job.kind) + " is not a GPU job (verify, screen, admit, baselines, profile)");
+  if (job.kind != "verify" && job.kind != "screen" && job.kind != "admit" &&
+      job.kind != "baselines" && job.kind != "profile")
+    throw job_error("kind", wire::quoted(job.kind) +
+                                " is not a GPU job (verify, screen, admit, baselines, profile)");
   job.task = task_of(wire::object(j, "", "task"));
   if (job.kind == "baselines") return job;
   const json& c = wire::object(j, "", "candidate");
@@ -456,7 +523,8 @@ GpuJob read_job(const json& j) {
   const json& tunables = wire::object(c, "candidate", "tunables");
   if (tunables.size() > 256) throw job_error("candidate.tunables", "more than 256 tunables");
   for (const auto& [name, value] : tunables.items())
-    job.tunables[name] = wire::integer_value(value, "candidate.tunables." + printable(name.substr(0, 64)), -kMaxDim, kMaxDim);
+    job.tunables[name] = wire::integer_value(
+        value, "candidate.tunables." + printable(name.substr(0, 64)), -kMaxDim, kMaxDim);
   return job;
 }
 
@@ -485,14 +553,18 @@ class JobRunner {
     c.proposal.source = job.source;
     c.proposal.plan = job.plan;
     c.proposal.tunables = job.tunables;
-    c.report = compile::check_candidate(task, tensors(task), c.proposal.source, c.proposal.plan, c.proposal.tunables,
-                                        options_.facts, compiler_);
+    c.report = compile::check_candidate(task, tensors(task), c.proposal.source, c.proposal.plan,
+                                        c.proposal.tunables, options_.facts, compiler_);
     if (job.kind == "profile") return {{"profile", gpu_.profile(task, c)}};
     verify::Verdict v;
-    if (!c.report.ok()) v = verify::verdict_from_report(c.report);  // as the parent's checks would have said
-    else if (job.kind == "verify") v = gpu_.verify(task, c);
-    else if (job.kind == "screen") v = gpu_.screen(task, c);
-    else v = gpu_.admit(task, c);
+    if (!c.report.ok())
+      v = verify::verdict_from_report(c.report);  // as the parent's checks would have said
+    else if (job.kind == "verify")
+      v = gpu_.verify(task, c);
+    else if (job.kind == "screen")
+      v = gpu_.screen(task, c);
+    else
+      v = gpu_.admit(task, c);
     return {{"verdict", verify::to_json(v)}};
   }
 
@@ -500,7 +572,10 @@ class JobRunner {
     auto it = tensors_.find(task.content_hash);
     if (it == tensors_.end()) {
       if (tensors_.size() >= 64) tensors_.clear();  // a parent sending ever new tasks
-      it = tensors_.emplace(task.content_hash, compile::task_tensors(task, tasks::Reference::compile(task))).first;
+      it = tensors_
+               .emplace(task.content_hash,
+                        compile::task_tensors(task, tasks::Reference::compile(task)))
+               .first;
     }
     return it->second;
   }
@@ -515,7 +590,9 @@ class JobRunner {
 
 JobLine read_job_line(std::string_view line) {
   json msg = parse_json_bounded(line, kJobLine, kMaxJsonDepth, kMaxLineBytes);
-  if (!msg.is_object()) throw InputError(kJobLine, std::nullopt, "", wire::quoted(msg).substr(0, 80) + " is not a JSON object");
+  if (!msg.is_object())
+    throw InputError(kJobLine, std::nullopt, "",
+                     wire::quoted(msg).substr(0, 80) + " is not a JSON object");
   try {
     std::string op = wire::text(msg, "", "op", 64);
     if (op != "job") throw Error("op: " + wire::quoted(op) + " is not \"job\"");
@@ -541,11 +618,16 @@ GpuJob read_gpu_job(const json& job) {
 
 void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
   UniqueFd fd(connect_to(options.address));
-  say(fd.get(), json{{"op", "hello"}, {"worker", options.worker}, {"token", options.token},
-                     {"device", device_json(gpu.device())}, {"driver", gpu.driver()}, {"profiler", gpu.profiler()},
+  say(fd.get(), json{{"op", "hello"},
+                     {"worker", options.worker},
+                     {"token", options.token},
+                     {"device", device_json(gpu.device())},
+                     {"driver", gpu.driver()},
+                     {"profiler", gpu.profiler()},
                      {"facts", facts_json(options.facts)},
                      {"measured", options.measured ? options.measured->to_json() : json(nullptr)},
-                     {"harness_version", verify::kHarnessVersion}, {"pid", ::getpid()}}
+                     {"harness_version", verify::kHarnessVersion},
+                     {"pid", ::getpid()}}
                     .dump());
   JobRunner runner(options, gpu);
   LineReader lines(kMaxLineBytes);
@@ -555,12 +637,14 @@ void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
     if (n < 0) break;
     lines.append(chunk, static_cast<size_t>(n));
     while (std::optional<std::string> line = lines.next()) {
-      JobLine job = read_job_line(*line);  // a line that is not a job ends the worker: it has no id to answer
+      JobLine job =
+          read_job_line(*line);  // a line that is not a job ends the worker: it has no id to answer
       json result{{"op", "result"}, {"id", job.id}, {"answer", runner.answer_or_error(job.job)}};
       say(fd.get(), result.dump(-1, ' ', false, json::error_handler_t::replace));
     }
     if (lines.over_limit())
-      throw InputError(kJobLine, std::nullopt, "", "a line longer than " + std::to_string(lines.max_bytes()) + " bytes");
+      throw InputError(kJobLine, std::nullopt, "",
+                       "a line longer than " + std::to_string(lines.max_bytes()) + " bytes");
   }
 }
 

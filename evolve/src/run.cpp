@@ -26,10 +26,14 @@ using archive::Statement;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // A stable 64-bit number from text (the first 16 hex digits of its XXH3-128).
-uint64_t stable_hash(const std::string& text) { return std::stoull(content_hash(text).substr(0, 16), nullptr, 16); }
+uint64_t stable_hash(const std::string& text) {
+  return std::stoull(content_hash(text).substr(0, 16), nullptr, 16);
+}
 
 // ---- The population ----
 
@@ -73,18 +77,26 @@ struct Child {
 struct Pending {
   std::vector<Child> children;
   std::map<size_t, int> repaired;  // child index -> its repair depth (a repair of a repair: 2)
-  std::string stopped;  // why the task cannot go on ("" when it can)
+  std::string stopped;             // why the task cannot go on ("" when it can)
 };
 
 class Loop {
  public:
   // `wall_before`: the wall time of the run's earlier sessions (a resumed run).
-  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks, LlmProposer* llm,
-       double wall_before)
-      : config_(config), ev_(evaluator), db_(evaluator.archive().db()), run_(run), hooks_(hooks), llm_(llm),
-        wall_before_(wall_before), start_(Clock::now()) {
+  Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks,
+       LlmProposer* llm, double wall_before)
+      : config_(config),
+        ev_(evaluator),
+        db_(evaluator.archive().db()),
+        run_(run),
+        hooks_(hooks),
+        llm_(llm),
+        wall_before_(wall_before),
+        start_(Clock::now()) {
     if (llm_) llm_->ideas = config_.ideas_count;
-    if (llm_) llm_->budget = {config_.llm_calls, config_.llm_tokens, config_.task_llm_tokens, config_.llm_dollars, config_.task_llm_dollars};
+    if (llm_)
+      llm_->budget = {config_.llm_calls, config_.llm_tokens, config_.task_llm_tokens,
+                      config_.llm_dollars, config_.task_llm_dollars};
   }
 
   RunSummary run(std::vector<TaskState>& states) {
@@ -92,8 +104,10 @@ class Loop {
     std::lock_guard<std::mutex> hold(mu_);
     Gpu* gpu = ev_.gpu();
     int lanes = std::min<int>(gpu ? gpu->parallel() : 1, static_cast<int>(states.size()));
-    if (lanes > 1) run_lanes(states, lanes);
-    else run_in_step(states);
+    if (lanes > 1)
+      run_lanes(states, lanes);
+    else
+      run_in_step(states);
     RunSummary out;
     out.run = run_;
     out.evaluations = measured_;
@@ -103,7 +117,8 @@ class Loop {
     out.stopped = stopped_;
     if (llm_) out.llm = llm_->spent();
     for (TaskState& s : states) {
-      if (s.status.stopped.empty()) s.status.stopped = stopped_.empty() ? "generations done" : stopped_;
+      if (s.status.stopped.empty())
+        s.status.stopped = stopped_.empty() ? "generations done" : stopped_;
       out.tasks.push_back(s.status);
     }
     if (out.stopped.empty()) out.stopped = "every task ended";
@@ -200,8 +215,10 @@ class Loop {
   }
 
   void evaluate(TaskState& s, int g, Pending& pending) {
-    if (g == 0) start(s, pending);
-    else generation(s, g, pending);
+    if (g == 0)
+      start(s, pending);
+    else
+      generation(s, g, pending);
     if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
     if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
         *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
@@ -211,11 +228,16 @@ class Loop {
 
   bool stopping() {
     if (!stopped_.empty()) return true;
-    if (hooks_.stop && hooks_.stop->load() > 0) stopped_ = "interrupted";
-    else if (config_.evaluations > 0 && spent() >= config_.evaluations) stopped_ = "evaluation budget reached";
-    else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes) stopped_ = "time budget reached";
-    else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes) stopped_ = "GPU time budget reached";
-    else if (llm_ && config_.llm_calls > 0 && llm_->spent().calls >= config_.llm_calls) stopped_ = "LLM call budget reached";
+    if (hooks_.stop && hooks_.stop->load() > 0)
+      stopped_ = "interrupted";
+    else if (config_.evaluations > 0 && spent() >= config_.evaluations)
+      stopped_ = "evaluation budget reached";
+    else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes)
+      stopped_ = "time budget reached";
+    else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes)
+      stopped_ = "GPU time budget reached";
+    else if (llm_ && config_.llm_calls > 0 && llm_->spent().calls >= config_.llm_calls)
+      stopped_ = "LLM call budget reached";
     else if (llm_ && config_.llm_tokens > 0 && llm_->spent().tokens() >= config_.llm_tokens)
       stopped_ = "LLM token budget reached";
     else if (llm_ && config_.llm_dollars > 0 && llm_->spent().cost_usd >= config_.llm_dollars)
@@ -223,19 +245,24 @@ class Loop {
     return !stopped_.empty();
   }
   std::string task_budget_reached(const TaskState& s) const {
-    if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations) return "task evaluation budget reached";
-    if (config_.task_gpu_minutes > 0 && s.gpu_s >= 60 * config_.task_gpu_minutes) return "task GPU time budget reached";
-    if (llm_ && config_.task_llm_tokens > 0 && llm_->spent(s.task->id()).tokens() >= config_.task_llm_tokens)
+    if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations)
+      return "task evaluation budget reached";
+    if (config_.task_gpu_minutes > 0 && s.gpu_s >= 60 * config_.task_gpu_minutes)
+      return "task GPU time budget reached";
+    if (llm_ && config_.task_llm_tokens > 0 &&
+        llm_->spent(s.task->id()).tokens() >= config_.task_llm_tokens)
       return "task LLM token budget reached";
-    if (llm_ && config_.task_llm_dollars > 0 && llm_->spent(s.task->id()).cost_usd >= config_.task_llm_dollars)
+    if (llm_ && config_.task_llm_dollars > 0 &&
+        llm_->spent(s.task->id()).cost_usd >= config_.task_llm_dollars)
       return "task LLM dollar budget reached";
     return "";
   }
 
   std::mt19937_64 rng_for(const TaskState& s, int generation, int island) const {
-    std::seed_seq seq{static_cast<uint32_t>(config_.seed), static_cast<uint32_t>(config_.seed >> 32),
-                      static_cast<uint32_t>(stable_hash(s.task->id())), static_cast<uint32_t>(generation),
-                      static_cast<uint32_t>(island)};
+    std::seed_seq seq{static_cast<uint32_t>(config_.seed),
+                      static_cast<uint32_t>(config_.seed >> 32),
+                      static_cast<uint32_t>(stable_hash(s.task->id())),
+                      static_cast<uint32_t>(generation), static_cast<uint32_t>(island)};
     return std::mt19937_64(seq);
   }
 
@@ -260,7 +287,8 @@ class Loop {
   // The candidate's archive id: found by identity (a resumed run's, or one that failed before it
   // had an identity: by the one it was recorded with), else recorded with its compile report.
   int64_t candidate_id(TaskState& s, const Checked& c) {
-    if (std::optional<int64_t> id = find_candidate(db_, s.task_id, recorded_identity(c))) return *id;
+    if (std::optional<int64_t> id = find_candidate(db_, s.task_id, recorded_identity(c)))
+      return *id;
     return ev_.record(c, std::nullopt);
   }
 
@@ -296,12 +324,19 @@ class Loop {
     }
     verify::Verdict v = on_gpu(s, [&] { return ev_.screen(c); });
     ++measured_, ++s.evaluations;
-    Screen r{v.outcome, v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
-             v.summary};
+    Screen r{
+        v.outcome,
+        v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
+        v.summary};
     add_screen(db_, id, ev_.device_id(v.gpu_uuid), run_, r);
-    event(s, {{"event", "screen"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
-           {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(r.outcome)},
-           {"median_ms", r.median_ms ? json(*r.median_ms) : json(nullptr)}});
+    event(s, {{"event", "screen"},
+              {"task", s.task->id()},
+              {"generation", generation},
+              {"island", island},
+              {"candidate", id},
+              {"tunables", c.report.tunables},
+              {"outcome", verify::to_string(r.outcome)},
+              {"median_ms", r.median_ms ? json(*r.median_ms) : json(nullptr)}});
     return r;
   }
 
@@ -311,8 +346,9 @@ class Loop {
     if (std::optional<Judgment> known = find_judgment(db_, id, device)) {
       // A correct judgment without admission (from `kforge corpus`, say) that would be the new best
       // is judged again, with admission: admission is what makes a winner.
-      bool needs_admission = config_.admit && known->outcome == verify::Outcome::Correct && !known->admitted &&
-                             !known->flagged && known->time_ms && (!s.best || *known->time_ms < s.best->time_ms);
+      bool needs_admission = config_.admit && known->outcome == verify::Outcome::Correct &&
+                             !known->admitted && !known->flagged && known->time_ms &&
+                             (!s.best || *known->time_ms < s.best->time_ms);
       if (!needs_admission) {
         ++reused_, ++s.evaluations;
         return *known;
@@ -320,21 +356,30 @@ class Loop {
     }
     Evaluation e = on_gpu(s, [&] { return ev_.judge(c, false); });
     // Admission too for a kernel flagged only "suspicious": a review may accept it later.
-    bool only_suspicious = std::all_of(e.verdict.flags.begin(), e.verdict.flags.end(),
-                                       [](const std::string& f) { return f == verify::kFlagSuspicious; });
+    bool only_suspicious =
+        std::all_of(e.verdict.flags.begin(), e.verdict.flags.end(),
+                    [](const std::string& f) { return f == verify::kFlagSuspicious; });
     bool new_best = e.verdict.correct() && e.verdict.timing && only_suspicious &&
                     (!s.best || e.verdict.timing->time.median_ms < s.best->time_ms);
     if (config_.admit && new_best) {
       auto t1 = Clock::now();
-      e.admission = on_gpu(s, [&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
+      e.admission =
+          on_gpu(s, [&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
       e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     }
     ++measured_, ++s.evaluations;
     ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
     Judgment j = judgment_of(e);
-    event(s, {{"event", "judge"}, {"task", s.task->id()}, {"generation", generation}, {"island", island},
-           {"candidate", id}, {"tunables", c.report.tunables}, {"outcome", verify::to_string(j.outcome)},
-           {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)}, {"admitted", j.admitted},
+    event(s,
+          {{"event", "judge"},
+           {"task", s.task->id()},
+           {"generation", generation},
+           {"island", island},
+           {"candidate", id},
+           {"tunables", c.report.tunables},
+           {"outcome", verify::to_string(j.outcome)},
+           {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)},
+           {"admitted", j.admitted},
            {"summary", j.summary.substr(0, 200)},
            {"admission", e.admission ? json(e.admission->summary.substr(0, 300)) : json(nullptr)}});
     return j;
@@ -348,8 +393,12 @@ class Loop {
       return;
     }
     ++s.status.correct;
-    Member m{id, family_key(c.proposal.source, c.proposal.plan), c.report.tunables, *j.time_ms,
-             cell_of(features_of(c.report)), island};
+    Member m{id,
+             family_key(c.proposal.source, c.proposal.plan),
+             c.report.tunables,
+             *j.time_ms,
+             cell_of(features_of(c.report)),
+             island};
     s.members.push_back(m);
     bool wins = !j.flagged && (j.admitted || !config_.admit);
     if (wins && (!s.best || m.time_ms < s.best->time_ms)) {
@@ -400,7 +449,8 @@ class Loop {
       std::vector<int64_t> parents;
       for (const auto& p : {ask.parent, ask.second_parent})
         if (p) parents.push_back(*p);
-      if (ask.kind == PromptKind::Optimize || ask.kind == PromptKind::Crossover || ask.kind == PromptKind::Ideas)
+      if (ask.kind == PromptKind::Optimize || ask.kind == PromptKind::Crossover ||
+          ask.kind == PromptKind::Ideas)
         for (int64_t parent : parents) profile_parent(s, parent);
       ask.lineage = {run_, parents, g, island, "", ""};
       std::function<std::vector<Proposal>()> job = llm_->prepare(ask, s.task, ev_.archive());
@@ -409,7 +459,9 @@ class Loop {
                                          [job, ev] {
                                            std::vector<Checked> checked;
                                            for (Proposal& p : job())
-                                             checked.push_back(p.unanswered ? Checked{std::move(p), {}} : ev->check(std::move(p)));
+                                             checked.push_back(p.unanswered
+                                                                   ? Checked{std::move(p), {}}
+                                                                   : ev->check(std::move(p)));
                                            return checked;
                                          }),
                               "", island});
@@ -426,7 +478,8 @@ class Loop {
     if (!config_.profile || !gpu || gpu->profiler().empty()) return;
     int64_t device = ev_.device_id();
     if (ev_.archive().profile(archive::CandidateId{id}, device)) return;
-    auto m = std::find_if(s.members.begin(), s.members.end(), [&](const Member& x) { return x.id == id; });
+    auto m = std::find_if(s.members.begin(), s.members.end(),
+                          [&](const Member& x) { return x.id == id; });
     if (m == s.members.end()) return;
     const Family& f = s.families.at(m->family);
     Proposal p;
@@ -435,8 +488,12 @@ class Loop {
     Checked c = unlocked([&] { return ev_.check(std::move(p)); });
     auto t0 = Clock::now();
     json profile = on_gpu(s, [&] { return ev_.profile(c); });
-    ev_.archive().add_profile(archive::CandidateId{id}, ev_.device_id(profile.value("gpu_uuid", "")), profile);
-    event(s, {{"event", "profile"}, {"task", s.task->id()}, {"candidate", id}, {"s", seconds_since(t0)},
+    ev_.archive().add_profile(archive::CandidateId{id},
+                              ev_.device_id(profile.value("gpu_uuid", "")), profile);
+    event(s, {{"event", "profile"},
+              {"task", s.task->id()},
+              {"candidate", id},
+              {"s", seconds_since(t0)},
               {"error", profile.value("error", "")}});
   }
 
@@ -451,9 +508,13 @@ class Loop {
     ask.kind = op == 2 ? PromptKind::Ideas : PromptKind::Optimize;
     if (op != 1) return;
     const Member* b = nullptr;
-    auto rank = [&](const Member& m) { return (m.island != a.island ? 0 : 2) + (m.cell != a.cell ? 0 : 1); };
+    auto rank = [&](const Member& m) {
+      return (m.island != a.island ? 0 : 2) + (m.cell != a.cell ? 0 : 1);
+    };
     for (const Member& m : s.members)
-      if (m.family != a.family && (!b || rank(m) < rank(*b) || (rank(m) == rank(*b) && m.time_ms < b->time_ms))) b = &m;
+      if (m.family != a.family &&
+          (!b || rank(m) < rank(*b) || (rank(m) == rank(*b) && m.time_ms < b->time_ms)))
+        b = &m;
     if (!b) return;
     ask.second_parent = b->id;
     ask.kind = PromptKind::Crossover;
@@ -462,16 +523,20 @@ class Loop {
   // A child once compiled (an ideas child: one per idea); while it waits (for the model's answer),
   // a stop request cancels the wait. An answer that has not come (a batch folder) pauses the run.
   std::vector<Checked> take(Child& child) {
-    while (unlocked([&] { return child.ready.wait_for(std::chrono::milliseconds(50)); }) != std::future_status::ready)
+    while (unlocked([&] { return child.ready.wait_for(std::chrono::milliseconds(50)); }) !=
+           std::future_status::ready)
       if (llm_ && hooks_.stop && hooks_.stop->load() > 0) llm_->cancel();
     std::vector<Checked> got = child.ready.get();
-    if (!stopping())  // a stop request's cancel leaves children unanswered too: that is an interrupt
+    if (!stopping())  // a stop request's cancel leaves children unanswered too: that is an
+                      // interrupt
       for (const Checked& c : got)
         if (c.proposal.unanswered && stopped_.empty()) stopped_ = kWaitingForAnswers;
     return got;
   }
 
-  bool from_llm(const Checked& c) const { return llm_ && llm_->proposes_as(c.proposal.lineage.model); }
+  bool from_llm(const Checked& c) const {
+    return llm_ && llm_->proposes_as(c.proposal.lineage.model);
+  }
 
   // A failed LLM child (it did not compile, or did not screen correct) waits for a repair.
   void note_failure(TaskState& s, const Checked& c, int64_t id, PromptKind kind) {
@@ -496,7 +561,8 @@ class Loop {
       Child& child = pending.children[k];
       if (stopping()) break;
       std::vector<Checked> got = take(child);
-      if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
+      if (stopping())
+        break;  // a child the stop cut short is not recorded (a resumed run asks again)
       for (Checked& c : got) {
         if (stopping()) break;
         std::optional<int64_t> compiled = compiled_id(s, pending, k, c);
@@ -548,8 +614,9 @@ class Loop {
       if (!best) continue;
       Member copy = *best;
       copy.island = (i + 1) % islands;
-      bool there = std::any_of(s.members.begin(), s.members.end(),
-                               [&](const Member& m) { return m.id == copy.id && m.island == copy.island; });
+      bool there = std::any_of(s.members.begin(), s.members.end(), [&](const Member& m) {
+        return m.id == copy.id && m.island == copy.island;
+      });
       if (!there) moved.push_back(copy);
     }
     s.members.insert(s.members.end(), moved.begin(), moved.end());
@@ -568,9 +635,11 @@ class Loop {
       std::mt19937_64 rng = rng_for(s, g, i);
       const Member& parent = select_parent(s, i, rng);
       Family& f = s.families.at(parent.family);
-      size_t count = static_cast<size_t>(config_.children / islands + (i < config_.children % islands ? 1 : 0));
+      size_t count = static_cast<size_t>(config_.children / islands +
+                                         (i < config_.children % islands ? 1 : 0));
       // Each point is reserved as it is proposed, so another island proposes others.
-      for (const compile::Tunables& t : propose_points(f.parsed, f.space, f.measured, count, rng, config_.tuner)) {
+      for (const compile::Tunables& t :
+           propose_points(f.parsed, f.space, f.measured, count, rng, config_.tuner)) {
         f.measured.emplace(t, std::nullopt);  // the screen sets it
         Proposal p;
         p.task = s.task;
@@ -603,7 +672,8 @@ class Loop {
       Child& child = children[k];
       if (stopping()) break;
       std::vector<Checked> got = take(child);
-      if (stopping()) break;  // a child the stop cut short is not recorded (a resumed run asks again)
+      if (stopping())
+        break;  // a child the stop cut short is not recorded (a resumed run asks again)
       for (Checked& c : got) {
         if (stopping()) break;
         std::optional<int64_t> compiled = compiled_id(s, pending, k, c);
@@ -627,8 +697,9 @@ class Loop {
         }
       }
     }
-    std::stable_sort(correct.begin(), correct.end(),
-                     [](const Screened& a, const Screened& b) { return a.median_ms < b.median_ms; });
+    std::stable_sort(correct.begin(), correct.end(), [](const Screened& a, const Screened& b) {
+      return a.median_ms < b.median_ms;
+    });
     // The fastest few, when a screen puts them near the best (screens are shorter, so noisier).
     for (size_t k = 0; k < correct.size() && k < static_cast<size_t>(config_.judge_top); ++k) {
       if (stopping()) break;
@@ -668,12 +739,15 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
     try {
       while (next < states.size() && !failed && !(hooks.stop && hooks.stop->load() > 0)) {
         const TaskState& s = states[next++];
-        if (ev.archive().baseline(s.task_id, s.task->dims, device, s.task->allow_tf32 ? "tf32" : "ieee")) continue;
+        if (ev.archive().baseline(s.task_id, s.task->dims, device,
+                                  s.task->allow_tf32 ? "tf32" : "ieee"))
+          continue;
         lock.unlock();
         std::optional<verify::Baselines> b = gpu->baselines(*s.task);
         lock.lock();
         if (b)
-          ev.archive().store_baseline(s.task_id, s.task->dims, archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
+          ev.archive().store_baseline(s.task_id, s.task->dims,
+                                      archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
                                       baseline_times(*b));
       }
     } catch (...) {
@@ -682,7 +756,8 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
     }
   };
   std::vector<std::thread> threads;
-  for (int k = 0; k < std::min<int>(gpu->parallel(), static_cast<int>(states.size())); ++k) threads.emplace_back(lane);
+  for (int k = 0; k < std::min<int>(gpu->parallel(), static_cast<int>(states.size())); ++k)
+    threads.emplace_back(lane);
   if (threads.empty()) lane();
   for (std::thread& t : threads) t.join();
   if (failed) std::rethrow_exception(failed);
@@ -690,9 +765,10 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
 
 }  // namespace
 
-RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
-                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks,
-                         LlmProposer* llm) {
+RunSummary run_evolution(const RunConfig& config,
+                         const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
+                         Evaluator& evaluator, std::optional<int64_t> resume,
+                         const LoopHooks& hooks, LlmProposer* llm) {
   archive::Database& db = evaluator.archive().db();
   int64_t run = resume ? *resume : start_run(db, config);
   double wall_before = resume ? recorded_wall_s(db, run) : 0;
@@ -717,11 +793,16 @@ RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_
   }
   bool paused = summary.stopped == "interrupted" || summary.stopped == kWaitingForAnswers;
   finish_run(db, run, paused ? "interrupted" : "finished",
-             {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}, {"gpu_s", summary.gpu_s},
-              {"llm_calls", summary.llm.calls}, {"llm_failed_calls", summary.llm.failed_calls},
-              {"llm_tokens_in", summary.llm.tokens_in}, {"llm_tokens_out", summary.llm.tokens_out},
+             {{"wall_s", loop.wall_s()},
+              {"evaluations", loop.spent()},
+              {"gpu_s", summary.gpu_s},
+              {"llm_calls", summary.llm.calls},
+              {"llm_failed_calls", summary.llm.failed_calls},
+              {"llm_tokens_in", summary.llm.tokens_in},
+              {"llm_tokens_out", summary.llm.tokens_out},
               {"llm_tokens_cache_read", summary.llm.tokens_cache_read},
-              {"llm_tokens_cache_write", summary.llm.tokens_cache_write}, {"llm_cached", summary.llm.cached},
+              {"llm_tokens_cache_write", summary.llm.tokens_cache_write},
+              {"llm_cached", summary.llm.cached},
               {"llm_cost_usd", summary.llm.cost_usd}});
   return summary;
 }

@@ -70,7 +70,9 @@ const std::map<std::string, std::map<std::string, Spec>>& known() {
 // A JSON integer as config_integer's input: nullopt when it is not one or lies past int64_t.
 std::optional<int64_t> json_int(const json& v) {
   if (v.is_number_unsigned())
-    return v.get<uint64_t>() <= static_cast<uint64_t>(kNoLimit) ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
+    return v.get<uint64_t>() <= static_cast<uint64_t>(kNoLimit)
+               ? std::optional<int64_t>(v.get<int64_t>())
+               : std::nullopt;
   return v.is_number_integer() ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
 }
 
@@ -86,17 +88,21 @@ void check(const json& j, const std::string& file) {
     for (const auto& [name, v] : entries.items()) {
       std::string field = section ? key + "." + name : name;
       auto it = keys.find(name);
-      if (it == keys.end()) throw InputError(file, std::nullopt, field, "unknown key (docs/evolve.md lists them)");
+      if (it == keys.end())
+        throw InputError(file, std::nullopt, field, "unknown key (docs/evolve.md lists them)");
       ConfigPlace at{file, std::nullopt, field};
       const Spec& spec = it->second;
       switch (spec.kind) {
-        case Kind::Integer: (void)config_integer(json_int(v), spec.lo, spec.hi, at); break;
+        case Kind::Integer:
+          (void)config_integer(json_int(v), spec.lo, spec.hi, at);
+          break;
         case Kind::Seed:  // a uint64_t: --seed takes any, a TOML file 0 to 2^63 - 1
           if (!v.is_number_unsigned()) (void)config_integer(json_int(v), int64_t{0}, kNoLimit, at);
           break;
         case Kind::Number:
-          (void)config_number(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt, 0,
-                              std::numeric_limits<double>::max(), false, at, "a number, 0 or more (not NaN or infinite)");
+          (void)config_number(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt,
+                              0, std::numeric_limits<double>::max(), false, at,
+                              "a number, 0 or more (not NaN or infinite)");
           break;
         case Kind::Bool:
           if (!v.is_boolean()) throw InputError(file, std::nullopt, field, "must be true or false");
@@ -105,7 +111,8 @@ void check(const json& j, const std::string& file) {
           if (!v.is_string()) throw InputError(file, std::nullopt, field, "must be a string");
           break;
         case Kind::Strings:
-          if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& s) { return s.is_string(); }))
+          if (!v.is_array() ||
+              !std::all_of(v.begin(), v.end(), [](const json& s) { return s.is_string(); }))
             throw InputError(file, std::nullopt, field, "must be a list of strings");
           break;
       }
@@ -151,16 +158,30 @@ json RunConfig::to_json_settings() const {
           {"migration_interval", migration_interval},
           {"target_speedup", target_speedup},
           {"admit", admit},
-          {"budget", {{"evaluations", evaluations}, {"task_evaluations", task_evaluations}, {"minutes", minutes},
-                      {"gpu_minutes", gpu_minutes}, {"task_gpu_minutes", task_gpu_minutes}, {"llm_calls", llm_calls},
-                      {"llm_tokens", llm_tokens}, {"llm_dollars", llm_dollars}, {"task_llm_tokens", task_llm_tokens},
-                      {"task_llm_dollars", task_llm_dollars}}},
-          {"llm", {{"children", llm_children}, {"repair_attempts", repair_attempts}, {"optimize", operators.optimize},
-                   {"crossover", operators.crossover}, {"ideas", operators.ideas}, {"ideas_count", ideas_count},
-                   {"profile", profile}}},
+          {"budget",
+           {{"evaluations", evaluations},
+            {"task_evaluations", task_evaluations},
+            {"minutes", minutes},
+            {"gpu_minutes", gpu_minutes},
+            {"task_gpu_minutes", task_gpu_minutes},
+            {"llm_calls", llm_calls},
+            {"llm_tokens", llm_tokens},
+            {"llm_dollars", llm_dollars},
+            {"task_llm_tokens", task_llm_tokens},
+            {"task_llm_dollars", task_llm_dollars}}},
+          {"llm",
+           {{"children", llm_children},
+            {"repair_attempts", repair_attempts},
+            {"optimize", operators.optimize},
+            {"crossover", operators.crossover},
+            {"ideas", operators.ideas},
+            {"ideas_count", ideas_count},
+            {"profile", profile}}},
           {"selection", {{"best", select_best}, {"elite", select_elite}}},
-          {"tuner", {{"exhaustive_max", tuner.exhaustive_max}, {"elite", tuner.elite},
-                     {"random_share", tuner.random_share}}}};
+          {"tuner",
+           {{"exhaustive_max", tuner.exhaustive_max},
+            {"elite", tuner.elite},
+            {"random_share", tuner.random_share}}}};
 }
 
 RunConfig RunConfig::from_json(const json& recorded) {
@@ -208,11 +229,14 @@ RunConfig RunConfig::from_json(const json& recorded) {
   get("tuner", "elite", c.tuner.elite);
   get("tuner", "random_share", c.tuner.random_share);
   if (c.select_best + c.select_elite > 1)
-    throw InputError("run config", std::nullopt, "selection", "best + elite must be at most 1 (the rest is random)");
+    throw InputError("run config", std::nullopt, "selection",
+                     "best + elite must be at most 1 (the rest is random)");
   if (c.tuner.random_share > 1)
     throw InputError("run config", std::nullopt, "tuner.random_share", "must be at most 1");
   if (c.operators.optimize + c.operators.crossover + c.operators.ideas <= 0)
-    throw InputError("run config", std::nullopt, "llm", "optimize + crossover + ideas must be above 0 (they are the mix of operators)");
+    throw InputError(
+        "run config", std::nullopt, "llm",
+        "optimize + crossover + ideas must be above 0 (they are the mix of operators)");
   return c;
 }
 

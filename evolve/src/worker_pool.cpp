@@ -14,11 +14,11 @@
 #include <random>
 #include <thread>
 
+#include "json_lines.h"
 #include "kforge/common/error.h"
 #include "kforge/common/json_limits.h"
 #include "kforge/common/process.h"
 #include "kforge/common/strings.h"
-#include "json_lines.h"
 
 namespace kforge::evolve {
 namespace {
@@ -33,7 +33,8 @@ constexpr size_t kMaxPendingConnections = 128;
 constexpr size_t kMaxStrayNotes = 5;
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
@@ -93,7 +94,8 @@ HelloLine read_hello(std::string_view line, const std::string& token, int worker
     return h;
   }
   auto t = msg.is_object() ? msg.find("token") : msg.end();
-  if (!msg.is_object() || t == msg.end() || !t->is_string() || !same_token(t->get_ref<const std::string&>(), token)) {
+  if (!msg.is_object() || t == msg.end() || !t->is_string() ||
+      !same_token(t->get_ref<const std::string&>(), token)) {
     h.problem = "not a hello with the pool's token";
     return h;
   }
@@ -106,7 +108,8 @@ HelloLine read_hello(std::string_view line, const std::string& token, int worker
     if (w->is_number_unsigned() && w->get<uint64_t>() < static_cast<uint64_t>(workers))
       h.worker = static_cast<int>(w->get<uint64_t>());
     else
-      worker_problem = "worker: " + quoted(*w) + " is not a worker index (0 to " + std::to_string(workers - 1) + ")";
+      worker_problem = "worker: " + quoted(*w) + " is not a worker index (0 to " +
+                       std::to_string(workers - 1) + ")";
   }
   if (h.problem.empty()) h.problem = worker_problem;
   h.hello = std::move(msg);
@@ -134,8 +137,11 @@ ResultLine read_result(std::string_view line, int64_t id) {
   }
   const json* got = member(msg, "id", r.problem);
   if (!got) return r;
-  if (!got->is_number_integer() || (got->is_number_unsigned() && got->get<uint64_t>() > INT64_MAX) || got->get<int64_t>() != id) {
-    r.problem = "id: " + quoted(*got) + " is not " + std::to_string(id) + ", the id of the job it holds";
+  if (!got->is_number_integer() ||
+      (got->is_number_unsigned() && got->get<uint64_t>() > INT64_MAX) ||
+      got->get<int64_t>() != id) {
+    r.problem =
+        "id: " + quoted(*got) + " is not " + std::to_string(id) + ", the id of the job it holds";
     return r;
   }
   if (member(msg, "answer", r.problem)) r.answer = std::move(msg["answer"]);
@@ -178,7 +184,7 @@ struct WorkerPool::Impl {
   bool stopping = false;
   std::thread scheduler;
   std::vector<std::string> strays;  // hellos with the token that named no worker waiting for one
-  int closed_without_token = 0;      // connections closed before a hello with the token
+  int closed_without_token = 0;     // connections closed before a hello with the token
 
   void listen_on(const std::string& host) {
     listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -186,7 +192,8 @@ struct WorkerPool::Impl {
     a.sin_family = AF_INET;
     a.sin_port = 0;
     if (listen_fd < 0 || ::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
-        ::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd, 64) != 0)
+        ::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listen_fd, 64) != 0)
       throw Error("the worker pool cannot listen on " + host + ": " + std::strerror(errno));
     socklen_t len = sizeof a;
     ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
@@ -202,7 +209,9 @@ struct WorkerPool::Impl {
     if (std::shared_ptr<Job> job = std::move(w.job)) {
       w.job.reset();
       if (job->attempts >= options.max_attempts)
-        job->promise.set_value({nullptr, "no answer: " + std::to_string(job->attempts) + " worker(s) failed on this job (the last: " + why + ")",
+        job->promise.set_value({nullptr,
+                                "no answer: " + std::to_string(job->attempts) +
+                                    " worker(s) failed on this job (the last: " + why + ")",
                                 w.state.index, job->attempts});
       else
         queue.push_front(job);  // first in line again
@@ -217,24 +226,32 @@ struct WorkerPool::Impl {
     if (n <= 0) {
       std::string why = "its connection closed";
       if (w.process.pid() > 0)
-        if (auto status = w.process.wait_exit(std::chrono::milliseconds(200))) why = "it ended (" + describe_exit(*status) + ")";
+        if (auto status = w.process.wait_exit(std::chrono::milliseconds(200)))
+          why = "it ended (" + describe_exit(*status) + ")";
       take_out(w, why);
       return;
     }
     w.lines.append(buf, static_cast<size_t>(n));
     while (w.state.alive)
-      if (std::optional<std::string> line = w.lines.next()) answer_from(w, *line);
-      else break;
+      if (std::optional<std::string> line = w.lines.next())
+        answer_from(w, *line);
+      else
+        break;
     if (w.state.alive && w.lines.over_limit())
-      take_out(w, "it sent what the protocol does not allow: a line longer than " + std::to_string(w.lines.max_bytes()) + " bytes");
+      take_out(w, "it sent what the protocol does not allow: a line longer than " +
+                      std::to_string(w.lines.max_bytes()) + " bytes");
   }
 
   // One line from worker `w`: the answer to the job it holds, or it is taken out.
   void answer_from(Worker& w, const std::string& line) {
-    if (!w.job) return take_out(w, "it sent what the protocol does not allow: " + shown(line) + ": a line while it held no job");
+    if (!w.job)
+      return take_out(w, "it sent what the protocol does not allow: " + shown(line) +
+                             ": a line while it held no job");
     ResultLine r = read_result(line, w.job->id);
     if (r.problem.empty()) r.problem = checked(w.job->check, r.answer);
-    if (!r.problem.empty()) return take_out(w, "it sent what the protocol does not allow: " + shown(line) + ": " + r.problem);
+    if (!r.problem.empty())
+      return take_out(
+          w, "it sent what the protocol does not allow: " + shown(line) + ": " + r.problem);
     std::shared_ptr<Job> job = std::move(w.job);
     w.job.reset();
     ++w.state.jobs_done;
@@ -262,7 +279,8 @@ struct WorkerPool::Impl {
   void fail_queue_if_no_worker() {
     for (const Worker& w : workers)
       if (w.state.alive) return;
-    for (auto& job : queue) job->promise.set_value({nullptr, "no answer: no worker is left", -1, job->attempts});
+    for (auto& job : queue)
+      job->promise.set_value({nullptr, "no answer: no worker is left", -1, job->attempts});
     queue.clear();
   }
 
@@ -279,7 +297,8 @@ struct WorkerPool::Impl {
         fds.push_back({w.fd, POLLIN, 0});
         polled.push_back(&w);
         if (w.job) {
-          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(w.due - Clock::now()).count();
+          auto left =
+              std::chrono::duration_cast<std::chrono::milliseconds>(w.due - Clock::now()).count();
           wait_ms = std::max<int>(0, std::min<int64_t>(wait_ms, left + 1));
         }
       }
@@ -295,7 +314,8 @@ struct WorkerPool::Impl {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(*polled[i - 1]);
       for (Worker& w : workers)
         if (w.state.alive && w.job && Clock::now() > w.due)
-          take_out(w, "it overran a job's deadline of " + std::to_string(w.job->deadline.count()) + " ms (hung)");
+          take_out(w, "it overran a job's deadline of " + std::to_string(w.job->deadline.count()) +
+                          " ms (hung)");
     }
   }
 
@@ -312,7 +332,8 @@ struct WorkerPool::Impl {
   void hear_hello(int fd, const std::string& line, const std::string& rest) {
     HelloLine h = read_hello(line, token, options.workers);
     Worker* w = h.worker >= 0 ? &workers[static_cast<size_t>(h.worker)] : nullptr;
-    if (h.problem.empty() && !waiting_for_hello(*w)) h.problem = "a second hello for worker " + std::to_string(h.worker);
+    if (h.problem.empty() && !waiting_for_hello(*w))
+      h.problem = "a second hello for worker " + std::to_string(h.worker);
     if (h.problem.empty()) h.problem = checked(options.check_hello, h.hello);
     if (!h.problem.empty()) {
       ::close(fd);
@@ -320,8 +341,10 @@ struct WorkerPool::Impl {
         ++closed_without_token;
         return;
       }
-      if (w && waiting_for_hello(*w)) refuse(*w, "its hello: " + h.problem);
-      else if (strays.size() < kMaxStrayNotes) strays.push_back("a connection with the pool's token: its hello: " + h.problem);
+      if (w && waiting_for_hello(*w))
+        refuse(*w, "its hello: " + h.problem);
+      else if (strays.size() < kMaxStrayNotes)
+        strays.push_back("a connection with the pool's token: its hello: " + h.problem);
       return;
     }
     w->fd = fd;
@@ -339,8 +362,9 @@ struct WorkerPool::Impl {
     std::optional<std::string> line = n > 0 ? p.lines.next() : std::nullopt;
     if (!line) {
       if (n > 0 && !p.lines.over_limit()) return true;
-      if (n > 0 || !p.lines.rest().empty()) ++closed_without_token;  // it sent more than a hello without a newline
-      close_fd(p.fd);  // or it closed
+      if (n > 0 || !p.lines.rest().empty())
+        ++closed_without_token;  // it sent more than a hello without a newline
+      close_fd(p.fd);            // or it closed
       return false;
     }
     hear_hello(p.fd, *line, p.lines.rest());
@@ -382,12 +406,14 @@ struct WorkerPool::Impl {
     for (Pending& p : pending) close_fd(p.fd);
     for (Worker& w : workers)
       if (waiting_for_hello(w))
-        refuse(w, "no hello with the pool's token came from it within " + std::to_string(options.connect_timeout.count()) +
-                      " ms" +
-                      (closed_without_token ? " (" + std::to_string(closed_without_token) +
-                                                  " connection(s) were closed for a first line that was not a hello "
-                                                  "with the token: over 64 KiB, not JSON, or without the token as a string)"
-                                            : ""));
+        refuse(w, "no hello with the pool's token came from it within " +
+                      std::to_string(options.connect_timeout.count()) + " ms" +
+                      (closed_without_token
+                           ? " (" + std::to_string(closed_without_token) +
+                                 " connection(s) were closed for a first line that was not a hello "
+                                 "with the token: over 64 KiB, not JSON, or without the token as a "
+                                 "string)"
+                           : ""));
   }
 };
 
@@ -397,14 +423,17 @@ WorkerPool::WorkerPool(WorkerPoolOptions options) : impl_(std::make_unique<Impl>
   if (p.options.workers < 1) throw UsageError("the worker pool needs at least one worker");
   if (p.options.command.empty()) throw UsageError("the worker pool needs a worker command");
   p.listen_on(p.options.host);
-  if (::pipe2(p.wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(p.wake, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw Error(std::string("pipe: ") + std::strerror(errno));
   p.workers.resize(static_cast<size_t>(p.options.workers));
   for (int i = 0; i < p.options.workers; ++i) {
     Impl::Worker& w = p.workers[i];
     w.state.index = i;
     SpawnOptions s;
     for (const std::string& arg : p.options.command)
-      s.argv.push_back(replace_all(replace_all(replace_all(arg, "{address}", p.address), "{worker}", std::to_string(i)), "{token}", p.token));
+      s.argv.push_back(replace_all(
+          replace_all(replace_all(arg, "{address}", p.address), "{worker}", std::to_string(i)),
+          "{token}", p.token));
     s.env = p.options.env;
     s.env.push_back("KFORGE_WORKER_TOKEN=" + p.token);
     s.own_process_group = true;  // a launcher (srun, ssh) and what it starts go together
@@ -418,7 +447,8 @@ WorkerPool::WorkerPool(WorkerPoolOptions options) : impl_(std::make_unique<Impl>
   close_fd(p.listen_fd);  // every worker said hello or was taken out: nothing more may connect
   if (alive() == 0) {
     std::string why;
-    for (const Impl::Worker& w : p.workers) why += "\n  worker " + std::to_string(w.state.index) + ": " + w.state.out_reason;
+    for (const Impl::Worker& w : p.workers)
+      why += "\n  worker " + std::to_string(w.state.index) + ": " + w.state.out_reason;
     for (const std::string& stray : p.strays) why += "\n  " + stray;
     throw WorkerError("no worker of the pool started (" + p.address + "):" + why);
   }
@@ -434,17 +464,22 @@ WorkerPool::~WorkerPool() {
   if (p.wake[1] >= 0) (void)!::write(p.wake[1], "x", 1);
   if (p.scheduler.joinable()) p.scheduler.join();
   for (Impl::Worker& w : p.workers) {
-    if (w.job) w.job->promise.set_value({nullptr, "no answer: the pool was shut down", w.state.index, w.job->attempts});
+    if (w.job)
+      w.job->promise.set_value(
+          {nullptr, "no answer: the pool was shut down", w.state.index, w.job->attempts});
     close_fd(w.fd);  // a worker ends when its connection closes; the rest are killed
-    if (w.process.pid() > 0 && !w.process.wait_exit(std::chrono::milliseconds(500))) w.process.kill();
+    if (w.process.pid() > 0 && !w.process.wait_exit(std::chrono::milliseconds(500)))
+      w.process.kill();
   }
-  for (auto& job : p.queue) job->promise.set_value({nullptr, "no answer: the pool was shut down", -1, job->attempts});
+  for (auto& job : p.queue)
+    job->promise.set_value({nullptr, "no answer: the pool was shut down", -1, job->attempts});
   close_fd(p.listen_fd);
   close_fd(p.wake[0]);
   close_fd(p.wake[1]);
 }
 
-std::future<JobResult> WorkerPool::submit(nlohmann::json job, std::chrono::milliseconds deadline, WorkerCheck check_answer) {
+std::future<JobResult> WorkerPool::submit(nlohmann::json job, std::chrono::milliseconds deadline,
+                                          WorkerCheck check_answer) {
   auto j = std::make_shared<Impl::Job>();
   j->deadline = deadline;
   j->check = std::move(check_answer);
@@ -477,6 +512,8 @@ int WorkerPool::alive() const {
   return n;
 }
 
-std::string WorkerPool::address() const { return impl_->address; }
+std::string WorkerPool::address() const {
+  return impl_->address;
+}
 
 }  // namespace kforge::evolve

@@ -1,6 +1,6 @@
 // kforge's launch semantics, in one header that depends on nothing but <cuda.h> and the standard
-// library: the integer arithmetic of plan expressions (exact 64-bit, overflow an error), the limits a
-// launch must keep, and how a launch is made (parameters, dynamic shared memory above 48 KiB,
+// library: the integer arithmetic of plan expressions (exact 64-bit, overflow an error), the limits
+// a launch must keep, and how a launch is made (parameters, dynamic shared memory above 48 KiB,
 // cooperative and cluster launches). kforge's expression evaluator, its plan evaluation and its
 // runner use it, and `kforge export` copies it unchanged into every exported library, whose
 // generated launch code calls it: one implementation, not two (docs/export.md).
@@ -15,7 +15,8 @@
 
 namespace kforge_launch {
 
-// ---- Integer arithmetic of plan expressions ------------------------------------------------------
+// ---- Integer arithmetic of plan expressions
+// ------------------------------------------------------
 
 enum class IntOp { Add, Sub, Mul, Div, Mod, CeilDiv, Min, Max, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
 
@@ -24,9 +25,12 @@ enum class IntError { None, Overflow, DivisionByZero, CeilDivByNonPositive, Ceil
 // `a op b` into *out; the error otherwise (*out untouched). `/` and `%` are C's (truncating).
 inline IntError apply(IntOp op, int64_t a, int64_t b, int64_t* out) {
   switch (op) {
-    case IntOp::Add: return __builtin_add_overflow(a, b, out) ? IntError::Overflow : IntError::None;
-    case IntOp::Sub: return __builtin_sub_overflow(a, b, out) ? IntError::Overflow : IntError::None;
-    case IntOp::Mul: return __builtin_mul_overflow(a, b, out) ? IntError::Overflow : IntError::None;
+    case IntOp::Add:
+      return __builtin_add_overflow(a, b, out) ? IntError::Overflow : IntError::None;
+    case IntOp::Sub:
+      return __builtin_sub_overflow(a, b, out) ? IntError::Overflow : IntError::None;
+    case IntOp::Mul:
+      return __builtin_mul_overflow(a, b, out) ? IntError::Overflow : IntError::None;
     case IntOp::Div:
     case IntOp::Mod:
       if (b == 0) return IntError::DivisionByZero;
@@ -38,32 +42,58 @@ inline IntError apply(IntOp op, int64_t a, int64_t b, int64_t* out) {
       if (a < 0) return IntError::CeilDivOfNegative;
       *out = a / b + (a % b != 0);
       return IntError::None;
-    case IntOp::Min: *out = a < b ? a : b; return IntError::None;
-    case IntOp::Max: *out = a > b ? a : b; return IntError::None;
-    case IntOp::Eq: *out = a == b; return IntError::None;
-    case IntOp::Ne: *out = a != b; return IntError::None;
-    case IntOp::Lt: *out = a < b; return IntError::None;
-    case IntOp::Le: *out = a <= b; return IntError::None;
-    case IntOp::Gt: *out = a > b; return IntError::None;
-    case IntOp::Ge: *out = a >= b; return IntError::None;
-    case IntOp::And: *out = a != 0 && b != 0; return IntError::None;
-    case IntOp::Or: *out = a != 0 || b != 0; return IntError::None;
+    case IntOp::Min:
+      *out = a < b ? a : b;
+      return IntError::None;
+    case IntOp::Max:
+      *out = a > b ? a : b;
+      return IntError::None;
+    case IntOp::Eq:
+      *out = a == b;
+      return IntError::None;
+    case IntOp::Ne:
+      *out = a != b;
+      return IntError::None;
+    case IntOp::Lt:
+      *out = a < b;
+      return IntError::None;
+    case IntOp::Le:
+      *out = a <= b;
+      return IntError::None;
+    case IntOp::Gt:
+      *out = a > b;
+      return IntError::None;
+    case IntOp::Ge:
+      *out = a >= b;
+      return IntError::None;
+    case IntOp::And:
+      *out = a != 0 && b != 0;
+      return IntError::None;
+    case IntOp::Or:
+      *out = a != 0 || b != 0;
+      return IntError::None;
   }
   return IntError::Overflow;
 }
 
 inline const char* describe(IntError e) {
   switch (e) {
-    case IntError::None: return "no error";
-    case IntError::Overflow: return "64-bit integer overflow";
-    case IntError::DivisionByZero: return "division by zero";
-    case IntError::CeilDivByNonPositive: return "ceil_div by a non-positive number";
-    case IntError::CeilDivOfNegative: return "ceil_div of a negative number";
+    case IntError::None:
+      return "no error";
+    case IntError::Overflow:
+      return "64-bit integer overflow";
+    case IntError::DivisionByZero:
+      return "division by zero";
+    case IntError::CeilDivByNonPositive:
+      return "ceil_div by a non-positive number";
+    case IntError::CeilDivOfNegative:
+      return "ceil_div of a negative number";
   }
   return "error";
 }
 
-// ---- A launch, its limits, and making it ---------------------------------------------------------
+// ---- A launch, its limits, and making it
+// ---------------------------------------------------------
 
 struct Launch {
   int64_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, cluster[3] = {1, 1, 1};
@@ -79,8 +109,9 @@ struct Limits {
   int64_t max_shared_per_block = 232448;  // with the opt-in attribute
 };
 
-// The first limit `l` breaks (clusters on a GPU older than sm_90 are the driver's to refuse): which field ("grid", "block", "cluster", "shared_bytes") and why;
-// an empty field when it keeps them all.
+// The first limit `l` breaks (clusters on a GPU older than sm_90 are the driver's to refuse): which
+// field ("grid", "block", "cluster", "shared_bytes") and why; an empty field when it keeps them
+// all.
 struct LimitProblem {
   std::string field, why;
   bool ok() const { return field.empty(); }
@@ -91,22 +122,28 @@ inline LimitProblem check_limits(const Launch& l, const Limits& lim) {
   auto s = [](int64_t v) { return std::to_string(v); };
   for (int k = 0; k < 3; ++k) {
     if (l.grid[k] < 1 || l.grid[k] > lim.max_grid[k])
-      return {"grid", std::string(axis[k]) + " is " + s(l.grid[k]) + "|; it must be between 1 and " + s(lim.max_grid[k])};
+      return {"grid", std::string(axis[k]) + " is " + s(l.grid[k]) +
+                          "|; it must be between 1 and " + s(lim.max_grid[k])};
     if (l.block[k] < 1 || l.block[k] > lim.max_block[k])
-      return {"block", std::string(axis[k]) + " is " + s(l.block[k]) + "|; it must be between 1 and " + s(lim.max_block[k])};
+      return {"block", std::string(axis[k]) + " is " + s(l.block[k]) +
+                           "|; it must be between 1 and " + s(lim.max_block[k])};
     if (l.cluster[k] < 1 || l.cluster[k] > 16)
-      return {"cluster", std::string(axis[k]) + " is " + s(l.cluster[k]) + "|; it must be between 1 and 16"};
+      return {"cluster",
+              std::string(axis[k]) + " is " + s(l.cluster[k]) + "|; it must be between 1 and 16"};
     if (l.grid[k] % l.cluster[k] != 0)
-      return {"cluster", std::string("grid ") + axis[k] + " (" + s(l.grid[k]) + ") is not a multiple of cluster " + axis[k] +
-                             " (" + s(l.cluster[k]) + ")|"};
+      return {"cluster", std::string("grid ") + axis[k] + " (" + s(l.grid[k]) +
+                             ") is not a multiple of cluster " + axis[k] + " (" + s(l.cluster[k]) +
+                             ")|"};
   }
   int64_t threads = l.block[0] * l.block[1] * l.block[2];
   if (threads > lim.max_threads_per_block)
-    return {"block", s(threads) + " threads per block|; the limit is " + s(lim.max_threads_per_block)};
+    return {"block",
+            s(threads) + " threads per block|; the limit is " + s(lim.max_threads_per_block)};
   int64_t cluster = l.cluster[0] * l.cluster[1] * l.cluster[2];
   if (cluster > 8) return {"cluster", s(cluster) + " blocks per cluster|; the portable limit is 8"};
   if (l.shared_bytes < 0 || l.shared_bytes > lim.max_shared_per_block)
-    return {"shared_bytes", s(l.shared_bytes) + "|; the limit is " + s(lim.max_shared_per_block) + " bytes per block"};
+    return {"shared_bytes", s(l.shared_bytes) + "|; the limit is " + s(lim.max_shared_per_block) +
+                                " bytes per block"};
   return {};
 }
 // check_limits' `why` holds one '|': where the caller's "for <configuration>" goes (kforge's
@@ -125,14 +162,16 @@ struct Arg {
 
 // How wide an integer argument is passed: 4 bytes for a 32-bit kernel parameter, else 8 (pointers,
 // 64-bit integers, and parameters whose type kforge could not read).
-inline int int_arg_bytes(int param_bits) { return param_bits == 32 ? 4 : 8; }
+inline int int_arg_bytes(int param_bits) {
+  return param_bits == 32 ? 4 : 8;
+}
 
-// The driver entry points a launch needs, as pointers: kforge's runner fills them from the libcuda it
-// opened at run time; an exported library from the libcuda it links (Driver::linked()).
+// The driver entry points a launch needs, as pointers: kforge's runner fills them from the libcuda
+// it opened at run time; an exported library from the libcuda it links (Driver::linked()).
 struct Driver {
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                             void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
 #ifndef KFORGE_LAUNCH_NO_LINKED_DRIVER
   static Driver linked() {
@@ -147,8 +186,8 @@ struct Driver {
 
 // Launches `f` on `stream` as `l` says; `what` (on failure) names the step that failed:
 // "allowing N bytes of dynamic shared memory" or "launching".
-inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std::vector<Arg>& args, CUstream stream,
-                       std::string* what = nullptr) {
+inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std::vector<Arg>& args,
+                       CUstream stream, std::string* what = nullptr) {
   std::vector<uint64_t> storage(args.size());
   std::vector<void*> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -161,9 +200,11 @@ inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std
     params[i] = &storage[i];
   }
   if (l.shared_bytes > 48 * 1024) {
-    CUresult r = d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(l.shared_bytes));
+    CUresult r = d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      static_cast<int>(l.shared_bytes));
     if (r != CUDA_SUCCESS) {
-      if (what) *what = "allowing " + std::to_string(l.shared_bytes) + " bytes of dynamic shared memory";
+      if (what)
+        *what = "allowing " + std::to_string(l.shared_bytes) + " bytes of dynamic shared memory";
       return r;
     }
   }
@@ -172,7 +213,8 @@ inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std
   if (l.cluster[0] * l.cluster[1] * l.cluster[2] > 1 || l.cooperative) {
     CUlaunchConfig config{};
     config.gridDimX = u(l.grid[0]), config.gridDimY = u(l.grid[1]), config.gridDimZ = u(l.grid[2]);
-    config.blockDimX = u(l.block[0]), config.blockDimY = u(l.block[1]), config.blockDimZ = u(l.block[2]);
+    config.blockDimX = u(l.block[0]), config.blockDimY = u(l.block[1]),
+    config.blockDimZ = u(l.block[2]);
     config.sharedMemBytes = u(l.shared_bytes);
     config.hStream = stream;
     CUlaunchAttribute attrs[2]{};
@@ -191,8 +233,8 @@ inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std
     config.numAttrs = n;
     return d.cuLaunchKernelEx(&config, f, params.data(), nullptr);
   }
-  return d.cuLaunchKernel(f, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]), u(l.block[1]), u(l.block[2]),
-                          u(l.shared_bytes), stream, params.data(), nullptr);
+  return d.cuLaunchKernel(f, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]), u(l.block[1]),
+                          u(l.block[2]), u(l.shared_bytes), stream, params.data(), nullptr);
 }
 
 }  // namespace kforge_launch

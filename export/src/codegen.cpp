@@ -4,10 +4,10 @@
 #include <set>
 #include <sstream>
 
+#include "generated_text.h"
 #include "kforge/common/error.h"
 #include "kforge/common/strings.h"
 #include "kforge/export/exporter.h"
-#include "generated_text.h"
 
 namespace kforge::exporter {
 
@@ -26,10 +26,12 @@ std::string cpp_text(std::string_view s) {
   return out;
 }
 
-const std::string& checked_name(const std::string& name, const std::string& who, const std::string& field) {
+const std::string& checked_name(const std::string& name, const std::string& who,
+                                const std::string& field) {
   if (!is_identifier(name))
     throw Error(who + ": " + field + ": '" + cpp_text(name) +
-                "' is not a C++ identifier (letters, digits, _); kforge export writes it as code and refuses it");
+                "' is not a C++ identifier (letters, digits, _); kforge export writes it as code "
+                "and refuses it");
   return name;
 }
 
@@ -42,7 +44,8 @@ void check_generated_names(const Op& op) {
     for (const tasks::InputSpec& in : op.task->inputs) checked_name(in.name, who, "inputs");
   }
   for (const auto& [name, value] : op.tunables) checked_name(name, who, "tunables");
-  for (const compile::WorkspaceSpec& w : op.plan.workspaces) checked_name(w.name, who, "plan.workspace");
+  for (const compile::WorkspaceSpec& w : op.plan.workspaces)
+    checked_name(w.name, who, "plan.workspace");
 }
 
 namespace {
@@ -51,28 +54,43 @@ using compile::TensorRole;
 using nlohmann::json;
 
 // Task and archive text in generated C++: generated_text.h (one rule).
-std::string literal(const std::string& s) { return cpp_literal(s); }
+std::string literal(const std::string& s) {
+  return cpp_literal(s);
+}
 
 std::string c_type(tasks::Dtype d) {
   switch (d) {
-    case tasks::Dtype::Float32: return "float";
-    case tasks::Dtype::Float64: return "double";
-    case tasks::Dtype::Int32: return "int32_t";
-    case tasks::Dtype::Int64: return "int64_t";
-    case tasks::Dtype::Bool: return "bool";
-    default: return "void";  // float16, bfloat16: the bits, as the kernel reads them
+    case tasks::Dtype::Float32:
+      return "float";
+    case tasks::Dtype::Float64:
+      return "double";
+    case tasks::Dtype::Int32:
+      return "int32_t";
+    case tasks::Dtype::Int64:
+      return "int64_t";
+    case tasks::Dtype::Bool:
+      return "bool";
+    default:
+      return "void";  // float16, bfloat16: the bits, as the kernel reads them
   }
 }
 
 std::string aten_type(tasks::Dtype d) {
   switch (d) {
-    case tasks::Dtype::Float32: return "at::kFloat";
-    case tasks::Dtype::Float64: return "at::kDouble";
-    case tasks::Dtype::Float16: return "at::kHalf";
-    case tasks::Dtype::BFloat16: return "at::kBFloat16";
-    case tasks::Dtype::Int32: return "at::kInt";
-    case tasks::Dtype::Int64: return "at::kLong";
-    case tasks::Dtype::Bool: return "at::kBool";
+    case tasks::Dtype::Float32:
+      return "at::kFloat";
+    case tasks::Dtype::Float64:
+      return "at::kDouble";
+    case tasks::Dtype::Float16:
+      return "at::kHalf";
+    case tasks::Dtype::BFloat16:
+      return "at::kBFloat16";
+    case tasks::Dtype::Int32:
+      return "at::kInt";
+    case tasks::Dtype::Int64:
+      return "at::kLong";
+    case tasks::Dtype::Bool:
+      return "at::kBool";
   }
   return "at::kFloat";
 }
@@ -103,7 +121,8 @@ std::string code(const Expr& e, const Op& op) {
 // `I`, the expression arithmetic of the op: detail::op_int naming the op and the expression `e`.
 const char* kIntLambda =
     "  const char* e = \"\";\n"
-    "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return detail::op_int(o, a, b, op, e); };\n"
+    "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return detail::op_int(o, a, b, "
+    "op, e); };\n"
     "  (void)I;\n";
 
 // " at B=4, N=7" at run time, for errors.
@@ -124,7 +143,8 @@ const compile::TensorInfo& tensor_named(const Op& op, const std::string& name) {
 std::string workspace_code(const Op& op) {
   std::ostringstream o;
   o << "  const detail::Loaded& m = detail::load(" << op.op << "_images);\n"
-    << "  const int64_t f_num_sms = m.num_sms, f_warp_size = m.warp_size, f_max_shared_per_block = m.max_shared_per_block;\n"
+    << "  const int64_t f_num_sms = m.num_sms, f_warp_size = m.warp_size, f_max_shared_per_block = "
+       "m.max_shared_per_block;\n"
     << "  (void)f_num_sms, (void)f_warp_size, (void)f_max_shared_per_block;\n";
   for (const auto& [name, value] : op.tunables)
     o << "  constexpr int64_t t_" << name << " = " << value << ";\n  (void)t_" << name << ";\n";
@@ -134,10 +154,11 @@ std::string workspace_code(const Op& op) {
     const compile::WorkspaceSpec& w = op.plan.workspaces[i];
     o << "  e = " << literal(w.count.text()) << ";\n"
       << "  const int64_t ws" << i << "_count = " << code(w.count, op) << ";\n"
-      << "  if (ws" << i << "_count < 1) throw Error(std::string(op) + " << literal(": workspace " + w.name + " would hold ")
-      << " + std::to_string(ws" << i << "_count) + \" elements\" + " << dims_in_words(op) << ");\n"
-      << "  const uint64_t ws" << i << "_offset = ws_end, ws" << i << "_bytes = uint64_t(ws" << i << "_count) * "
-      << tasks::dtype_size(w.dtype) << ";\n"
+      << "  if (ws" << i << "_count < 1) throw Error(std::string(op) + "
+      << literal(": workspace " + w.name + " would hold ") << " + std::to_string(ws" << i
+      << "_count) + \" elements\" + " << dims_in_words(op) << ");\n"
+      << "  const uint64_t ws" << i << "_offset = ws_end, ws" << i << "_bytes = uint64_t(ws" << i
+      << "_count) * " << tasks::dtype_size(w.dtype) << ";\n"
       << "  ws_end = (ws" << i << "_offset + ws" << i << "_bytes + 255) / 256 * 256;\n";
   }
   return o.str();
@@ -150,7 +171,8 @@ std::string op_declaration(const Op& op) {
   o << "// " << cpp_text(op.task->id() + ": " + op.task->summary) << "\n//  ";
   for (const compile::TensorInfo& t : op.tensors) {
     if (t.role == TensorRole::Workspace) continue;
-    o << " " << (t.role == TensorRole::Input ? "in " : "out ") << t.name << " " << tasks::dtype_name(t.dtype);
+    o << " " << (t.role == TensorRole::Input ? "in " : "out ") << t.name << " "
+      << tasks::dtype_name(t.dtype);
   }
   o << "\n";
   o << "size_t " << op.op << "_workspace_bytes(" << dims_params(op).substr(2) << ");\n";
@@ -168,59 +190,74 @@ std::string op_definition(const Op& op, const std::string& ns) {
   std::string params;
   for (const compile::TensorInfo& t : op.tensors) {
     if (t.role == TensorRole::Workspace) continue;
-    params += (t.role == TensorRole::Input ? "const " : "") + c_type(t.dtype) + "* x_" + t.name + ", ";
+    params +=
+        (t.role == TensorRole::Input ? "const " : "") + c_type(t.dtype) + "* x_" + t.name + ", ";
   }
   std::string dp = dims_params(op).substr(2);
   for (const std::string& d : dim_names(op)) {
     std::string from = "int64_t " + d;
     dp.replace(dp.find(from), from.size(), "int64_t d_" + d);
   }
-  const json* candidate = op.manifest.is_object() && op.manifest.contains("candidate") ? &op.manifest["candidate"] : nullptr;
-  std::string identity = candidate && candidate->is_object() ? candidate->value("identity", "") : "";
+  const json* candidate = op.manifest.is_object() && op.manifest.contains("candidate")
+                              ? &op.manifest["candidate"]
+                              : nullptr;
+  std::string identity =
+      candidate && candidate->is_object() ? candidate->value("identity", "") : "";
   o << "// " << cpp_text(op.task->id() + ", candidate " + identity.substr(0, 16)) << "\n";
-  o << "size_t " << op.op << "_workspace_bytes(" << dp << ") {\n  static const char* const op = " << literal(op.op) << ";\n"
+  o << "size_t " << op.op << "_workspace_bytes(" << dp
+    << ") {\n  static const char* const op = " << literal(op.op) << ";\n"
     << kIntLambda << workspace_code(op) << "  return size_t(ws_end);\n}\n\n";
   o << "void " << op.op << "(" << params << dp << ", CUstream stream, void* workspace) {\n"
-    << "  static const char* const op = " << literal(op.op) << ";\n" << kIntLambda;
+    << "  static const char* const op = " << literal(op.op) << ";\n"
+    << kIntLambda;
   for (const std::string& d : dim_names(op))
-    o << "  if (d_" << d << " < 1) throw Error(std::string(op) + \": size " << d << " is \" + std::to_string(d_" << d
-      << ") + \"; every size must be at least 1\");\n";
+    o << "  if (d_" << d << " < 1) throw Error(std::string(op) + \": size " << d
+      << " is \" + std::to_string(d_" << d << ") + \"; every size must be at least 1\");\n";
   for (const Expr& c : op.task->constraints)
-    o << "  e = " << literal(c.text()) << ";\n  if (" << code(c, op) << " == 0) throw Error(std::string(op) + "
-      << literal(": the task needs " + c.text()) << " + " << dims_in_words(op) << ");\n";
+    o << "  e = " << literal(c.text()) << ";\n  if (" << code(c, op)
+      << " == 0) throw Error(std::string(op) + " << literal(": the task needs " + c.text()) << " + "
+      << dims_in_words(op) << ");\n";
   o << workspace_code(op);
   // The plan's constraints chose its tunables at the timed dims; as in kforge's judge they are not
   // checked per call (the kernel was verified at every check configuration with these tunables,
   // wherever a constraint held or not: docs/export.md).
-  for (const Expr& c : op.plan.constraints) o << "  // plan constraint (chose the tunables): " << cpp_text(c.text()) << "\n";
+  for (const Expr& c : op.plan.constraints)
+    o << "  // plan constraint (chose the tunables): " << cpp_text(c.text()) << "\n";
   for (const compile::TensorInfo& t : op.tensors)
     if (t.role != TensorRole::Workspace)
       o << "  detail::check_aligned(x_" << t.name << ", 16, op, " << literal(t.name) << ");\n";
-  o << "  if (ws_end > 0 && workspace == nullptr) throw Error(std::string(op) + \": needs a workspace of \" + "
-       "std::to_string(ws_end) + \" bytes (" << op.op << "_workspace_bytes)\");\n"
+  o << "  if (ws_end > 0 && workspace == nullptr) throw Error(std::string(op) + \": needs a "
+       "workspace of \" + "
+       "std::to_string(ws_end) + \" bytes ("
+    << op.op << "_workspace_bytes)\");\n"
     << "  if (ws_end > 0) detail::check_aligned(workspace, 256, op, \"workspace\");\n"
     << "  const uint64_t ws_base = reinterpret_cast<uint64_t>(workspace);\n  (void)ws_base;\n";
   for (size_t i = 0; i < op.plan.workspaces.size(); ++i)
     if (op.plan.workspaces[i].zero_init)
       o << "  detail::check(cuMemsetD8Async(CUdeviceptr(ws_base + ws" << i << "_offset), 0, ws" << i
-        << "_bytes, stream), op, " << literal("zeroing workspace " + op.plan.workspaces[i].name) << ");\n";
+        << "_bytes, stream), op, " << literal("zeroing workspace " + op.plan.workspaces[i].name)
+        << ");\n";
   for (size_t k = 0; k < op.plan.launches.size(); ++k) {
     const compile::LaunchSpec& l = op.plan.launches[k];
     size_t kernel = 0;
     for (size_t i = 0; i < op.kernels.size(); ++i)
       if (op.kernels[i].name == l.kernel) kernel = i;
-    o << "  {  // launch[" << k << "]: " << cpp_text(l.kernel) << "\n    kforge_launch::Launch l;\n";
+    o << "  {  // launch[" << k << "]: " << cpp_text(l.kernel)
+      << "\n    kforge_launch::Launch l;\n";
     auto field = [&](const std::string& lhs, const Expr& e) {
       o << "    e = " << literal(e.text()) << ";\n    " << lhs << " = " << code(e, op) << ";\n";
     };
-    for (size_t i = 0; i < l.grid.size(); ++i) field("l.grid[" + std::to_string(i) + "]", l.grid[i]);
-    for (size_t i = 0; i < l.block.size(); ++i) field("l.block[" + std::to_string(i) + "]", l.block[i]);
-    for (size_t i = 0; i < l.cluster.size(); ++i) field("l.cluster[" + std::to_string(i) + "]", l.cluster[i]);
+    for (size_t i = 0; i < l.grid.size(); ++i)
+      field("l.grid[" + std::to_string(i) + "]", l.grid[i]);
+    for (size_t i = 0; i < l.block.size(); ++i)
+      field("l.block[" + std::to_string(i) + "]", l.block[i]);
+    for (size_t i = 0; i < l.cluster.size(); ++i)
+      field("l.cluster[" + std::to_string(i) + "]", l.cluster[i]);
     field("l.shared_bytes", l.shared_bytes);
     if (l.cooperative) o << "    l.cooperative = true;\n";
     o << "    kforge_launch::LimitProblem p = kforge_launch::check_limits(l, m.limits);\n"
-      << "    if (!p.ok()) throw Error(std::string(op) + \": launch[" << k << "].\" + p.field + \": \" + kforge_launch::place(p.why, "
-      << dims_in_words(op) << "));\n"
+      << "    if (!p.ok()) throw Error(std::string(op) + \": launch[" << k
+      << "].\" + p.field + \": \" + kforge_launch::place(p.why, " << dims_in_words(op) << "));\n"
       << "    std::vector<kforge_launch::Arg> args;\n";
     const std::vector<compile::ParamType>& params = op.kernels.at(kernel).params;
     for (size_t a = 0; a < l.args.size(); ++a) {
@@ -235,13 +272,14 @@ std::string op_definition(const Op& op, const std::string& ns) {
           o << "    args.push_back({true, reinterpret_cast<uint64_t>(x_" << t.name << "), 8});\n";
         }
       } else {
-        o << "    e = " << literal(arg.value.text()) << ";\n    args.push_back({false, uint64_t(" << code(arg.value, op) << "), "
+        o << "    e = " << literal(arg.value.text()) << ";\n    args.push_back({false, uint64_t("
+          << code(arg.value, op) << "), "
           << kforge_launch::int_arg_bytes(a < params.size() ? params[a].bits : 64) << "});\n";
       }
     }
     o << "    std::string what;\n"
-      << "    detail::check(kforge_launch::launch(kforge_launch::Driver::linked(), m.functions[" << kernel
-      << "], l, args, stream, &what), op, \"launch[" << k << "]: \" + what);\n  }\n";
+      << "    detail::check(kforge_launch::launch(kforge_launch::Driver::linked(), m.functions["
+      << kernel << "], l, args, stream, &what), op, \"launch[" << k << "]: \" + what);\n  }\n";
   }
   o << "}\n";
   (void)ns;
@@ -270,7 +308,7 @@ std::string torch_definition(const Op& op, const std::string& ns) {
     if (t.role == TensorRole::Input) ins.push_back(&t);
     if (t.role == TensorRole::Output) outs.push_back(&t);
   }
-  std::string ret = outs.size() == 1 ? "at::Tensor" : "std::tuple<" + std::string() ;
+  std::string ret = outs.size() == 1 ? "at::Tensor" : "std::tuple<" + std::string();
   if (outs.size() > 1) {
     for (size_t i = 0; i < outs.size(); ++i) ret += std::string(i ? ", " : "") + "at::Tensor";
     ret += ">";
@@ -278,12 +316,15 @@ std::string torch_definition(const Op& op, const std::string& ns) {
   std::ostringstream o;
   if (op.fallback) {  // the task's reference, compiled once, on the inputs' device
     o << ret << " " << op.op << "_cuda(";
-    for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
+    for (size_t i = 0; i < ins.size(); ++i)
+      o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
     o << ") {\n  static const char* const op = " << literal(op.op) << ";\n";
     for (size_t i = 0; i < ins.size(); ++i)
-      o << "  check_input(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", " << aten_type(ins[i]->dtype) << ", "
-        << op.task->inputs[i].shape.size() << ", x_" << ins[0]->name << ");\n";
-    o << "  static const std::shared_ptr<torch::jit::CompilationUnit> unit =\n      torch::jit::compile("
+      o << "  check_input(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", "
+        << aten_type(ins[i]->dtype) << ", " << op.task->inputs[i].shape.size() << ", x_"
+        << ins[0]->name << ");\n";
+    o << "  static const std::shared_ptr<torch::jit::CompilationUnit> unit =\n      "
+         "torch::jit::compile("
       << literal(op.manifest.value("reference_torchscript", "")) << ");\n"
       << "  c10::IValue result = unit->get_function(\"forward\")({";
     for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "x_" << ins[i]->name;
@@ -292,22 +333,26 @@ std::string torch_definition(const Op& op, const std::string& ns) {
       o << "  return result.toTensor();\n}\n";
     } else {
       o << "  auto items = result.toTuple()->elements();\n  return {";
-      for (size_t k = 0; k < outs.size(); ++k) o << (k ? ", " : "") << "items[" << k << "].toTensor()";
+      for (size_t k = 0; k < outs.size(); ++k)
+        o << (k ? ", " : "") << "items[" << k << "].toTensor()";
       o << "};\n}\n";
     }
     return o.str();
   }
   o << ret << " " << op.op << "_cuda(";
-  for (size_t i = 0; i < ins.size(); ++i) o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
+  for (size_t i = 0; i < ins.size(); ++i)
+    o << (i ? ", " : "") << "const at::Tensor& x_" << ins[i]->name;
   o << ") {\n  static const char* const op = " << literal(op.op) << ";\n"
     << "  const char* e = \"\";\n"
-    << "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return " << ns << "::detail::op_int(o, a, b, op, e); };\n"
+    << "  auto I = [&](kforge_launch::IntOp o, int64_t a, int64_t b) { return " << ns
+    << "::detail::op_int(o, a, b, op, e); };\n"
     << "  (void)I;\n  try {\n";
   // Every input: on a CUDA device (the first input's), its dtype, its rank, contiguous.
   const tasks::Task& task = *op.task;
   for (size_t i = 0; i < ins.size(); ++i)
-    o << "    check_input(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", " << aten_type(ins[i]->dtype) << ", "
-      << task.inputs[i].shape.size() << ", x_" << ins[0]->name << ");\n";
+    o << "    check_input(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", "
+      << aten_type(ins[i]->dtype) << ", " << task.inputs[i].shape.size() << ", x_" << ins[0]->name
+      << ");\n";
   // Each dim read from the first input axis whose shape entry is that dim alone.
   std::set<std::string> known;
   for (const std::string& d : dim_names(op)) {
@@ -318,30 +363,39 @@ std::string torch_definition(const Op& op, const std::string& ns) {
           o << "    const int64_t d_" << d << " = x_" << ins[i]->name << ".size(" << a << ");\n";
           found = true;
         }
-    if (!found) throw Error("size " + d + " is no input's dimension on its own, so the op cannot read it from its inputs");
+    if (!found)
+      throw Error("size " + d +
+                  " is no input's dimension on its own, so the op cannot read it from its inputs");
   }
   auto shape_code = [&](const std::vector<Expr>& shape) {
     std::string s = "{";
     for (size_t a = 0; a < shape.size(); ++a) {
-      s += (a ? ", " : "") + std::string("(e = ") + literal(shape[a].text()) + ", " + code(shape[a], op) + ")";
+      s += (a ? ", " : "") + std::string("(e = ") + literal(shape[a].text()) + ", " +
+           code(shape[a], op) + ")";
     }
     return s + "}";
   };
   for (size_t i = 0; i < ins.size(); ++i)
-    o << "    check_shape(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", " << shape_code(task.inputs[i].shape) << ");\n";
+    o << "    check_shape(op, " << literal(ins[i]->name) << ", x_" << ins[i]->name << ", "
+      << shape_code(task.inputs[i].shape) << ");\n";
   o << "    const c10::cuda::CUDAGuard guard(x_" << ins[0]->name << ".device());\n"
-    << "    CUstream stream = reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(x_" << ins[0]->name << ".device().index()).stream());\n";
+    << "    CUstream stream = reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(x_"
+    << ins[0]->name << ".device().index()).stream());\n";
   for (size_t k = 0; k < outs.size(); ++k)
-    o << "    at::Tensor out" << k << " = at::empty(" << shape_code(op.output_shapes.at(k)) << ", x_" << ins[0]->name
-      << ".options().dtype(" << aten_type(outs[k]->dtype) << "));\n";
+    o << "    at::Tensor out" << k << " = at::empty(" << shape_code(op.output_shapes.at(k))
+      << ", x_" << ins[0]->name << ".options().dtype(" << aten_type(outs[k]->dtype) << "));\n";
   std::string dims_args;
   for (const std::string& d : dim_names(op)) dims_args += ", d_" + d;
-  o << "    size_t ws = " << ns << "::" << op.op << "_workspace_bytes(" << dims_args.substr(2) << ");\n"
-    << "    at::Tensor workspace = at::empty({int64_t(ws)}, x_" << ins[0]->name << ".options().dtype(at::kByte));\n"
+  o << "    size_t ws = " << ns << "::" << op.op << "_workspace_bytes(" << dims_args.substr(2)
+    << ");\n"
+    << "    at::Tensor workspace = at::empty({int64_t(ws)}, x_" << ins[0]->name
+    << ".options().dtype(at::kByte));\n"
     << "    " << ns << "::" << op.op << "(";
   for (size_t i = 0; i < ins.size(); ++i)
-    o << "static_cast<const " << c_type(ins[i]->dtype) << "*>(x_" << ins[i]->name << ".data_ptr()), ";
-  for (size_t k = 0; k < outs.size(); ++k) o << "static_cast<" << c_type(outs[k]->dtype) << "*>(out" << k << ".data_ptr()), ";
+    o << "static_cast<const " << c_type(ins[i]->dtype) << "*>(x_" << ins[i]->name
+      << ".data_ptr()), ";
+  for (size_t k = 0; k < outs.size(); ++k)
+    o << "static_cast<" << c_type(outs[k]->dtype) << "*>(out" << k << ".data_ptr()), ";
   o << dims_args.substr(2) << ", stream, ws ? workspace.data_ptr() : nullptr);\n";
   if (outs.size() == 1) {
     o << "    return out0;\n";
@@ -350,7 +404,8 @@ std::string torch_definition(const Op& op, const std::string& ns) {
     for (size_t k = 0; k < outs.size(); ++k) o << (k ? ", " : "") << "out" << k;
     o << "};\n";
   }
-  o << "  } catch (const " << ns << "::Error& err) {\n    TORCH_CHECK(false, err.what());\n  }\n}\n";
+  o << "  } catch (const " << ns
+    << "::Error& err) {\n    TORCH_CHECK(false, err.what());\n  }\n}\n";
   return o.str();
 }
 

@@ -44,18 +44,27 @@ bool selected(const ExportOptions& o, const std::string& task) {
 
 // Each selected task's fastest winner judged on one of the architectures asked, by this harness
 // version; the tasks with none, and why.
-std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o, std::vector<Missing>& missing) {
+std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o,
+                            std::vector<Missing>& missing) {
   std::string archs;
-  for (const std::string& a : o.archs) archs += std::string(archs.empty() ? "" : ",") + "'" + a + "'";
+  for (const std::string& a : o.archs)
+    archs += std::string(archs.empty() ? "" : ",") + "'" + a + "'";
   int harness = o.harness_version ? o.harness_version : verify::kHarnessVersion;
   archive::Statement s = ar.db().prepare(
-      "SELECT t.suite || '/' || t.name, t.definition, t.version, c.id, c.identity, c.source, c.plan, c.tunables, c.model, "
-      "c.prompt_kind, c.run_id, c.generation, e.admitted, e.time_ms, e.eager_ms, e.scripted_ms, e.compiled_ms, "
-      "e.speedup_eager, e.speedup_scripted, e.speedup_compiled, e.roofline_fraction, d.name, d.arch, d.driver, e.toolchain, "
+      "SELECT t.suite || '/' || t.name, t.definition, t.version, c.id, c.identity, c.source, "
+      "c.plan, c.tunables, c.model, "
+      "c.prompt_kind, c.run_id, c.generation, e.admitted, e.time_ms, e.eager_ms, e.scripted_ms, "
+      "e.compiled_ms, "
+      "e.speedup_eager, e.speedup_scripted, e.speedup_compiled, e.roofline_fraction, d.name, "
+      "d.arch, d.driver, e.toolchain, "
       "e.harness_version, e.created_at "
-      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
+      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = "
+      "c.task_id "
       "JOIN devices d ON d.id = e.device_id "
-      "WHERE " + archive::winner_condition(!o.include_unadmitted) + " AND e.harness_version = ?1 AND d.arch IN (" + archs + ") "
+      "WHERE " +
+      archive::winner_condition(!o.include_unadmitted) +
+      " AND e.harness_version = ?1 AND d.arch IN (" + archs +
+      ") "
       "ORDER BY t.suite, t.name, t.created_at DESC, t.id DESC, e.time_ms ASC");
   s.bind(1, int64_t{harness});
   std::vector<Winner> out;
@@ -94,55 +103,76 @@ std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o, std::v
                     {"admitted", s.integer(12) != 0}};
     out.push_back(std::move(w));
   }
-  // Selected tasks the archive knows but that have no winner (and the harness versions that judged one).
+  // Selected tasks the archive knows but that have no winner (and the harness versions that judged
+  // one).
   archive::Statement other = ar.db().prepare(
-      "SELECT DISTINCT t.suite || '/' || t.name, e.harness_version FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "SELECT DISTINCT t.suite || '/' || t.name, e.harness_version FROM evaluations e JOIN "
+      "candidates c ON c.id = e.candidate_id "
       "JOIN tasks t ON t.id = c.task_id JOIN devices d ON d.id = e.device_id "
-      "WHERE " + archive::winner_condition(!o.include_unadmitted) + " AND d.arch IN (" + archs + ") ORDER BY 2");
+      "WHERE " +
+      archive::winner_condition(!o.include_unadmitted) + " AND d.arch IN (" + archs +
+      ") ORDER BY 2");
   std::map<std::string, std::vector<std::string>> other_versions;
   while (other.step()) other_versions[other.text(0)].push_back(std::to_string(other.integer(1)));
-  archive::Statement t = ar.db().prepare("SELECT DISTINCT suite || '/' || name FROM tasks ORDER BY 1");
+  archive::Statement t =
+      ar.db().prepare("SELECT DISTINCT suite || '/' || name FROM tasks ORDER BY 1");
   while (t.step()) {
     std::string task = t.text(0);
     if (!selected(o, task) || seen.count(task)) continue;
-    std::string why = std::string("no correct, unflagged") + (o.include_unadmitted ? "" : ", admitted") + " kernel judged on " +
+    std::string why = std::string("no correct, unflagged") +
+                      (o.include_unadmitted ? "" : ", admitted") + " kernel judged on " +
                       join(o.archs, " or ") + " by harness version " + std::to_string(harness);
     if (auto v = other_versions.find(task); v != other_versions.end())
-      why += " (harness version " + join(v->second, ", ") + " judged one: --harness " + v->second.back() + " exports it)";
+      why += " (harness version " + join(v->second, ", ") + " judged one: --harness " +
+             v->second.back() + " exports it)";
     missing.push_back({task, why});
   }
   for (const std::string& want : o.tasks)
-    if (std::none_of(out.begin(), out.end(), [&](const Winner& w) { return w.task == want || w.task.substr(w.task.find('/') + 1) == want; }) &&
-        std::none_of(missing.begin(), missing.end(), [&](const Missing& m) { return m.task == want; }))
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const Winner& w) {
+                       return w.task == want || w.task.substr(w.task.find('/') + 1) == want;
+                     }) &&
+        std::none_of(missing.begin(), missing.end(),
+                     [&](const Missing& m) { return m.task == want; }))
       missing.push_back({want, "the archive has no task of that name"});
   return out;
 }
 
 // The task file, as it was when its winner was judged (the archive keeps the reference and the
 // file's hash, not the whole file): another version of the file is another task.
-std::shared_ptr<const tasks::Task> task_of(const Winner& w, const std::filesystem::path& tasks_root) {
+std::shared_ptr<const tasks::Task> task_of(const Winner& w,
+                                           const std::filesystem::path& tasks_root) {
   std::vector<std::filesystem::path> files = tasks::resolve_tasks(w.task, tasks_root);
   auto task = std::make_shared<const tasks::Task>(tasks::load_task(files.at(0)));
   if (task->content_hash != w.version)
-    throw Error(task->file.string() + " is not the version its winner was judged against (" + w.version.substr(0, 12) +
-                "; the file is " + task->content_hash.substr(0, 12) + ")");
+    throw Error(task->file.string() + " is not the version its winner was judged against (" +
+                w.version.substr(0, 12) + "; the file is " + task->content_hash.substr(0, 12) +
+                ")");
   return task;
 }
 
-int sm_of(const std::string& arch) { return compile::sm_number(arch); }
+int sm_of(const std::string& arch) {
+  return compile::sm_number(arch);
+}
 
 json init_json(const tasks::Init& init, tasks::Dtype dtype, const tasks::Dims& d) {
   auto v = [&](size_t i) { return init.params.at(i).eval_real(d); };
   switch (init.kind) {
-    case tasks::InitKind::Randn: return {{"kind", "normal"}, {"mean", 0.0}, {"std", 1.0}};
-    case tasks::InitKind::Normal: return {{"kind", "normal"}, {"mean", v(0)}, {"std", v(1)}};
+    case tasks::InitKind::Randn:
+      return {{"kind", "normal"}, {"mean", 0.0}, {"std", 1.0}};
+    case tasks::InitKind::Normal:
+      return {{"kind", "normal"}, {"mean", v(0)}, {"std", v(1)}};
     case tasks::InitKind::Rand:
       if (dtype == tasks::Dtype::Bool) return {{"kind", "bernoulli"}, {"p", 0.5}};
       return {{"kind", "uniform"}, {"lo", 0.0}, {"hi", 1.0}};
-    case tasks::InitKind::Uniform: return {{"kind", "uniform"}, {"lo", v(0)}, {"hi", v(1)}};
+    case tasks::InitKind::Uniform:
+      return {{"kind", "uniform"}, {"lo", v(0)}, {"hi", v(1)}};
     case tasks::InitKind::Randint:
-      return {{"kind", "randint"}, {"lo", init.params.at(0).eval_int(d)}, {"hi", init.params.at(1).eval_int(d)}};
-    case tasks::InitKind::Bernoulli: return {{"kind", "bernoulli"}, {"p", v(0)}};
+      return {{"kind", "randint"},
+              {"lo", init.params.at(0).eval_int(d)},
+              {"hi", init.params.at(1).eval_int(d)}};
+    case tasks::InitKind::Bernoulli:
+      return {{"kind", "bernoulli"}, {"p", v(0)}};
   }
   return nullptr;
 }
@@ -162,18 +192,21 @@ std::string op_name(const std::string& task, const std::vector<Winner>& all) {
 
 // The outputs' shapes over dims: at every configuration (the meta device; else a CPU run on zeros
 // where the inputs are small), then fitted over the configurations where they are known.
-std::vector<std::vector<Expr>> output_shapes_of(const tasks::Task& task, const tasks::Reference& ref) {
+std::vector<std::vector<Expr>> output_shapes_of(const tasks::Task& task,
+                                                const tasks::Reference& ref) {
   std::vector<tasks::Dims> configs = task.check_dims, known;
   configs.push_back(task.dims);
   std::vector<std::vector<std::vector<int64_t>>> sizes;
   for (const tasks::Dims& d : configs) {
     std::vector<std::vector<int64_t>> per;
-    if (std::optional<std::vector<tasks::TensorShape>> shapes = tasks::output_shapes(task, ref, d)) {
+    if (std::optional<std::vector<tasks::TensorShape>> shapes =
+            tasks::output_shapes(task, ref, d)) {
       for (const tasks::TensorShape& s : *shapes) per.push_back(s.sizes);
     } else if (task.input_bytes(d) <= (int64_t{64} << 20)) {
       std::vector<torch::Tensor> inputs;
       for (const tasks::InputSpec& in : task.inputs)
-        inputs.push_back(torch::zeros(task.shape_of(in, d), torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype))));
+        inputs.push_back(torch::zeros(
+            task.shape_of(in, d), torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype))));
       try {
         for (const torch::Tensor& t : ref.run(inputs)) per.push_back(t.sizes().vec());
       } catch (const std::exception&) {
@@ -187,11 +220,13 @@ std::vector<std::vector<Expr>> output_shapes_of(const tasks::Task& task, const t
   }
   if (known.size() < 2)
     throw Error("the reference's output shapes are known at " + std::to_string(known.size()) +
-                " configuration(s) only (the meta device lacks an op, the others are too large to run on the CPU)");
+                " configuration(s) only (the meta device lacks an op, the others are too large to "
+                "run on the CPU)");
   return infer_output_shapes(task, sizes, known);
 }
 
-// The manifest entry's task part: tensors, sizes, the reference, every configuration with its inputs.
+// The manifest entry's task part: tensors, sizes, the reference, every configuration with its
+// inputs.
 json task_entry(const Op& op, const std::string& version) {
   const tasks::Task& task = *op.task;
   json inputs = json::array(), outputs = json::array();
@@ -201,15 +236,19 @@ json task_entry(const Op& op, const std::string& version) {
       const tasks::InputSpec& in = task.inputs.at(inputs.size());
       json shape = json::array();
       for (const Expr& e : in.shape) shape.push_back(e.text());
-      inputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
+      inputs.push_back(
+          {{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
     } else if (t.role == compile::TensorRole::Output) {
       json shape = nullptr;  // unknown for a fallback whose outputs fit no expression
       if (out_index < op.output_shapes.size()) {
         shape = json::array();
         for (const Expr& e : op.output_shapes[out_index]) shape.push_back(e.text());
       }
-      std::optional<double> tol = out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
-      outputs.push_back({{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape},
+      std::optional<double> tol =
+          out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
+      outputs.push_back({{"name", t.name},
+                         {"dtype", std::string(tasks::dtype_name(t.dtype))},
+                         {"shape", shape},
                          {"tolerance", tol ? json(*tol) : json(nullptr)}});
       ++out_index;
     }
@@ -220,8 +259,10 @@ json task_entry(const Op& op, const std::string& version) {
   for (size_t c = 0; c < configs.size(); ++c) {
     json ins = json::array();
     for (const tasks::InputSpec& in : task.inputs)
-      ins.push_back({{"shape", task.shape_of(in, configs[c])}, {"init", init_json(in.init, in.dtype, configs[c])}});
-    config_list.push_back({{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
+      ins.push_back({{"shape", task.shape_of(in, configs[c])},
+                     {"init", init_json(in.init, in.dtype, configs[c])}});
+    config_list.push_back(
+        {{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
   }
   json dims = json::array();
   for (const auto& [d, v] : task.dims) dims.push_back(d);
@@ -234,15 +275,19 @@ json task_entry(const Op& op, const std::string& version) {
           {"dims", dims},
           {"allow_tf32", task.allow_tf32},
           {"reference", task.reference},
-          {"reference_torchscript", tasks::prelude_source() + tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
+          {"reference_torchscript",
+           tasks::prelude_source() +
+               tasks::rewrite_functional(task.reference, task.file.string(), std::nullopt)},
           {"configurations", config_list},
           {"fallback", op.fallback}};
 }
 
-Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, compile::Compiler& compiler) {
+Op make_op(const Winner& w, const std::string& name, const ExportOptions& o,
+           compile::Compiler& compiler) {
   Op op;
   op.op = name;
-  op.task = task_of(w, o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir));
+  op.task = task_of(
+      w, o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir));
   const tasks::Task& task = *op.task;
   tasks::Reference ref = tasks::Reference::compile(task);
   op.tensors = compile::task_tensors(task, ref);
@@ -251,10 +296,13 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
   for (const auto& [k, v] : w.tunables.items()) op.tunables[k] = v.get<int64_t>();
   json not_built = json::array();  // architectures the kernel does not compile for (another may)
   for (const std::string& arch : o.archs) {
-    compile::CandidateReport r = compile::check_candidate(task, op.tensors, w.source, w.plan, op.tunables,
-                                                          compile::DeviceFacts::for_arch(arch), compiler);
+    compile::CandidateReport r =
+        compile::check_candidate(task, op.tensors, w.source, w.plan, op.tunables,
+                                 compile::DeviceFacts::for_arch(arch), compiler);
     if (!r.ok()) {
-      not_built.push_back({{"arch", arch}, {"why", r.errors.empty() ? std::string("no reason given") : join(r.errors, "\n")}});
+      not_built.push_back(
+          {{"arch", arch},
+           {"why", r.errors.empty() ? std::string("no reason given") : join(r.errors, "\n")}});
       continue;
     }
     if (op.kernels.empty()) op.kernels = r.kernels;
@@ -263,10 +311,15 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o, com
     op.images.push_back({ptx_arch, sm_of(arch), true, r.module.ptx + std::string(1, '\0')});
   }
   if (op.images.empty())
-    throw Error("it compiles for none of " + join(o.archs, ", ") + ": " + not_built[0]["why"].get<std::string>());
+    throw Error("it compiles for none of " + join(o.archs, ", ") + ": " +
+                not_built[0]["why"].get<std::string>());
   op.manifest = task_entry(op, w.version);
-  op.manifest["candidate"] = {{"id", w.candidate}, {"identity", w.identity}, {"model", w.model}, {"prompt_kind", w.prompt_kind},
-                              {"run", w.evaluation["run"]}, {"generation", w.evaluation["generation"]},
+  op.manifest["candidate"] = {{"id", w.candidate},
+                              {"identity", w.identity},
+                              {"model", w.model},
+                              {"prompt_kind", w.prompt_kind},
+                              {"run", w.evaluation["run"]},
+                              {"generation", w.evaluation["generation"]},
                               {"admitted", w.evaluation["admitted"]}};
   op.manifest["tunables"] = w.tunables;
   op.manifest["judged"] = w.evaluation;
@@ -280,8 +333,10 @@ Op fallback_op(const std::string& task_id, const std::string& name, const Export
   Op op;
   op.op = name;
   op.fallback = true;
-  std::filesystem::path root = o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
-  op.task = std::make_shared<const tasks::Task>(tasks::load_task(tasks::resolve_tasks(task_id, root).at(0)));
+  std::filesystem::path root =
+      o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
+  op.task = std::make_shared<const tasks::Task>(
+      tasks::load_task(tasks::resolve_tasks(task_id, root).at(0)));
   tasks::Reference ref = tasks::Reference::compile(*op.task);
   op.tensors = compile::task_tensors(*op.task, ref);
   try {
@@ -299,9 +354,9 @@ Op fallback_op(const std::string& task_id, const std::string& name, const Export
 
 }  // namespace
 
-std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
-                                                   const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
-                                                   const std::vector<tasks::Dims>& configs) {
+std::vector<std::vector<Expr>> infer_output_shapes(
+    const tasks::Task& task, const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
+    const std::vector<tasks::Dims>& configs) {
   std::vector<Expr> candidates;
   for (const tasks::InputSpec& in : task.inputs)
     for (const Expr& e : in.shape) candidates.push_back(e);
@@ -312,7 +367,8 @@ std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
     for (int div = 1; div <= 4; ++div)
       for (int add = -8; add <= 8; ++add) {
         if (div == 1 && add == 0) continue;
-        std::string e = add ? "(" + candidates[i].text() + ")" + (add > 0 ? " + " : " - ") + std::to_string(std::abs(add))
+        std::string e = add ? "(" + candidates[i].text() + ")" + (add > 0 ? " + " : " - ") +
+                                  std::to_string(std::abs(add))
                             : candidates[i].text();
         candidates.push_back(Expr::parse(div == 1 ? e : "(" + e + ") / " + std::to_string(div)));
       }
@@ -323,14 +379,16 @@ std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
     for (size_t a = 0; a < sizes_per_config[0][k].size(); ++a) {
       auto fits = [&](const std::function<int64_t(size_t)>& value) {
         for (size_t c = 0; c < configs.size(); ++c)
-          if (sizes_per_config[c].size() != outputs || sizes_per_config[c][k].size() <= a || sizes_per_config[c][k][a] != value(c))
+          if (sizes_per_config[c].size() != outputs || sizes_per_config[c][k].size() <= a ||
+              sizes_per_config[c][k][a] != value(c))
             return false;
         return true;
       };
       std::optional<Expr> found;
       for (const Expr& e : candidates)
         if (!found && fits([&](size_t c) { return e.eval_int(configs[c]); })) found = e;
-      if (!found && fits([&](size_t) { return sizes_per_config[0][k][a]; })) found = Expr::constant(sizes_per_config[0][k][a]);
+      if (!found && fits([&](size_t) { return sizes_per_config[0][k][a]; }))
+        found = Expr::constant(sizes_per_config[0][k][a]);
       if (!found)
         throw Error("output " + std::to_string(k) + " axis " + std::to_string(a) +
                     " is neither an input's size, a dim nor a constant across the configurations");
@@ -341,10 +399,13 @@ std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
   return out;
 }
 
-ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler, const std::function<void(const std::string&)>& say) {
+ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
+                            const std::function<void(const std::string&)>& say) {
   if (o.out.empty()) throw UsageError("kforge export: --out DIR is required");
   for (const std::string& a : o.archs)
-    if (sm_of(a) == 0) throw UsageError("kforge export: --arch " + a + " is not an architecture (e.g. sm_90a, sm_80)");
+    if (sm_of(a) == 0)
+      throw UsageError("kforge export: --arch " + a +
+                       " is not an architecture (e.g. sm_90a, sm_80)");
   // POSIX calls, not std::filesystem's: PyTorch's wheels export an older libstdc++'s copies of
   // temp_directory_path, create_directories and remove_all, which crash (docs/decisions.md).
   std::filesystem::path scratch = make_temp_directory("kforge-export");
@@ -366,13 +427,16 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
   ExportResult result;
   std::vector<Winner> ws = winners(*ar, o, result.missing);
   // A suite's tasks the archive has never seen are missing too.
-  std::filesystem::path root = o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
+  std::filesystem::path root =
+      o.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(o.tasks_dir);
   for (const std::string& suite : o.suites) {
     if (!std::filesystem::is_directory(root / suite)) continue;
     for (const std::filesystem::path& f : tasks::resolve_tasks(suite, root)) {
       std::string id = suite + "/" + f.stem().string();
-      bool known = std::any_of(ws.begin(), ws.end(), [&](const Winner& w) { return w.task == id; }) ||
-                   std::any_of(result.missing.begin(), result.missing.end(), [&](const Missing& m) { return m.task == id; });
+      bool known =
+          std::any_of(ws.begin(), ws.end(), [&](const Winner& w) { return w.task == id; }) ||
+          std::any_of(result.missing.begin(), result.missing.end(),
+                      [&](const Missing& m) { return m.task == id; });
       if (!known) result.missing.push_back({id, "the archive holds no kernel for it"});
     }
   }
@@ -382,24 +446,32 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
       if (!speedup.is_number() || speedup.get<double>() < *o.min_speedup) {
         char why[160];
         if (speedup.is_number())
-          std::snprintf(why, sizeof why, "its fastest kernel is %.2fx eager, below --min-speedup %g", speedup.get<double>(), *o.min_speedup);
+          std::snprintf(why, sizeof why,
+                        "its fastest kernel is %.2fx eager, below --min-speedup %g",
+                        speedup.get<double>(), *o.min_speedup);
         else
-          std::snprintf(why, sizeof why, "its fastest kernel has no speedup over eager recorded (--min-speedup %g)", *o.min_speedup);
+          std::snprintf(why, sizeof why,
+                        "its fastest kernel has no speedup over eager recorded (--min-speedup %g)",
+                        *o.min_speedup);
         result.missing.push_back({w.task, why});
         continue;
       }
     }
     try {
       result.ops.push_back(make_op(w, op_name(w.task, ws), o, compiler));
-      if (say) say("  " + w.task + ": candidate " + std::to_string(w.candidate) + " (" + w.identity.substr(0, 12) + ")");
+      if (say)
+        say("  " + w.task + ": candidate " + std::to_string(w.candidate) + " (" +
+            w.identity.substr(0, 12) + ")");
     } catch (const std::exception& e) {
       result.missing.push_back({w.task, std::string("its winner cannot be exported: ") + e.what()});
     }
   }
-  if (o.fallback) {  // a task with no winner: an op that runs its reference, said so in the manifest
+  if (o.fallback) {  // a task with no winner: an op that runs its reference, said so in the
+                     // manifest
     std::vector<Missing> still;
     for (const Missing& m : result.missing) {
-      bool no_winner = m.why.rfind("its winner cannot be exported", 0) != 0 && m.why != "the archive has no task of that name";
+      bool no_winner = m.why.rfind("its winner cannot be exported", 0) != 0 &&
+                       m.why != "the archive has no task of that name";
       std::string name = m.task.substr(m.task.find('/') + 1);
       for (const Op& op : result.ops)
         if (op.op == name) name = m.task;
@@ -408,7 +480,9 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
       try {
         if (!no_winner) throw Error(m.why);
         result.ops.push_back(fallback_op(m.task, name, o));
-        if (say) say("  " + m.task + ": no kernel (" + m.why + "): the op runs the reference (--fallback)");
+        if (say)
+          say("  " + m.task + ": no kernel (" + m.why +
+              "): the op runs the reference (--fallback)");
       } catch (const std::exception&) {
         still.push_back(m);
       }

@@ -23,9 +23,12 @@ namespace kforge::exporter {
 std::string cpp_text(std::string_view s);
 
 // `s` as a C++ string literal: "..." around cpp_text(s).
-inline std::string cpp_literal(std::string_view s) { return "\"" + cpp_text(s) + "\""; }
+inline std::string cpp_literal(std::string_view s) {
+  return "\"" + cpp_text(s) + "\"";
+}
 
 // `name` when it is a C++ identifier; else throws kforge::Error "WHO: FIELD: 'NAME' is not ...".
-const std::string& checked_name(const std::string& name, const std::string& who, const std::string& field);
+const std::string& checked_name(const std::string& name, const std::string& who,
+                                const std::string& field);
 
 }  // namespace kforge::exporter

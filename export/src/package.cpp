@@ -6,12 +6,12 @@
 
 #include "export_cpp.h"
 #include "export_python.h"
+#include "generated_text.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/nvrtc.h"
 #include "kforge/export/exporter.h"
-#include "generated_text.h"
 
 namespace kforge::exporter {
 
@@ -20,7 +20,8 @@ namespace {
 using nlohmann::json;
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
@@ -40,16 +41,24 @@ std::string header(const ExportOptions& o, const ExportResult& r) {
   const std::string& ns = o.name;
   std::ostringstream h;
   h << "// " << ns << ": kernels exported by kforge (manifest.json says where each came from).\n"
-    << "// Each op takes device pointers, its sizes and a CUDA stream, and enqueues its kernels there;\n"
-    << "// NAME_workspace_bytes gives the scratch memory NAME needs (pass it as `workspace`, 256-byte\n"
-    << "// aligned). Tensors are contiguous, 16-byte aligned; float16 and bfloat16 are passed as void*.\n"
-    << "// A current CUDA context is needed (the CUDA runtime and PyTorch make one). Errors throw " << ns << "::Error.\n"
-    << "#pragma once\n\n#include <cuda.h>\n\n#include <cstddef>\n#include <cstdint>\n#include <stdexcept>\n\n"
+    << "// Each op takes device pointers, its sizes and a CUDA stream, and enqueues its kernels "
+       "there;\n"
+    << "// NAME_workspace_bytes gives the scratch memory NAME needs (pass it as `workspace`, "
+       "256-byte\n"
+    << "// aligned). Tensors are contiguous, 16-byte aligned; float16 and bfloat16 are passed as "
+       "void*.\n"
+    << "// A current CUDA context is needed (the CUDA runtime and PyTorch make one). Errors throw "
+    << ns << "::Error.\n"
+    << "#pragma once\n\n#include <cuda.h>\n\n#include <cstddef>\n#include <cstdint>\n#include "
+       "<stdexcept>\n\n"
     << "namespace " << ns << " {\n\n"
-    << "class Error : public std::runtime_error {\n public:\n  using std::runtime_error::runtime_error;\n};\n\n";
+    << "class Error : public std::runtime_error {\n public:\n  using "
+       "std::runtime_error::runtime_error;\n};\n\n";
   for (const Op& op : r.ops)
-    h << (op.fallback ? "// " + cpp_text(op.op + " (" + op.task->id() + "): no kernel; torch.ops." + ns + "." + op.op +
-                                     " runs the task's reference (--fallback)") + "\n"
+    h << (op.fallback ? "// " +
+                            cpp_text(op.op + " (" + op.task->id() + "): no kernel; torch.ops." +
+                                     ns + "." + op.op + " runs the task's reference (--fallback)") +
+                            "\n"
                       : op_declaration(op))
       << "\n";
   h << "}  // namespace " << ns << "\n";
@@ -59,28 +68,37 @@ std::string header(const ExportOptions& o, const ExportResult& r) {
 // Each image a file in images/, assembled into the library by .incbin: no megabytes of C++ arrays.
 std::string images(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
-  s << "// The kernels of " << o.name << ", compiled by NVRTC when kforge exported them; the bytes are images/*,\n"
-    << "// assembled in (NS_IMAGES_DIR: that folder, set by CMakeLists.txt and setup.py).\n#include \"" << o.name
-    << "_runtime.h\"\n\n#ifndef NS_IMAGES_DIR\n#error \"NS_IMAGES_DIR must name the images folder\"\n#endif\n\n"
+  s << "// The kernels of " << o.name
+    << ", compiled by NVRTC when kforge exported them; the bytes are images/*,\n"
+    << "// assembled in (NS_IMAGES_DIR: that folder, set by CMakeLists.txt and "
+       "setup.py).\n#include \""
+    << o.name
+    << "_runtime.h\"\n\n#ifndef NS_IMAGES_DIR\n#error \"NS_IMAGES_DIR must name the images "
+       "folder\"\n#endif\n\n"
     << "#define KFORGE_IMAGE(sym, file)                                                     \\\n"
-    << "  __asm__(\".section .rodata\\n.global \" #sym \"\\n.balign 64\\n\" #sym \":\\n.incbin \\\"\" NS_IMAGES_DIR \"/\" file \"\\\"\\n\"   \\\n"
-    << "          \".global \" #sym \"_end\\n\" #sym \"_end:\\n.previous\\n\");                                  \\\n"
+    << "  __asm__(\".section .rodata\\n.global \" #sym \"\\n.balign 64\\n\" #sym \":\\n.incbin "
+       "\\\"\" NS_IMAGES_DIR \"/\" file \"\\\"\\n\"   \\\n"
+    << "          \".global \" #sym \"_end\\n\" #sym \"_end:\\n.previous\\n\");                    "
+       "              \\\n"
     << "  extern \"C\" const unsigned char sym[], sym##_end[];\n\n";
   for (const Op& op : r.ops)
     for (size_t i = 0; i < op.images.size(); ++i)  // none for a fallback
-      s << "KFORGE_IMAGE(kforge_" << o.name << "_" << op.op << "_" << i << ", \"" << op.op << "." << op.images[i].arch
-        << (op.images[i].ptx ? ".ptx" : ".cubin") << "\")\n";
+      s << "KFORGE_IMAGE(kforge_" << o.name << "_" << op.op << "_" << i << ", \"" << op.op << "."
+        << op.images[i].arch << (op.images[i].ptx ? ".ptx" : ".cubin") << "\")\n";
   s << "\nnamespace " << o.name << "::detail {\n\n";
   for (const Op& op : r.ops) {
     if (op.fallback) continue;
-    s << "extern const OpImages " << op.op << "_images;\nconst OpImages " << op.op << "_images = {" << cpp_literal(op.op) << ", {";
+    s << "extern const OpImages " << op.op << "_images;\nconst OpImages " << op.op << "_images = {"
+      << cpp_literal(op.op) << ", {";
     for (size_t i = 0; i < op.images.size(); ++i) {
       std::string sym = "kforge_" + o.name + "_" + op.op + "_" + std::to_string(i);
-      s << (i ? ",\n    " : "") << "{" << sym << ", size_t(" << sym << "_end - " << sym << "), " << op.images[i].sm << ", "
-        << (op.images[i].ptx ? "true" : "false") << ", " << cpp_literal(op.images[i].arch) << "}";
+      s << (i ? ",\n    " : "") << "{" << sym << ", size_t(" << sym << "_end - " << sym << "), "
+        << op.images[i].sm << ", " << (op.images[i].ptx ? "true" : "false") << ", "
+        << cpp_literal(op.images[i].arch) << "}";
     }
     s << "}, {";
-    for (size_t k = 0; k < op.kernels.size(); ++k) s << (k ? ", " : "") << cpp_literal(op.kernels[k].lowered);
+    for (size_t k = 0; k < op.kernels.size(); ++k)
+      s << (k ? ", " : "") << cpp_literal(op.kernels[k].lowered);
     s << "}};\n\n";
   }
   s << "}  // namespace " << o.name << "::detail\n";
@@ -89,10 +107,14 @@ std::string images(const ExportOptions& o, const ExportResult& r) {
 
 std::string ops(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
-  s << "// " << o.name << "'s ops: sizes checked, the launch plan evaluated, the kernels launched (generated by kforge\n"
-    << "// export from each winner's launch plan; kforge_launch.h holds the semantics kforge judged them with).\n"
-    << "#include <string>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name
-    << "_runtime.h\"\n\nnamespace " << o.name << " {\nnamespace detail {\n";
+  s << "// " << o.name
+    << "'s ops: sizes checked, the launch plan evaluated, the kernels launched (generated by "
+       "kforge\n"
+    << "// export from each winner's launch plan; kforge_launch.h holds the semantics kforge "
+       "judged them with).\n"
+    << "#include <string>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name
+    << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\nnamespace " << o.name
+    << " {\nnamespace detail {\n";
   for (const Op& op : r.ops)
     if (!op.fallback) s << "extern const OpImages " << op.op << "_images;\n";
   s << "}  // namespace detail\n\nusing namespace detail;\n\n";
@@ -104,8 +126,8 @@ std::string ops(const ExportOptions& o, const ExportResult& r) {
 
 // The PyTorch layer's input checks. Their messages are built from strings only (numbers through
 // std::to_string, dtypes and devices through their own text): formatting a number with a C++ stream
-// inside a library loaded into PyTorch 2.11's Python crashed in libstdc++'s num_put (docs/export.md,
-// "Messages without streams").
+// inside a library loaded into PyTorch 2.11's Python crashed in libstdc++'s num_put
+// (docs/export.md, "Messages without streams").
 constexpr const char* kCheckFunctions = R"(// "[2, 3, 4]": sizes in a message.
 std::string sizes_text(at::IntArrayRef sizes) {
   std::string s = "[";
@@ -139,17 +161,22 @@ void check_shape(const char* op, const char* name, const at::Tensor& t, const st
 
 std::string torch_file(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
-  s << "// " << o.name << "'s PyTorch ops: torch.ops." << o.name << ".NAME on CUDA tensors, checked, outputs and workspace from\n"
+  s << "// " << o.name << "'s PyTorch ops: torch.ops." << o.name
+    << ".NAME on CUDA tensors, checked, outputs and workspace from\n"
     << "// PyTorch's caching allocator, on the current stream.\n"
-    << "#include <ATen/ATen.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>\n#include <torch/library.h>\n"
+    << "#include <ATen/ATen.h>\n#include <c10/cuda/CUDAGuard.h>\n#include "
+       "<c10/cuda/CUDAStream.h>\n#include <torch/library.h>\n"
     << "#include <torch/jit.h>  // --fallback ops run the task's TorchScript reference\n\n"
-    << "#include <string>\n#include <tuple>\n#include <vector>\n\n#include \"" << o.name << "/" << o.name << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\n"
-    << "namespace {\n\n" << kCheckFunctions;
+    << "#include <string>\n#include <tuple>\n#include <vector>\n\n#include \"" << o.name << "/"
+    << o.name << ".h\"\n#include \"" << o.name << "_runtime.h\"\n\n"
+    << "namespace {\n\n"
+    << kCheckFunctions;
   for (const Op& op : r.ops) s << torch_definition(op, o.name) << "\n";
   s << "}  // namespace\n\nTORCH_LIBRARY(" << o.name << ", m) {\n";
   for (const Op& op : r.ops) s << "  m.def(" << cpp_literal(torch_schema(op)) << ");\n";
   s << "}\n\nTORCH_LIBRARY_IMPL(" << o.name << ", CUDA, m) {\n";
-  for (const Op& op : r.ops) s << "  m.impl(" << cpp_literal(op.op) << ", &" << op.op << "_cuda);\n";
+  for (const Op& op : r.ops)
+    s << "  m.impl(" << cpp_literal(op.op) << ", &" << op.op << "_cuda);\n";
   s << "}\n";
   return s.str();
 }
@@ -161,7 +188,8 @@ std::string cmake(const ExportOptions& o) {
 std::string readme(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
   s << "# " << o.name << "\n\nGPU kernels exported by kforge from its archive: " << r.ops.size()
-    << " op(s), each the fastest correct kernel kforge judged for its task. `manifest.json` says where each came from "
+    << " op(s), each the fastest correct kernel kforge judged for its task. `manifest.json` says "
+       "where each came from "
        "(candidate, task version, GPU, toolchain, the speedups measured).\n\n"
     << "| op | task | x eager | x compile | judged on |\n|---|---|---:|---:|---|\n";
   auto num = [](const json& v) {
@@ -172,22 +200,30 @@ std::string readme(const ExportOptions& o, const ExportResult& r) {
   };
   for (const Op& op : r.ops) {
     if (op.fallback) {
-      s << "| " << op.op << " | " << op.task->id() << " | - | - | no kernel: the reference (--fallback) |\n";
+      s << "| " << op.op << " | " << op.task->id()
+        << " | - | - | no kernel: the reference (--fallback) |\n";
       continue;
     }
     const json& judged = op.manifest["judged"];
-    s << "| " << op.op << " | " << op.task->id() << " | " << num(judged["speedup_eager"]) << " | " << num(judged["speedup_compiled"])
-      << " | " << judged.value("device", "") << " |\n";
+    s << "| " << op.op << " | " << op.task->id() << " | " << num(judged["speedup_eager"]) << " | "
+      << num(judged["speedup_compiled"]) << " | " << judged.value("device", "") << " |\n";
   }
   if (!r.missing.empty()) {
     s << "\nNot in the package:\n\n";
     for (const Missing& m : r.missing) s << "- " << m.task << ": " << m.why << "\n";
   }
-  s << "\n## C++\n\n    cmake -S . -B build -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')\" "
-       "-D" << o.name << "_BUILD_TESTS=ON\n    cmake --build build && ctest --test-dir build\n    cmake --install build --prefix PREFIX   "
-       "# then find_package(" << o.name << ") and link " << o.name << "::" << o.name << "\n\n"
-    << "The plain API (`include/" << o.name << "/" << o.name << ".h`) needs no LibTorch: device pointers, sizes, a CUstream.\n\n"
-    << "## Python\n\n    pip install --no-build-isolation .\n    python3 -c 'import torch, " << o.name << "; print(" << o.name
+  s << "\n## C++\n\n    cmake -S . -B build -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch; "
+       "print(torch.utils.cmake_prefix_path)')\" "
+       "-D"
+    << o.name
+    << "_BUILD_TESTS=ON\n    cmake --build build && ctest --test-dir build\n    cmake --install "
+       "build --prefix PREFIX   "
+       "# then find_package("
+    << o.name << ") and link " << o.name << "::" << o.name << "\n\n"
+    << "The plain API (`include/" << o.name << "/" << o.name
+    << ".h`) needs no LibTorch: device pointers, sizes, a CUstream.\n\n"
+    << "## Python\n\n    pip install --no-build-isolation .\n    python3 -c 'import torch, "
+    << o.name << "; print(" << o.name
     << ".ops)'\n    pytest -rs tests/test_ops.py\n    python3 bench/bench_ops.py\n";
   return s.str();
 }
@@ -200,8 +236,10 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
   for (const Op& op : r.ops) {
     check_generated_names(op);
     for (const Op::Image& i : op.images)
-      if (i.arch.empty() || i.arch.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
-        throw Error((op.task ? op.task->id() : op.op) + ": images: '" + printable(i.arch) + "' is not an architecture name");
+      if (i.arch.empty() ||
+          i.arch.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        throw Error((op.task ? op.task->id() : op.op) + ": images: '" + printable(i.arch) +
+                    "' is not an architecture name");
   }
   const std::filesystem::path& d = o.out;
   const std::string& ns = o.name;
@@ -210,25 +248,30 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
                    {"kforge_version", KFORGE_VERSION},
                    {"exported_at", now_utc()},
                    {"archs", o.archs},
-                   {"nvrtc", std::to_string(compile::nvrtc_version().major) + "." + std::to_string(compile::nvrtc_version().minor)},
+                   {"nvrtc", std::to_string(compile::nvrtc_version().major) + "." +
+                                 std::to_string(compile::nvrtc_version().minor)},
                    {"admission_required", !o.include_unadmitted},
                    {"min_speedup", o.min_speedup ? json(*o.min_speedup) : json(nullptr)},
                    {"source", o.from_jsonl.empty() ? "archive" : o.from_jsonl},
                    {"ops", json::array()},
                    {"missing", json::array()}};
   for (const Op& op : r.ops) manifest["ops"].push_back(op.manifest);
-  for (const Missing& m : r.missing) manifest["missing"].push_back({{"task", m.task}, {"why", m.why}});
+  for (const Missing& m : r.missing)
+    manifest["missing"].push_back({{"task", m.task}, {"why", m.why}});
   // JSON's rule: the library's escaping; bytes that are not UTF-8 (archive text) become U+FFFD.
   std::string manifest_text = manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   write(d / "manifest.json", manifest_text);
   write(d / "python" / ns / "manifest.json", manifest_text);
   write(d / "include" / ns / (ns + ".h"), header(o, r));
   write(d / "src" / "kforge_launch.h", std::string(embedded::export_cpp_kforge_launch));
-  write(d / "src" / (ns + "_runtime.h"), replace_all(std::string(embedded::export_cpp_runtime_header), "KFORGE_NS", ns));
-  write(d / "src" / (ns + "_runtime.cpp"), replace_all(std::string(embedded::export_cpp_runtime_source), "KFORGE_NS", ns));
+  write(d / "src" / (ns + "_runtime.h"),
+        replace_all(std::string(embedded::export_cpp_runtime_header), "KFORGE_NS", ns));
+  write(d / "src" / (ns + "_runtime.cpp"),
+        replace_all(std::string(embedded::export_cpp_runtime_source), "KFORGE_NS", ns));
   write(d / "src" / (ns + "_images.cpp"), images(o, r));
   for (const Op& op : r.ops)
-    for (const Op::Image& i : op.images) write(d / "images" / (op.op + "." + i.arch + (i.ptx ? ".ptx" : ".cubin")), i.bytes);
+    for (const Op::Image& i : op.images)
+      write(d / "images" / (op.op + "." + i.arch + (i.ptx ? ".ptx" : ".cubin")), i.bytes);
   write(d / "src" / (ns + "_ops.cpp"), ops(o, r));
   write(d / "torch" / (ns + "_torch.cpp"), torch_file(o, r));
   write(d / "CMakeLists.txt", cmake(o));

@@ -11,7 +11,9 @@
 namespace kforge::tasks {
 namespace {
 
-bool is_low_precision(Dtype d) { return d == Dtype::Float16 || d == Dtype::BFloat16; }
+bool is_low_precision(Dtype d) {
+  return d == Dtype::Float16 || d == Dtype::BFloat16;
+}
 
 void synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -36,7 +38,8 @@ OutputStats stats_of(const std::string& name, const torch::Tensor& out) {
   return s;
 }
 
-double max_relative_change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+double max_relative_change(const std::vector<torch::Tensor>& a,
+                           const std::vector<torch::Tensor>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     torch::Tensor x = a[i].detach().to(torch::kFloat64);
@@ -53,7 +56,8 @@ class Checker {
   Checker(const Task& task, const CheckOptions& opt)
       : task_(task), opt_(opt), reference_(Reference::compile(task)) {
     upcast_ = opt.device.is_cpu() &&
-              std::any_of(task.inputs.begin(), task.inputs.end(), [](const InputSpec& in) { return is_low_precision(in.dtype); });
+              std::any_of(task.inputs.begin(), task.inputs.end(),
+                          [](const InputSpec& in) { return is_low_precision(in.dtype); });
   }
 
   TaskCheck run() {
@@ -61,17 +65,21 @@ class Checker {
     TaskCheck result;
     result.task = task_.id();
     if (upcast_)
-      result.notes.push_back("float16/bfloat16 inputs run upcast to float32 on the CPU (values drawn in their own dtype)");
+      result.notes.push_back(
+          "float16/bfloat16 inputs run upcast to float32 on the CPU (values drawn in their own "
+          "dtype)");
     std::vector<std::pair<Dims, bool>> configs;
     if (opt_.dims != DimsSelection::Check) configs.emplace_back(task_.dims, true);
     if (opt_.dims != DimsSelection::Timed)
       for (const Dims& d : task_.check_dims) configs.emplace_back(d, false);
     if (configs.empty()) configs.emplace_back(task_.dims, true);  // no [check]: fall back to timed
 
-    // Degeneracy is judged on the largest configuration: tiny ones (N = 1) are legitimately constant.
+    // Degeneracy is judged on the largest configuration: tiny ones (N = 1) are legitimately
+    // constant.
     size_t largest = 0;
     for (size_t i = 1; i < configs.size(); ++i)
-      if (task_.input_bytes(configs[i].first) > task_.input_bytes(configs[largest].first)) largest = i;
+      if (task_.input_bytes(configs[i].first) > task_.input_bytes(configs[largest].first))
+        largest = i;
 
     for (size_t c = 0; c < configs.size(); ++c) {
       ConfigResult cr;
@@ -87,16 +95,20 @@ class Checker {
           cr.outputs.push_back(stats_of(names[i], outputs[i]));
           const OutputStats& s = cr.outputs.back();
           if (s.nan || s.inf)
-            result.problems.push_back("output '" + names[i] + "' has " + std::to_string(s.nan) + " NaN and " +
-                                      std::to_string(s.inf) + " Inf values at " + where);
+            result.problems.push_back("output '" + names[i] + "' has " + std::to_string(s.nan) +
+                                      " NaN and " + std::to_string(s.inf) + " Inf values at " +
+                                      where);
           if (!task_.outputs.empty() && task_.outputs[i].dtype &&
               from_scalar_type(outputs[i].scalar_type()) != task_.outputs[i].dtype && !upcast_)
-            result.problems.push_back("output '" + names[i] + "' is " + s.dtype + " but the task declares " +
+            result.problems.push_back("output '" + names[i] + "' is " + s.dtype +
+                                      " but the task declares " +
                                       std::string(dtype_name(*task_.outputs[i].dtype)));
         }
-        cr.bytes_moved = task_.min_bytes ? task_.min_bytes->eval_real(cr.dims) : static_cast<double>(task_.input_bytes(cr.dims));
+        cr.bytes_moved = task_.min_bytes ? task_.min_bytes->eval_real(cr.dims)
+                                         : static_cast<double>(task_.input_bytes(cr.dims));
         if (!task_.min_bytes)
-          for (const auto& o : outputs) cr.bytes_moved += static_cast<double>(o.numel() * o.element_size());
+          for (const auto& o : outputs)
+            cr.bytes_moved += static_cast<double>(o.numel() * o.element_size());
         if (opt_.timing_runs > 0) cr.reference_ms = time_reference(inputs);
         if (c == largest) check_degenerate(cr, outputs, names, where, result);
       } catch (const Error& e) {
@@ -113,7 +125,8 @@ class Checker {
 
  private:
   // Inputs for one configuration; input `redraw` (if >= 0) uses `redraw_seed` instead.
-  std::vector<torch::Tensor> make_inputs(const Dims& d, uint64_t seed, int redraw, uint64_t redraw_seed) {
+  std::vector<torch::Tensor> make_inputs(const Dims& d, uint64_t seed, int redraw,
+                                         uint64_t redraw_seed) {
     std::vector<torch::Tensor> inputs;
     for (size_t k = 0; k < task_.inputs.size(); ++k) {
       uint64_t s = static_cast<int>(k) == redraw ? redraw_seed : seed;
@@ -133,36 +146,43 @@ class Checker {
       auto t0 = std::chrono::steady_clock::now();
       (void)reference_.run(inputs);
       synchronize(opt_.device);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }
 
-  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& outputs, const std::vector<std::string>& names,
-                        const std::string& where, TaskCheck& result) {
+  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& outputs,
+                        const std::vector<std::string>& names, const std::string& where,
+                        TaskCheck& result) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const OutputStats& s = cr.outputs[i];
       if (s.nan || s.inf) continue;
       if (outputs[i].numel() > 1) {
         if (s.min == 0 && s.max == 0)
-          result.problems.push_back("degenerate: output '" + names[i] + "' is all zero at " + where);
+          result.problems.push_back("degenerate: output '" + names[i] + "' is all zero at " +
+                                    where);
         else if (relative_spread(outputs[i]) < kDegenerateSpread)
-          result.problems.push_back("degenerate: output '" + names[i] + "' is near-constant at " + where);
+          result.problems.push_back("degenerate: output '" + names[i] + "' is near-constant at " +
+                                    where);
       } else {
         // A scalar output must change with the seed.
         std::vector<torch::Tensor> values{outputs[i].reshape({1})};
         for (uint64_t extra : {opt_.seed + 1000, opt_.seed + 2000})
           values.push_back(reference_.run(make_inputs(cr.dims, extra, -1, 0))[i].reshape({1}));
         if (relative_spread(torch::cat(values)) < kDegenerateSpread)
-          result.problems.push_back("degenerate: scalar output '" + names[i] + "' is the same for 3 seeds at " + where);
+          result.problems.push_back("degenerate: scalar output '" + names[i] +
+                                    "' is the same for 3 seeds at " + where);
       }
     }
     for (size_t k = 0; k < task_.inputs.size(); ++k) {
-      std::vector<torch::Tensor> changed = reference_.run(make_inputs(cr.dims, opt_.seed, static_cast<int>(k), opt_.seed + 7919));
+      std::vector<torch::Tensor> changed =
+          reference_.run(make_inputs(cr.dims, opt_.seed, static_cast<int>(k), opt_.seed + 7919));
       if (max_relative_change(outputs, changed) < kUnusedInputChange)
-        result.problems.push_back("degenerate: the output does not depend on input '" + task_.inputs[k].name +
-                                  "' (re-drawing it changes the output by less than 1e-6 relative) at " + where);
+        result.problems.push_back(
+            "degenerate: the output does not depend on input '" + task_.inputs[k].name +
+            "' (re-drawing it changes the output by less than 1e-6 relative) at " + where);
     }
   }
 

@@ -35,13 +35,20 @@ ResolvedInit resolve_init(const InputSpec& in, const Dims& dims) {
 
 torch::ScalarType to_scalar_type(Dtype d) {
   switch (d) {
-    case Dtype::Float32: return torch::kFloat32;
-    case Dtype::Float16: return torch::kFloat16;
-    case Dtype::BFloat16: return torch::kBFloat16;
-    case Dtype::Float64: return torch::kFloat64;
-    case Dtype::Int32: return torch::kInt32;
-    case Dtype::Int64: return torch::kInt64;
-    case Dtype::Bool: return torch::kBool;
+    case Dtype::Float32:
+      return torch::kFloat32;
+    case Dtype::Float16:
+      return torch::kFloat16;
+    case Dtype::BFloat16:
+      return torch::kBFloat16;
+    case Dtype::Float64:
+      return torch::kFloat64;
+    case Dtype::Int32:
+      return torch::kInt32;
+    case Dtype::Int64:
+      return torch::kInt64;
+    case Dtype::Bool:
+      return torch::kBool;
   }
   throw Error("unknown dtype");
 }
@@ -75,7 +82,9 @@ torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uin
   switch (in.dtype) {
     case Dtype::Float64: {
       torch::Tensor t = torch::empty(shape, opts.dtype(torch::kFloat64));
-      fill<double>(t, [&](auto i) { return kforge_gen::sample_real(r.kind, variant, r.p0, r.p1, seed, k, i); });
+      fill<double>(t, [&](auto i) {
+        return kforge_gen::sample_real(r.kind, variant, r.p0, r.p1, seed, k, i);
+      });
       return t;
     }
     case Dtype::Float32:
@@ -91,7 +100,8 @@ torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uin
     }
     case Dtype::Int64: {
       torch::Tensor t = torch::empty(shape, opts.dtype(torch::kInt64));
-      fill<int64_t>(t, [&](auto i) { return kforge_gen::sample_int(variant, r.lo, r.hi, seed, k, i); });
+      fill<int64_t>(
+          t, [&](auto i) { return kforge_gen::sample_int(variant, r.lo, r.hi, seed, k, i); });
       return t;
     }
     case Dtype::Int32: {

@@ -21,7 +21,9 @@ std::optional<int> line_in_message(const std::string& msg) {
   return std::nullopt;
 }
 
-int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int count_lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 // TorchScript's message, trimmed to what a user needs: the first lines with the source excerpt.
 std::string trim_message(const std::string& msg) {
@@ -35,15 +37,17 @@ std::string trim_message(const std::string& msg) {
   return out;
 }
 
-// TorchScript compiles `number - tensor` through its builtin `sub(a: number, b: Tensor)`, written as
-// `torch.neg(b) + a`: two kernels, where PyTorch run from Python makes one (Tensor.__rsub__ is
+// TorchScript compiles `number - tensor` through its builtin `sub(a: number, b: Tensor)`, written
+// as `torch.neg(b) + a`: two kernels, where PyTorch run from Python makes one (Tensor.__rsub__ is
 // torch.rsub). kforge's eager baseline is what PyTorch users run, so such a pair becomes one
 // aten::rsub(b, a, 1) again: the same numbers (negation is exact, the addition the same), one pass
 // over the data (level1/hinge_loss's eager was 20 % slower than PyTorch's before; decisions.md).
-// Only pairs that came from that builtin: a reference that writes `torch.neg(x) + 1` keeps its two ops.
+// Only pairs that came from that builtin: a reference that writes `torch.neg(x) + 1` keeps its two
+// ops.
 bool from_builtin_rsub(const torch::jit::Node* neg) {
   const std::string where = neg->sourceRange().str();
-  return where.find("def sub(a : ") != std::string::npos && where.find("torch.neg(b) + a") != std::string::npos;
+  return where.find("def sub(a : ") != std::string::npos &&
+         where.find("torch.neg(b) + a") != std::string::npos;
 }
 
 void restore_rsub(torch::jit::Block* block) {
@@ -54,14 +58,15 @@ void restore_rsub(torch::jit::Block* block) {
     if (n->kind() != c10::Symbol::aten("add") || n->inputs().size() != 3) continue;
     Node* neg = n->input(0)->node();
     auto alpha = torch::jit::toIValue(n->input(2));
-    if (neg->kind() == c10::Symbol::aten("neg") && neg->output()->uses().size() == 1 && alpha && alpha->isInt() &&
-        alpha->toInt() == 1 && from_builtin_rsub(neg))
+    if (neg->kind() == c10::Symbol::aten("neg") && neg->output()->uses().size() == 1 && alpha &&
+        alpha->isInt() && alpha->toInt() == 1 && from_builtin_rsub(neg))
       pairs.push_back(n);
   }
   for (Node* add : pairs) {
     Node* neg = add->input(0)->node();
     torch::jit::Graph* graph = block->owningGraph();
-    Node* rsub = graph->create(c10::Symbol::aten("rsub"), {neg->input(0), add->input(1), add->input(2)});
+    Node* rsub =
+        graph->create(c10::Symbol::aten("rsub"), {neg->input(0), add->input(1), add->input(2)});
     rsub->insertBefore(add);
     rsub->output()->setType(add->output()->type());
     add->output()->replaceAllUsesWith(rsub->output());
@@ -72,13 +77,16 @@ void restore_rsub(torch::jit::Block* block) {
 
 }  // namespace
 
-std::string_view prelude_version() { return TORCH_VERSION_MAJOR >= 2 ? "v2" : "v1"; }
+std::string_view prelude_version() {
+  return TORCH_VERSION_MAJOR >= 2 ? "v2" : "v1";
+}
 
 const std::string& prelude_source() {
-  static const std::string src = std::string(embedded::tasks_prelude_common) + "\n" +
-                                 std::string(TORCH_VERSION_MAJOR >= 2 ? embedded::tasks_prelude_v2
-                                                                      : embedded::tasks_prelude_v1) +
-                                 "\n";
+  static const std::string src =
+      std::string(embedded::tasks_prelude_common) + "\n" +
+      std::string(TORCH_VERSION_MAJOR >= 2 ? embedded::tasks_prelude_v2
+                                           : embedded::tasks_prelude_v1) +
+      "\n";
   return src;
 }
 
@@ -87,7 +95,8 @@ const std::vector<std::string>& prelude_functions() {
     std::vector<std::string> out;
     static const std::regex re(R"(\ndef F_(\w+)\()");
     const std::string& src = prelude_source();
-    for (auto it = std::sregex_iterator(src.begin(), src.end(), re); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(src.begin(), src.end(), re); it != std::sregex_iterator();
+         ++it)
       out.push_back((*it)[1]);
     std::sort(out.begin(), out.end());
     return out;
@@ -112,7 +121,8 @@ std::string rewrite_functional(const std::string& source, const std::string& fil
     size_t name_end = i + prefix;
     while (prefix && name_end < source.size() && is_word(source[name_end])) ++name_end;
     size_t paren = name_end;
-    while (prefix && paren < source.size() && (source[paren] == ' ' || source[paren] == '\t')) ++paren;
+    while (prefix && paren < source.size() && (source[paren] == ' ' || source[paren] == '\t'))
+      ++paren;
     if (!prefix || name_end == i + prefix || paren >= source.size() || source[paren] != '(') {
       out += source[i++];
       continue;
@@ -122,10 +132,13 @@ std::string rewrite_functional(const std::string& source, const std::string& fil
       int line_in_ref = count_lines(source.substr(0, i)) + 1;
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw InputError(file, first_line ? std::optional<int>(*first_line + line_in_ref - 1) : std::nullopt,
-                       "reference",
-                       "F." + fn + " is not in kforge's TorchScript prelude; use a torch.<op> builtin "
-                       "or one of: " + list);
+      throw InputError(
+          file, first_line ? std::optional<int>(*first_line + line_in_ref - 1) : std::nullopt,
+          "reference",
+          "F." + fn +
+              " is not in kforge's TorchScript prelude; use a torch.<op> builtin "
+              "or one of: " +
+              list);
     }
     out += "F_" + fn;
     i = name_end;
@@ -150,18 +163,22 @@ Reference Reference::compile(const Task& task, std::optional<int> first_line) {
     std::optional<int> line = line_in_message(msg);
     if (line) *line -= count_lines(prelude);
     if (line && *line < 1) {
-      throw Error("kforge's TorchScript prelude (tasks/prelude/) does not compile with LibTorch " TORCH_VERSION
-                  " (a kforge bug):\n" + trim_message(msg));
+      throw Error(
+          "kforge's TorchScript prelude (tasks/prelude/) does not compile with "
+          "LibTorch " TORCH_VERSION " (a kforge bug):\n" +
+          trim_message(msg));
     }
     // Point TorchScript's excerpt at the task file rather than the compiled string.
     if (line && first_line) {
       static const std::regex where(R"(File "<string>", line \d+)");
-      msg = std::regex_replace(msg, where, "File \"" + file + "\", line " + std::to_string(*first_line + *line - 1));
+      msg = std::regex_replace(
+          msg, where, "File \"" + file + "\", line " + std::to_string(*first_line + *line - 1));
     }
     fail("does not compile as TorchScript:\n" + trim_message(msg), line);
   }
   if (!r.unit_->find_function("forward")) fail("defines no forward() function", std::nullopt);
-  for (torch::jit::Function* f : r.unit_->get_functions()) restore_rsub(torch::jit::toGraphFunction(*f).graph()->block());
+  for (torch::jit::Function* f : r.unit_->get_functions())
+    restore_rsub(torch::jit::toGraphFunction(*f).graph()->block());
   const c10::FunctionSchema& schema = r.unit_->get_function("forward").getSchema();
   const auto& args = schema.arguments();
   if (args.size() != task.inputs.size())
@@ -178,17 +195,19 @@ Reference Reference::compile(const Task& task, std::optional<int> first_line) {
     auto elems = ret[0].type()->containedTypes();
     for (const auto& t : elems)
       if (t->kind() != c10::TypeKind::TensorType)
-        fail("forward() must return a Tensor or a tuple of Tensors, got " + ret[0].type()->str(), std::nullopt);
+        fail("forward() must return a Tensor or a tuple of Tensors, got " + ret[0].type()->str(),
+             std::nullopt);
     r.output_count_ = elems.size();
   } else if (ret.size() == 1 && ret[0].type()->kind() == c10::TypeKind::TensorType) {
     r.output_count_ = 1;
   } else {
-    fail("forward() must return a Tensor or a tuple of Tensors (annotate '-> Tensor')", std::nullopt);
+    fail("forward() must return a Tensor or a tuple of Tensors (annotate '-> Tensor')",
+         std::nullopt);
   }
   if (!task.outputs.empty() && task.outputs.size() != r.output_count_)
     throw InputError(file, std::nullopt, "outputs",
-                     "declares " + std::to_string(task.outputs.size()) + " output(s) but forward() returns " +
-                         std::to_string(r.output_count_));
+                     "declares " + std::to_string(task.outputs.size()) +
+                         " output(s) but forward() returns " + std::to_string(r.output_count_));
   return r;
 }
 
@@ -242,8 +261,9 @@ std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Re
                                                       const Dims& dims) {
   std::vector<torch::Tensor> inputs;
   for (const InputSpec& in : task.inputs)
-    inputs.push_back(torch::empty(task.shape_of(in, dims),
-                                  torch::TensorOptions().dtype(to_scalar_type(in.dtype)).device(torch::kMeta)));
+    inputs.push_back(
+        torch::empty(task.shape_of(in, dims),
+                     torch::TensorOptions().dtype(to_scalar_type(in.dtype)).device(torch::kMeta)));
   try {
     std::vector<TensorShape> out;
     for (const torch::Tensor& t : ref.run(inputs)) {
@@ -257,7 +277,8 @@ std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Re
   }
 }
 
-std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref, const Dims& dims) {
+std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref,
+                                           const Dims& dims) {
   if (task.min_bytes) return task.min_bytes->eval_real(dims);
   auto outs = output_shapes(task, ref, dims);
   if (!outs) return std::nullopt;
@@ -282,7 +303,8 @@ std::vector<OutputInfo> describe_outputs(const Task& task, const Reference& ref)
   for (const Dims& d : task.check_dims)
     if (task.input_bytes(d) < task.input_bytes(smallest)) smallest = d;
   if (auto shapes = output_shapes(task, ref, smallest)) {
-    for (size_t i = 0; i < shapes->size(); ++i) out.push_back({names[i], (*shapes)[i].dtype, (*shapes)[i].sizes.size()});
+    for (size_t i = 0; i < shapes->size(); ++i)
+      out.push_back({names[i], (*shapes)[i].dtype, (*shapes)[i].sizes.size()});
     return finish(out);
   }
   std::optional<Dtype> low;
@@ -291,13 +313,15 @@ std::vector<OutputInfo> describe_outputs(const Task& task, const Reference& ref)
   std::vector<torch::Tensor> inputs;
   for (size_t k = 0; k < task.inputs.size(); ++k) {
     torch::Tensor t = generate_cpu(task, k, smallest, 1, 0);
-    if (low && (t.scalar_type() == torch::kFloat16 || t.scalar_type() == torch::kBFloat16)) t = t.to(torch::kFloat32);
+    if (low && (t.scalar_type() == torch::kFloat16 || t.scalar_type() == torch::kBFloat16))
+      t = t.to(torch::kFloat32);
     inputs.push_back(t);
   }
   std::vector<torch::Tensor> results = ref.run(inputs);
   for (size_t i = 0; i < results.size(); ++i) {
     auto dtype = from_scalar_type(results[i].scalar_type());
-    if (!dtype) throw Error(task.id() + ": output " + names[i] + " has a dtype kforge does not support");
+    if (!dtype)
+      throw Error(task.id() + ": output " + names[i] + " has a dtype kforge does not support");
     if (low && *dtype == Dtype::Float32) dtype = low;
     out.push_back({names[i], *dtype, static_cast<size_t>(results[i].dim())});
   }

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "kforge/common/hash.h"
-#include "kforge/common/strings.h"
 #include "kforge/common/input_file.h"
+#include "kforge/common/strings.h"
 #include "kforge/common/toml_limits.h"
 #include "kforge/tasks/reference.h"
 
@@ -25,8 +25,8 @@ constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
     {Dtype::Bool, "bool"}};
 
 const std::set<std::string> kTopLevelKeys = {
-    "name",    "summary",   "tags",  "reference",     "dims",       "inputs",    "outputs",
-    "check",   "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
+    "name",  "summary",     "tags",          "reference",  "dims",  "inputs",   "outputs",
+    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
 
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
 // on deep or long input): checked by linear scans before either parser runs (TOML nesting and
@@ -213,7 +213,8 @@ class Loader {
       fail(n, field, "must be an integer or an expression string");
     }
     for (const std::string& name : e.names())
-      if (!dims.count(name)) fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
+      if (!dims.count(name))
+        fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
     return e;
   }
   std::optional<Expr> optional_expression(const toml::table& t, const std::string& key,
@@ -267,7 +268,8 @@ class Loader {
     const toml::table* t = n->as_table();
     if (!t) fail(n, "check", "must be a table");
     for (auto&& [key, value] : *t)
-      if (key.str() != "dims") fail(&value, "check." + std::string(key.str()), "unknown key (known: dims)");
+      if (key.str() != "dims")
+        fail(&value, "check." + std::string(key.str()), "unknown key (known: dims)");
     const toml::node* dn = t->get("dims");
     if (!dn) return out;
     const toml::array* a = dn->as_array();
@@ -276,16 +278,22 @@ class Loader {
       std::string field = "check.dims[" + std::to_string(i) + "]";
       Dims d = dims_table(a->get(i), field);
       for (const auto& [k, v] : timed)
-        if (!d.count(k)) fail(a->get(i), field, "missing dim '" + k + "' (every configuration gives every dim)");
+        if (!d.count(k))
+          fail(a->get(i), field, "missing dim '" + k + "' (every configuration gives every dim)");
       for (const auto& [k, v] : d)
-        if (!timed.count(k)) fail(a->get(i), field, "'" + k + "' is not a dim (dims: " + dim_list(timed) + ")");
+        if (!timed.count(k))
+          fail(a->get(i), field, "'" + k + "' is not a dim (dims: " + dim_list(timed) + ")");
       out.push_back(std::move(d));
     }
     return out;
   }
 
-  Init parse_init(const toml::node* n, const std::string& field, Dtype dtype, const Dims& dims) const {
-    if (!n) fail(nullptr, field, "missing (randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), bernoulli(p))");
+  Init parse_init(const toml::node* n, const std::string& field, Dtype dtype,
+                  const Dims& dims) const {
+    if (!n)
+      fail(nullptr, field,
+           "missing (randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), "
+           "bernoulli(p))");
     if (!n->is_string()) fail(n, field, "must be a string such as \"randn\" or \"uniform(-1, 1)\"");
     std::string text = **n->as_string();
     Init init;
@@ -311,17 +319,25 @@ class Loader {
       }
       if (!cur.empty() || !args.empty()) args.push_back(cur);
     }
-    struct KindInfo { InitKind kind; size_t arity; };
+    struct KindInfo {
+      InitKind kind;
+      size_t arity;
+    };
     static const std::map<std::string, KindInfo> kinds = {
         {"randn", {InitKind::Randn, 0}},     {"rand", {InitKind::Rand, 0}},
         {"normal", {InitKind::Normal, 2}},   {"uniform", {InitKind::Uniform, 2}},
         {"randint", {InitKind::Randint, 2}}, {"bernoulli", {InitKind::Bernoulli, 1}}};
     auto it = kinds.find(kind);
     if (it == kinds.end())
-      fail(n, field, "unknown init '" + kind + "' (known: randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), bernoulli(p))");
+      fail(n, field,
+           "unknown init '" + kind +
+               "' (known: randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), "
+               "bernoulli(p))");
     init.kind = it->second.kind;
     if (args.size() != it->second.arity)
-      fail(n, field, "'" + kind + "' takes " + std::to_string(it->second.arity) + " argument(s), got " + std::to_string(args.size()));
+      fail(n, field,
+           "'" + kind + "' takes " + std::to_string(it->second.arity) + " argument(s), got " +
+               std::to_string(args.size()));
     for (const std::string& a : args) {
       Expr e = Expr::constant(0);
       try {
@@ -330,15 +346,19 @@ class Loader {
         fail(n, field, err.what());
       }
       for (const std::string& name : e.names())
-        if (!dims.count(name)) fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
+        if (!dims.count(name))
+          fail(n, field, "'" + name + "' is not a dim (dims: " + dim_list(dims) + ")");
       init.params.push_back(std::move(e));
     }
-    bool ok = is_floating(dtype) ? (init.kind != InitKind::Randint && init.kind != InitKind::Bernoulli)
-              : dtype == Dtype::Bool ? (init.kind == InitKind::Rand || init.kind == InitKind::Bernoulli)
-                                     : init.kind == InitKind::Randint;
+    bool ok =
+        is_floating(dtype) ? (init.kind != InitKind::Randint && init.kind != InitKind::Bernoulli)
+        : dtype == Dtype::Bool ? (init.kind == InitKind::Rand || init.kind == InitKind::Bernoulli)
+                               : init.kind == InitKind::Randint;
     if (!ok)
-      fail(n, field, "'" + kind + "' cannot draw " + std::string(dtype_name(dtype)) +
-                         " values (floating: randn, normal, rand, uniform; integer: randint; bool: rand, bernoulli)");
+      fail(n, field,
+           "'" + kind + "' cannot draw " + std::string(dtype_name(dtype)) +
+               " values (floating: randn, normal, rand, uniform; integer: randint; bool: rand, "
+               "bernoulli)");
     return init;
   }
 
@@ -346,7 +366,8 @@ class Loader {
     const toml::node* n = root.get("inputs");
     if (!n) fail(&root, "inputs", "missing: declare each input with [[inputs]]");
     const toml::array* a = n->as_array();
-    if (!a || !a->is_array_of_tables()) fail(n, "inputs", "must be an array of tables ([[inputs]])");
+    if (!a || !a->is_array_of_tables())
+      fail(n, "inputs", "must be an array of tables ([[inputs]])");
     if (a->empty()) fail(n, "inputs", "at least one input is required");
     std::vector<InputSpec> out;
     std::set<std::string> names;
@@ -361,19 +382,28 @@ class Loader {
           fail(&value, field + "." + k, "unknown key (known: name, dtype, shape, init)");
       }
       if (!is_identifier(in.name)) fail(t.get("name"), field + ".name", "must be an identifier");
-      if (!names.insert(in.name).second) fail(t.get("name"), field + ".name", "duplicate input name");
-      if (dims.count(in.name)) fail(t.get("name"), field + ".name", "an input may not share a dim's name");
+      if (!names.insert(in.name).second)
+        fail(t.get("name"), field + ".name", "duplicate input name");
+      if (dims.count(in.name))
+        fail(t.get("name"), field + ".name", "an input may not share a dim's name");
       const toml::node* dt = t.get("dtype");
-      if (!dt || !dt->is_string()) fail(dt ? dt : &t, field + ".dtype", "missing (float32, float16, bfloat16, float64, int32, int64, bool)");
+      if (!dt || !dt->is_string())
+        fail(dt ? dt : &t, field + ".dtype",
+             "missing (float32, float16, bfloat16, float64, int32, int64, bool)");
       auto dtype = parse_dtype(**dt->as_string());
       if (!dtype)
-        fail(dt, field + ".dtype", "unknown dtype '" + **dt->as_string() + "' (known: float32, float16, bfloat16, float64, int32, int64, bool)");
+        fail(dt, field + ".dtype",
+             "unknown dtype '" + **dt->as_string() +
+                 "' (known: float32, float16, bfloat16, float64, int32, int64, bool)");
       in.dtype = *dtype;
       const toml::node* sh = t.get("shape");
-      if (!sh || !sh->is_array()) fail(sh ? sh : &t, field + ".shape", "missing: an array of dim names, integers or expressions");
+      if (!sh || !sh->is_array())
+        fail(sh ? sh : &t, field + ".shape",
+             "missing: an array of dim names, integers or expressions");
       const toml::array& sa = *sh->as_array();
       for (size_t j = 0; j < sa.size(); ++j)
-        in.shape.push_back(expression(sa.get(j), field + ".shape[" + std::to_string(j) + "]", dims));
+        in.shape.push_back(
+            expression(sa.get(j), field + ".shape[" + std::to_string(j) + "]", dims));
       in.init = parse_init(t.get("init"), field + ".init", in.dtype, dims);
       out.push_back(std::move(in));
     }
@@ -385,7 +415,8 @@ class Loader {
     const toml::node* n = root.get("outputs");
     if (!n) return out;
     const toml::array* a = n->as_array();
-    if (!a || !a->is_array_of_tables()) fail(n, "outputs", "must be an array of tables ([[outputs]])");
+    if (!a || !a->is_array_of_tables())
+      fail(n, "outputs", "must be an array of tables ([[outputs]])");
     std::set<std::string> names;
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& t = *a->get(i)->as_table();
@@ -398,10 +429,13 @@ class Loader {
       OutputSpec o;
       o.name = required_string(t, "name");
       if (!is_identifier(o.name)) fail(t.get("name"), field + ".name", "must be an identifier");
-      if (!names.insert(o.name).second) fail(t.get("name"), field + ".name", "duplicate output name");
+      if (!names.insert(o.name).second)
+        fail(t.get("name"), field + ".name", "duplicate output name");
       if (const toml::node* dt = t.get("dtype")) {
         auto d = dt->is_string() ? parse_dtype(**dt->as_string()) : std::nullopt;
-        if (!d) fail(dt, field + ".dtype", "unknown dtype (known: float32, float16, bfloat16, float64, int32, int64, bool)");
+        if (!d)
+          fail(dt, field + ".dtype",
+               "unknown dtype (known: float32, float16, bfloat16, float64, int32, int64, bool)");
         o.dtype = d;
       }
       if (const toml::node* tol = t.get("tolerance")) {
@@ -430,7 +464,8 @@ class Loader {
         }
         if (!ok)
           fail(root["constraints"][i].node(), "constraints[" + std::to_string(i) + "]",
-               "'" + t.constraints[i].text() + "' does not hold for " + where + " (" + format_dims(d) + ")");
+               "'" + t.constraints[i].text() + "' does not hold for " + where + " (" +
+                   format_dims(d) + ")");
       }
       for (size_t i = 0; i < t.inputs.size(); ++i) {
         const InputSpec& in = t.inputs[i];
@@ -443,7 +478,8 @@ class Loader {
             int64_t v = in.shape[j].eval_int(d);
             if (v < 1)
               fail(shape_node, field + ".shape[" + std::to_string(j) + "]",
-                   "'" + in.shape[j].text() + "' is " + std::to_string(v) + " for " + where + " (" + format_dims(d) + "); sizes must be at least 1");
+                   "'" + in.shape[j].text() + "' is " + std::to_string(v) + " for " + where + " (" +
+                       format_dims(d) + "); sizes must be at least 1");
           }
           (void)t.numel_of(in, d);  // overflow check
           check_init_bounds(in, d, init_node, field + ".init", where);
@@ -472,7 +508,8 @@ class Loader {
     std::string at = " for " + where + " (" + format_dims(d) + ")";
     switch (init.kind) {
       case InitKind::Uniform:
-        if (!(value(0) < value(1))) fail(node, field, "'" + init.text + "': lo must be below hi" + at);
+        if (!(value(0) < value(1)))
+          fail(node, field, "'" + init.text + "': lo must be below hi" + at);
         break;
       case InitKind::Randint:
         for (size_t k = 0; k < 2; ++k)
@@ -517,10 +554,17 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 
 size_t dtype_size(Dtype d) {
   switch (d) {
-    case Dtype::Float64: case Dtype::Int64: return 8;
-    case Dtype::Float32: case Dtype::Int32: return 4;
-    case Dtype::Float16: case Dtype::BFloat16: return 2;
-    case Dtype::Bool: return 1;
+    case Dtype::Float64:
+    case Dtype::Int64:
+      return 8;
+    case Dtype::Float32:
+    case Dtype::Int32:
+      return 4;
+    case Dtype::Float16:
+    case Dtype::BFloat16:
+      return 2;
+    case Dtype::Bool:
+      return 1;
   }
   return 0;
 }
@@ -561,7 +605,8 @@ std::vector<Dims> Task::all_dims() const {
   return out;
 }
 
-std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, int64_t max_input_bytes,
+std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count,
+                                   int64_t max_input_bytes,
                                    const std::function<bool(const Dims&)>& accept) {
   std::map<std::string, int64_t> high;
   for (const auto& [name, timed] : task.dims) {
@@ -590,10 +635,14 @@ std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count, i
   for (int attempt = 0; attempt < 20000 && static_cast<int>(out.size()) < count; ++attempt) {
     Dims d;
     for (const auto& [name, hi] : high) {
-      int64_t top = attempt >= wide_from && attempt < small_from ? std::max<int64_t>(1, task.dims.at(name)) : hi;
+      int64_t top = attempt >= wide_from && attempt < small_from
+                        ? std::max<int64_t>(1, task.dims.at(name))
+                        : hi;
       int64_t v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(top));
-      if (rng() % 3 == 0 && v % 2 == 0 && v > 1) v -= 1;  // odd sizes catch vector-width assumptions
-      if (attempt >= small_from) v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(hi, 64)));
+      if (rng() % 3 == 0 && v % 2 == 0 && v > 1)
+        v -= 1;  // odd sizes catch vector-width assumptions
+      if (attempt >= small_from)
+        v = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(hi, 64)));
       d[name] = v;
     }
     if (valid(d)) {
@@ -630,7 +679,8 @@ Task parse_task(const fs::path& file, std::string text) {
 
 std::vector<Task> load_suite(const fs::path& dir) {
   std::vector<Task> out;
-  for (const fs::path& p : resolve_tasks(dir.string(), dir.parent_path())) out.push_back(load_task(p));
+  for (const fs::path& p : resolve_tasks(dir.string(), dir.parent_path()))
+    out.push_back(load_task(p));
   return out;
 }
 
@@ -675,8 +725,8 @@ std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tas
   std::sort(found.begin(), found.end());
   if (found.size() == 1) return found;
   if (found.empty())
-    throw UsageError("no task or suite named '" + spec + "' (looked for a file, a folder, and under " +
-                tasks_root.string() + ")");
+    throw UsageError("no task or suite named '" + spec +
+                     "' (looked for a file, a folder, and under " + tasks_root.string() + ")");
   std::string names;
   for (const auto& f : found) names += " " + f.parent_path().filename().string() + "/" + spec;
   throw UsageError("'" + spec + "' is ambiguous; say which:" + names);

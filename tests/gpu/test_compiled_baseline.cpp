@@ -1,6 +1,7 @@
 // torch.compile's baseline on the GPU (issue 20): the helper builds each task's AOTInductor package
 // with this machine's PyTorch, the judge loads it, checks it against the reference and times it
-// beside eager and scripted; built ahead for several tasks at once, a judge finds them in the cache.
+// beside eager and scripted; built ahead for several tasks at once, a judge finds them in the
+// cache.
 #include <cstdlib>
 #include <iostream>
 
@@ -21,7 +22,9 @@ TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
   compile::Compiler compiler(private_cache(dir));
   std::vector<CheckedAnswer> answers;
   for (std::string name : {"relu_vec4", "softmax_rows"})
-    answers.push_back(check_answer_file((source_dir() / "tests/gpu/honest" / (name + ".md")).string(), verify::plan_facts(0), compiler));
+    answers.push_back(
+        check_answer_file((source_dir() / "tests/gpu/honest" / (name + ".md")).string(),
+                          verify::plan_facts(0), compiler));
   // Built ahead, both at once, as a run does before its first verdict (at the tasks' timed dims).
   verify::CompiledOptions ahead;
   ahead.build_jobs = 2;
@@ -30,8 +33,8 @@ TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
   for (size_t k = 0; k < answers.size(); ++k) {
     ASSERT_TRUE(built[k].absent.empty()) << built[k].absent;
     EXPECT_GT(built[k].build_s, 0) << "built now";
-    std::cout << "  " << answers[k].fixture.task.id() << ": package built in " << built[k].build_s << " s (2 at once)"
-              << std::endl;
+    std::cout << "  " << answers[k].fixture.task.id() << ": package built in " << built[k].build_s
+              << " s (2 at once)" << std::endl;
   }
   for (const CheckedAnswer& c : answers) {
     verify::Baselines b = verify::measure_baselines(c.fixture.task, verify::VerifyOptions{});
@@ -41,17 +44,21 @@ TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
     EXPECT_GT(b.compiled->median_ms, 0);
     EXPECT_GE(b.compiled->reps, 10);
     EXPECT_TRUE(b.compiled->held);
-    std::cout << "  " << c.fixture.task.id() << ": eager " << b.eager.median_ms << " ms, scripted " << b.scripted.median_ms
-              << " ms, torch.compile " << b.compiled->median_ms << " ms" << std::endl;
+    std::cout << "  " << c.fixture.task.id() << ": eager " << b.eager.median_ms << " ms, scripted "
+              << b.scripted.median_ms << " ms, torch.compile " << b.compiled->median_ms << " ms"
+              << std::endl;
     // A judge's verdict carries it, from the cache now.
     verify::Judge judge;
     verify::Verdict v = judge.verify(c.fixture.task, c.report);
     ASSERT_TRUE(v.correct()) << v.summary;
-    ASSERT_TRUE(v.timing && v.timing->compiled) << (v.timing ? v.timing->compiled_absent : "no timing");
+    ASSERT_TRUE(v.timing && v.timing->compiled)
+        << (v.timing ? v.timing->compiled_absent : "no timing");
     ASSERT_TRUE(v.timing->speedup_compiled);
-    EXPECT_NEAR(*v.timing->speedup_compiled, v.timing->compiled->median_ms / v.timing->time.median_ms, 1e-9);
-    std::cout << "  judged: " << v.timing->time.median_ms << " ms, x eager " << v.timing->speedup_eager
-              << ", x compile " << *v.timing->speedup_compiled << std::endl;
+    EXPECT_NEAR(*v.timing->speedup_compiled,
+                v.timing->compiled->median_ms / v.timing->time.median_ms, 1e-9);
+    std::cout << "  judged: " << v.timing->time.median_ms << " ms, x eager "
+              << v.timing->speedup_eager << ", x compile " << *v.timing->speedup_compiled
+              << std::endl;
   }
   ::unsetenv("KFORGE_CACHE_DIR");
 }

@@ -1,10 +1,10 @@
 // The GPU input generator gives the CPU generator's values, for every dtype and distribution.
 #include <torch/version.h>
 
+#include "../test_util.h"
 #include "gpu_test_util.h"
 #include "kforge/tasks/check.h"
 #include "kforge/verify/gpu_generator.h"
-#include "../test_util.h"
 
 namespace {
 
@@ -16,7 +16,9 @@ struct Case {
   bool exact;  // normal draws go through log/cos and may differ by a few ulp
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.dtype << " " << c.init; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.dtype << " " << c.init;
+}
 
 class GpuGenerator : public ::testing::TestWithParam<Case> {};
 
@@ -24,9 +26,11 @@ TEST_P(GpuGenerator, MatchesTheCpu) {
   KFORGE_REQUIRE_GPU();
   const Case& c = GetParam();
   TempDir dir;
-  std::string text = "name = \"g\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(x: Tensor) -> Tensor:\n    return x\n\"\"\"\n"
-                     "[dims]\nN = 1000003\n[[inputs]]\nname = \"x\"\ndtype = \"" + c.dtype + "\"\nshape = [\"N\"]\ninit = \"" +
-                     c.init + "\"\n";
+  std::string text =
+      "name = \"g\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(x: Tensor) -> Tensor:\n    "
+      "return x\n\"\"\"\n"
+      "[dims]\nN = 1000003\n[[inputs]]\nname = \"x\"\ndtype = \"" +
+      c.dtype + "\"\nshape = [\"N\"]\ninit = \"" + c.init + "\"\n";
   Task t = load_task(dir.write("s/g.toml", text));
   for (int variant : {0, 1})
     for (uint64_t seed : {uint64_t{1}, uint64_t{0x123456789abcdefull}}) {
@@ -36,8 +40,9 @@ TEST_P(GpuGenerator, MatchesTheCpu) {
       ASSERT_EQ(gpu.scalar_type(), cpu.scalar_type());
       torch::Tensor back = gpu.cpu();
       if (c.exact) {
-        EXPECT_TRUE(torch::equal(back, cpu)) << c.dtype << " " << c.init << " variant " << variant << " mismatches: "
-                                             << (back != cpu).sum().item<int64_t>();
+        EXPECT_TRUE(torch::equal(back, cpu))
+            << c.dtype << " " << c.init << " variant " << variant
+            << " mismatches: " << (back != cpu).sum().item<int64_t>();
       } else {
         // Normal draws go through log, sqrt and cos: CUDA's and glibc's differ by an ulp now and
         // then. Seen on the H200: 94-97% of float64 normal draws bit-identical, float32 ~100%.
@@ -45,19 +50,24 @@ TEST_P(GpuGenerator, MatchesTheCpu) {
         auto scale = cpu.to(torch::kFloat64).abs().clamp_min(1.0);
         double tol = c.dtype == "float64" ? 1e-12 : 1e-6;
         EXPECT_LE((diff / scale).max().item<double>(), tol) << c.dtype << " " << c.init;
-        EXPECT_GE((back == cpu).to(torch::kFloat64).mean().item<double>(), 0.9) << "most normal draws are bit-identical";
+        EXPECT_GE((back == cpu).to(torch::kFloat64).mean().item<double>(), 0.9)
+            << "most normal draws are bit-identical";
       }
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuGenerator,
-                         ::testing::Values(Case{"float32", "rand", true}, Case{"float32", "uniform(-3, 5)", true},
-                                           Case{"float64", "uniform(-3, 5)", true}, Case{"float16", "uniform(-1, 1)", true},
-                                           Case{"bfloat16", "rand", true}, Case{"int64", "randint(-7, 1000)", true},
-                                           Case{"int32", "randint(0, 3)", true}, Case{"bool", "rand", true},
-                                           Case{"bool", "bernoulli(0.9)", true}, Case{"float32", "randn", false},
-                                           Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false}),
-                         [](const auto& info) { return kforge::test::test_name(info.param.dtype + "_" + info.param.init); });
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, GpuGenerator,
+    ::testing::Values(Case{"float32", "rand", true}, Case{"float32", "uniform(-3, 5)", true},
+                      Case{"float64", "uniform(-3, 5)", true},
+                      Case{"float16", "uniform(-1, 1)", true}, Case{"bfloat16", "rand", true},
+                      Case{"int64", "randint(-7, 1000)", true},
+                      Case{"int32", "randint(0, 3)", true}, Case{"bool", "rand", true},
+                      Case{"bool", "bernoulli(0.9)", true}, Case{"float32", "randn", false},
+                      Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false}),
+    [](const auto& info) {
+      return kforge::test::test_name(info.param.dtype + "_" + info.param.init);
+    });
 
 TEST(GpuTasks, SmokeSuiteChecksOnTheGpuAtTimedDims) {
   KFORGE_REQUIRE_GPU();

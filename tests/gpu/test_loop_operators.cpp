@@ -27,15 +27,18 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
   KFORGE_REQUIRE_GPU();
   TempDir dir;
   std::string ncu = verify::find_cuda_tool("ncu");
-  std::cout << "  ncu: " << (ncu.empty() ? "not found (profiles are not measured)" : ncu) << std::endl;
+  std::cout << "  ncu: " << (ncu.empty() ? "not found (profiles are not measured)" : ncu)
+            << std::endl;
   std::string seed = read_file((source_dir() / "tasks/smoke/seeds/relu.md").string()).value();
   std::atomic<int> answers{0};
   LoopbackModel model(
       [&](const std::string& prompt) -> std::optional<std::string> {
         if (prompt.find("distinct optimisation ideas as a numbered list") != std::string::npos)
-          return "1. Process four elements per thread with float4 loads.\n2. Use a grid-stride loop.\n";
+          return "1. Process four elements per thread with float4 loads.\n2. Use a grid-stride "
+                 "loop.\n";
         std::string answer = seed;
-        answer.insert(answer.find("```cuda\n") + 8, "// answer " + std::to_string(++answers) + "\n");
+        answer.insert(answer.find("```cuda\n") + 8,
+                      "// answer " + std::to_string(++answers) + "\n");
         return answer;
       },
       "operators-replay");
@@ -67,9 +70,11 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
   auto task = std::make_shared<const tasks::Task>(tasks::load_task(
       tasks::resolve_tasks("smoke/relu", (source_dir() / "tasks").string()).at(0)));
   auto t0 = std::chrono::steady_clock::now();
-  evolve::RunSummary summary = evolve::run_evolution(config, {task}, evaluator, std::nullopt, {}, llm.get());
+  evolve::RunSummary summary =
+      evolve::run_evolution(config, {task}, evaluator, std::nullopt, {}, llm.get());
   std::cout << "  run: " << summary.evaluations << " evaluations in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s" << std::endl;
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s"
+            << std::endl;
   EXPECT_EQ(summary.tasks.at(0).stopped, "generations done");
   EXPECT_EQ(summary.llm.failed_calls, 0);
 
@@ -84,28 +89,34 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
     SCOPED_TRACE(kind);
     std::string of_kind = "c.prompt_kind = '" + std::string(kind) + "'";
     int64_t children = count("SELECT count(*) FROM candidates c WHERE " + of_kind);
-    int64_t judged = count("SELECT count(DISTINCT c.id) FROM candidates c JOIN evaluations e ON e.candidate_id = c.id WHERE " +
-                           of_kind + " AND e.outcome = 'correct' AND e.time_ms > 0");
-    std::cout << "  " << kind << ": " << children << " children, " << judged << " judged correct" << std::endl;
+    int64_t judged = count(
+        "SELECT count(DISTINCT c.id) FROM candidates c JOIN evaluations e ON e.candidate_id = c.id "
+        "WHERE " +
+        of_kind + " AND e.outcome = 'correct' AND e.time_ms > 0");
+    std::cout << "  " << kind << ": " << children << " children, " << judged << " judged correct"
+              << std::endl;
     EXPECT_GT(children, 0);
     EXPECT_GT(judged, 0);
-    EXPECT_EQ(count("SELECT count(*) FROM candidates c WHERE " + of_kind +
-                    " AND (SELECT count(*) FROM candidate_parents p WHERE p.candidate_id = c.id) = " +
-                    (std::string(kind) == "crossover" ? "2" : "1")),
-              children);
+    EXPECT_EQ(
+        count("SELECT count(*) FROM candidates c WHERE " + of_kind +
+              " AND (SELECT count(*) FROM candidate_parents p WHERE p.candidate_id = c.id) = " +
+              (std::string(kind) == "crossover" ? "2" : "1")),
+        children);
   }
 
   // Profiles: every parent of a child the model was asked to improve, once each; quoted.
-  int64_t parents = count("SELECT count(DISTINCT p.parent_id) FROM candidate_parents p JOIN candidates c ON c.id = "
-                          "p.candidate_id WHERE c.prompt_kind IN ('optimize', 'crossover', 'idea')");
+  int64_t parents = count(
+      "SELECT count(DISTINCT p.parent_id) FROM candidate_parents p JOIN candidates c ON c.id = "
+      "p.candidate_id WHERE c.prompt_kind IN ('optimize', 'crossover', 'idea')");
   int64_t profiles = count("SELECT count(*) FROM profiles");
   int quoted = 0, unmeasured = 0;
   for (const std::string& p : model.prompts()) {
-    quoted += p.find("Nsight Compute: one run at the timed dims\n- launch 1 `") != std::string::npos;
+    quoted +=
+        p.find("Nsight Compute: one run at the timed dims\n- launch 1 `") != std::string::npos;
     unmeasured += p.find("Nsight Compute: not measured") != std::string::npos;
   }
-  std::cout << "  parents " << parents << ", profiles " << profiles << ", prompts " << model.prompts().size()
-            << " (" << quoted << " quote a profile)" << std::endl;
+  std::cout << "  parents " << parents << ", profiles " << profiles << ", prompts "
+            << model.prompts().size() << " (" << quoted << " quote a profile)" << std::endl;
   if (ncu.empty()) {
     EXPECT_EQ(profiles, 0);
     EXPECT_EQ(unmeasured, static_cast<int>(model.prompts().size()));
@@ -119,11 +130,13 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
     ASSERT_TRUE(p.contains("kernels")) << p.dump();
     ASSERT_EQ(p["kernels"].size(), 1u) << "relu's plan has one launch";
     const json& k = p["kernels"][0];
-    for (const char* key : {"duration_ms", "dram_pct", "sm_pct", "l2_pct", "occupancy_pct", "registers"})
+    for (const char* key :
+         {"duration_ms", "dram_pct", "sm_pct", "l2_pct", "occupancy_pct", "registers"})
       EXPECT_TRUE(k.contains(key)) << key;
     EXPECT_GT(k.value("duration_ms", 0.0), 0);
     EXPECT_GT(k.value("dram_pct", 0.0), 5) << "relu streams memory";
     EXPECT_EQ(k["stalls"].size(), 3u);
   }
-  EXPECT_EQ(quoted, static_cast<int>(model.prompts().size())) << "an ideas or idea prompt quotes its parent's profile too";
+  EXPECT_EQ(quoted, static_cast<int>(model.prompts().size()))
+      << "an ideas or idea prompt quotes its parent's profile too";
 }

@@ -17,14 +17,17 @@ using namespace kforge::test;
 
 namespace {
 
-// Judged as `kforge verify` does: a report that stops before the GPU gives its compile or plan error.
-verify::Verdict judge_file(verify::Judge& judge, const std::string& path, compile::Compiler& compiler) {
+// Judged as `kforge verify` does: a report that stops before the GPU gives its compile or plan
+// error.
+verify::Verdict judge_file(verify::Judge& judge, const std::string& path,
+                           compile::Compiler& compiler) {
   CheckedAnswer c = check_answer_file(path, verify::plan_facts(0), compiler);
   auto t0 = std::chrono::steady_clock::now();
   verify::Verdict v = judge.verify(c.fixture.task, c.report);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "  " << path.substr(path.rfind('/') + 1) << " (" << c.fixture.task.id() << "): " << verify::to_string(v.outcome)
-            << " in " << s << " s: " << v.summary << std::endl;
+  std::cout << "  " << path.substr(path.rfind('/') + 1) << " (" << c.fixture.task.id()
+            << "): " << verify::to_string(v.outcome) << " in " << s << " s: " << v.summary
+            << std::endl;
   return v;
 }
 
@@ -35,7 +38,8 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
   TempDir dir;
   compile::Compiler compiler(private_cache(dir));
   verify::VerifyOptions o;
-  o.compiled.enabled = false;  // 25 tasks' torch.compile packages take minutes: GpuCompiled.* builds some
+  o.compiled.enabled =
+      false;  // 25 tasks' torch.compile packages take minutes: GpuCompiled.* builds some
   verify::Judge judge(o);
   for (const std::string& path : answers_in((source_dir() / "tests/gpu/honest").string())) {
     verify::Verdict v = judge_file(judge, path, compiler);
@@ -46,7 +50,8 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
     if (v.outcome == verify::Outcome::DoesNotFit &&
         verify::device_memory(0).total < (uint64_t{79} << 30))
       continue;
-    EXPECT_EQ(v.outcome, verify::Outcome::Correct) << path << ": " << v.summary << "\n" << v.evidence.dump(1);
+    EXPECT_EQ(v.outcome, verify::Outcome::Correct) << path << ": " << v.summary << "\n"
+                                                   << v.evidence.dump(1);
     if (v.evidence.contains("memory"))
       std::cout << "    timing pool " << v.evidence["memory"]["pool_sets"] << " of "
                 << v.evidence["memory"]["pool_wanted"] << " sets; planned "
@@ -69,11 +74,13 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
     EXPECT_GE(clocks["samples"].get<int>(), 3) << path;
     EXPECT_LT(clocks["read_ms"].get<double>(), 50) << path;
     EXPECT_GT(clocks["sm_mhz"]["min"].get<unsigned>(), 0u) << path;
-    EXPECT_LE(clocks["sm_mhz"]["max"].get<unsigned>(), clocks["max_sm_mhz"].get<unsigned>()) << path;
+    EXPECT_LE(clocks["sm_mhz"]["max"].get<unsigned>(), clocks["max_sm_mhz"].get<unsigned>())
+        << path;
     std::cout << "    SM clock " << verify::clock_text(clocks) << std::endl;
-    std::cout << "    time " << v.timing->time.median_ms << " ms (" << v.timing->time.reps << " reps), eager "
-              << v.timing->eager.median_ms << " ms, scripted " << v.timing->scripted.median_ms << " ms, floor "
-              << v.timing->floor_ms.value_or(-1) << " ms" << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;
+    std::cout << "    time " << v.timing->time.median_ms << " ms (" << v.timing->time.reps
+              << " reps), eager " << v.timing->eager.median_ms << " ms, scripted "
+              << v.timing->scripted.median_ms << " ms, floor " << v.timing->floor_ms.value_or(-1)
+              << " ms" << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;
   }
   EXPECT_EQ(judge.runner().runners_started(), 1);  // honest work never costs a runner
 }
@@ -88,29 +95,35 @@ TEST(GpuVerify, ExploitsGetTheirOutcomeAndTheRunGoesOn) {
   std::string folder = (source_dir() / "tests/gpu/exploits").string();
   nlohmann::json manifest = nlohmann::json::parse(read_file(folder + "/manifest.json").value());
   bool sanitizer = !verify::find_compute_sanitizer().empty();
-  std::cout << "  compute-sanitizer: " << (sanitizer ? verify::find_compute_sanitizer() : "not found") << std::endl;
+  std::cout << "  compute-sanitizer: "
+            << (sanitizer ? verify::find_compute_sanitizer() : "not found") << std::endl;
   for (const auto& [file, expected] : manifest["kernels"].items()) {
     verify::Verdict v = judge_file(judge, folder + "/" + file, compiler);
     std::vector<std::string> ok = expected.get<std::vector<std::string>>();
     if (!sanitizer && manifest["without_sanitizer"].contains(file))
       ok = manifest["without_sanitizer"][file].get<std::vector<std::string>>();
     EXPECT_NE(std::find(ok.begin(), ok.end(), std::string(verify::to_string(v.outcome))), ok.end())
-        << file << ": got " << verify::to_string(v.outcome) << ": " << v.summary << "\n" << v.evidence.dump(1);
+        << file << ": got " << verify::to_string(v.outcome) << ": " << v.summary << "\n"
+        << v.evidence.dump(1);
     EXPECT_FALSE(v.summary.empty()) << file;
     if (manifest["defeated_by_reset"].contains(file)) {
       // Correct because the reset of module globals before every run defeated it: each global the
       // exploit keeps its state in must be among those reset.
       for (const auto& name : manifest["defeated_by_reset"][file])
-        EXPECT_NE(std::find(v.evidence["globals_reset"].begin(), v.evidence["globals_reset"].end(), name),
-                  v.evidence["globals_reset"].end())
+        EXPECT_NE(
+            std::find(v.evidence["globals_reset"].begin(), v.evidence["globals_reset"].end(), name),
+            v.evidence["globals_reset"].end())
             << file << ": global " << name << " not reset; evidence " << v.evidence.dump(1);
       continue;
     }
-    if (v.correct()) continue;  // e.g. a cache in a workspace, defeated by zeroing it before every run
-    EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors")) << file << ": no evidence";
+    if (v.correct())
+      continue;  // e.g. a cache in a workspace, defeated by zeroing it before every run
+    EXPECT_TRUE(v.evidence.contains("detail") || v.evidence.contains("errors"))
+        << file << ": no evidence";
   }
   // The same judge, after faults and a hang, still judges honest work.
-  verify::Verdict after = judge_file(judge, (source_dir() / "tests/gpu/honest/relu_vec4.md").string(), compiler);
+  verify::Verdict after =
+      judge_file(judge, (source_dir() / "tests/gpu/honest/relu_vec4.md").string(), compiler);
   EXPECT_EQ(after.outcome, verify::Outcome::Correct) << after.summary;
   EXPECT_GT(judge.runner().runners_started(), 1);
 }
@@ -127,15 +140,19 @@ TEST(GpuVerify, AdmissionAdmitsHonestWorkAndRejectsATailSkipper) {
     std::string path;
     bool admitted;
   };
-  for (const Case& k : {Case{"tests/gpu/honest/layer_norm.md", true}, Case{"tests/gpu/admission/overfit_shown_dims.md", false}}) {
+  for (const Case& k : {Case{"tests/gpu/honest/layer_norm.md", true},
+                        Case{"tests/gpu/admission/overfit_shown_dims.md", false}}) {
     std::string path = (source_dir() / k.path).string();
     CheckedAnswer c = check_answer_file(path, facts, compiler);
     verify::Verdict v = judge.verify(c.fixture.task, c.report);
     ASSERT_TRUE(v.correct()) << path << ": the shown dims must pass: " << v.summary;
     compile::Answer a = compile::parse_answer(read_file(path).value());
-    verify::Verdict adm = verify::admit_candidate(judge, c.fixture.task, a.source, a.plan, c.report.tunables, facts, compiler, 7);
-    std::cout << "  " << k.path << ": admission " << verify::to_string(adm.outcome) << ": " << adm.summary << std::endl;
-    EXPECT_EQ(adm.correct(), k.admitted) << path << ": " << adm.summary << "\n" << adm.evidence.dump(1);
+    verify::Verdict adm = verify::admit_candidate(judge, c.fixture.task, a.source, a.plan,
+                                                  c.report.tunables, facts, compiler, 7);
+    std::cout << "  " << k.path << ": admission " << verify::to_string(adm.outcome) << ": "
+              << adm.summary << std::endl;
+    EXPECT_EQ(adm.correct(), k.admitted) << path << ": " << adm.summary << "\n"
+                                         << adm.evidence.dump(1);
     if (k.admitted && !verify::find_compute_sanitizer().empty()) {
       ASSERT_EQ(adm.evidence["sanitizers"].size(), 3u) << adm.evidence.dump(1);
       for (const auto& s : adm.evidence["sanitizers"]) EXPECT_EQ(s["errors"], 0) << s.dump();
@@ -148,7 +165,8 @@ TEST(GpuVerify, ScreenChecksTheTimedDimsOnceAndTimesWithoutBaselines) {
   TempDir dir;
   compile::Compiler compiler(private_cache(dir));
   verify::Judge judge;
-  CheckedAnswer c = check_answer_file((source_dir() / "tests/gpu/honest/relu_vec4.md").string(), verify::plan_facts(0), compiler);
+  CheckedAnswer c = check_answer_file((source_dir() / "tests/gpu/honest/relu_vec4.md").string(),
+                                      verify::plan_facts(0), compiler);
   verify::Verdict s = judge.screen(c.fixture.task, c.report);
   ASSERT_TRUE(s.correct()) << s.summary;
   ASSERT_TRUE(s.timing);
@@ -159,8 +177,10 @@ TEST(GpuVerify, ScreenChecksTheTimedDimsOnceAndTimesWithoutBaselines) {
   EXPECT_TRUE(s.evidence["configs"][0]["timed"].get<bool>());
   EXPECT_EQ(s.evidence["configs"][0]["seeds"].size(), 1u);
   // A kernel that leaves outputs unwritten fails the screen too.
-  CheckedAnswer noop = check_answer_file((source_dir() / "tests/gpu/exploits/noop.md").string(), verify::plan_facts(0), compiler);
-  EXPECT_EQ(judge.screen(noop.fixture.task, noop.report).outcome, verify::Outcome::IncompleteOutput);
+  CheckedAnswer noop = check_answer_file((source_dir() / "tests/gpu/exploits/noop.md").string(),
+                                         verify::plan_facts(0), compiler);
+  EXPECT_EQ(judge.screen(noop.fixture.task, noop.report).outcome,
+            verify::Outcome::IncompleteOutput);
 }
 
 // Run 53 on the H100: LibTorch keeps what earlier candidates freed, and the judge's own buffers

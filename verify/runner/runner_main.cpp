@@ -44,7 +44,8 @@ class Runner {
     KFORGE_CU_CHECK(d_, d_.cuEventCreate(&start_, CU_EVENT_DEFAULT));
     KFORGE_CU_CHECK(d_, d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT));
     CUmemAllocationProp prop = shareable_allocation(device);
-    KFORGE_CU_CHECK(d_, d_.cuMemGetAllocationGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    KFORGE_CU_CHECK(d_, d_.cuMemGetAllocationGranularity(&granularity_, &prop,
+                                                         CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   }
 
   // Serves requests until "exit", EOF or a fault. Returns the process exit status.
@@ -76,8 +77,8 @@ class Runner {
     CUmemGenericAllocationHandle handle = 0;
     CUdeviceptr reserved = 0;  // the reservation: gap, allocation, gap
     uint64_t reserved_bytes = 0, allocation_bytes = 0;
-    CUdeviceptr data = 0;      // where the tensor starts
-    uint64_t bytes = 0;        // the tensor's bytes (the canary bytes after it are not ours)
+    CUdeviceptr data = 0;  // where the tensor starts
+    uint64_t bytes = 0;    // the tensor's bytes (the canary bytes after it are not ours)
   };
   struct Global {
     CUdeviceptr ptr = 0;
@@ -107,21 +108,27 @@ class Runner {
   void map_buffers(Message& m) {
     unmap_all();
     const json& specs = m.body.at("buffers");
-    if (specs.size() != m.fds.size()) throw ChannelError("buffers: one descriptor per buffer expected");
+    if (specs.size() != m.fds.size())
+      throw ChannelError("buffers: one descriptor per buffer expected");
     for (size_t i = 0; i < specs.size(); ++i) {
       BufferSpec b = buffer_from_json(specs[i]);
       Mapping map;
       map.allocation_bytes = b.allocation_bytes;
       map.reserved_bytes = b.allocation_bytes + 2 * granularity_;
       void* handle = reinterpret_cast<void*>(static_cast<intptr_t>(m.fds[i].get()));
-      KFORGE_CU_CHECK(d_, d_.cuMemImportFromShareableHandle(&map.handle, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-      KFORGE_CU_CHECK(d_, d_.cuMemAddressReserve(&map.reserved, map.reserved_bytes, granularity_, 0, 0));
-      KFORGE_CU_CHECK(d_, d_.cuMemMap(map.reserved + granularity_, b.allocation_bytes, 0, map.handle, 0));
+      KFORGE_CU_CHECK(d_, d_.cuMemImportFromShareableHandle(
+                              &map.handle, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      KFORGE_CU_CHECK(
+          d_, d_.cuMemAddressReserve(&map.reserved, map.reserved_bytes, granularity_, 0, 0));
+      KFORGE_CU_CHECK(
+          d_, d_.cuMemMap(map.reserved + granularity_, b.allocation_bytes, 0, map.handle, 0));
       CUmemAccessDesc access{};
       access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       access.location.id = device_;
-      access.flags = b.read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      KFORGE_CU_CHECK(d_, d_.cuMemSetAccess(map.reserved + granularity_, b.allocation_bytes, &access, 1));
+      access.flags =
+          b.read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      KFORGE_CU_CHECK(
+          d_, d_.cuMemSetAccess(map.reserved + granularity_, b.allocation_bytes, &access, 1));
       map.data = map.reserved + granularity_ + b.offset;
       map.bytes = b.bytes;
       mappings_.push_back(map);
@@ -148,7 +155,8 @@ class Runner {
       reply["error"] = name_of(f.code);
       reply["message"] = f.what + ": " + text_of(f.code);
     }
-    reply["ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    reply["ms"] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     channel_.send(reply);
   }
 
@@ -186,19 +194,22 @@ class Runner {
       load_image();
     }
     for (const Global& g : globals_)
-      try_cu(d_.cuMemcpyHtoDAsync(g.ptr, g.initial.data(), g.initial.size(), stream_), "resetting globals");
+      try_cu(d_.cuMemcpyHtoDAsync(g.ptr, g.initial.data(), g.initial.size(), stream_),
+             "resetting globals");
   }
 
   // Part of the plan's work: inside the timed region.
   void zero_workspaces(const RunRequest& q) {
     for (int b : q.zero_buffers)
-      try_cu(d_.cuMemsetD8Async(mappings_.at(b).data, 0, mappings_.at(b).bytes, stream_), "zeroing a workspace");
+      try_cu(d_.cuMemsetD8Async(mappings_.at(b).data, 0, mappings_.at(b).bytes, stream_),
+             "zeroing a workspace");
   }
 
   // kforge_launch::launch: the semantics exported libraries share.
   void launch(const LaunchSpecWire& l) {
     kforge_launch::Launch spec;
-    for (int k = 0; k < 3; ++k) spec.grid[k] = l.grid[k], spec.block[k] = l.block[k], spec.cluster[k] = l.cluster[k];
+    for (int k = 0; k < 3; ++k)
+      spec.grid[k] = l.grid[k], spec.block[k] = l.block[k], spec.cluster[k] = l.cluster[k];
     spec.shared_bytes = l.shared_bytes;
     spec.cooperative = l.cooperative;
     std::vector<kforge_launch::Arg> args(l.args.size());
@@ -209,7 +220,8 @@ class Runner {
       args[i].bytes = a.bytes;
     }
     std::string what;
-    CUresult r = kforge_launch::launch(launch_driver_, functions_.at(l.kernel), spec, args, stream_, &what);
+    CUresult r =
+        kforge_launch::launch(launch_driver_, functions_.at(l.kernel), spec, args, stream_, &what);
     try_cu(r, what);
   }
 
@@ -267,11 +279,13 @@ class Runner {
     }
     if (q.timed) {
       CUresult e = d_.cuEventRecord(stop_, stream_);
-      if (e != CUDA_SUCCESS) return failure(is_fault(e) ? "sync" : "launch", -1, DriverFailure{e, "recording an event"});
+      if (e != CUDA_SUCCESS)
+        return failure(is_fault(e) ? "sync" : "launch", -1, DriverFailure{e, "recording an event"});
       gate_->release();
     }
     CUresult s = d_.cuStreamSynchronize(stream_);
-    if (s == CUDA_SUCCESS) s = d_.cuCtxSynchronize();  // device-wide: nothing of the plan still runs
+    if (s == CUDA_SUCCESS)
+      s = d_.cuCtxSynchronize();  // device-wide: nothing of the plan still runs
     if (s != CUDA_SUCCESS) return failure("sync", -1, DriverFailure{s, "waiting for the kernels"});
     if (q.timed) {
       float ms = 0;
@@ -305,7 +319,8 @@ class Runner {
 
   const Driver& d_;
   // The three entry points kforge_launch::launch calls, from the libcuda opened at run time.
-  kforge_launch::Driver launch_driver_{d_.cuFuncSetAttribute, d_.cuLaunchKernel, d_.cuLaunchKernelEx};
+  kforge_launch::Driver launch_driver_{d_.cuFuncSetAttribute, d_.cuLaunchKernel,
+                                       d_.cuLaunchKernelEx};
   Channel& channel_;
   int ordinal_ = 0;
   std::unique_ptr<TimingGate> gate_;  // made by the first timed run
@@ -329,11 +344,14 @@ int main(int argc, char** argv) {
   int fd = -1, device = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--channel-fd") fd = std::stoi(argv[i + 1]);
-    else if (a == "--device") device = std::stoi(argv[i + 1]);
+    if (a == "--channel-fd")
+      fd = std::stoi(argv[i + 1]);
+    else if (a == "--device")
+      device = std::stoi(argv[i + 1]);
   }
   if (fd < 0) {
-    std::cerr << "kforge-runner is started by kforge (verify): it needs --channel-fd N" << std::endl;
+    std::cerr << "kforge-runner is started by kforge (verify): it needs --channel-fd N"
+              << std::endl;
     return 2;
   }
   Channel channel{UniqueFd(fd)};

@@ -19,7 +19,9 @@ namespace {
 constexpr size_t kMaxFdsPerRead = 64;
 constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -60,7 +62,8 @@ bool Channel::take_line(Message& out) {
   try {
     out.body = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    throw ChannelError("a message that is not JSON: " + std::string(e.what()) + ": " + line.substr(0, 200));
+    throw ChannelError("a message that is not JSON: " + std::string(e.what()) + ": " +
+                       line.substr(0, 200));
   }
   out.fds.clear();
   if (out.body.is_object() && out.body.contains("fds")) {
@@ -80,10 +83,12 @@ Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (take_line(out)) return Received::Message;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) return Received::Timeout;
     pollfd p{socket_.get(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), std::numeric_limits<int>::max())));
+    int r = ::poll(
+        &p, 1, static_cast<int>(std::min<int64_t>(left.count(), std::numeric_limits<int>::max())));
     if (r < 0) {
       if (errno == EINTR) continue;
       throw ChannelError("waiting for the other process failed: " + errno_text());
@@ -154,13 +159,15 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
   auto [mine, theirs] = socket_pair();
   char path[] = "/tmp/kforge-child-stderr-XXXXXX";
   stderr_file_.reset(::mkstemp(path));
-  if (!stderr_file_) throw ChannelError("cannot create a file for a child's stderr: " + errno_text());
+  if (!stderr_file_)
+    throw ChannelError("cannot create a file for a child's stderr: " + errno_text());
   ::unlink(path);
   SpawnOptions o;
   o.argv = argv;
   o.env = child_environment();  // no API keys or anything else a runner does not need
   o.fds = {{theirs.get(), channel_fd_in_child}, {stderr_file_.get(), 2}};
-  o.own_process_group = true;  // so a kill reaches a runner started under a wrapper (compute-sanitizer)
+  o.own_process_group =
+      true;  // so a kill reaches a runner started under a wrapper (compute-sanitizer)
   try {
     process_ = Process::spawn(o);
   } catch (const Error& e) {
@@ -171,7 +178,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, int channel_fd_
 
 ChildProcess::~ChildProcess() = default;  // the Process kills and reaps
 
-std::string ChildProcess::kill_now() { return describe_exit(process_.kill()); }
+std::string ChildProcess::kill_now() {
+  return describe_exit(process_.kill());
+}
 
 std::optional<std::string> ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
   if (std::optional<int> status = process_.wait_exit(timeout)) return describe_exit(*status);

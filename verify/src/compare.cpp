@@ -56,7 +56,8 @@ torch::Tensor shift_right_logical(const torch::Tensor& x, int s) {
 }
 
 // splitmix64's output i for i in [0, n): mix(seed + (i + 1) · golden), as int64 on opts' device.
-torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& opts, int64_t start = 0) {
+torch::Tensor splitmix64(int64_t n, uint64_t seed, const torch::TensorOptions& opts,
+                         int64_t start = 0) {
   torch::Tensor z = torch::arange(start + 1, start + n + 1, opts.dtype(torch::kLong));
   z = z.mul(as_signed(kGolden)).add(as_signed(seed));
   z = torch::bitwise_xor(z, shift_right_logical(z, 30)).mul(as_signed(0xBF58476D1CE4E5B9ull));
@@ -125,7 +126,8 @@ double default_tolerance(Dtype dtype) {
 }
 
 Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& reference64,
-                          const torch::Tensor& eager, Dtype dtype, double tol, double k, int64_t chunk) {
+                          const torch::Tensor& eager, Dtype dtype, double tol, double k,
+                          int64_t chunk) {
   if (chunk <= 0) throw Error("compare_output: chunk must be positive");
   const bool floating = tasks::is_floating(dtype);
   const torch::ScalarType want = tasks::to_scalar_type(dtype);
@@ -161,8 +163,11 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
   // In chunks of the flat tensors, so temporaries stay bounded (outputs can hold 2^31 elements).
   const torch::Device device = candidate.device();
   const int64_t n = out.numel;
-  torch::Tensor cand = candidate.reshape(-1), ref = reference64.reshape(-1), eag = eager.reshape(-1);
-  auto slice = [&](const torch::Tensor& t, int64_t off) { return t.slice(0, off, std::min(off + chunk, n)); };
+  torch::Tensor cand = candidate.reshape(-1), ref = reference64.reshape(-1),
+                eag = eager.reshape(-1);
+  auto slice = [&](const torch::Tensor& t, int64_t off) {
+    return t.slice(0, off, std::min(off + chunk, n));
+  };
 
   // Pass 1 (floating): rms of r64 over its finite elements and eager's error, hence the threshold.
   double sumsq = 0, finite_count = 0, eager_max = 0;
@@ -182,11 +187,12 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
       torch::Tensor finite_r = torch::isfinite(r);
       torch::Tensor eager_err = abs_error(e, r);
       // eager's overflow to ±inf must not make every answer acceptable.
-      torch::Tensor finite_part = r.masked_fill(finite_r.logical_not(), 0.0);  // the same dot as the short path
-      torch::Tensor part = torch::stack({torch::dot(finite_part, finite_part),
-                                         finite_r.sum().to(torch::kFloat64),
-                                         eager_err.masked_fill(torch::isinf(eager_err), 0.0).max()})
-                               .cpu();
+      torch::Tensor finite_part =
+          r.masked_fill(finite_r.logical_not(), 0.0);  // the same dot as the short path
+      torch::Tensor part =
+          torch::stack({torch::dot(finite_part, finite_part), finite_r.sum().to(torch::kFloat64),
+                        eager_err.masked_fill(torch::isinf(eager_err), 0.0).max()})
+              .cpu();
       sumsq += part[0].item<double>();
       finite_count += part[1].item<double>();
       eager_max = std::max(eager_max, part[2].item<double>());
@@ -198,7 +204,8 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
     double scale = 0, scaled = 0;
     for (int64_t off = 0; off < n; off += chunk) {
       torch::Tensor r = flat64(slice(ref, off), device);
-      scale = std::max(scale, r.abs().masked_fill(torch::isfinite(r).logical_not(), 0.0).max().item<double>());
+      scale = std::max(
+          scale, r.abs().masked_fill(torch::isfinite(r).logical_not(), 0.0).max().item<double>());
     }
     for (int64_t off = 0; off < n; off += chunk) {
       torch::Tensor r = flat64(slice(ref, off), device);
@@ -224,7 +231,9 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
       // either, the chunk needs no first-bad search.
       torch::Tensor err = (c - r).abs_();
       torch::Tensor rel = err / r.abs().clamp_min_(std::numeric_limits<double>::min());
-      torch::Tensor quick = torch::stack({err.max(), rel.max(), (err > out.threshold).sum().to(torch::kFloat64)}).cpu();
+      torch::Tensor quick =
+          torch::stack({err.max(), rel.max(), (err > out.threshold).sum().to(torch::kFloat64)})
+              .cpu();
       const double* q = quick.data_ptr<double>();
       if (std::isfinite(q[0]) && q[2] == 0) {
         out.max_abs_error = std::max(out.max_abs_error, q[0]);
@@ -237,12 +246,16 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
     torch::Tensor both_finite = torch::isfinite(c).logical_and(torch::isfinite(r));
     torch::Tensor rel = (c - r).abs() / r.abs().clamp_min(std::numeric_limits<double>::min());
     torch::Tensor nans = torch::isnan(c).logical_and(torch::isnan(r).logical_not()).sum();
-    torch::Tensor first = torch::arange(len, r.options().dtype(torch::kLong)).masked_fill(bad.logical_not(), len).min();
+    torch::Tensor first = torch::arange(len, r.options().dtype(torch::kLong))
+                              .masked_fill(bad.logical_not(), len)
+                              .min();
     torch::Tensor at = first.clamp_max(len - 1).view({1});
-    torch::Tensor stats = torch::cat({err.max().view({1}), rel.masked_fill(both_finite.logical_not(), 0.0).max().view({1}),
-                                      bad.sum().to(torch::kFloat64).view({1}), nans.to(torch::kFloat64).view({1}),
-                                      first.to(torch::kFloat64).view({1}), c.index_select(0, at), r.index_select(0, at)})
-                              .cpu();
+    torch::Tensor stats =
+        torch::cat(
+            {err.max().view({1}), rel.masked_fill(both_finite.logical_not(), 0.0).max().view({1}),
+             bad.sum().to(torch::kFloat64).view({1}), nans.to(torch::kFloat64).view({1}),
+             first.to(torch::kFloat64).view({1}), c.index_select(0, at), r.index_select(0, at)})
+            .cpu();
     const double* st = stats.data_ptr<double>();
     out.max_abs_error = std::max(out.max_abs_error, st[0]);
     out.max_rel_error = std::max(out.max_rel_error, st[1]);
@@ -254,10 +267,13 @@ Comparison compare_output(const torch::Tensor& candidate, const torch::Tensor& r
     out.mismatches += static_cast<int64_t>(st[2]);
     out.nan_count += static_cast<int64_t>(st[3]);
   }
-  out.normalized_error = out.rms_reference > 0 ? out.max_abs_error / out.rms_reference : out.max_abs_error;
+  out.normalized_error =
+      out.rms_reference > 0 ? out.max_abs_error / out.rms_reference : out.max_abs_error;
   out.ok = out.mismatches == 0;
-  if (out.ok) out.first_bad_index = -1;
-  else out.first_bad_position = unravel(out.first_bad_index, candidate.sizes().vec());
+  if (out.ok)
+    out.first_bad_index = -1;
+  else
+    out.first_bad_position = unravel(out.first_bad_index, candidate.sizes().vec());
   return out;
 }
 
@@ -313,12 +329,15 @@ double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
   // for float64), two kernels a chunk (the difference, its infinity norm) and one synchronisation.
   // A NaN or an infinity anywhere sends it to the exact rules below.
   if (x.is_floating_point() && y.is_floating_point()) {
-    auto wide = x.scalar_type() == torch::kFloat64 || y.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    auto wide = x.scalar_type() == torch::kFloat64 || y.scalar_type() == torch::kFloat64
+                    ? torch::kFloat64
+                    : torch::kFloat32;
     std::vector<torch::Tensor> maxima;
     for (int64_t off = 0; off < n; off += kCompareChunk) {
       int64_t end = std::min(off + kCompareChunk, n);
       // The infinity norm of the difference: |·| and max in one pass over it.
-      maxima.push_back(torch::linalg_vector_norm(x.slice(0, off, end).to(wide) - y.slice(0, off, end).to(x.device(), wide), kInf));
+      maxima.push_back(torch::linalg_vector_norm(
+          x.slice(0, off, end).to(wide) - y.slice(0, off, end).to(x.device(), wide), kInf));
     }
     double fast = torch::stack(maxima).max().item<double>();
     if (std::isfinite(fast)) return fast;
@@ -326,7 +345,8 @@ double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
   double worst = 0;
   for (int64_t off = 0; off < n; off += kCompareChunk) {
     int64_t end = std::min(off + kCompareChunk, n);
-    worst = std::max(worst, abs_error(flat64(x.slice(0, off, end), x.device()), flat64(y.slice(0, off, end), x.device()))
+    worst = std::max(worst, abs_error(flat64(x.slice(0, off, end), x.device()),
+                                      flat64(y.slice(0, off, end), x.device()))
                                 .max()
                                 .item<double>());
   }
@@ -341,8 +361,9 @@ bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
 // Bitwise comparisons need the same dtype and shape: else an Error naming both, from `who`.
 static void require_same_layout(const torch::Tensor& a, const torch::Tensor& b, const char* who) {
   if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()))
-    throw Error(std::string(who) + ": " + type_name(a.scalar_type()) + " " + format_shape(a.sizes().vec()) + " against " +
-                type_name(b.scalar_type()) + " " + format_shape(b.sizes().vec()));
+    throw Error(std::string(who) + ": " + type_name(a.scalar_type()) + " " +
+                format_shape(a.sizes().vec()) + " against " + type_name(b.scalar_type()) + " " +
+                format_shape(b.sizes().vec()));
 }
 
 int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b) {
@@ -392,7 +413,8 @@ void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
       // The top 53 bits as a uniform draw u in [0, 1), the lowest bit as the sign: ±10^(6u − 3),
       // magnitudes log-uniform in [1e-3, 1e3] (normal and finite in every float dtype, and many
       // distinct values even in bfloat16).
-      torch::Tensor unit = shift_right_logical(h, 11).to(torch::kFloat64) * (1.0 / 9007199254740992.0);
+      torch::Tensor unit =
+          shift_right_logical(h, 11).to(torch::kFloat64) * (1.0 / 9007199254740992.0);
       torch::Tensor magnitude = ((unit * 6 - 3) * std::log(10.0)).exp().clamp(1e-3, 1e3);
       torch::Tensor sign = 1 - 2 * torch::bitwise_and(h, 1).to(torch::kFloat64);
       part.copy_(sign * magnitude);
@@ -404,8 +426,8 @@ void poison(torch::Tensor& t, Poison kind, uint64_t seed) {
   }
 }
 
-int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison, const torch::Tensor& second,
-                        const torch::Tensor& second_poison) {
+int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison,
+                        const torch::Tensor& second, const torch::Tensor& second_poison) {
   require_same_layout(first, first_poison, "untouched_count");
   require_same_layout(second, second_poison, "untouched_count");
   require_same_layout(first, second, "untouched_count");

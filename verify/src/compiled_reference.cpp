@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #if __has_include(<torch/csrc/inductor/aoti_package/model_package_loader.h>)
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -48,22 +48,26 @@ std::string libtorch_version() {
 // The GPU kind a package is built for (Triton's kernels are compiled for it).
 std::string gpu_kind(int device) {
   for (const DeviceInfo& d : list_devices())
-    if (d.ordinal == device) return d.name + " sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+    if (d.ordinal == device)
+      return d.name + " sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
   throw Error("no CUDA device " + std::to_string(device));
 }
 
 // Runs the helper with `python` on `spec`: its JSON line, or nullopt when it printed none (its
 // log then says why).
-std::optional<json> run_helper(const std::string& python, const std::string& script, const std::string& spec,
-                               const std::string& log, std::chrono::seconds timeout) {
+std::optional<json> run_helper(const std::string& python, const std::string& script,
+                               const std::string& spec, const std::string& log,
+                               std::chrono::seconds timeout) {
   // One compile thread per build: compiled_packages runs several builds at once, and each build's
   // own pool of compile workers (one per CPU, each importing PyTorch) costs more than it saves on a
   // task's few kernels. TORCHINDUCTOR_COMPILE_THREADS in kforge's environment overrides it.
-  std::map<std::string, std::string> env = {
-      {"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}, {"TORCHINDUCTOR_COMPILE_THREADS", "1"}};
-  for (const char* name : {"PYTHONPATH", "PYTHONHOME", "PYENV_VERSION", "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX",
-                           "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
-                           "TORCHINDUCTOR_COMPILE_THREADS"})
+  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+                                            {"PYTHONUNBUFFERED", "1"},
+                                            {"TORCHINDUCTOR_COMPILE_THREADS", "1"}};
+  for (const char* name :
+       {"PYTHONPATH", "PYTHONHOME", "PYENV_VERSION", "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX",
+        "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_COMPILE_THREADS"})
     if (const char* v = std::getenv(name)) env[name] = v;
   UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (log_fd.get() < 0) throw Error("cannot write " + log + ": " + std::strerror(errno));
@@ -84,11 +88,13 @@ std::optional<json> run_helper(const std::string& python, const std::string& scr
     text.append(chunk, static_cast<size_t>(n));
     if (std::chrono::steady_clock::now() > deadline) break;
   }
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
   std::optional<int> status = p.wait_exit(std::max(left, std::chrono::milliseconds(1)));
   if (!status) {
     p.kill();
-    return json{{"ok", false}, {"reason", "the build took longer than " + std::to_string(timeout.count()) + " s"}};
+    return json{{"ok", false},
+                {"reason", "the build took longer than " + std::to_string(timeout.count()) + " s"}};
   }
   for (const std::string& line : split(text, '\n')) {
     json j = json::parse(line, nullptr, false);
@@ -101,12 +107,13 @@ std::optional<json> run_helper(const std::string& python, const std::string& scr
 
 std::string compiled_unsupported() {
   if (!KFORGE_HAS_AOTI)
-    return "LibTorch " + libtorch_version() + " cannot load AOTInductor packages (PyTorch 2.6 or later can)";
+    return "LibTorch " + libtorch_version() +
+           " cannot load AOTInductor packages (PyTorch 2.6 or later can)";
   return "";
 }
 
-CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs, int device,
-                                 const CompiledOptions& options) {
+CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs,
+                                 int device, const CompiledOptions& options) {
   CompiledPackage out;
   if (!options.enabled) {
     out.absent = options.off_reason;
@@ -122,8 +129,11 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
                            {"dtype", std::string(tasks::dtype_name(*dtype))}});
   }
   std::string torch_version = libtorch_version();
-  json key = {{"task", task.content_hash}, {"inputs", spec_inputs}, {"tf32", task.allow_tf32},
-              {"gpu", gpu_kind(device)}, {"torch", torch_version},
+  json key = {{"task", task.content_hash},
+              {"inputs", spec_inputs},
+              {"tf32", task.allow_tf32},
+              {"gpu", gpu_kind(device)},
+              {"torch", torch_version},
               {"helper", content_hash(embedded::inductor_helper_kforge_inductor)}};
   std::string id = content_hash(key.dump()).substr(0, 32);
   std::string dir = (cache_dir() / "compiled" / id.substr(0, 2)).string();
@@ -156,14 +166,16 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
       tried.push_back(python + ": not found");
       continue;
     }
-    std::optional<json> r = run_helper(resolved, script, base + ".json", out.log, options.build_timeout);
+    std::optional<json> r =
+        run_helper(resolved, script, base + ".json", out.log, options.build_timeout);
     if (!r) {
       tried.push_back(resolved + ": the helper failed (" + out.log + ")");
       continue;
     }
     if (r->value("ok", false)) {
       out.path = base + ".pt2";
-      out.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      out.build_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       return out;
     }
     std::string reason = r->value("reason", "");
@@ -178,7 +190,8 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
     }
     tried.push_back(reason);
   }
-  out.absent = "no Python with PyTorch " + torch_version + " (kforge's LibTorch) and a GPU was found";
+  out.absent =
+      "no Python with PyTorch " + torch_version + " (kforge's LibTorch) and a GPU was found";
   for (const std::string& t : tried) out.absent += "; " + t;
   out.absent += " (name one with $KFORGE_PYTHON)";
   return out;
@@ -188,7 +201,9 @@ std::vector<CompiledPackage> compiled_packages(
     const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options,
     const std::function<void(const tasks::Task&, const CompiledPackage&)>& done) {
   std::vector<CompiledPackage> out(tasks.size());
-  int jobs = options.build_jobs > 0 ? options.build_jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int jobs = options.build_jobs > 0
+                 ? options.build_jobs
+                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   std::mutex report;
   auto work = [&] {
@@ -198,9 +213,9 @@ std::vector<CompiledPackage> compiled_packages(
         // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
         std::vector<torch::Tensor> inputs;
         for (const tasks::InputSpec& in : t.inputs)
-          inputs.push_back(torch::empty(t.shape_of(in, t.dims), torch::TensorOptions()
-                                                                    .dtype(tasks::to_scalar_type(in.dtype))
-                                                                    .device(torch::kMeta)));
+          inputs.push_back(torch::empty(
+              t.shape_of(in, t.dims),
+              torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype)).device(torch::kMeta)));
         out[k] = compiled_package(t, inputs, device, options);
       } catch (const std::exception& e) {
         out[k].absent = e.what();
@@ -212,7 +227,8 @@ std::vector<CompiledPackage> compiled_packages(
     }
   };
   std::vector<std::thread> workers;
-  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(tasks.size())); ++w) workers.emplace_back(work);
+  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(tasks.size())); ++w)
+    workers.emplace_back(work);
   work();
   for (std::thread& w : workers) w.join();
   return out;
@@ -228,7 +244,8 @@ CompiledReference::CompiledReference(const std::string& package, int) {
   try {
     loaded_ = std::make_unique<Loaded>(package);
   } catch (const std::exception& e) {
-    throw Error("cannot load the AOTInductor package " + package + ": " + std::string(e.what()).substr(0, 500));
+    throw Error("cannot load the AOTInductor package " + package + ": " +
+                std::string(e.what()).substr(0, 500));
   }
 }
 
@@ -238,7 +255,9 @@ std::vector<torch::Tensor> CompiledReference::run(const std::vector<torch::Tenso
 #else
 struct CompiledReference::Loaded {};
 
-CompiledReference::CompiledReference(const std::string&, int) { throw Error(compiled_unsupported()); }
+CompiledReference::CompiledReference(const std::string&, int) {
+  throw Error(compiled_unsupported());
+}
 
 std::vector<torch::Tensor> CompiledReference::run(const std::vector<torch::Tensor>&) const {
   throw Error(compiled_unsupported());

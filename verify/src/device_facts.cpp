@@ -7,20 +7,27 @@
 #include "kforge/common/files.h"
 #include "kforge/common/paths.h"
 #include "kforge/compile/nvrtc.h"
-#include "kforge/verify/protocol.h"
 #include "kforge/tasks/math_mode.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/protocol.h"
 #include "kforge/verify/timing.h"
 
 namespace kforge::verify {
 
-double MeasuredFacts::best_gbps() const { return std::max({read_gbps, write_gbps, copy_gbps}); }
+double MeasuredFacts::best_gbps() const {
+  return std::max({read_gbps, write_gbps, copy_gbps});
+}
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MeasuredFacts, uuid, name, driver, read_gbps, write_gbps, copy_gbps, peak_tflops)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MeasuredFacts, uuid, name, driver, read_gbps, write_gbps,
+                                   copy_gbps, peak_tflops)
 
-nlohmann::json MeasuredFacts::to_json() const { return nlohmann::json(*this); }
+nlohmann::json MeasuredFacts::to_json() const {
+  return nlohmann::json(*this);
+}
 
-MeasuredFacts MeasuredFacts::from_json(const nlohmann::json& j) { return j.get<MeasuredFacts>(); }
+MeasuredFacts MeasuredFacts::from_json(const nlohmann::json& j) {
+  return j.get<MeasuredFacts>();
+}
 
 namespace {
 
@@ -31,7 +38,14 @@ double median_ms(const std::function<void()>& work, int reps = 10) {
   o.min_reps = reps;
   o.max_reps = reps;
   EventTimer timer;
-  return time_repeatedly([](int) {}, [&](int) { timer.start(); work(); return timer.stop_ms(); }, [](int) {}, o).median_ms;
+  return time_repeatedly([](int) {},
+                         [&](int) {
+                           timer.start();
+                           work();
+                           return timer.stop_ms();
+                         },
+                         [](int) {}, o)
+      .median_ms;
 }
 
 MeasuredFacts measure(int device, const DeviceInfo& info) {
@@ -39,9 +53,12 @@ MeasuredFacts measure(int device, const DeviceInfo& info) {
   f.uuid = info.uuid;
   f.name = info.name;
   f.driver = driver_version();
-  auto on = [&](torch::ScalarType t) { return torch::TensorOptions().dtype(t).device(torch::Device(torch::kCUDA, device)); };
+  auto on = [&](torch::ScalarType t) {
+    return torch::TensorOptions().dtype(t).device(torch::Device(torch::kCUDA, device));
+  };
   const int64_t n = int64_t{1} << 30;  // 4 GiB of float32
-  torch::Tensor a = torch::ones({n}, on(torch::kFloat32)), b = torch::empty({n}, on(torch::kFloat32));
+  torch::Tensor a = torch::ones({n}, on(torch::kFloat32)),
+                b = torch::empty({n}, on(torch::kFloat32));
   double bytes = static_cast<double>(n) * 4;
   f.read_gbps = bytes / median_ms([&] { (void)a.sum(); }) / 1e6;
   f.write_gbps = bytes / median_ms([&] { b.fill_(1.5f); }) / 1e6;
@@ -49,9 +66,12 @@ MeasuredFacts measure(int device, const DeviceInfo& info) {
   a = torch::Tensor();
   b = torch::Tensor();
   tasks::MathModeGuard no_tf32(false);
-  for (auto [name, type, size] : {std::tuple{"float32", torch::kFloat32, 8192}, std::tuple{"float16", torch::kFloat16, 8192},
-                                  std::tuple{"bfloat16", torch::kBFloat16, 8192}, std::tuple{"float64", torch::kFloat64, 4096}}) {
-    torch::Tensor x = torch::randn({size, size}, on(type)), y = torch::randn({size, size}, on(type));
+  for (auto [name, type, size] :
+       {std::tuple{"float32", torch::kFloat32, 8192}, std::tuple{"float16", torch::kFloat16, 8192},
+        std::tuple{"bfloat16", torch::kBFloat16, 8192},
+        std::tuple{"float64", torch::kFloat64, 4096}}) {
+    torch::Tensor x = torch::randn({size, size}, on(type)),
+                  y = torch::randn({size, size}, on(type));
     torch::Tensor z = torch::empty({size, size}, on(type));
     double ms = median_ms([&] { torch::matmul_out(z, x, y); }, 5);
     f.peak_tflops[name] = 2.0 * size * size * static_cast<double>(size) / ms / 1e9;
@@ -63,7 +83,9 @@ MeasuredFacts measure(int device, const DeviceInfo& info) {
 
 MeasuredFacts device_facts(int device, bool remeasure) {
   DeviceInfo info = list_devices().at(static_cast<size_t>(device));
-  std::string file = (cache_dir() / "devices" / (info.uuid + "-" + std::to_string(driver_version()) + ".json")).string();
+  std::string file =
+      (cache_dir() / "devices" / (info.uuid + "-" + std::to_string(driver_version()) + ".json"))
+          .string();
   if (!remeasure)
     if (auto text = read_file(file)) {
       try {
@@ -80,7 +102,8 @@ MeasuredFacts device_facts(int device, bool remeasure) {
 
 compile::DeviceFacts plan_facts(int device) {
   DeviceInfo d = list_devices().at(static_cast<size_t>(device));
-  compile::DeviceFacts f = compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
+  compile::DeviceFacts f =
+      compile::DeviceFacts::for_arch(compile::arch_for(d.cc_major, d.cc_minor));
   f.num_sms = d.sm_count;
   f.max_shared_per_block = d.max_shared_per_block_optin;
   f.measured = true;

@@ -10,29 +10,33 @@ Driver::Driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();
-    reason_ = std::string("no NVIDIA driver found (") + (err ? err : "libcuda.so.1 not found") + ")";
+    reason_ =
+        std::string("no NVIDIA driver found (") + (err ? err : "libcuda.so.1 not found") + ")";
     return;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  using GetProc =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
   if (!get_proc) {
-    reason_ = "the NVIDIA driver is too old: libcuda.so.1 lacks cuGetProcAddress_v2 (CUDA 12 or newer is needed)";
+    reason_ =
+        "the NVIDIA driver is too old: libcuda.so.1 lacks cuGetProcAddress_v2 (CUDA 12 or newer is "
+        "needed)";
     return;
   }
   std::string missing;
-#define KFORGE_DRIVER_LOAD(name, version)                                                 \
-  {                                                                                       \
-    void* fn = nullptr;                                                                   \
-    CUdriverProcAddressQueryResult found{};                                               \
+#define KFORGE_DRIVER_LOAD(name, version)                                                          \
+  {                                                                                                \
+    void* fn = nullptr;                                                                            \
+    CUdriverProcAddressQueryResult found{};                                                        \
     if (get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || !fn) \
-      missing += std::string(missing.empty() ? "" : ", ") + #name;                        \
-    name = reinterpret_cast<decltype(name)>(fn);                                          \
+      missing += std::string(missing.empty() ? "" : ", ") + #name;                                 \
+    name = reinterpret_cast<decltype(name)>(fn);                                                   \
   }
   KFORGE_DRIVER_FUNCTIONS(KFORGE_DRIVER_LOAD)
 #undef KFORGE_DRIVER_LOAD
   if (!missing.empty()) {
-    reason_ = "the NVIDIA driver lacks " + missing + " for CUDA " + std::to_string(CUDA_VERSION / 1000) + "." +
-              std::to_string(CUDA_VERSION % 1000 / 10);
+    reason_ = "the NVIDIA driver lacks " + missing + " for CUDA " +
+              std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
     return;
   }
   CUresult r = cuInit(0);
@@ -40,7 +44,8 @@ Driver::Driver() {
     const char* name = nullptr;
     cuGetErrorName(r, &name);
     reason_ = std::string("the NVIDIA driver is present but cuInit failed: ") + (name ? name : "?");
-    if (r == CUDA_ERROR_NO_DEVICE) reason_ = "the NVIDIA driver is present but sees no GPU (CUDA_ERROR_NO_DEVICE)";
+    if (r == CUDA_ERROR_NO_DEVICE)
+      reason_ = "the NVIDIA driver is present but sees no GPU (CUDA_ERROR_NO_DEVICE)";
     return;
   }
   int count = 0;
@@ -57,7 +62,8 @@ const Driver& Driver::get() {
 }
 
 void Driver::require(const std::string& what) const {
-  if (!available_) throw CudaError(what + " needs an NVIDIA GPU, and none can be used here: " + reason_);
+  if (!available_)
+    throw CudaError(what + " needs an NVIDIA GPU, and none can be used here: " + reason_);
 }
 
 void Driver::check(CUresult r, const char* expr, const char* file, int line) const {

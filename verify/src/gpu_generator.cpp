@@ -57,13 +57,15 @@ const Module& module_for(int device_index) {
   const Driver& d = Driver::get();
   DeviceInfo info = list_devices().at(device_index);
   std::string source = std::string(embedded::tasks_philox_philox) + kKernels;
-  compile::NvrtcOutput out = compile::nvrtc_compile(
-      source, "kforge_generator.cu", compile::arch_for(info.cc_major, info.cc_minor), {"--fmad=false", "-std=c++17"});
+  compile::NvrtcOutput out = compile::nvrtc_compile(source, "kforge_generator.cu",
+                                                    compile::arch_for(info.cc_major, info.cc_minor),
+                                                    {"--fmad=false", "-std=c++17"});
   if (!out.ok) throw Error("the GPU input generator does not compile (a kforge bug):\n" + out.log);
   CUdevice dev;
   KFORGE_CU_CHECK(d, d.cuDeviceGet(&dev, device_index));
   CUcontext ctx;
-  KFORGE_CU_CHECK(d, d.cuDevicePrimaryCtxRetain(&ctx, dev));  // shared with LibTorch; kept for the process
+  KFORGE_CU_CHECK(
+      d, d.cuDevicePrimaryCtxRetain(&ctx, dev));  // shared with LibTorch; kept for the process
   KFORGE_CU_CHECK(d, d.cuCtxSetCurrent(ctx));
   Module m;
   m.sm_count = info.sm_count;
@@ -83,15 +85,18 @@ torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::
   const Driver& d = Driver::get();
   d.require("generating inputs on the GPU");
   if (!torch::cuda::is_available())
-    throw Error("generating inputs on the GPU needs a LibTorch built with CUDA; this one (" TORCH_VERSION
-                ") has none");
+    throw Error(
+        "generating inputs on the GPU needs a LibTorch built with CUDA; this one (" TORCH_VERSION
+        ") has none");
   using tasks::Dtype;
   const tasks::InputSpec& in = task.inputs.at(index);
   tasks::ResolvedInit r = tasks::resolve_init(in, dims);
-  Dtype gen_dtype = (in.dtype == Dtype::Float16 || in.dtype == Dtype::BFloat16) ? Dtype::Float32 : in.dtype;
-  torch::Tensor out = torch::empty(task.shape_of(in, dims), torch::TensorOptions()
-                                                                .dtype(tasks::to_scalar_type(gen_dtype))
-                                                                .device(torch::Device(torch::kCUDA, device_index)));
+  Dtype gen_dtype =
+      (in.dtype == Dtype::Float16 || in.dtype == Dtype::BFloat16) ? Dtype::Float32 : in.dtype;
+  torch::Tensor out =
+      torch::empty(task.shape_of(in, dims), torch::TensorOptions()
+                                                .dtype(tasks::to_scalar_type(gen_dtype))
+                                                .device(torch::Device(torch::kCUDA, device_index)));
   const Module& m = module_for(device_index);
   CUdevice dev;
   KFORGE_CU_CHECK(d, d.cuDeviceGet(&dev, device_index));
@@ -125,7 +130,8 @@ torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::
   }
   if (n > 0) {
     unsigned long long blocks = std::min<unsigned long long>((n + 255) / 256, 32ull * m.sm_count);
-    KFORGE_CU_CHECK(d, d.cuLaunchKernel(fn, static_cast<unsigned>(blocks), 1, 1, 256, 1, 1, 0, nullptr, args.data(), nullptr));
+    KFORGE_CU_CHECK(d, d.cuLaunchKernel(fn, static_cast<unsigned>(blocks), 1, 1, 256, 1, 1, 0,
+                                        nullptr, args.data(), nullptr));
     KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
   }
   KFORGE_CU_CHECK(d, d.cuDevicePrimaryCtxRelease(dev));
@@ -133,7 +139,8 @@ torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::
 }
 
 tasks::InputGenerator cuda_generator(int device_index) {
-  return [device_index](const tasks::Task& t, size_t index, const tasks::Dims& d, uint64_t seed, int variant) {
+  return [device_index](const tasks::Task& t, size_t index, const tasks::Dims& d, uint64_t seed,
+                        int variant) {
     return generate_cuda(t, index, d, seed, variant, device_index);
   };
 }

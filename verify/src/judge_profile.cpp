@@ -25,11 +25,11 @@ const std::map<std::string, std::string> kKept = {
     {"sm__warps_active.avg.pct_of_peak_sustained_active", "occupancy_pct"},
     {"launch__registers_per_thread", "registers"}};
 // Stall reasons that exist on every architecture kforge targets (Volta and newer).
-const char* const kStalls[] = {"long_scoreboard", "short_scoreboard", "barrier",   "membar",
-                               "mio_throttle",    "lg_throttle",      "math_pipe_throttle",
-                               "tex_throttle",    "wait",             "not_selected",
-                               "no_instruction",  "branch_resolving", "dispatch_stall",
-                               "drain",           "imc_miss",         "sleeping"};
+const char* const kStalls[] = {
+    "long_scoreboard", "short_scoreboard",   "barrier",        "membar", "mio_throttle",
+    "lg_throttle",     "math_pipe_throttle", "tex_throttle",   "wait",   "not_selected",
+    "no_instruction",  "branch_resolving",   "dispatch_stall", "drain",  "imc_miss",
+    "sleeping"};
 
 // One CSV record: fields in double quotes (a quote inside doubled), separated by commas.
 std::vector<std::string> csv_fields(const std::string& line) {
@@ -39,9 +39,12 @@ std::vector<std::string> csv_fields(const std::string& line) {
   for (size_t i = 0; i < line.size(); ++i) {
     char ch = line[i];
     if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
-      else if (ch == '"') quoted = false;
-      else field += ch;
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        field += '"', ++i;
+      else if (ch == '"')
+        quoted = false;
+      else
+        field += ch;
     } else if (ch == '"') {
       quoted = true;
     } else if (ch == ',') {
@@ -94,10 +97,13 @@ json parse_ncu_log(const std::string& log) {
     if (column.empty()) {
       for (size_t i = 0; i < f.size(); ++i) column[f[i]] = i;
       for (const char* needed : {"ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"})
-        if (!column.count(needed)) return {{"error", "ncu's CSV has no \"" + std::string(needed) + "\" column"}};
+        if (!column.count(needed))
+          return {{"error", "ncu's CSV has no \"" + std::string(needed) + "\" column"}};
       continue;
     }
-    auto at = [&](const char* name) { return column[name] < f.size() ? f[column[name]] : std::string(); };
+    auto at = [&](const char* name) {
+      return column[name] < f.size() ? f[column[name]] : std::string();
+    };
     std::optional<double> id = number(at("ID")), value = number(at("Metric Value"));
     if (!id || !value) continue;
     json& k = launches[static_cast<int64_t>(*id)];
@@ -105,24 +111,32 @@ json parse_ncu_log(const std::string& log) {
     k["name"] = name.substr(0, std::min(name.find('('), size_t{120}));
     std::string metric = at("Metric Name"), unit = at("Metric Unit");
     if (metric == kDuration) {
-      double scale = unit == "ns" ? 1e-6 : unit == "us" || unit == "usecond" ? 1e-3 : unit == "ms" || unit == "msecond" ? 1 : unit == "s" || unit == "second" ? 1e3 : 1e-6;
+      double scale = unit == "ns"                        ? 1e-6
+                     : unit == "us" || unit == "usecond" ? 1e-3
+                     : unit == "ms" || unit == "msecond" ? 1
+                     : unit == "s" || unit == "second"   ? 1e3
+                                                         : 1e-6;
       k["duration_ms"] = *value * scale;
     } else if (auto kept = kKept.find(metric); kept != kKept.end()) {
       k[kept->second] = *value;
-    } else if (metric.rfind(kStallPrefix, 0) == 0 && metric.size() > std::string(kStallPrefix).size() + std::string(kStallSuffix).size()) {
+    } else if (metric.rfind(kStallPrefix, 0) == 0 &&
+               metric.size() >
+                   std::string(kStallPrefix).size() + std::string(kStallSuffix).size()) {
       std::string reason = metric.substr(std::string(kStallPrefix).size());
       reason = reason.substr(0, reason.size() - std::string(kStallSuffix).size());
       k["all_stalls"][reason] = *value;
     }
   }
   if (launches.empty())
-    return {{"error", errors.empty() ? "ncu profiled no kernel (its log has no metrics)" : trim(errors).substr(0, 1000)}};
+    return {{"error", errors.empty() ? "ncu profiled no kernel (its log has no metrics)"
+                                     : trim(errors).substr(0, 1000)}};
   json kernels = json::array();
   for (auto& [id, k] : launches) {
     std::vector<std::pair<std::string, double>> stalls;
     const json all = k.value("all_stalls", json::object());
     for (const auto& [reason, v] : all.items()) stalls.emplace_back(reason, v.get<double>());
-    std::stable_sort(stalls.begin(), stalls.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::stable_sort(stalls.begin(), stalls.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
     if (stalls.size() > 3) stalls.resize(3);
     k.erase("all_stalls");
     k["stalls"] = stalls;
@@ -131,8 +145,10 @@ json parse_ncu_log(const std::string& log) {
   return {{"kernels", kernels}};
 }
 
-json Judge::profile(const tasks::Task& task, const compile::CandidateReport& report, const std::string& ncu_path) {
-  if (!report.ok() || report.configurations.empty()) return {{"error", "the candidate did not compile"}};
+json Judge::profile(const tasks::Task& task, const compile::CandidateReport& report,
+                    const std::string& ncu_path) {
+  if (!report.ok() || report.configurations.empty())
+    return {{"error", "the candidate did not compile"}};
   if (ncu_path.empty()) return {{"error", "Nsight Compute (ncu) is not installed"}};
   json out;
   Verdict v = guarded([&] {
@@ -147,10 +163,12 @@ json Judge::profile(const tasks::Task& task, const compile::CandidateReport& rep
     auto wrapper = [&](const std::string& log) -> std::vector<std::string> {
       return {ncu_path, "--csv", "--log-file", log, "--metrics", metrics};
     };
-    parts::SanitizedRun run = parts::run_wrapped(j, wrapper, c, true, inputs, j.seed, std::chrono::seconds(300));
-    out = run.result.ok() ? parse_ncu_log(run.log)
-                          : json{{"error", "the run under ncu failed: " + run.result.evidence.substr(0, 500) +
-                                               (run.log.empty() ? "" : "; ncu: " + run.log.substr(0, 500))}};
+    parts::SanitizedRun run =
+        parts::run_wrapped(j, wrapper, c, true, inputs, j.seed, std::chrono::seconds(300));
+    out = run.result.ok()
+              ? parse_ncu_log(run.log)
+              : json{{"error", "the run under ncu failed: " + run.result.evidence.substr(0, 500) +
+                                   (run.log.empty() ? "" : "; ncu: " + run.log.substr(0, 500))}};
     out["tool"] = ncu_path;
     out["dims"] = dims;
     out["ms"] = run.ms;

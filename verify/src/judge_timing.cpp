@@ -20,7 +20,8 @@ using parts::synchronize;
 // loaded, and its outputs on `inputs` compared with the reference as a candidate's are: a
 // compiled baseline that computes something else is no baseline.
 parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Reference& ref,
-                                      const std::vector<torch::Tensor>& inputs, const VerifyOptions& o) {
+                                      const std::vector<torch::Tensor>& inputs,
+                                      const VerifyOptions& o) {
   parts::CompiledBaseline out;
   CompiledPackage package = compiled_package(task, inputs, o.device, o.compiled);
   out.build_s = package.build_s;
@@ -37,24 +38,29 @@ parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Refe
     }
     std::vector<torch::Tensor> eager = parts::run_reference(task, ref, inputs, false);
     std::vector<torch::Tensor> wide;
-    for (const torch::Tensor& t : inputs) wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+    for (const torch::Tensor& t : inputs)
+      wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
     std::vector<torch::Tensor> r64 = parts::run_reference(task, ref, wide, false);
     if (got.size() != eager.size())
       throw Error("it returns " + std::to_string(got.size()) + " output(s), the reference " +
                   std::to_string(eager.size()));
     for (size_t i = 0; i < got.size(); ++i) {
-      tasks::Dtype dt = tasks::from_scalar_type(eager[i].scalar_type()).value_or(tasks::Dtype::Float32);
-      Comparison c = compare_output(got[i], r64[i].to(eager[i].is_floating_point() ? torch::kFloat64 : r64[i].scalar_type()),
-                                    eager[i], dt, parts::tolerance_for(task, i, dt));
+      tasks::Dtype dt =
+          tasks::from_scalar_type(eager[i].scalar_type()).value_or(tasks::Dtype::Float32);
+      Comparison c = compare_output(
+          got[i], r64[i].to(eager[i].is_floating_point() ? torch::kFloat64 : r64[i].scalar_type()),
+          eager[i], dt, parts::tolerance_for(task, i, dt));
       if (!c.ok)
         throw Error("its output " + std::to_string(i) + " differs from the reference" +
-                    (c.problem.empty() ? " (max error " + std::to_string(c.max_abs_error) + ", " +
-                                             std::to_string(c.mismatches) + " element(s) beyond the threshold)"
-                                       : ": " + c.problem));
+                    (c.problem.empty()
+                         ? " (max error " + std::to_string(c.max_abs_error) + ", " +
+                               std::to_string(c.mismatches) + " element(s) beyond the threshold)"
+                         : ": " + c.problem));
     }
   } catch (const std::exception& e) {
     out.reference.reset();
-    out.absent = std::string("torch.compile's package (") + package.path + ") is not usable: " + e.what();
+    out.absent =
+        std::string("torch.compile's package (") + package.path + ") is not usable: " + e.what();
   }
   return out;
 }
@@ -136,8 +142,8 @@ struct TimedWrong {
   json detail;
 };
 
-// Eager, scripted and torch.compile's on the timed dims: timed now, or reused from this judge's last timing of
-// the same task version, dims and math mode within options.baseline_reuse.
+// Eager, scripted and torch.compile's on the timed dims: timed now, or reused from this judge's
+// last timing of the same task version, dims and math mode within options.baseline_reuse.
 Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>& pool,
                     ClockMonitor& clocks) {
   const tasks::Task& task = j.task;
@@ -155,7 +161,10 @@ Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>
   for (const torch::Tensor& t : inputs.at(0)) shapes += " " + c10::str(t.sizes());
   auto compiled = j.session.compiled.find(task.content_hash + shapes);
   if (compiled == j.session.compiled.end())
-    compiled = j.session.compiled.emplace(task.content_hash + shapes, load_compiled(task, j.reference, inputs.at(0), j.options)).first;
+    compiled = j.session.compiled
+                   .emplace(task.content_hash + shapes,
+                            load_compiled(task, j.reference, inputs.at(0), j.options))
+                   .first;
   Baselines b = time_references(task, j.reference, inputs, j.session.gate(j.options.device),
                                 j.options.timing, clocks, compiled->second);
   j.session.baselines[key] = {b, Clock::now()};

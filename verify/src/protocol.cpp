@@ -8,20 +8,33 @@ using nlohmann::json;
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BufferSpec, name, allocation_bytes, offset, bytes, read_only)
 
-json to_json(const BufferSpec& b) { return json(b); }
+json to_json(const BufferSpec& b) {
+  return json(b);
+}
 
-BufferSpec buffer_from_json(const json& j) { return j.get<BufferSpec>(); }
+BufferSpec buffer_from_json(const json& j) {
+  return j.get<BufferSpec>();
+}
 
 json to_json(const RunRequest& r) {
   json launches = json::array();
   for (const LaunchSpecWire& l : r.launches) {
     json args = json::array();
     for (const LaunchArg& a : l.args)
-      args.push_back(a.buffer >= 0 ? json{{"buffer", a.buffer}} : json{{"int", a.value}, {"bytes", a.bytes}});
-    launches.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"cluster", l.cluster},
-                        {"shared_bytes", l.shared_bytes}, {"cooperative", l.cooperative}, {"args", args}});
+      args.push_back(a.buffer >= 0 ? json{{"buffer", a.buffer}}
+                                   : json{{"int", a.value}, {"bytes", a.bytes}});
+    launches.push_back({{"kernel", l.kernel},
+                        {"grid", l.grid},
+                        {"block", l.block},
+                        {"cluster", l.cluster},
+                        {"shared_bytes", l.shared_bytes},
+                        {"cooperative", l.cooperative},
+                        {"args", args}});
   }
-  return {{"op", "run"}, {"launches", launches}, {"zero_buffers", r.zero_buffers}, {"repeat", r.repeat},
+  return {{"op", "run"},
+          {"launches", launches},
+          {"zero_buffers", r.zero_buffers},
+          {"repeat", r.repeat},
           {"timed", r.timed}};
 }
 
@@ -80,11 +93,14 @@ RunReply run_reply_from_json(const json& j) {
 
 std::vector<std::string> ptx_global_variables(const std::string& ptx) {
   // ".visible .global .align 4 .u32 counter;"  ".global .align 8 .b8 _ZN2ns5cacheE[64];"
-  static const std::regex re(R"(^\s*(?:\.(?:visible|weak|extern)\s+)*\.global\s+[^;=\[]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;)",
-                             std::regex::multiline);
+  static const std::regex re(
+      R"(^\s*(?:\.(?:visible|weak|extern)\s+)*\.global\s+[^;=\[]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;)",
+      std::regex::multiline);
   std::vector<std::string> out;
-  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), re); it != std::sregex_iterator(); ++it) {
-    if (std::regex_search(it->str(), std::regex(R"(^\s*\.extern)"))) continue;  // declared elsewhere
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), re); it != std::sregex_iterator();
+       ++it) {
+    if (std::regex_search(it->str(), std::regex(R"(^\s*\.extern)")))
+      continue;  // declared elsewhere
     out.push_back((*it)[1]);
   }
   return out;

@@ -14,19 +14,28 @@ namespace {
 
 constexpr int kChannelFdInChild = 3;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
-std::string millis(std::chrono::milliseconds m) { return std::to_string(m.count()) + " ms"; }
+std::string millis(std::chrono::milliseconds m) {
+  return std::to_string(m.count()) + " ms";
+}
 
 }  // namespace
 
 std::string_view to_string(RunStatus s) {
   switch (s) {
-    case RunStatus::Ok: return "ok";
-    case RunStatus::LaunchError: return "launch_error";
-    case RunStatus::Fault: return "fault";
-    case RunStatus::Timeout: return "timeout";
-    case RunStatus::Died: return "died";
+    case RunStatus::Ok:
+      return "ok";
+    case RunStatus::LaunchError:
+      return "launch_error";
+    case RunStatus::Fault:
+      return "fault";
+    case RunStatus::Timeout:
+      return "timeout";
+    case RunStatus::Died:
+      return "died";
   }
   return "?";
 }
@@ -44,10 +53,13 @@ std::string default_runner_path() {
 }
 
 RunnerClient::RunnerClient(RunnerOptions options) : options_(std::move(options)) {
-  if (options_.command.empty()) options_.command = {default_runner_path(), "--device", std::to_string(options_.device)};
+  if (options_.command.empty())
+    options_.command = {default_runner_path(), "--device", std::to_string(options_.device)};
 }
 
-RunnerClient::~RunnerClient() { stop(); }
+RunnerClient::~RunnerClient() {
+  stop();
+}
 
 void RunnerClient::stop(std::chrono::milliseconds grace) {
   if (!child_) return;
@@ -59,7 +71,9 @@ void RunnerClient::stop(std::chrono::milliseconds grace) {
   child_.reset();
 }
 
-pid_t RunnerClient::pid() const { return child_ ? child_->pid() : -1; }
+pid_t RunnerClient::pid() const {
+  return child_ ? child_->pid() : -1;
+}
 
 void RunnerClient::restart() {
   if (!child_) return;
@@ -85,7 +99,8 @@ RunResult RunnerClient::send_buffers() {
     specs.push_back(to_json(buffers_[i]));
     fds.push_back(fds_[i].get());
   }
-  return exchange(json{{"op", "buffers"}, {"buffers", specs}}, fds, options_.start_timeout, "buffers");
+  return exchange(json{{"op", "buffers"}, {"buffers", specs}}, fds, options_.start_timeout,
+                  "buffers");
 }
 
 RunResult RunnerClient::ended(RunStatus status, const std::string& what, double wall_ms) {
@@ -102,29 +117,34 @@ RunResult RunnerClient::ended(RunStatus status, const std::string& what, double 
   return r;
 }
 
-RunResult RunnerClient::exchange(const json& request, const std::vector<int>& fds, std::chrono::milliseconds limit,
-                                 const std::string& what) {
+RunResult RunnerClient::exchange(const json& request, const std::vector<int>& fds,
+                                 std::chrono::milliseconds limit, const std::string& what) {
   auto t0 = Clock::now();
   try {
     child_->channel().send(request, fds);
   } catch (const ChannelError& e) {
-    return ended(RunStatus::Died, std::string("sending ") + what + " failed (" + e.what() + ")", ms_since(t0));
+    return ended(RunStatus::Died, std::string("sending ") + what + " failed (" + e.what() + ")",
+                 ms_since(t0));
   }
   Message m;
   Received got = child_->channel().receive(m, limit);
   if (got == Received::Timeout)
-    return ended(RunStatus::Timeout, "no answer to " + what + " within " + millis(limit), ms_since(t0));
-  if (got == Received::Closed) return ended(RunStatus::Died, "the runner closed the channel during " + what, ms_since(t0));
+    return ended(RunStatus::Timeout, "no answer to " + what + " within " + millis(limit),
+                 ms_since(t0));
+  if (got == Received::Closed)
+    return ended(RunStatus::Died, "the runner closed the channel during " + what, ms_since(t0));
   if (m.body.value("op", "") == "error")
-    throw Error("kforge-runner refused " + what + ": " + m.body.value("message", "?") + " (a kforge bug)");
+    throw Error("kforge-runner refused " + what + ": " + m.body.value("message", "?") +
+                " (a kforge bug)");
   RunResult r;
   r.wall_ms = ms_since(t0);
   r.evidence = m.body.dump();
   if (what == "run") {
     r.reply = run_reply_from_json(m.body);
     if (!r.reply.ok) {
-      r.evidence = r.reply.error + " (" + r.reply.message + ")" +
-                   (r.reply.launch >= 0 ? " at launch[" + std::to_string(r.reply.launch) + "]" : "");
+      r.evidence =
+          r.reply.error + " (" + r.reply.message + ")" +
+          (r.reply.launch >= 0 ? " at launch[" + std::to_string(r.reply.launch) + "]" : "");
       if (r.reply.stage == "sync") {
         RunResult f = ended(RunStatus::Fault, r.evidence, r.wall_ms);
         f.reply = r.reply;
@@ -137,7 +157,8 @@ RunResult RunnerClient::exchange(const json& request, const std::vector<int>& fd
     r.reply.ok = false;
     r.reply.error = m.body.value("error", "");
     r.reply.message = m.body.value("message", "");
-    r.evidence = "the runner refused the " + what + ": " + r.reply.error + " (" + r.reply.message + ")";
+    r.evidence =
+        "the runner refused the " + what + ": " + r.reply.error + " (" + r.reply.message + ")";
   }
   return r;
 }
@@ -153,8 +174,9 @@ RunResult RunnerClient::ensure_started() {
   Message m;
   Received got = child_->channel().receive(m, options_.start_timeout);
   if (got != Received::Message || m.body.value("op", "") != "ready") {
-    std::string why = got == Received::Timeout ? "no ready message within " + millis(options_.start_timeout)
-                                               : "it ended before it was ready";
+    std::string why = got == Received::Timeout
+                          ? "no ready message within " + millis(options_.start_timeout)
+                          : "it ended before it was ready";
     std::string how = child_->kill_now();
     std::string err = child_->stderr_tail(1500);
     child_.reset();
@@ -162,16 +184,17 @@ RunResult RunnerClient::ensure_started() {
                 (err.empty() ? "" : "; stderr: " + err));
   }
   if (m.body.value("protocol", 0) != kProtocolVersion)
-    throw Error("kforge-runner speaks protocol " + std::to_string(m.body.value("protocol", 0)) + ", the judge " +
-                std::to_string(kProtocolVersion) + ": rebuild kforge");
+    throw Error("kforge-runner speaks protocol " + std::to_string(m.body.value("protocol", 0)) +
+                ", the judge " + std::to_string(kProtocolVersion) + ": rebuild kforge");
   if (!buffers_.empty()) {
     RunResult r = send_buffers();
     if (!r.ok()) return r;
   }
   if (module_) {
     UniqueFd image = memfd_with("kforge-module", module_->cubin);
-    return exchange(json{{"op", "module"}, {"kernels", module_->kernels}, {"globals", module_->globals}}, {image.get()},
-                    options_.start_timeout, "module");
+    return exchange(
+        json{{"op", "module"}, {"kernels", module_->kernels}, {"globals", module_->globals}},
+        {image.get()}, options_.start_timeout, "module");
   }
   return RunResult{};
 }
@@ -180,8 +203,9 @@ RunResult RunnerClient::set_module(ModuleImage image) {
   module_ = std::move(image);
   if (child_) {
     UniqueFd fd = memfd_with("kforge-module", module_->cubin);
-    return exchange(json{{"op", "module"}, {"kernels", module_->kernels}, {"globals", module_->globals}}, {fd.get()},
-                    options_.start_timeout, "module");
+    return exchange(
+        json{{"op", "module"}, {"kernels", module_->kernels}, {"globals", module_->globals}},
+        {fd.get()}, options_.start_timeout, "module");
   }
   return ensure_started();
 }

@@ -8,11 +8,14 @@
 namespace kforge::verify {
 namespace {
 
-uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+uint64_t round_up(uint64_t v, uint64_t m) {
+  return (v + m - 1) / m * m;
+}
 
 // A tensor over VMM memory. The device is given, not asked: LibTorch 2.11's from_blob asks
 // cudaPointerGetAttributes, which calls driver-mapped VMM memory "host memory" (seen on the H200).
-torch::Tensor view_of(unsigned long long address, std::vector<int64_t> shape, torch::ScalarType dtype, int device) {
+torch::Tensor view_of(unsigned long long address, std::vector<int64_t> shape,
+                      torch::ScalarType dtype, int device) {
   torch::Device where(torch::kCUDA, static_cast<c10::DeviceIndex>(device));
   return at::for_blob(reinterpret_cast<void*>(address), shape)
       .options(torch::TensorOptions().dtype(dtype).device(where))
@@ -41,8 +44,8 @@ BufferSpec buffer_layout(uint64_t bytes, uint64_t granularity) {
   return b;
 }
 
-SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
-                           bool read_only, int device)
+SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape,
+                           torch::ScalarType dtype, bool read_only, int device)
     : device_(device) {
   const Driver& d = Driver::get();
   uint64_t gran = allocation_granularity(device);
@@ -68,7 +71,8 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
   handle_ = h;
   try {
     int fd = -1;
-    KFORGE_CU_CHECK(d, d.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    KFORGE_CU_CHECK(
+        d, d.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     fd_.reset(fd);
     CUdeviceptr va;
     KFORGE_CU_CHECK(d, d.cuMemAddressReserve(&va, spec_.allocation_bytes, gran, 0, 0));
@@ -86,7 +90,9 @@ SharedBuffer::SharedBuffer(std::string name, const std::vector<int64_t>& shape, 
   tensor_ = view_of(va_ + spec_.offset, shape, dtype, device);
 }
 
-SharedBuffer::~SharedBuffer() { release(); }
+SharedBuffer::~SharedBuffer() {
+  release();
+}
 
 void SharedBuffer::release() {
   const Driver& d = Driver::get();
@@ -106,7 +112,8 @@ void SharedBuffer::release() {
 std::vector<torch::Tensor> SharedBuffer::slack() const {
   int64_t before = static_cast<int64_t>(spec_.offset);
   int64_t after = static_cast<int64_t>(spec_.allocation_bytes - spec_.offset - spec_.bytes);
-  return {view_of(va_, {before}, torch::kUInt8, device_), view_of(va_ + spec_.offset + spec_.bytes, {after}, torch::kUInt8, device_)};
+  return {view_of(va_, {before}, torch::kUInt8, device_),
+          view_of(va_ + spec_.offset + spec_.bytes, {after}, torch::kUInt8, device_)};
 }
 
 }  // namespace kforge::verify

@@ -33,10 +33,12 @@ TimeStats summarize(std::vector<double> samples) {
 int repetitions_for(double estimate_ms, const TimingOptions& o) {
   if (!(estimate_ms > 0)) return o.max_reps;
   double reps = std::ceil(o.min_total_ms / estimate_ms);
-  return static_cast<int>(std::clamp(reps, static_cast<double>(o.min_reps), static_cast<double>(o.max_reps)));
+  return static_cast<int>(
+      std::clamp(reps, static_cast<double>(o.min_reps), static_cast<double>(o.max_reps)));
 }
 
-EventTimer::EventTimer(TimingGate* gate) : gate_(gate), hold_(gate != nullptr), held_(gate != nullptr) {
+EventTimer::EventTimer(TimingGate* gate)
+    : gate_(gate), hold_(gate != nullptr), held_(gate != nullptr) {
   const Driver& d = Driver::get();
   CUevent a, b;
   KFORGE_CU_CHECK(d, d.cuEventCreate(&a, CU_EVENT_DEFAULT));
@@ -68,11 +70,13 @@ double EventTimer::stop_ms() {
   KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
   if (gate_ && gate_->timed_out()) hold_ = held_ = false;
   float ms = 0;
-  KFORGE_CU_CHECK(d, d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)));
+  KFORGE_CU_CHECK(
+      d, d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)));
   return ms;
 }
 
-TimeStats time_repeatedly(const std::function<void(int)>& prepare, const std::function<double(int)>& measure,
+TimeStats time_repeatedly(const std::function<void(int)>& prepare,
+                          const std::function<double(int)>& measure,
                           const std::function<void(int)>& check, const TimingOptions& o) {
   std::vector<double> warm, samples;
   int rep = 0;

@@ -10,7 +10,8 @@ namespace kforge::verify {
 // nvcc -ptx -arch=compute_75 (CUDA 13.0) of the CUDA below, with .version lowered to 7.0 so that
 // drivers older than the toolkit JIT it too:
 //
-//   extern "C" __global__ void kforge_hold(const volatile unsigned* flag, unsigned long long timeout_ns,
+//   extern "C" __global__ void kforge_hold(const volatile unsigned* flag, unsigned long long
+//   timeout_ns,
 //                                          unsigned* timed_out) {
 //     unsigned long long t0, t;
 //     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -20,7 +21,8 @@ namespace kforge::verify {
 //       if (t - t0 > timeout_ns) { *timed_out = 1u; break; }
 //     }
 //   }
-//   extern "C" __global__ void kforge_flush(const uint4* __restrict__ buf, unsigned long long n, unsigned* sink) {
+//   extern "C" __global__ void kforge_flush(const uint4* __restrict__ buf, unsigned long long n,
+//   unsigned* sink) {
 //     unsigned acc = 0;
 //     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
 //          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -148,7 +150,8 @@ TimingGate::TimingGate(int device) {
   KFORGE_CU_CHECK(d, d.cuMemsetD8Async(buffer_, 1, static_cast<size_t>(flush_bytes_), nullptr));
   KFORGE_CU_CHECK(d, d.cuMemAlloc(&sink_, 16));
   void* host = nullptr;
-  KFORGE_CU_CHECK(d, d.cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  KFORGE_CU_CHECK(
+      d, d.cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   flag_ = static_cast<volatile unsigned*>(host);
   flag_[0] = 1;
   flag_[1] = 0;
@@ -182,7 +185,8 @@ void TimingGate::flush(CUstream stream) {
   const Driver& d = Driver::get();
   unsigned long long words = static_cast<unsigned long long>(flush_bytes_ / 16);
   void* args[] = {&buffer_, &words, &sink_};
-  KFORGE_CU_CHECK(d, d.cuLaunchKernel(flush_, static_cast<unsigned>(blocks_), 1, 1, 512, 1, 1, 0, stream, args, nullptr));
+  KFORGE_CU_CHECK(d, d.cuLaunchKernel(flush_, static_cast<unsigned>(blocks_), 1, 1, 512, 1, 1, 0,
+                                      stream, args, nullptr));
 }
 
 void TimingGate::release() {

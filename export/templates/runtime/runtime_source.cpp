@@ -14,7 +14,8 @@ std::string driver_words(CUresult r) {
   const char* text = nullptr;
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
-  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(r))) + " (" + (text ? text : "") + ")";
+  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(r))) + " (" +
+         (text ? text : "") + ")";
 }
 
 int attribute(CUdevice dev, CUdevice_attribute a, const char* op) {
@@ -33,21 +34,23 @@ int64_t op_int(kforge_launch::IntOp o, int64_t a, int64_t b, const char* op, con
   int64_t r = 0;
   kforge_launch::IntError e = kforge_launch::apply(o, a, b, &r);
   if (e != kforge_launch::IntError::None)
-    throw Error(std::string(op) + ": " + kforge_launch::describe(e) + " in \"" + expr + "\" at these sizes");
+    throw Error(std::string(op) + ": " + kforge_launch::describe(e) + " in \"" + expr +
+                "\" at these sizes");
   return r;
 }
 
 void check_aligned(const void* p, size_t bytes, const char* op, const char* tensor) {
   if (reinterpret_cast<uintptr_t>(p) % bytes != 0)
-    throw Error(std::string(op) + ": " + tensor + " must start at a multiple of " + std::to_string(bytes) +
-                " bytes (the kernel was judged on aligned buffers)");
+    throw Error(std::string(op) + ": " + tensor + " must start at a multiple of " +
+                std::to_string(bytes) + " bytes (the kernel was judged on aligned buffers)");
 }
 
 const Loaded& load(const OpImages& op) {
   CUcontext ctx = nullptr;
   if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr)
     throw Error(std::string(op.op) +
-                ": no current CUDA context; make one current first (the CUDA runtime does on its first call, "
+                ": no current CUDA context; make one current first (the CUDA runtime does on its "
+                "first call, "
                 "e.g. cudaSetDevice then cudaFree(0); PyTorch does for CUDA tensors)");
   static std::mutex mutex;
   static std::map<std::pair<CUcontext, const OpImages*>, Loaded> cache;
@@ -67,7 +70,8 @@ const Loaded& load(const OpImages& op) {
   m.limits.max_block[1] = attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, op.op);
   m.limits.max_block[2] = attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, op.op);
   m.limits.max_threads_per_block = attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, op.op);
-  m.limits.max_shared_per_block = attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, op.op);
+  m.limits.max_shared_per_block =
+      attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, op.op);
   m.num_sms = attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, op.op);
   m.warp_size = attribute(dev, CU_DEVICE_ATTRIBUTE_WARP_SIZE, op.op);
   m.max_shared_per_block = m.limits.max_shared_per_block;
@@ -91,9 +95,12 @@ const Loaded& load(const OpImages& op) {
   }
   if (!m.module) {
     std::string held;
-    for (const Image& i : op.images) held += std::string(held.empty() ? "" : ", ") + (i.ptx ? "ptx " : "cubin ") + i.arch;
-    throw Error(std::string(op.op) + ": no kernel image loads on this GPU (sm_" + std::to_string(sm) + "); the library holds " +
-                held + (tried.empty() ? "" : " (" + tried + ")") + ": export again with --arch for this GPU");
+    for (const Image& i : op.images)
+      held += std::string(held.empty() ? "" : ", ") + (i.ptx ? "ptx " : "cubin ") + i.arch;
+    throw Error(std::string(op.op) + ": no kernel image loads on this GPU (sm_" +
+                std::to_string(sm) + "); the library holds " + held +
+                (tried.empty() ? "" : " (" + tried + ")") +
+                ": export again with --arch for this GPU");
   }
   for (const char* k : op.kernels) {
     CUfunction f = nullptr;

@@ -335,15 +335,19 @@ TEST(ManifestTest, EveryOpRefusesAWrongRankAndAWrongDtype) {
     torch::manual_seed(999);
     std::vector<torch::Tensor> inputs;
     for (size_t i = 0; i < entry.at("inputs").size(); ++i)
-      inputs.push_back(draw(entry["inputs"][i].at("dtype").get<std::string>(), config.at("inputs").at(i)));
+      inputs.push_back(
+          draw(entry["inputs"][i].at("dtype").get<std::string>(), config.at("inputs").at(i)));
     const torch::Tensor good = inputs[0];
     std::vector<std::pair<std::string, torch::Tensor>> bad = {
-        {"dims", good.unsqueeze(0).expand([&] {
-                   std::vector<int64_t> s = {2};
-                   for (int64_t d : good.sizes()) s.push_back(d);
-                   return s;
-                 }()).contiguous()},
-        {"dtype", good.to(good.scalar_type() == torch::kFloat64 ? torch::kFloat32 : torch::kFloat64)}};
+        {"dims", good.unsqueeze(0)
+                     .expand([&] {
+                       std::vector<int64_t> s = {2};
+                       for (int64_t d : good.sizes()) s.push_back(d);
+                       return s;
+                     }())
+                     .contiguous()},
+        {"dtype",
+         good.to(good.scalar_type() == torch::kFloat64 ? torch::kFloat32 : torch::kFloat64)}};
     for (const auto& [what, t] : bad) {
       inputs[0] = t;
       try {

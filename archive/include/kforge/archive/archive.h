@@ -2,8 +2,8 @@
 // lineage, compile report and evaluations. The only module that talks to SQLite.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,10 +18,18 @@ struct ImportedLine;  // a kforge JSONL line, checked (jsonl.cpp)
 }
 
 // Distinct id types: a candidate id cannot be passed where a task id is expected.
-struct TaskId { int64_t value = 0; };
-struct CandidateId { int64_t value = 0; };
-struct RunId { int64_t value = 0; };
-struct DeviceId { int64_t value = 0; };
+struct TaskId {
+  int64_t value = 0;
+};
+struct CandidateId {
+  int64_t value = 0;
+};
+struct RunId {
+  int64_t value = 0;
+};
+struct DeviceId {
+  int64_t value = 0;
+};
 
 inline constexpr int kSchemaVersion = 6;
 // PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
@@ -35,7 +43,7 @@ struct CompileRecord {
   nlohmann::json resources = nlohmann::json::object();
   std::optional<double> compile_ms;
   std::string arch, nvrtc;
-  std::optional<std::string> created_at;  // default: now (imports keep the original)
+  std::optional<std::string> created_at;     // default: now (imports keep the original)
   std::optional<std::string> import_source;  // the file it was imported from; none: made here
 };
 
@@ -45,8 +53,8 @@ struct EvaluationRecord {
   std::vector<std::string> flags;
   nlohmann::json evidence = nlohmann::json::object();
   nlohmann::json dims = nlohmann::json::object();
-  std::optional<double> time_ms, time_iqr_ms, time_min_ms, eager_ms, scripted_ms, speedup_eager, speedup_scripted,
-      roofline_fraction;
+  std::optional<double> time_ms, time_iqr_ms, time_min_ms, eager_ms, scripted_ms, speedup_eager,
+      speedup_scripted, roofline_fraction;
   // torch.compile's baseline (schema 5): none where it was not measured (the reason is in the
   // evidence's timing, "compiled_absent") or the row is older than schema 5.
   std::optional<double> compiled_ms, speedup_compiled;
@@ -59,8 +67,8 @@ struct EvaluationRecord {
 };
 
 // A task's reference times at some dims on a GPU kind, in one math mode: eager, TorchScript's fuser
-// and torch.compile's (TorchInductor); `compiled_absent` says why there is no compiled time ("" when
-// there is one, or when it was timed before schema 5).
+// and torch.compile's (TorchInductor); `compiled_absent` says why there is no compiled time (""
+// when there is one, or when it was timed before schema 5).
 struct BaselineTimes {
   std::optional<double> eager_ms = {}, scripted_ms = {}, compiled_ms = {};
   std::string compiled_absent = {};
@@ -101,8 +109,9 @@ struct KernelSummary {
 nlohmann::json to_json(const KernelSummary& k);
 
 struct Stats {
-  int64_t tasks = 0, candidates = 0, imported = 0, compiles = 0, evaluations = 0, correct = 0, winners = 0, runs = 0,
-          llm_calls = 0, claimed = 0;  // claimed: imported evaluations kept as unverified claims
+  int64_t tasks = 0, candidates = 0, imported = 0, compiles = 0, evaluations = 0, correct = 0,
+          winners = 0, runs = 0, llm_calls = 0,
+          claimed = 0;  // claimed: imported evaluations kept as unverified claims
   double llm_cost_usd = 0;
 };
 
@@ -126,9 +135,9 @@ std::string winner_condition(bool admitted = true);
 
 class Archive {
  public:
-  // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged file,
-  // another program's SQLite file or a locked one is an ArchiveError naming the file; nothing is
-  // changed (the file is recognised before the journal mode or anything else is touched).
+  // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged
+  // file, another program's SQLite file or a locked one is an ArchiveError naming the file; nothing
+  // is changed (the file is recognised before the journal mode or anything else is touched).
   static Archive open(const std::string& path, bool create = true, int busy_timeout_ms = 5000);
   // For reading only: never writes, creates or migrates. A missing or empty file says there is no
   // archive yet; an older schema says how to upgrade it (`kforge archive migrate`).
@@ -136,25 +145,28 @@ class Archive {
   int schema_version();
 
   TaskId upsert_task(const tasks::Task& task);
-  std::optional<TaskId> find_task(const std::string& spec);  // "suite/name" or "name": newest version
+  std::optional<TaskId> find_task(
+      const std::string& spec);  // "suite/name" or "name": newest version
   DeviceId upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
-                         std::optional<int64_t> sms, std::optional<int64_t> memory_bytes, const std::string& driver);
+                         std::optional<int64_t> sms, std::optional<int64_t> memory_bytes,
+                         const std::string& driver);
   RunId start_run(const nlohmann::json& config);
   void finish_run(RunId run, const std::string& status, const nlohmann::json& budgets_used);
 
-  // One transaction: the candidate, its parents, compile report and evaluations, and its text index.
-  // A candidate already stored for the task (same identity) gets the new reports added.
+  // One transaction: the candidate, its parents, compile report and evaluations, and its text
+  // index. A candidate already stored for the task (same identity) gets the new reports added.
   CandidateId add_candidate(const NewCandidate& c, const std::optional<CompileRecord>& compile,
                             const std::vector<EvaluationRecord>& evaluations);
   void add_evaluation(CandidateId candidate, const EvaluationRecord& e);
   void record_llm_call(const LlmCall& call);
 
   // Baselines per (task version, dims, device, math mode): the first timing stays (what prompts
-  // quote, so a resumed run renders the same prompts) unless `replace` (`kforge baseline` re-timing).
-  // baseline() reads the first one timed on a GPU of the device's kind (same name and arch), on
-  // whichever machine of the kind asks.
-  void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device, const std::string& math_mode,
-                      const BaselineTimes& times, bool replace = false);
+  // quote, so a resumed run renders the same prompts) unless `replace` (`kforge baseline`
+  // re-timing). baseline() reads the first one timed on a GPU of the device's kind (same name and
+  // arch), on whichever machine of the kind asks.
+  void store_baseline(TaskId task, const nlohmann::json& dims, DeviceId device,
+                      const std::string& math_mode, const BaselineTimes& times,
+                      bool replace = false);
   std::optional<BaselineTimes> baseline(TaskId task, const nlohmann::json& dims, DeviceId device,
                                         const std::string& math_mode);
 
@@ -165,7 +177,8 @@ class Archive {
   // best first per task; and failures of this task with their evidence.
   // `before_run`: only candidates made outside that run and the ones after it (a run's prompts then
   // read the same retrieval when it is resumed).
-  std::vector<KernelSummary> similar(const tasks::Task& task, size_t k, std::optional<int64_t> before_run = std::nullopt);
+  std::vector<KernelSummary> similar(const tasks::Task& task, size_t k,
+                                     std::optional<int64_t> before_run = std::nullopt);
   std::vector<std::pair<KernelSummary, std::string>> notable_failures(TaskId task, size_t k);
   std::vector<KernelSummary> search(const std::string& query, size_t limit);
   // Tasks whose name, tags or summary hold a word of `query`, best match first: [{task, summary}].
@@ -182,15 +195,17 @@ class Archive {
   // UsageError when nothing is flagged, or when acceptance is asked of a time below the roofline
   // floor (impossible, so never accepted).
   int64_t review(CandidateId id, bool accept, const std::string& note);
-  std::vector<CandidateId> lineage(CandidateId id);  // the candidate and its ancestors, nearest first
+  std::vector<CandidateId> lineage(
+      CandidateId id);  // the candidate and its ancestors, nearest first
   nlohmann::json tasks_overview();
   // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest
-  // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines (eager,
-  // scripted, compiled; "compiled_absent": why compiled is null, as the judge said), speedups,
-  // roofline fraction, tunables, device and harness version; tasks without one too (nulls), so a
-  // table shows what is missing. `winners_only`: admitted and unflagged evaluations
+  // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines
+  // (eager, scripted, compiled; "compiled_absent": why compiled is null, as the judge said),
+  // speedups, roofline fraction, tunables, device and harness version; tasks without one too
+  // (nulls), so a table shows what is missing. `winners_only`: admitted and unflagged evaluations
   // only (what `kforge evolve` and export count as a winner).
-  nlohmann::json results(const std::string& suite, const std::string& prompt_kind, bool winners_only = false);
+  nlohmann::json results(const std::string& suite, const std::string& prompt_kind,
+                         bool winners_only = false);
   nlohmann::json runs();
   Stats stats();
 
@@ -207,7 +222,8 @@ class Archive {
   // The first bad line stops the import with an InputError naming the file, line and field; the
   // lines before it stay imported, nothing of the bad line does. A stream that starts with gzip's
   // magic bytes (1f 8b) is decompressed as it is read; damaged gzip is an InputError too.
-  ImportReport import_jsonl(std::istream& in, const std::string& source_name, const ImportOptions& options = {});
+  ImportReport import_jsonl(std::istream& in, const std::string& source_name,
+                            const ImportOptions& options = {});
 
   Database& db() { return *db_; }
 

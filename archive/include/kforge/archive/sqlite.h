@@ -53,7 +53,9 @@ class Statement {
  public:
   Statement(Database& db, const std::string& sql);
   ~Statement();
-  Statement(Statement&& o) noexcept : db_(o.db_), stmt_(o.stmt_), sql_(std::move(o.sql_)) { o.stmt_ = nullptr; }
+  Statement(Statement&& o) noexcept : db_(o.db_), stmt_(o.stmt_), sql_(std::move(o.sql_)) {
+    o.stmt_ = nullptr;
+  }
   Statement(const Statement&) = delete;
 
   Statement& bind(int index, int64_t v);
@@ -73,7 +75,9 @@ class Statement {
   double real(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string text(int col) const;
   bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::optional<double> maybe_real(int col) const { return is_null(col) ? std::nullopt : std::optional<double>(real(col)); }
+  std::optional<double> maybe_real(int col) const {
+    return is_null(col) ? std::nullopt : std::optional<double>(real(col));
+  }
 
  private:
   Database* db_;

@@ -55,7 +55,8 @@ class Expr {
   // `fn`(kforge_launch::IntOp::X, a, b) (a function the caller defines, reporting errors as
   // kforge_launch::apply's), each name as `name(n)` writes it. Throws ExprError for real numbers
   // (literals, sqrt), which only integer code can carry this way.
-  std::string to_code(const std::function<std::string(const std::string&)>& name, const std::string& fn) const;
+  std::string to_code(const std::function<std::string(const std::string&)>& name,
+                      const std::string& fn) const;
   const std::string& text() const { return text_; }
 
  private:

@@ -86,7 +86,9 @@ class InputFile {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_, std::nullopt, "", problem); }
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw InputError(path_, std::nullopt, "", problem);
+  }
 
   void check(const struct stat& st) const {
     if (S_ISDIR(st.st_mode)) fail("a folder, not a file");
@@ -105,7 +107,8 @@ class InputFile {
       if (n < 0) fail("cannot read: " + std::string(std::strerror(errno)));
       if (n == 0) return false;
       read_ += n;
-      if (read_ > max_bytes_) fail("more than " + std::to_string(max_bytes_) + " bytes (it grew while read)");
+      if (read_ > max_bytes_)
+        fail("more than " + std::to_string(max_bytes_) + " bytes (it grew while read)");
       end_ = static_cast<size_t>(n);
       return true;
     }

@@ -33,8 +33,9 @@ std::string landlock_support();
 
 // What a confined process may reach besides its open descriptors.
 struct FileAccess {
-  std::vector<std::string> read;   // read, list and execute beneath these folders (or these files)
-  std::vector<std::string> write;  // also write, create and remove beneath these (or write these files)
+  std::vector<std::string> read;  // read, list and execute beneath these folders (or these files)
+  std::vector<std::string>
+      write;            // also write, create and remove beneath these (or write these files)
   bool no_tcp = false;  // no TCP connect nor bind (Landlock ABI 4 and later)
   // No signals to, nor abstract Unix sockets of, processes outside the confinement (ABI 6 and
   // later); with Landlock of any ABI it can neither trace nor read the /proc files of those.
@@ -70,7 +71,8 @@ class LandlockRules {
 // and map for execution) only beneath `read_dirs`, and read and write only beneath `write_dirs`.
 // Paths that do not exist are left out. Not undoable; a harness error (kforge::Error) only when a
 // step fails after the kernel said Landlock is there.
-Confinement confine_files(const std::vector<std::string>& read_dirs, const std::vector<std::string>& write_dirs);
+Confinement confine_files(const std::vector<std::string>& read_dirs,
+                          const std::vector<std::string>& write_dirs);
 
 // How Process::spawn confines a child before it runs a single instruction of its program.
 struct ChildConfinement {

@@ -70,8 +70,8 @@ inline std::optional<TomlProblem> toml_problem(std::string_view text) {
     } else if (c == '=') {
       key = false;
     } else if (c == '.' && key && ++parts >= kMaxTomlKeyParts) {
-      return TomlProblem{line,
-                         "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
+      return TomlProblem{
+          line, "a key of more than " + std::to_string(kMaxTomlKeyParts) + " dotted parts"};
     }
   }
   return std::nullopt;

@@ -19,9 +19,9 @@ enum class Stage { Answer, Plan, Compile, Signature, Limits, Passed };
 std::string_view stage_name(Stage s);
 
 struct KernelReport {
-  std::string name;        // as the plan names it
-  std::string lowered;     // mangled (or the plain extern "C" name)
-  std::string signature;   // demangled; empty for extern "C"
+  std::string name;       // as the plan names it
+  std::string lowered;    // mangled (or the plain extern "C" name)
+  std::string signature;  // demangled; empty for extern "C"
   KernelResources resources;
   std::vector<ParamType> params;  // from the signature, or sizes only from PTX (extern "C")
 };
@@ -44,15 +44,16 @@ inline constexpr uint64_t kMaxModuleGlobalBytes = uint64_t{256} << 20;
 // The task's tensors as plans name them: inputs, then outputs.
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref);
 
-// XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables (in common/,
-// where the archive can recompute it for what it imports).
+// XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables (in
+// common/, where the archive can recompute it for what it imports).
 using kforge::candidate_identity;
 
 // `tunables`: values for some or all of the plan's tunables; the others (all of them, by default)
 // come from the first point of tune_space that agrees with them (choose_tunables).
-CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors, const std::string& source,
-                                const std::string& plan_text, const std::optional<Tunables>& tunables,
-                                const DeviceFacts& facts, Compiler& compiler);
+CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors,
+                                const std::string& source, const std::string& plan_text,
+                                const std::optional<Tunables>& tunables, const DeviceFacts& facts,
+                                Compiler& compiler);
 
 // Rewrites NVRTC's "candidate.cu(12): error: ..." to a reader's file and line offset.
 std::string relabel_log(const std::string& log, const std::string& file, int first_line);

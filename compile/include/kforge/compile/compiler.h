@@ -13,13 +13,13 @@
 namespace kforge::compile {
 
 struct CompilerOptions {
-  size_t workers = 1;                                 // child processes (compiles in parallel)
-  std::chrono::milliseconds time_limit{60000};        // per compile
+  size_t workers = 1;                           // child processes (compiles in parallel)
+  std::chrono::milliseconds time_limit{60000};  // per compile
   bool use_cache = true;
-  std::string cache_dir;                              // default: kforge::cache_dir()/modules
-  bool in_process = false;                            // compile in this process (no time limit)
-  std::string worker_path;                            // default: found next to this executable
-  std::string work_dir;                               // workers' own folders; default: kforge::cache_dir()/nvrtc
+  std::string cache_dir;    // default: kforge::cache_dir()/modules
+  bool in_process = false;  // compile in this process (no time limit)
+  std::string worker_path;  // default: found next to this executable
+  std::string work_dir;     // workers' own folders; default: kforge::cache_dir()/nvrtc
 };
 
 struct CompilerStats {

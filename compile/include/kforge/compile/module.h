@@ -30,12 +30,12 @@ struct ModuleRequest {
 
 struct Module {
   bool ok = false;
-  std::string log;     // NVRTC's log (errors refer to candidate.cu(LINE), the source's own lines)
+  std::string log;  // NVRTC's log (errors refer to candidate.cu(LINE), the source's own lines)
   std::string ptx;
-  std::string cubin;   // bytes
-  std::vector<std::string> lowered_names;              // one per name expression
-  std::map<std::string, KernelResources> resources;    // by lowered (mangled) name
-  std::vector<std::string> rejections;                 // banned device features found in the PTX
+  std::string cubin;                                 // bytes
+  std::vector<std::string> lowered_names;            // one per name expression
+  std::map<std::string, KernelResources> resources;  // by lowered (mangled) name
+  std::vector<std::string> rejections;               // banned device features found in the PTX
   double compile_ms = 0;
   bool cache_hit = false;
 };
@@ -51,7 +51,8 @@ std::vector<std::string> module_options(const ModuleRequest& request);
 
 // The source NVRTC sees: tunables as #define lines after the leading #include lines, then a
 // #line directive so errors keep the candidate's own line numbers.
-std::string source_with_tunables(const std::string& source, const std::map<std::string, int64_t>& defines);
+std::string source_with_tunables(const std::string& source,
+                                 const std::map<std::string, int64_t>& defines);
 
 // Compiles in this process. A source that does not compile is `ok == false` with the log. No
 // checks of what the source includes: Compiler::compile runs them (compile/source_check.h).

@@ -24,7 +24,7 @@ struct NvrtcOutput {
   bool ok = false;
   std::string log;
   std::string ptx;
-  std::string cubin;  // bytes
+  std::string cubin;                       // bytes
   std::vector<std::string> lowered_names;  // one per requested name expression
 };
 

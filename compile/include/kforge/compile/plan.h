@@ -2,9 +2,9 @@
 // evaluation for one dims configuration, tunable choice and device, checked against the limits.
 #pragma once
 
+#include <kforge_launch.h>
 #include <array>
 #include <cstdint>
-#include <kforge_launch.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -84,8 +84,10 @@ struct Plan {
 };
 
 // Parses and validates a plan against the task's tensors and dims (throws PlanError).
-Plan parse_plan(const nlohmann::json& json, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors);
-Plan parse_plan_text(const std::string& text, const tasks::Task& task, const std::vector<TensorInfo>& task_tensors);
+Plan parse_plan(const nlohmann::json& json, const tasks::Task& task,
+                const std::vector<TensorInfo>& task_tensors);
+Plan parse_plan_text(const std::string& text, const tasks::Task& task,
+                     const std::vector<TensorInfo>& task_tensors);
 
 struct ConcreteArg {
   bool is_tensor = false;
@@ -115,9 +117,11 @@ struct ConcretePlan {
 
 // The plan for one configuration; throws PlanError naming the field, the configuration and the
 // limit broken.
-ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables, const DeviceFacts& facts);
+ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tunables& tunables,
+                           const DeviceFacts& facts);
 
-// The facts' launch limits as kforge_launch::check_limits takes them (export/runtime/kforge_launch.h).
+// The facts' launch limits as kforge_launch::check_limits takes them
+// (export/runtime/kforge_launch.h).
 kforge_launch::Limits launch_limits(const DeviceFacts& facts);
 
 // The first value of every tunable.
@@ -132,7 +136,8 @@ Tunables tune_point(const Plan& plan, uint64_t index);
 // dims): all of them when there are at most kMaxTuneCombinations, else kMaxTuneCombinations
 // indices spread evenly over the product, the first and the last among them. Lazy: nothing of the
 // whole product is ever built.
-std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims, const DeviceFacts& facts);
+std::vector<Tunables> tune_space(const Plan& plan, const tasks::Dims& dims,
+                                 const DeviceFacts& facts);
 // At most `count` points of a tune space spread evenly over it (its first and last among them), in
 // its order, so the default (the first point) comes first.
 std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int count);
@@ -143,7 +148,8 @@ std::vector<Tunables> sample_tune_space(const std::vector<Tunables>& space, int 
 Tunables choose_tunables(const Plan& plan, const Tunables& chosen, const tasks::Dims& dims,
                          const DeviceFacts& facts);
 // Whether the plan's constraints hold (throws PlanError on an evaluation error).
-bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t, const DeviceFacts& facts);
+bool constraints_hold(const Plan& plan, const tasks::Dims& dims, const Tunables& t,
+                      const DeviceFacts& facts);
 
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t{4} << 30;
 inline constexpr size_t kMaxLaunches = 16;

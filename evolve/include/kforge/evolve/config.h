@@ -18,9 +18,10 @@ struct ModelConfig {
   // By role: translate, optimize, crossover, repair, ideas (one number in the file sets all five).
   std::map<std::string, double> temperature;
   int max_tokens = 8192;
-  std::string reasoning_effort;      // OpenAI-compatible APIs; "" not sent
-  int thinking_budget = 0;           // Anthropic extended thinking; 0 off
-  bool thinking_adaptive = false;    // Anthropic `thinking = "adaptive"` (the models that take only that)
+  std::string reasoning_effort;  // OpenAI-compatible APIs; "" not sent
+  int thinking_budget = 0;       // Anthropic extended thinking; 0 off
+  bool thinking_adaptive =
+      false;  // Anthropic `thinking = "adaptive"` (the models that take only that)
   double price_input_per_mtok = 0;   // dollars per million input tokens
   double price_output_per_mtok = 0;  // dollars per million output tokens
   // Input tokens read from / written to the provider's prompt cache. load_llm_config fills what

@@ -36,12 +36,13 @@ struct Lineage {
 struct Proposal {
   std::shared_ptr<const tasks::Task> task;
   std::string source, plan;
-  std::optional<compile::Tunables> tunables;  // some or all (compile::choose_tunables fills the rest)
+  std::optional<compile::Tunables>
+      tunables;  // some or all (compile::choose_tunables fills the rest)
   Lineage lineage;
   std::string label = "candidate.cu";       // the file compile errors refer to
   int first_line = 1;                       // of the source within that file
   std::optional<std::string> answer_error;  // the answer had no usable code or plan
-  bool unanswered = false;                  // no answer yet (a batch folder): not recorded, the run pauses
+  bool unanswered = false;  // no answer yet (a batch folder): not recorded, the run pauses
 };
 
 // A proposal after the CPU stage (plan, NVRTC, signatures, limits).
@@ -59,9 +60,10 @@ struct Evaluation {
 
 // Tuning by screening: every point screened, the fastest correct one chosen.
 struct Screened {
-  size_t chosen = 0;                 // index into the points: the fastest correct (else 0)
-  std::optional<double> chosen_ms;   // its screen median; none when no point screened correct
-  nlohmann::json records = nlohmann::json::array();  // per point: tunables, outcome, median_ms or summary
+  size_t chosen = 0;                // index into the points: the fastest correct (else 0)
+  std::optional<double> chosen_ms;  // its screen median; none when no point screened correct
+  nlohmann::json records =
+      nlohmann::json::array();  // per point: tunables, outcome, median_ms or summary
   std::vector<std::pair<size_t, verify::Verdict>> wrong;  // points that did not screen correct
 };
 
@@ -112,7 +114,7 @@ std::unique_ptr<Gpu> make_judge_gpu(const verify::VerifyOptions& options);
 struct EvaluatorOptions {
   compile::DeviceFacts facts;
   compile::CompilerOptions compiler;
-  std::string db;     // archive file for record(); "" the default location
+  std::string db;  // archive file for record(); "" the default location
   int admission_configurations = 3;
 };
 

@@ -10,10 +10,11 @@ namespace kforge::evolve {
 
 struct Features {
   int registers_band = 0;  // most registers of a kernel: <=32, <=64, <=128, more
-  int shared_band = 0;     // most shared memory of a launch (static + dynamic): none, <=16 KiB, <=48 KiB, more
+  int shared_band =
+      0;  // most shared memory of a launch (static + dynamic): none, <=16 KiB, <=48 KiB, more
   bool tensor_cores = false;  // mma / wgmma instructions in the PTX
-  int load_width = 1;         // widest vector global load: 1, 2 or 4 elements (ld.global[.nc].v2/.v4)
-  int occupancy_band = 0;     // resident warps per SM the registers and block allow, in quarters of 64
+  int load_width = 1;      // widest vector global load: 1, 2 or 4 elements (ld.global[.nc].v2/.v4)
+  int occupancy_band = 0;  // resident warps per SM the registers and block allow, in quarters of 64
 };
 
 // From an ok report (its kernels' resources, its timed configuration's launches, its PTX).

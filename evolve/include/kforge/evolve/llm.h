@@ -27,24 +27,30 @@ enum class Provider { OpenAI, Anthropic };
 // endpoint refuses with a 400 naming the field is changed here for the rest of the run.
 struct WireOptions {
   // OpenAI-compatible: the body field of the token limit. OpenAI's reasoning models (o-series,
-  // gpt-5) take only "max_completion_tokens"; servers that know only "max_tokens" are configured so.
+  // gpt-5) take only "max_completion_tokens"; servers that know only "max_tokens" are configured
+  // so.
   std::string token_limit_field = "max_completion_tokens";
-  bool temperature = true;       // send the request's temperature when it has one
-  std::string reasoning_effort;  // OpenAI-compatible: "minimal", "low", "medium", "high"; "": not sent
+  bool temperature = true;  // send the request's temperature when it has one
+  std::string
+      reasoning_effort;  // OpenAI-compatible: "minimal", "low", "medium", "high"; "": not sent
   // Anthropic extended thinking (with it on, no temperature is sent): `thinking_budget` tokens
-  // ({"type": "enabled"}), or adaptive (the models that take only {"type": "adaptive"}); both 0/false: off.
+  // ({"type": "enabled"}), or adaptive (the models that take only {"type": "adaptive"}); both
+  // 0/false: off.
   int thinking_budget = 0;
   bool thinking_adaptive = false;
-  bool stream = true;            // server-sent events; a server that answers in one JSON body is read as such
-  bool stream_usage = true;      // OpenAI-compatible: stream_options.include_usage (usage in the last chunk)
-  bool cache_prompt = true;      // Anthropic: cache_control on the system text and the request's context
+  bool stream = true;  // server-sent events; a server that answers in one JSON body is read as such
+  bool stream_usage =
+      true;  // OpenAI-compatible: stream_options.include_usage (usage in the last chunk)
+  bool cache_prompt =
+      true;  // Anthropic: cache_control on the system text and the request's context
 };
 
 struct Endpoint {
   Provider provider = Provider::OpenAI;
-  std::string base_url;  // e.g. https://api.openai.com/v1, http://localhost:8000/v1, https://api.anthropic.com
+  std::string base_url;  // e.g. https://api.openai.com/v1, http://localhost:8000/v1,
+                         // https://api.anthropic.com
   std::string model;
-  std::string api_key;   // secret: never printed
+  std::string api_key;  // secret: never printed
   std::string anthropic_version = "2023-06-01";
   WireOptions wire;
 };
@@ -66,7 +72,8 @@ bool is_http_url(const std::string& url);
 struct ChatRequest {
   std::string system;
   std::string user;
-  std::optional<double> temperature;  // sent only when set (reasoning models refuse all but the default)
+  std::optional<double>
+      temperature;  // sent only when set (reasoning models refuse all but the default)
   int max_tokens = 8192;
   std::string context;
 };
@@ -77,17 +84,18 @@ struct ChatRequest {
 inline constexpr int64_t kMaxReplyTokens = 10'000'000;
 
 struct ChatResponse {
-  std::string text;       // the answer (text blocks joined), known secrets redacted
-  std::string reasoning;  // reasoning/thinking content when the endpoint returns it, redacted
-  std::string model;      // as the endpoint reports it
-  std::string finish_reason;  // as reported: "stop", "length" (OpenAI), "end_turn", "max_tokens" (Anthropic), or ""
+  std::string text;           // the answer (text blocks joined), known secrets redacted
+  std::string reasoning;      // reasoning/thinking content when the endpoint returns it, redacted
+  std::string model;          // as the endpoint reports it
+  std::string finish_reason;  // as reported: "stop", "length" (OpenAI), "end_turn", "max_tokens"
+                              // (Anthropic), or ""
   // What the endpoint reported for every reply of this call (a retried bad reply's too), each
   // reply's counts within [0, kMaxReplyTokens]. tokens_in counts every input token, those read
   // from the provider's prompt cache (cache_read) and written to it (cache_write) included.
   int64_t tokens_in = 0, tokens_out = 0, tokens_cache_read = 0, tokens_cache_write = 0;
   double latency_ms = 0;  // the successful attempt
   int attempts = 0;
-  bool cached = false;    // replayed from the response cache
+  bool cached = false;  // replayed from the response cache
 };
 
 struct RetryPolicy {
@@ -110,8 +118,8 @@ inline constexpr int64_t kMaxReplyBytes = int64_t{1} << 30;
 // kMaxTimeoutSeconds (0, negative, NaN, infinite or huge values would mean "wait forever").
 // Throws InputError naming `file`, `line` and `field` (for a command-line option: the option as
 // `file`, no line, an empty field).
-std::chrono::milliseconds checked_timeout(double seconds, const std::string& file, std::optional<int> line,
-                                          const std::string& field);
+std::chrono::milliseconds checked_timeout(double seconds, const std::string& file,
+                                          std::optional<int> line, const std::string& field);
 // The same for text typed on a command line: the whole text must be a number ("", "10s" fail).
 std::chrono::milliseconds parse_timeout(const std::string& text, const std::string& option);
 // Throws kforge::Error when a policy holds a timeout or reply cap out of range (a caller's bug:
@@ -125,7 +133,8 @@ class LlmError : public Error {
   // limit (finish_reason "length", stop_reason "max_tokens") before any answer text, e.g. a
   // reasoning model that spent max_tokens thinking.
   enum class Kind { Http, Timeout, Network, BadResponse, Unanswered, CutOff };
-  LlmError(Kind kind, int http_status, const std::string& what) : Error(what), kind_(kind), status_(http_status) {}
+  LlmError(Kind kind, int http_status, const std::string& what)
+      : Error(what), kind_(kind), status_(http_status) {}
   Kind kind() const { return kind_; }
   int http_status() const { return status_; }
 
@@ -162,7 +171,8 @@ class TokenRate {
     std::chrono::steady_clock::time_point at;
     int64_t tokens;
   };
-  int64_t in_window(std::chrono::steady_clock::time_point now);  // drops what left the window; locked
+  int64_t in_window(
+      std::chrono::steady_clock::time_point now);  // drops what left the window; locked
   int64_t per_minute_;
   Clock clock_;
   Sleep sleep_;
@@ -233,14 +243,16 @@ bool adapt_to_refusal(Provider provider, WireOptions& wire, const std::string& f
 class LlmClient : public ChatModel {
  public:
   // `sleep` is how the client waits between attempts (tests observe it); default: really sleep.
-  // Throws InputError when the endpoint's base_url is not http(s) (naming the settings it comes from).
-  // `rate`: the endpoint's tokens-per-minute limit, shared with its other clients.
+  // Throws InputError when the endpoint's base_url is not http(s) (naming the settings it comes
+  // from). `rate`: the endpoint's tokens-per-minute limit, shared with its other clients.
   explicit LlmClient(Endpoint endpoint, RetryPolicy policy = {},
                      std::function<void(std::chrono::milliseconds)> sleep = {},
-                     std::shared_ptr<ConcurrencyLimit> limit = nullptr, std::shared_ptr<ResponseCache> cache = nullptr,
+                     std::shared_ptr<ConcurrencyLimit> limit = nullptr,
+                     std::shared_ptr<ResponseCache> cache = nullptr,
                      std::shared_ptr<TokenRate> rate = nullptr);
   // Thread-safe. `sample` distinguishes repeated samples of one request in the cache.
-  ChatResponse chat(const ChatRequest& request, int sample = 0) const override;  // throws LlmError after the last attempt
+  ChatResponse chat(const ChatRequest& request,
+                    int sample = 0) const override;  // throws LlmError after the last attempt
   std::string model() const override { return endpoint_.model; }
   const Endpoint& endpoint() const { return endpoint_; }
   // The options the next request is shaped by: the endpoint's, less what it refused so far.

@@ -58,7 +58,7 @@ std::string load_answer_format(const std::string& prompts_dir);
 // memory read from the driver, else the usual GPU of `plan.arch`) and, where the GPU was measured,
 // its bandwidth and matmul peaks. What neither holds is quoted from the arch's specification.
 struct PromptGpu {
-  std::string name;                               // "NVIDIA H200"; "" when no GPU was read
+  std::string name;  // "NVIDIA H200"; "" when no GPU was read
   compile::DeviceFacts plan;
   std::optional<int64_t> l2_bytes;                // from the driver
   std::optional<double> spec_gbps;                // memory clock x bus width, from the driver
@@ -70,12 +70,13 @@ struct PromptInputs {
   const tasks::Reference* reference = nullptr;
   archive::Archive* archive = nullptr;  // for parents and retrieval; may be null
   std::optional<archive::CandidateId> parent, second_parent;
-  std::string device;                   // a line describing the target GPU
-  std::optional<PromptGpu> gpu;         // its facts ({{gpu_facts}}); none: the line alone
-  std::optional<int64_t> device_id;     // the target GPU's archive id: measured baselines are read for it
+  std::string device;            // a line describing the target GPU
+  std::optional<PromptGpu> gpu;  // its facts ({{gpu_facts}}); none: the line alone
+  std::optional<int64_t>
+      device_id;  // the target GPU's archive id: measured baselines are read for it
   std::string answer_format;
   size_t retrieved = 3;
-  std::optional<int64_t> run;           // retrieval reads only what earlier runs made (resume asks the same)
+  std::optional<int64_t> run;  // retrieval reads only what earlier runs made (resume asks the same)
   // The child's generation in `run`: failures of this run's candidates of earlier generations are
   // quoted (none of this run's without it), so a resumed run renders the same prompt.
   std::optional<int> generation;

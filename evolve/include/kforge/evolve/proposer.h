@@ -28,14 +28,16 @@ namespace kforge::evolve {
 // What answers cost: every answer the run used, the response cache's too (a resumed run counts
 // what the uninterrupted one did, so budgets stop both at the same place); `cached` says how many
 // of them this process did not pay for.
-// A failed call counts its replies' reported usage too (a reply cut at the token limit is paid for).
-// tokens_in counts every input token; tokens_cache_read and tokens_cache_write are the part of
-// them the provider's prompt cache served and stored (priced apart).
+// A failed call counts its replies' reported usage too (a reply cut at the token limit is paid
+// for). tokens_in counts every input token; tokens_cache_read and tokens_cache_write are the part
+// of them the provider's prompt cache served and stored (priced apart).
 struct LlmSpent {
   int64_t calls = 0, failed_calls = 0, tokens_in = 0, tokens_out = 0, cached = 0;
   int64_t tokens_cache_read = 0, tokens_cache_write = 0;
   double cost_usd = 0;
-  int64_t tokens() const { return tokens_in > INT64_MAX - tokens_out ? INT64_MAX : tokens_in + tokens_out; }
+  int64_t tokens() const {
+    return tokens_in > INT64_MAX - tokens_out ? INT64_MAX : tokens_in + tokens_out;
+  }
   void add(const LlmSpent& o);  // saturating: no sum wraps
 };
 
@@ -68,14 +70,16 @@ class LlmProposer {
   // `device`: the prompt's line about the target GPU (set_target adds its numbers).
   LlmProposer(std::vector<Voice> voices, const std::string& prompts_dir, std::string device);
   // One model at temperature 1, no prices.
-  LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir, std::string device);
+  LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir,
+              std::string device);
 
   // Renders the prompt now; the returned job sends it and parses the answer (call it on any
   // thread). A failed call or an answer without code becomes a Proposal with answer_error:
   // recorded, never thrown; an answer that has not come yet (a batch folder) one with
   // `unanswered`. Ideas asks for `ideas` ideas in words and then for each one's implementation:
   // one proposal per idea.
-  std::function<std::vector<Proposal>()> prepare(const Ask& ask, const std::shared_ptr<const tasks::Task>& task,
+  std::function<std::vector<Proposal>()> prepare(const Ask& ask,
+                                                 const std::shared_ptr<const tasks::Task>& task,
                                                  archive::Archive& archive);
 
   // The target GPU's facts and archive id for the prompts (docs/evolve.md); without them a prompt
@@ -102,8 +106,8 @@ class LlmProposer {
   bool budget_spent(const std::string& task = "") const;
 
  private:
-  std::vector<Proposal> answer(const Voice& v, const ChatRequest& request, const Proposal& blank, int sample,
-                               bool expect_code);
+  std::vector<Proposal> answer(const Voice& v, const ChatRequest& request, const Proposal& blank,
+                               int sample, bool expect_code);
   void count(const std::string& task, const LlmSpent& s);
   std::vector<Voice> voices_;
   PromptTemplates templates_;

@@ -1,6 +1,6 @@
-// GPUs in other processes (issue 23, docs/scale.md). `kforge evolve --gpus` (a worker per local GPU)
-// and `--worker-command` (workers started by srun, ssh, kubectl exec) judge on a pool of GPU workers
-// (worker_pool.h), each a `kforge gpu-worker` with a Judge on one GPU.
+// GPUs in other processes (issue 23, docs/scale.md). `kforge evolve --gpus` (a worker per local
+// GPU) and `--worker-command` (workers started by srun, ssh, kubectl exec) judge on a pool of GPU
+// workers (worker_pool.h), each a `kforge gpu-worker` with a Judge on one GPU.
 //
 // Each Gpu call is one job: what to do ("verify", "screen", "admit", "baselines", "profile"), the
 // task as its file's text (the worker loads it as the parent did and checks its content hash) with
@@ -63,8 +63,9 @@ class RemoteGpu : public Gpu {
 
   // Each worker: alive or why it was taken out, and the jobs it answered.
   std::vector<WorkerState> workers() const;
-  // What the first worker said of its GPU: for a parent without a GPU of its own, the facts it checks
-  // candidates and draws tune spaces for, and those its prompts quote (its bandwidth measured).
+  // What the first worker said of its GPU: for a parent without a GPU of its own, the facts it
+  // checks candidates and draws tune spaces for, and those its prompts quote (its bandwidth
+  // measured).
   compile::DeviceFacts facts() const;
   std::optional<verify::MeasuredFacts> measured() const;
 
@@ -102,17 +103,18 @@ GpuJob read_gpu_job(const nlohmann::json& job);
 struct GpuWorkerOptions {
   std::string address;  // HOST:PORT of the parent's pool
   int worker = 0;
-  std::string token;    // the pool's ($KFORGE_WORKER_TOKEN)
+  std::string token;           // the pool's ($KFORGE_WORKER_TOKEN)
   compile::DeviceFacts facts;  // of this worker's GPU, for its compiles
-  std::optional<verify::MeasuredFacts> measured;  // its bandwidth and FLOP rates, for the parent's prompts
+  std::optional<verify::MeasuredFacts>
+      measured;  // its bandwidth and FLOP rates, for the parent's prompts
   compile::CompilerOptions compiler;
 };
 
 // The worker's side: connects to the parent, says hello with gpu.device() and answers jobs with
-// `gpu` until the parent closes the connection (returns then). A job that is wrong (read_gpu_job) is
-// answered with {"error": why}. An exception from the GPU (it failed) ends the worker: the parent
-// gives the job to another. Throws kforge::Error when it cannot connect, InputError on a line that
-// is not a job (read_job_line) or is longer than 16 MiB.
+// `gpu` until the parent closes the connection (returns then). A job that is wrong (read_gpu_job)
+// is answered with {"error": why}. An exception from the GPU (it failed) ends the worker: the
+// parent gives the job to another. Throws kforge::Error when it cannot connect, InputError on a
+// line that is not a job (read_job_line) or is longer than 16 MiB.
 void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu);
 
 }  // namespace kforge::evolve

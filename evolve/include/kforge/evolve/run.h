@@ -29,22 +29,23 @@ struct RunConfig {
   std::vector<std::string> tasks;  // suites, task files or names
   uint64_t seed = 1;               // the run's random streams
   std::string model;               // the LLM proposer's "provider:model" or "batch:DIR"; "" offline
-  std::string llm_config;          // an LLM config file (docs/llm-config.md): the ensemble instead of `model`
+  std::string
+      llm_config;  // an LLM config file (docs/llm-config.md): the ensemble instead of `model`
   // Budgets; 0 means none. Evaluations are screens plus full judgments.
   int64_t evaluations = 0, task_evaluations = 0;
   double minutes = 0, gpu_minutes = 0, task_gpu_minutes = 0;
   int64_t llm_calls = 0, llm_tokens = 0;  // per run: requests answered, tokens in plus out
-  double llm_dollars = 0;                 // per run: the answers' list price (the LLM config's prices)
-  int64_t task_llm_tokens = 0;            // per task
+  double llm_dollars = 0;       // per run: the answers' list price (the LLM config's prices)
+  int64_t task_llm_tokens = 0;  // per task
   double task_llm_dollars = 0;
-  int generations = 8;          // per task
-  double target_speedup = 0;    // per task, over eager: reached, the task stops
-  int children = 8;             // proposals per task and generation, spread over the islands
-  int judge_top = 2;            // of a generation's screened children, at most this many judged in full
+  int generations = 8;        // per task
+  double target_speedup = 0;  // per task, over eager: reached, the task stops
+  int children = 8;           // proposals per task and generation, spread over the islands
+  int judge_top = 2;  // of a generation's screened children, at most this many judged in full
   int islands = 2;
-  int migration_interval = 3;   // generations between migrations (each island's best to the next)
+  int migration_interval = 3;  // generations between migrations (each island's best to the next)
   double select_best = 0.5, select_elite = 0.3;  // the rest: a random member
-  bool admit = true;            // admission of every new best
+  bool admit = true;                             // admission of every new best
   // With an LLM proposer: its children per task and generation (translate while a task has no
   // correct kernel, then optimize a selected parent), and repairs of a failed child, at most
   // `repair_attempts` deep.
@@ -57,8 +58,8 @@ struct RunConfig {
     double optimize = 0.5, crossover = 0.25, ideas = 0.25;
   } operators;
   int ideas_count = 3;
-  // Profile feedback: a parent's Nsight Compute profile (measured once, when `ncu` is installed where
-  // the run judges) is quoted in the prompts that optimize it.
+  // Profile feedback: a parent's Nsight Compute profile (measured once, when `ncu` is installed
+  // where the run judges) is quoted in the prompts that optimize it.
   bool profile = true;
   TunerOptions tuner;
   // The GPU facts the prompts quote (name, L2, spec and measured bandwidth, matmul peaks), recorded
@@ -81,10 +82,11 @@ struct TaskStatus {
   std::string task;
   int generation = 0;
   int64_t screened = 0, judged = 0, correct = 0, failed = 0;
-  std::optional<int64_t> best;  // candidate id of the best admitted (or, without admission, correct) kernel
+  std::optional<int64_t>
+      best;  // candidate id of the best admitted (or, without admission, correct) kernel
   std::optional<double> best_ms, eager_ms, scripted_ms, roofline_fraction;
   std::optional<double> compiled_ms;  // torch.compile's time; none where it was not measured
-  std::string stopped;  // why it stopped ("" while it runs)
+  std::string stopped;                // why it stopped ("" while it runs)
 };
 
 // RunSummary::stopped when a batch folder has not answered yet: the run pauses (recorded as
@@ -112,13 +114,15 @@ struct LoopHooks {
 // Starting kernels for a task: its shipped seed (tasks/<suite>/seeds/<name>.md) and the archive's
 // correct kernels of this task version (distinct code, the fastest first), made outside `run` (a
 // resumed run starts from what it started from the first time).
-std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task, archive::Archive& archive,
-                                          size_t from_archive = 4, std::optional<int64_t> run = std::nullopt);
+std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Task>& task,
+                                          archive::Archive& archive, size_t from_archive = 4,
+                                          std::optional<int64_t> run = std::nullopt);
 
 // Runs (or, with `resume`, resumes) a run over `tasks`. The evaluator's GPU does the measuring;
 // `llm`, when given, proposes children beside the tuner.
-RunSummary run_evolution(const RunConfig& config, const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
-                         Evaluator& evaluator, std::optional<int64_t> resume, const LoopHooks& hooks = {},
-                         LlmProposer* llm = nullptr);
+RunSummary run_evolution(const RunConfig& config,
+                         const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
+                         Evaluator& evaluator, std::optional<int64_t> resume,
+                         const LoopHooks& hooks = {}, LlmProposer* llm = nullptr);
 
 }  // namespace kforge::evolve

@@ -1,15 +1,16 @@
 // The scheduler for many GPUs (issue 23, docs/scale.md): the parent hands jobs (JSON) to worker
 // processes, one per GPU, over TCP connections the workers open back to it. Workers are started by
-// a command template (a local process per GPU, or srun, ssh, kubectl exec: any existing launcher), so
-// kforge has no cluster manager of its own. A worker that dies, closes its connection or overruns a
-// job's deadline is taken out (killed where the pool started it) and its job goes to another worker;
-// every job is answered exactly once, by one worker, or with an error once `max_attempts` workers
-// failed on it or none is left. Only the parent sees the answers, so only it writes the archive.
+// a command template (a local process per GPU, or srun, ssh, kubectl exec: any existing launcher),
+// so kforge has no cluster manager of its own. A worker that dies, closes its connection or
+// overruns a job's deadline is taken out (killed where the pool started it) and its job goes to
+// another worker; every job is answered exactly once, by one worker, or with an error once
+// `max_attempts` workers failed on it or none is left. Only the parent sees the answers, so only it
+// writes the archive.
 //
 // Wire format, one JSON object per line:
-//   worker -> parent  {"op":"hello","worker":I,"token":T,...}    (anything else in it is kept: its GPU)
-//   parent -> worker  {"op":"job","id":N,"job":{...}}
-//   worker -> parent  {"op":"result","id":N,"answer":{...}}
+//   worker -> parent  {"op":"hello","worker":I,"token":T,...}    (anything else in it is kept: its
+//   GPU) parent -> worker  {"op":"job","id":N,"job":{...}} worker -> parent
+//   {"op":"result","id":N,"answer":{...}}
 // The token (random, per pool; the worker reads $KFORGE_WORKER_TOKEN or a {token} argument) keeps
 // other processes that can reach the port from posing as a worker. Before its token is read, a
 // connection can do nothing but be closed (a hello is at most 64 KiB, at most 64 levels deep). A
@@ -33,7 +34,8 @@
 namespace kforge::evolve {
 
 // The GPU workers failed: none of the pool started, or none is left. The message names each worker
-// and why it was taken out. `kforge evolve` exits 1 with it (the run ends "failed"; --resume goes on).
+// and why it was taken out. `kforge evolve` exits 1 with it (the run ends "failed"; --resume goes
+// on).
 class WorkerError : public Error {
  public:
   using Error::Error;
@@ -44,15 +46,16 @@ class WorkerError : public Error {
 using WorkerCheck = std::function<std::string(const nlohmann::json&)>;
 
 struct WorkerPoolOptions {
-  // One worker's argv; in each argument "{address}" becomes HOST:PORT the pool listens on, "{worker}"
-  // the worker's index (0..workers-1) and "{token}" the pool's token.
+  // One worker's argv; in each argument "{address}" becomes HOST:PORT the pool listens on,
+  // "{worker}" the worker's index (0..workers-1) and "{token}" the pool's token.
   std::vector<std::string> command;
   int workers = 1;
-  std::string host = "127.0.0.1";  // the address workers connect to (loopback unless they are remote)
+  std::string host =
+      "127.0.0.1";  // the address workers connect to (loopback unless they are remote)
   std::chrono::milliseconds connect_timeout{30000};
-  int max_attempts = 2;            // workers that may fail on one job before it is answered with an error
-  std::vector<std::string> env;    // the workers' environment ("NAME=value"); the token is added
-  WorkerCheck check_hello;         // what a hello must say beyond op, worker and token (none: anything)
+  int max_attempts = 2;  // workers that may fail on one job before it is answered with an error
+  std::vector<std::string> env;  // the workers' environment ("NAME=value"); the token is added
+  WorkerCheck check_hello;  // what a hello must say beyond op, worker and token (none: anything)
 };
 
 struct JobResult {
@@ -67,13 +70,14 @@ struct WorkerState {
   bool alive = false;
   std::string out_reason;  // why it was taken out
   int jobs_done = 0;
-  nlohmann::json hello;    // what it said of itself
+  nlohmann::json hello;  // what it said of itself
 };
 
 class WorkerPool {
  public:
   // Starts the workers and waits (connect_timeout) for each one's hello; one that does not come, or
-  // that check_hello refuses, is taken out. Throws WorkerError naming each worker when none is left.
+  // that check_hello refuses, is taken out. Throws WorkerError naming each worker when none is
+  // left.
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
@@ -81,7 +85,8 @@ class WorkerPool {
 
   // Queues a job (thread-safe). A worker that takes longer than `deadline` over it is hung: killed,
   // taken out, and the job given to another; so is one whose answer `check_answer` refuses.
-  std::future<JobResult> submit(nlohmann::json job, std::chrono::milliseconds deadline, WorkerCheck check_answer = {});
+  std::future<JobResult> submit(nlohmann::json job, std::chrono::milliseconds deadline,
+                                WorkerCheck check_answer = {});
   std::vector<WorkerState> workers() const;
   int alive() const;
   std::string address() const;  // HOST:PORT

@@ -1,9 +1,10 @@
-// `kforge export`: the archive's winners as a library (docs/export.md). Each task's winner (correct,
-// admitted unless asked otherwise, unflagged, judged on one of the architectures asked, by this
-// harness version; the fastest) is compiled again by NVRTC for every architecture asked (a cubin
-// each, and PTX), and a source package is written around the images: a plain C++ API whose launch
-// code is generated from the launch plan and calls export/runtime/kforge_launch.h (the same
-// semantics kforge's runner uses), PyTorch ops, a Python package, tests, a benchmark and a manifest.
+// `kforge export`: the archive's winners as a library (docs/export.md). Each task's winner
+// (correct, admitted unless asked otherwise, unflagged, judged on one of the architectures asked,
+// by this harness version; the fastest) is compiled again by NVRTC for every architecture asked (a
+// cubin each, and PTX), and a source package is written around the images: a plain C++ API whose
+// launch code is generated from the launch plan and calls export/runtime/kforge_launch.h (the same
+// semantics kforge's runner uses), PyTorch ops, a Python package, tests, a benchmark and a
+// manifest.
 #pragma once
 
 #include <filesystem>
@@ -23,23 +24,25 @@ namespace kforge::exporter {
 struct ExportOptions {
   std::filesystem::path out;
   std::string name = "kforge_kernels";  // the C++ namespace, CMake package and Python package
-  std::vector<std::string> suites, tasks;  // what to export ("suite", "suite/name"); both empty: everything
+  std::vector<std::string> suites,
+      tasks;  // what to export ("suite", "suite/name"); both empty: everything
   std::vector<std::string> archs = {"sm_90a"};
-  std::string db;                    // the archive ("" the default one)
-  std::string from_jsonl;            // or an archive export (imported into a temporary archive)
-  std::string tasks_dir;             // the task files ("" the default root)
-  bool include_unadmitted = false;   // winners need admission unless this is set
-  bool fallback = false;             // a task without a winner: a PyTorch op that runs its reference
-  int harness_version = 0;           // 0: the current one
-  std::optional<double> min_speedup;  // a winner slower than this over eager is left out (or falls back)
+  std::string db;                   // the archive ("" the default one)
+  std::string from_jsonl;           // or an archive export (imported into a temporary archive)
+  std::string tasks_dir;            // the task files ("" the default root)
+  bool include_unadmitted = false;  // winners need admission unless this is set
+  bool fallback = false;            // a task without a winner: a PyTorch op that runs its reference
+  int harness_version = 0;          // 0: the current one
+  std::optional<double>
+      min_speedup;  // a winner slower than this over eager is left out (or falls back)
 };
 
 // A task's winner as the package holds it.
 struct Op {
-  std::string op;  // C++ identifier
+  std::string op;         // C++ identifier
   bool fallback = false;  // no kernel: the PyTorch op runs the task's reference (--fallback)
   std::shared_ptr<const tasks::Task> task;
-  std::vector<compile::TensorInfo> tensors;  // inputs, then outputs
+  std::vector<compile::TensorInfo> tensors;      // inputs, then outputs
   std::vector<std::vector<Expr>> output_shapes;  // per output, each axis over dims
   compile::Plan plan;
   compile::Tunables tunables;
@@ -64,11 +67,12 @@ struct ExportResult {
 };
 
 // The outputs' shapes over dims, from their sizes at several configurations (the reference on the
-// meta device): each axis the first of the inputs' shape entries, the dims, such an entry plus or minus
-// up to 8 and divided by up to 4 (convolutions, pools), or a constant that fits every configuration. Throws kforge::Error naming the output and axis when none fits.
-std::vector<std::vector<Expr>> infer_output_shapes(const tasks::Task& task,
-                                                   const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
-                                                   const std::vector<tasks::Dims>& configs);
+// meta device): each axis the first of the inputs' shape entries, the dims, such an entry plus or
+// minus up to 8 and divided by up to 4 (convolutions, pools), or a constant that fits every
+// configuration. Throws kforge::Error naming the output and axis when none fits.
+std::vector<std::vector<Expr>> infer_output_shapes(
+    const tasks::Task& task, const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
+    const std::vector<tasks::Dims>& configs);
 
 // The package's files for `ops` (and `missing`, listed in the manifest), under options.out.
 void write_package(const ExportOptions& options, const ExportResult& result);

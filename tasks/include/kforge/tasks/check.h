@@ -25,11 +25,11 @@ struct OutputStats {
 
 struct ConfigResult {
   Dims dims;
-  bool timed = false;            // the timed configuration (not a [check] one)
+  bool timed = false;  // the timed configuration (not a [check] one)
   std::vector<OutputStats> outputs;
-  double reference_ms = 0;       // median wall time of the reference (synchronised), rough
-  double bytes_moved = 0;        // min_bytes, else inputs read once + outputs written once
-  std::string error;             // the reference failed
+  double reference_ms = 0;  // median wall time of the reference (synchronised), rough
+  double bytes_moved = 0;   // min_bytes, else inputs read once + outputs written once
+  std::string error;        // the reference failed
 };
 
 struct TaskCheck {
@@ -45,7 +45,7 @@ struct CheckOptions {
   DimsSelection dims = DimsSelection::Check;
   InputGenerator generator;  // default: generate_cpu, moved to `device`
   uint64_t seed = 1;
-  int timing_runs = 0;       // > 0: time the reference this many times per configuration
+  int timing_runs = 0;  // > 0: time the reference this many times per configuration
   // Called before each configuration's reference runs with where they run ("check dims (N=4)"),
   // e.g. for a watchdog that names the configuration a reference hangs on.
   std::function<void(const std::string& where)> on_config;

@@ -13,8 +13,8 @@ namespace kforge::tasks {
 
 // An input's distribution with its bounds evaluated for one dims configuration.
 struct ResolvedInit {
-  int kind = 0;  // kforge_gen::Kind
-  double p0 = 0, p1 = 0;  // normal: mean, std; uniform: lo, hi; bernoulli: p
+  int kind = 0;            // kforge_gen::Kind
+  double p0 = 0, p1 = 0;   // normal: mean, std; uniform: lo, hi; bernoulli: p
   int64_t lo = 0, hi = 0;  // randint
 };
 ResolvedInit resolve_init(const InputSpec& in, const Dims& dims);

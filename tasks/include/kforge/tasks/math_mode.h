@@ -11,7 +11,8 @@ namespace kforge::tasks {
 class MathModeGuard {
  public:
   explicit MathModeGuard(bool allow_tf32)
-      : cublas_(at::globalContext().allowTF32CuBLAS()), cudnn_(at::globalContext().allowTF32CuDNN()) {
+      : cublas_(at::globalContext().allowTF32CuBLAS()),
+        cudnn_(at::globalContext().allowTF32CuDNN()) {
     at::globalContext().setAllowTF32CuBLAS(allow_tf32);
     at::globalContext().setAllowTF32CuDNN(allow_tf32);
   }

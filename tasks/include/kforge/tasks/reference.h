@@ -73,7 +73,8 @@ std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Re
 
 // Bytes that must move at `dims`: `min_bytes` when declared, else every input read once and every
 // output written once (nullopt when the output shapes are unknown).
-std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref, const Dims& dims);
+std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref,
+                                           const Dims& dims);
 
 }  // namespace kforge::tasks
 

@@ -39,7 +39,7 @@ struct InputSpec {
 
 struct OutputSpec {
   std::string name;
-  std::optional<Dtype> dtype;      // checked against the reference when given
+  std::optional<Dtype> dtype;       // checked against the reference when given
   std::optional<double> tolerance;  // replaces tol(dtype) in the acceptance formula
 };
 
@@ -92,9 +92,9 @@ std::filesystem::path default_tasks_root();
 // shown: each satisfies the constraints, gives every input a positive shape, differs from the
 // timed and every check configuration, keeps each dim within [1, min(timed, 2 x its largest
 // checked value)] and all inputs within `max_input_bytes`. Deterministic in `seed`; fewer than
-// `count` only when the constraints leave no room. With `accept` (a candidate's own conditions, e.g.
-// its plan's constraints at its tunables), only configurations it accepts count, and when the usual
-// range yields too few, dims are also drawn up to their timed values.
+// `count` only when the constraints leave no room. With `accept` (a candidate's own conditions,
+// e.g. its plan's constraints at its tunables), only configurations it accepts count, and when the
+// usual range yields too few, dims are also drawn up to their timed values.
 std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count,
                                    int64_t max_input_bytes = int64_t{256} << 20,
                                    const std::function<bool(const Dims&)>& accept = {});

@@ -85,11 +85,12 @@ int64_t bitwise_differences(const torch::Tensor& a, const torch::Tensor& b);
 enum class Poison { NaN, RandomFinite };
 void poison(torch::Tensor& t, Poison kind, uint64_t seed);
 // How many elements the candidate never wrote: those bitwise equal to their poison after both runs,
-// run 1's (`first`, NaN poison) and run 2's (`second`, random finite poison). Both, because a kernel
-// that writes one value everywhere matches run 2's random poison at some element now and then (one
-// in 16 M-element outputs, seen on the GPU), and that element was written: run 1 shows it.
-int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison, const torch::Tensor& second,
-                        const torch::Tensor& second_poison);
+// run 1's (`first`, NaN poison) and run 2's (`second`, random finite poison). Both, because a
+// kernel that writes one value everywhere matches run 2's random poison at some element now and
+// then (one in 16 M-element outputs, seen on the GPU), and that element was written: run 1 shows
+// it.
+int64_t untouched_count(const torch::Tensor& first, const torch::Tensor& first_poison,
+                        const torch::Tensor& second, const torch::Tensor& second_poison);
 
 // Canaries: the slack bytes between a buffer's end and the unmapped gap (a uint8 tensor of any
 // length) hold a seed-dependent, non-constant byte pattern; a changed byte is an out-of-bounds

@@ -22,8 +22,10 @@ struct CompiledOptions {
   bool enabled = true;
   std::string python;  // default: python_candidates() (common/paths.h)
   std::chrono::seconds build_timeout{1200};
-  int build_jobs = 0;  // compiled_packages' builds at a time; 0: one per CPU (each build uses one thread)
-  std::string off_reason = "turned off";  // the absent reason when !enabled (a command names its flag)
+  int build_jobs =
+      0;  // compiled_packages' builds at a time; 0: one per CPU (each build uses one thread)
+  std::string off_reason =
+      "turned off";  // the absent reason when !enabled (a command names its flag)
 };
 
 // "" when this LibTorch can load AOTInductor packages, else why it cannot.
@@ -41,13 +43,13 @@ struct CompiledPackage {
 // is part of the key): from the cache (cache_dir()/compiled), else built now (which takes from
 // seconds to minutes). A failed build is cached too, with its reason, until the task, the
 // helper or PyTorch changes.
-CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs, int device,
-                                 const CompiledOptions& options = {});
+CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs,
+                                 int device, const CompiledOptions& options = {});
 
-// compiled_package for each task at its timed dims (its declared shapes and dtypes), options.build_jobs
-// builds at a time, before a judge needs them: the judge builds a missing one when it first times a
-// task and waits for it, one task at a time. `done` (when given) hears of each package as it is
-// ready, from the building thread (one call at a time).
+// compiled_package for each task at its timed dims (its declared shapes and dtypes),
+// options.build_jobs builds at a time, before a judge needs them: the judge builds a missing one
+// when it first times a task and waits for it, one task at a time. `done` (when given) hears of
+// each package as it is ready, from the building thread (one call at a time).
 std::vector<CompiledPackage> compiled_packages(
     const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options = {},
     const std::function<void(const tasks::Task&, const CompiledPackage&)>& done = {});

@@ -17,7 +17,7 @@ struct MeasuredFacts {
   std::string uuid, name;
   int driver = 0;
   double read_gbps = 0, write_gbps = 0, copy_gbps = 0;  // bytes moved / time, GB/s (1e9)
-  std::map<std::string, double> peak_tflops;            // "float32", "float16", "bfloat16", "float64"
+  std::map<std::string, double> peak_tflops;  // "float32", "float16", "bfloat16", "float64"
   double best_gbps() const;
   nlohmann::json to_json() const;
   static MeasuredFacts from_json(const nlohmann::json& j);
@@ -26,7 +26,8 @@ struct MeasuredFacts {
 // Measured now (about 2 s), or read back from the cache when this device and driver were measured.
 MeasuredFacts device_facts(int device, bool remeasure = false);
 
-// What plans may assume about GPU `device`, read from the driver (its arch, SMs, opt-in shared memory).
+// What plans may assume about GPU `device`, read from the driver (its arch, SMs, opt-in shared
+// memory).
 compile::DeviceFacts plan_facts(int device);
 
 // What every measurement records: GPU name, UUID and SM clock, driver, CUDA headers, NVRTC and

@@ -30,57 +30,57 @@ class CudaError : public Error {
 // headers, cuCtxSynchronize resolves to cuCtxSynchronize_v2(CUcontext), so a call through the
 // old no-argument signature passes garbage and fails with CUDA_ERROR_CONTEXT_IS_DESTROYED (seen
 // on the H200, 2026-12-02).
-#define KFORGE_DRIVER_FUNCTIONS(X)      \
-  X(cuInit, 2000)                       \
-  X(cuDriverGetVersion, 2020)           \
-  X(cuGetErrorName, 6000)               \
-  X(cuGetErrorString, 6000)             \
-  X(cuDeviceGetCount, 2000)             \
-  X(cuDeviceGet, 2000)                  \
-  X(cuDeviceGetName, 2000)              \
-  X(cuDeviceGetAttribute, 2000)         \
-  X(cuDeviceTotalMem, 3020)             \
-  X(cuDeviceGetUuid, 11040)             \
-  X(cuDevicePrimaryCtxRetain, 7000)     \
-  X(cuDevicePrimaryCtxRelease, 11000)   \
-  X(cuCtxSetCurrent, 4000)              \
-  X(cuCtxSynchronize, 2000)             \
-  X(cuModuleLoadData, 2000)             \
-  X(cuModuleUnload, 2000)               \
-  X(cuModuleGetFunction, 2000)          \
-  X(cuLaunchKernel, 4000)               \
-  X(cuLaunchCooperativeKernel, 9000)    \
-  X(cuLaunchKernelEx, 11060)            \
-  X(cuFuncSetAttribute, 9000)           \
-  X(cuModuleGetGlobal, 3020)            \
-  X(cuMemGetAllocationGranularity, 10020) \
-  X(cuMemCreate, 10020)                 \
-  X(cuMemRelease, 10020)                \
-  X(cuMemExportToShareableHandle, 10020) \
+#define KFORGE_DRIVER_FUNCTIONS(X)         \
+  X(cuInit, 2000)                          \
+  X(cuDriverGetVersion, 2020)              \
+  X(cuGetErrorName, 6000)                  \
+  X(cuGetErrorString, 6000)                \
+  X(cuDeviceGetCount, 2000)                \
+  X(cuDeviceGet, 2000)                     \
+  X(cuDeviceGetName, 2000)                 \
+  X(cuDeviceGetAttribute, 2000)            \
+  X(cuDeviceTotalMem, 3020)                \
+  X(cuDeviceGetUuid, 11040)                \
+  X(cuDevicePrimaryCtxRetain, 7000)        \
+  X(cuDevicePrimaryCtxRelease, 11000)      \
+  X(cuCtxSetCurrent, 4000)                 \
+  X(cuCtxSynchronize, 2000)                \
+  X(cuModuleLoadData, 2000)                \
+  X(cuModuleUnload, 2000)                  \
+  X(cuModuleGetFunction, 2000)             \
+  X(cuLaunchKernel, 4000)                  \
+  X(cuLaunchCooperativeKernel, 9000)       \
+  X(cuLaunchKernelEx, 11060)               \
+  X(cuFuncSetAttribute, 9000)              \
+  X(cuModuleGetGlobal, 3020)               \
+  X(cuMemGetAllocationGranularity, 10020)  \
+  X(cuMemCreate, 10020)                    \
+  X(cuMemRelease, 10020)                   \
+  X(cuMemExportToShareableHandle, 10020)   \
   X(cuMemImportFromShareableHandle, 10020) \
-  X(cuMemAddressReserve, 10020)         \
-  X(cuMemAddressFree, 10020)            \
-  X(cuMemMap, 10020)                    \
-  X(cuMemUnmap, 10020)                  \
-  X(cuMemSetAccess, 10020)              \
-  X(cuMemGetInfo, 3020)                 \
-  X(cuMemAlloc, 3020)                   \
-  X(cuMemFree, 3020)                    \
-  X(cuMemHostAlloc, 2020)               \
-  X(cuMemFreeHost, 2000)                \
-  X(cuMemHostGetDevicePointer, 3020)    \
-  X(cuMemcpyHtoD, 3020)                 \
-  X(cuMemcpyHtoDAsync, 3020)            \
-  X(cuMemcpyDtoH, 3020)                 \
-  X(cuMemcpyDtoDAsync, 3020)            \
-  X(cuMemsetD8Async, 3020)              \
-  X(cuStreamCreate, 2000)               \
-  X(cuStreamDestroy, 4000)              \
-  X(cuStreamSynchronize, 2000)          \
-  X(cuEventCreate, 2000)                \
-  X(cuEventDestroy, 4000)               \
-  X(cuEventRecord, 2000)                \
-  X(cuEventSynchronize, 2000)           \
+  X(cuMemAddressReserve, 10020)            \
+  X(cuMemAddressFree, 10020)               \
+  X(cuMemMap, 10020)                       \
+  X(cuMemUnmap, 10020)                     \
+  X(cuMemSetAccess, 10020)                 \
+  X(cuMemGetInfo, 3020)                    \
+  X(cuMemAlloc, 3020)                      \
+  X(cuMemFree, 3020)                       \
+  X(cuMemHostAlloc, 2020)                  \
+  X(cuMemFreeHost, 2000)                   \
+  X(cuMemHostGetDevicePointer, 3020)       \
+  X(cuMemcpyHtoD, 3020)                    \
+  X(cuMemcpyHtoDAsync, 3020)               \
+  X(cuMemcpyDtoH, 3020)                    \
+  X(cuMemcpyDtoDAsync, 3020)               \
+  X(cuMemsetD8Async, 3020)                 \
+  X(cuStreamCreate, 2000)                  \
+  X(cuStreamDestroy, 4000)                 \
+  X(cuStreamSynchronize, 2000)             \
+  X(cuEventCreate, 2000)                   \
+  X(cuEventDestroy, 4000)                  \
+  X(cuEventRecord, 2000)                   \
+  X(cuEventSynchronize, 2000)              \
   X(cuEventElapsedTime, 2000)
 
 class Driver {
@@ -134,7 +134,7 @@ inline CUmemAllocationProp shareable_allocation(int device) {
   return prop;
 }
 
-int driver_version();                // e.g. 13000
+int driver_version();                    // e.g. 13000
 std::vector<DeviceInfo> list_devices();  // requires a driver
 
 }  // namespace kforge::verify

@@ -26,15 +26,16 @@ namespace kforge::verify {
 struct VerifyOptions {
   int device = 0;
   std::optional<uint64_t> seed;  // default: a fresh one per candidate, recorded in the evidence
-  int timed_seeds = 3;           // seeds on the timed dims (the last one with the second distribution)
-  int check_seeds = 2;           // per [check] configuration (one per distribution)
+  int timed_seeds = 3;  // seeds on the timed dims (the last one with the second distribution)
+  int check_seeds = 2;  // per [check] configuration (one per distribution)
   RunnerOptions runner;
-  std::optional<std::chrono::milliseconds> watchdog;  // default: clamp(50 x eager x launches, 2 s, 60 s)
-  bool sanitizer = true;         // refine runtime errors with compute-sanitizer memcheck where present
-  std::string sanitizer_path;    // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
-  bool time = true;              // time a correct candidate, its baselines and roofline
-  bool baselines = true;         // with time: eager, scripted and torch.compile too (speedups need them)
-  CompiledOptions compiled;      // torch.compile's baseline (compiled_reference.h)
+  std::optional<std::chrono::milliseconds>
+      watchdog;           // default: clamp(50 x eager x launches, 2 s, 60 s)
+  bool sanitizer = true;  // refine runtime errors with compute-sanitizer memcheck where present
+  std::string sanitizer_path;  // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
+  bool time = true;            // time a correct candidate, its baselines and roofline
+  bool baselines = true;  // with time: eager, scripted and torch.compile too (speedups need them)
+  CompiledOptions compiled;  // torch.compile's baseline (compiled_reference.h)
   TimingOptions timing;
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
   // reused (docs/design.md, Verification 4); 0 times them for every candidate.
@@ -77,8 +78,9 @@ struct Baselines {
   std::optional<TimeStats> compiled;  // torch.compile's (TimingResult::compiled)
   std::string compiled_absent;        // why there is none
   double compiled_build_s = 0;        // building its package now (0: it was in the cache)
-  std::string math_mode;  // "ieee" (TF32 off) or "tf32"
-  nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
+  std::string math_mode;              // "ieee" (TF32 off) or "tf32"
+  nlohmann::json clocks =
+      nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
   std::string gpu_uuid;  // the GPU that timed them, where there are several (evolve::Gpu::devices)
 };
 // The task's reference at its timed dims, eager and scripted, timed the way candidates are (the
@@ -97,9 +99,10 @@ class Judge {
   // Correctness verdict. A report that is not ok() gives verdict_from_report(report).
   Verdict verify(const tasks::Task& task, const compile::CandidateReport& report);
 
-  // A quick look at one point of a tune space (kforge corpus --tune-points): correctness on the timed dims
-  // with one seed, then timing over a pool of two sets with a shorter minimum (screen_timing), no
-  // baselines. `correct` here is not a verdict to store: the chosen point gets verify().
+  // A quick look at one point of a tune space (kforge corpus --tune-points): correctness on the
+  // timed dims with one seed, then timing over a pool of two sets with a shorter minimum
+  // (screen_timing), no baselines. `correct` here is not a verdict to store: the chosen point gets
+  // verify().
   Verdict screen(const tasks::Task& task, const compile::CandidateReport& report);
   static TimingOptions screen_timing();
 
@@ -128,7 +131,8 @@ class Judge {
   // unusable and throws.
   Verdict guarded(const std::function<Verdict()>& judge);
   // verify() under other options (screen()).
-  Verdict verify_with(const VerifyOptions& options, const tasks::Task& task, const compile::CandidateReport& report);
+  Verdict verify_with(const VerifyOptions& options, const tasks::Task& task,
+                      const compile::CandidateReport& report);
 
   VerifyOptions options_;
   RunnerClient runner_;
@@ -139,15 +143,17 @@ class Judge {
 // seeded, from tasks::draw_unseen_dims) and that `usable` accepts (default: all; e.g. those where
 // a plan's constraints hold at the candidate's tunables): the first timed, the rest checked;
 // nullopt when none is left.
-std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, int configurations = 3,
+std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed,
+                                       int configurations = 3,
                                        const std::function<bool(const tasks::Dims&)>& usable = {});
 
 // Admission end to end: draws `configurations` unseen dims from the task (seeded), checks the
 // candidate there with the tunables it was judged with (the compile cache answers), and asks the
 // judge to admit it. No unseen dims possible: plan_error-free `correct` is not claimed; the
 // verdict is harness_error saying so.
-Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string& source, const std::string& plan,
-                        const compile::Tunables& tunables, const compile::DeviceFacts& facts, compile::Compiler& compiler,
+Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string& source,
+                        const std::string& plan, const compile::Tunables& tunables,
+                        const compile::DeviceFacts& facts, compile::Compiler& compiler,
                         uint64_t seed, int configurations = 3);
 
 }  // namespace kforge::verify

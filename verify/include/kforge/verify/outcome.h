@@ -36,7 +36,8 @@ const std::vector<Outcome>& all_outcomes();
 
 inline constexpr const char* kFlagBitwiseUnstable = "bitwise_unstable";
 inline constexpr const char* kFlagSuspicious = "suspicious";
-// NVML reported a thermal, hardware or power-brake slowdown while the candidate or a baseline was timed.
+// NVML reported a thermal, hardware or power-brake slowdown while the candidate or a baseline was
+// timed.
 inline constexpr const char* kFlagClockSlowdown = "clock_slowdown";
 
 // Event times of repeated runs (verify/timing.h makes them).
@@ -58,9 +59,9 @@ struct TimingResult {
   std::optional<double> speedup_compiled;
   std::string compiled_absent;
   std::optional<double> bytes, flops, floor_ms, roofline_fraction;  // fraction = floor / time
-  bool suspicious = false;  // see assess_speed
-  std::string suspicion;    // why it is suspicious, or why a large speedup stands ("" when neither)
-  std::string math_mode;    // "ieee" (TF32 off) or "tf32"
+  bool suspicious = false;                                          // see assess_speed
+  std::string suspicion;  // why it is suspicious, or why a large speedup stands ("" when neither)
+  std::string math_mode;  // "ieee" (TF32 off) or "tf32"
   nlohmann::json device = nlohmann::json::object();  // measured facts the floor came from
   nlohmann::json clocks = nlohmann::json::object();  // SM clock while timing (clocks.h)
   nlohmann::json to_json() const;
@@ -80,9 +81,9 @@ inline constexpr const char* kSuspicionBelowFloor = "faster than the roofline fl
 struct Verdict {
   Outcome outcome = Outcome::HarnessError;
   std::vector<std::string> flags;
-  std::string summary;                                   // one line for humans
-  nlohmann::json evidence = nlohmann::json::object();    // what the archive stores
-  std::optional<TimingResult> timing;                    // correct candidates, when timed
+  std::string summary;                                 // one line for humans
+  nlohmann::json evidence = nlohmann::json::object();  // what the archive stores
+  std::optional<TimingResult> timing;                  // correct candidates, when timed
   std::string gpu_uuid;  // the GPU that gave it, where there are several (evolve::Gpu::devices)
   bool correct() const { return outcome == Outcome::Correct; }
 };

@@ -13,8 +13,8 @@ namespace kforge::verify {
 // Bumped by hand whenever the protocol's messages change meaning (pinned by a test).
 inline constexpr int kProtocolVersion = 3;
 // Bumped by hand whenever a verdict could change for the same candidate (stored with every
-// evaluation; pinned by a test). 3: eager baselines run `number - tensor` as one rsub, as PyTorch does
-// (tasks/reference.cpp), and an element counts as unwritten only if it kept both runs' poison.
+// evaluation; pinned by a test). 3: eager baselines run `number - tensor` as one rsub, as PyTorch
+// does (tasks/reference.cpp), and an element counts as unwritten only if it kept both runs' poison.
 inline constexpr int kHarnessVersion = 3;
 
 // One buffer the judge shares: an allocation of `allocation_bytes` (a multiple of the VMM
@@ -29,9 +29,9 @@ struct BufferSpec {
 };
 
 struct LaunchArg {
-  int buffer = -1;     // index into the buffers, or -1 for an integer
-  int64_t value = 0;   // integers
-  int bytes = 8;       // integers: 4 or 8, the kernel parameter's width
+  int buffer = -1;    // index into the buffers, or -1 for an integer
+  int64_t value = 0;  // integers
+  int bytes = 8;      // integers: 4 or 8, the kernel parameter's width
 };
 
 struct LaunchSpecWire {
@@ -46,7 +46,8 @@ struct RunRequest {
   std::vector<LaunchSpecWire> launches;
   std::vector<int> zero_buffers;  // workspaces with zero_init, cleared before the first launch
   int repeat = 1;                 // the whole plan, back to back (globals reset before each)
-  bool timed = false;             // hold, L2 flush, then CUDA events around the work: workspace zeroing and launches
+  bool timed =
+      false;  // hold, L2 flush, then CUDA events around the work: workspace zeroing and launches
 };
 
 // The runner's answer to a run. On `ok == false`, `stage` is "launch" (the driver refused a
@@ -54,11 +55,11 @@ struct RunRequest {
 struct RunReply {
   bool ok = false;
   std::string stage;
-  int launch = -1;       // which launch was refused
-  std::string error;     // CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
-  std::string message;   // the driver's words
-  double ms = 0;         // wall time of the run, launches to synchronize
-  double gpu_ms = 0;     // timed runs: CUDA event time on the runner's stream
+  int launch = -1;              // which launch was refused
+  std::string error;            // CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+  std::string message;          // the driver's words
+  double ms = 0;                // wall time of the run, launches to synchronize
+  double gpu_ms = 0;            // timed runs: CUDA event time on the runner's stream
   bool hold_timed_out = false;  // timed runs: the hold gave up before the work was enqueued
 };
 

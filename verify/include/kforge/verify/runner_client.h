@@ -19,7 +19,7 @@ struct RunnerOptions {
   std::vector<std::string> command;
   int device = 0;
   std::chrono::milliseconds start_timeout{60000};  // ready, buffers and module load
-  std::vector<std::string> wrapper;                 // e.g. compute-sanitizer --tool memcheck ...
+  std::vector<std::string> wrapper;                // e.g. compute-sanitizer --tool memcheck ...
 };
 
 enum class RunStatus {
@@ -67,8 +67,8 @@ class RunnerClient {
  private:
   RunResult ensure_started();
   RunResult send_buffers();
-  RunResult exchange(const nlohmann::json& request, const std::vector<int>& fds, std::chrono::milliseconds limit,
-                     const std::string& what);
+  RunResult exchange(const nlohmann::json& request, const std::vector<int>& fds,
+                     std::chrono::milliseconds limit, const std::string& what);
   RunResult ended(RunStatus status, const std::string& what, double wall_ms);
 
   RunnerOptions options_;

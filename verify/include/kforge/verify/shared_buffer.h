@@ -19,15 +19,15 @@ namespace kforge::verify {
 class SharedBuffer {
  public:
   // Needs a GPU (throws CudaError otherwise). `read_only`: how the runner maps it.
-  SharedBuffer(std::string name, const std::vector<int64_t>& shape, torch::ScalarType dtype, bool read_only,
-               int device);
+  SharedBuffer(std::string name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
+               bool read_only, int device);
   ~SharedBuffer();
   SharedBuffer(const SharedBuffer&) = delete;
   SharedBuffer& operator=(const SharedBuffer&) = delete;
 
-  torch::Tensor& tensor() { return tensor_; }              // the judge's writable view
+  torch::Tensor& tensor() { return tensor_; }  // the judge's writable view
   const torch::Tensor& tensor() const { return tensor_; }
-  std::vector<torch::Tensor> slack() const;                // uint8 views: before and after the tensor
+  std::vector<torch::Tensor> slack() const;  // uint8 views: before and after the tensor
   BufferSpec spec() const { return spec_; }
   int fd() const { return fd_.get(); }
 

@@ -54,7 +54,8 @@ class EventTimer {
 // poison, flush), then `measure(rep)`, which runs the work between events and returns their
 // milliseconds, then `check(rep)` (outside the events; may throw). Warm-ups first, then as many
 // repetitions as the minimum total time needs.
-TimeStats time_repeatedly(const std::function<void(int)>& prepare, const std::function<double(int)>& measure,
+TimeStats time_repeatedly(const std::function<void(int)>& prepare,
+                          const std::function<double(int)>& measure,
                           const std::function<void(int)>& check, const TimingOptions& options);
 
 }  // namespace kforge::verify
