@@ -20,6 +20,8 @@ NEEDS=(
   "libsqlite3-dev header sqlite3.h" "libcurl4-openssl-dev header curl/curl.h"
   "libcpp-httplib-dev header httplib.h" "libxxhash-dev header xxhash.h" "zlib1g-dev header zlib.h"
   "libgtest-dev header gtest/gtest.h" "libgmock-dev header gmock/gmock.h"
+  # The formatter CI checks with (scripts/check-format.sh): Debian 12's, pinned by its version.
+  "clang-format-14 tool clang-format-14"
   # PyTorch for `kforge tasks import-kernelbench` (KernelBench problems are Python) and its tests.
   "python3-torch python torch"
 )

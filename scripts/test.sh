@@ -3,6 +3,9 @@
 # summary line. Extra arguments go to ctest (e.g. -L cpu, -R Generator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The formatter first: an unformatted file fails the run (after the tests, which still run).
+format_rc=0
+scripts/check-format.sh || format_rc=$?
 BUILD_DIR=${BUILD_DIR:-build}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   # KFORGE_CXX_FLAGS_RELEASE: the Release build's optimization flags (CI's own, .ci/run).
@@ -23,4 +26,6 @@ if grep -q "\*\*\*Skipped" ctest.log; then
   echo "skipped: $(grep -c '\*\*\*Skipped' ctest.log) GPU test(s): ${reason:-see ctest.log}"
 fi
 grep -E "tests passed" ctest.log
-exit $rc
+((format_rc)) && echo "check-format failed: see its message above (the fix is clang-format-14 -i on the files it names)"
+((rc)) && exit $rc
+exit $format_rc
