@@ -152,6 +152,10 @@ int Archive::check_file() {
   return static_cast<int>(version);
 }
 
+const std::string& Archive::path() const {
+  return db_->path();
+}
+
 int Archive::schema_version() {
   Statement s = db_->prepare("PRAGMA user_version");
   s.step();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/archive/error.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/tasks/task.h"
 
@@ -224,6 +225,8 @@ class Archive {
   // magic bytes (1f 8b) is decompressed as it is read; damaged gzip is an InputError too.
   ImportReport import_jsonl(std::istream& in, const std::string& source_name,
                             const ImportOptions& options = {});
+
+  const std::string& path() const;  // the archive's file, for messages
 
   Database& db() { return *db_; }
 

@@ -7,15 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "kforge/common/error.h"
+#include "kforge/archive/error.h"
 
 namespace kforge::archive {
-
-// A database problem the user can act on (locked, corrupt, newer schema): names the file.
-class ArchiveError : public Error {
- public:
-  using Error::Error;
-};
 
 class Statement;
 
