@@ -21,6 +21,7 @@
 #include "kforge/evolve/batch.h"
 #include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
+#include "llm_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -95,12 +96,7 @@ const std::string kOpenAiOk =
 const std::string kAnthropicOk =
     R"({"id": "m", "type": "message", "model": "test-model", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "answer part 1"}, {"type": "redacted_thinking", "data": "zzz"}, {"type": "text", "text": " and 2"}], "usage": {"input_tokens": 10, "output_tokens": 20}})";
 
-struct Sleeps {
-  std::vector<std::chrono::milliseconds> waits;
-  std::function<void(std::chrono::milliseconds)> fn() {
-    return [this](std::chrono::milliseconds d) { waits.push_back(d); };
-  }
-};
+using kforge::test::Sleeps;
 
 RetryPolicy fast_policy() {
   RetryPolicy p;

@@ -20,6 +20,7 @@
 #include "anthropic_stand_in.h"
 #include "kforge/evolve/config.h"
 #include "kforge/evolve/llm.h"
+#include "llm_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -33,21 +34,10 @@ using kforge::test::AnthropicStandIn;
 using nlohmann::json;
 
 RetryPolicy quick(int attempts = 4) {
-  RetryPolicy p;
-  p.max_attempts = attempts;
-  p.base_delay = 1ms;
-  p.max_delay = 5000ms;
-  p.connect_timeout = 2000ms;
-  p.total_timeout = 10000ms;
-  return p;
+  return kforge::test::quick_policy(attempts);
 }
 
-struct Sleeps {
-  std::vector<std::chrono::milliseconds> waits;
-  std::function<void(std::chrono::milliseconds)> fn() {
-    return [this](std::chrono::milliseconds d) { waits.push_back(d); };
-  }
-};
+using kforge::test::Sleeps;
 
 // Plain text of exactly `chars` characters (no secret-like runs in it).
 std::string prose(const std::string& topic, size_t chars) {

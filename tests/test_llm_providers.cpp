@@ -19,6 +19,7 @@
 #include "kforge/evolve/llm.h"
 #include "kforge/evolve/proposer.h"
 #include "kforge/evolve/run.h"
+#include "llm_test_util.h"
 #include "loop_rig.h"
 #include "openai_stand_in.h"
 #include "test_util.h"
@@ -36,19 +37,10 @@ using nlohmann::json;
 // ---- Helpers ----
 
 RetryPolicy quick(int attempts = 3) {
-  RetryPolicy p;
-  p.max_attempts = attempts;
-  p.base_delay = 1ms;
-  p.total_timeout = 10000ms;
-  return p;
+  return kforge::test::quick_policy(attempts);
 }
 
-struct Sleeps {
-  std::vector<std::chrono::milliseconds> waits;
-  std::function<void(std::chrono::milliseconds)> fn() {
-    return [this](std::chrono::milliseconds d) { waits.push_back(d); };
-  }
-};
+using kforge::test::Sleeps;
 
 ChatRequest ask(const std::string& user, std::optional<double> temperature = std::nullopt,
                 int max_tokens = 4096) {

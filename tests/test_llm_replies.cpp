@@ -22,6 +22,7 @@
 #include "kforge/evolve/prompt.h"
 #include "kforge/evolve/proposer.h"
 #include "kforge/evolve/run.h"
+#include "llm_test_util.h"
 #include "loop_rig.h"
 #include "loopback_model.h"
 
@@ -80,12 +81,7 @@ const std::string kThinkingOnly =
     R"("output_tokens": 8000}, "stop_reason": "max_tokens"})";
 
 RetryPolicy quick(int attempts = 5) {
-  RetryPolicy p;
-  p.max_attempts = attempts;
-  p.base_delay = 1ms;
-  p.max_delay = 5000ms;
-  p.total_timeout = 10000ms;
-  return p;
+  return kforge::test::quick_policy(attempts);
 }
 
 std::shared_ptr<const tasks::Task> relu() {
