@@ -9,8 +9,8 @@
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
+#include "kforge/archive/archive.h"
 #include "kforge/archive/location.h"
-#include "kforge/archive/sqlite.h"
 #include "kforge/evolve/prompt.h"
 #include "kforge/verify/driver.h"
 
@@ -80,9 +80,8 @@ void add_prompt_command(CLI::App& app, int& exit_code) {
     in.gpu = prompt_gpu();
     if (ar && verify::Driver::get()
                   .available()) {  // this GPU's measured baselines, when the archive knows it
-      archive::Statement s = ar->db().prepare("SELECT id FROM devices WHERE uuid = ?");
-      s.bind(1, verify::list_devices().at(0).uuid);
-      if (s.step()) in.device_id = s.integer(0);
+      if (std::optional<archive::DeviceId> d = ar->find_device(verify::list_devices().at(0).uuid))
+        in.device_id = d->value;
     }
     in.answer_format = evolve::load_answer_format(dir);
     in.extra["idea_count"] = std::to_string(a->idea_count);

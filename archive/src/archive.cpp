@@ -5,6 +5,7 @@
 #include <istream>
 #include <ostream>
 
+#include "best.h"
 #include "evaluation_columns.h"
 #include "kforge/common/files.h"
 #include "stored_json.h"
@@ -12,12 +13,6 @@
 #include "archive_schema.h"
 
 namespace kforge::archive {
-
-std::string winner_condition(bool admitted) {
-  return std::string("e.outcome = 'correct'") + (admitted ? " AND e.admitted = 1" : "") +
-         " AND e.flags = '[]' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust IS "
-         "NOT 'claimed'";
-}
 
 nlohmann::json to_json(const KernelSummary& k) {
   return {{"id", k.id.value},
@@ -217,6 +212,13 @@ std::optional<TaskId> Archive::find_task(const std::string& spec) {
   return TaskId{s.integer(0)};
 }
 
+std::optional<DeviceId> Archive::find_device(const std::string& uuid) {
+  Statement s = db_->prepare("SELECT id FROM devices WHERE uuid = ?");
+  s.bind(1, uuid);
+  if (!s.step()) return std::nullopt;
+  return DeviceId{s.integer(0)};
+}
+
 DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name,
                                 const std::string& arch, std::optional<int64_t> sms,
                                 std::optional<int64_t> memory_bytes, const std::string& driver) {
@@ -414,8 +416,8 @@ std::optional<KernelSummary> Archive::best(TaskId task, std::optional<DeviceId> 
                     " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t "
                     "ON t.id = c.task_id "
                     "WHERE c.task_id = ? AND " +
-                    kWinner + (device ? " AND e.device_id = ?" : "") +
-                    " ORDER BY e.time_ms ASC LIMIT 1";
+                    kWinner + (device ? " AND e.device_id = ?" : "") + " ORDER BY " +
+                    detail::kBestOrder + " LIMIT 1";
   Statement s = db_->prepare(sql);
   s.bind(1, task.value);
   if (device) s.bind(2, device->value);
@@ -429,15 +431,15 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
   bool one_task = task_or_suite.find('/') != std::string::npos;
   std::string winners =
       std::string(
-          "SELECT e.candidate_id, c.task_id, e.time_ms FROM evaluations e JOIN candidates c ON "
-          "c.id = e.candidate_id WHERE ") +
+          "SELECT e.candidate_id, c.task_id, e.time_ms, e.id FROM evaluations e JOIN candidates c "
+          "ON c.id = e.candidate_id WHERE ") +
       kWinner;
   std::string filter = task_or_suite.empty() ? "1"
                        : one_task            ? "t.suite || '/' || t.name = ?1"
                                              : "(t.suite = ?1 OR t.name = ?1)";
   std::string pick = one_task ? "c.id IN (SELECT candidate_id FROM w)"
                               : "c.id IN (SELECT (SELECT candidate_id FROM w WHERE w.task_id = "
-                                "t2.id ORDER BY time_ms LIMIT 1) "
+                                "t2.id ORDER BY time_ms, id LIMIT 1) "
                                 "FROM tasks t2)";
   std::string sql =
       "WITH w AS (" + winners + ") SELECT " + kSummaryColumns +
@@ -453,16 +455,21 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
 
 nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind,
                                 bool winners_only) {
+  // Winners: the winner rule; otherwise the fastest correct kernel measured here, flags and all.
+  std::string which = winners_only ? winner_condition()
+                                   : "e.outcome = 'correct' AND e.time_ms IS NOT NULL AND "
+                                     "c.verified = 1 AND e.import_trust IS NOT 'claimed'";
   Statement s = db_->prepare(
-      "WITH newest AS (SELECT t.* FROM tasks t WHERE t.suite = ?1 AND t.id = (SELECT t2.id FROM "
-      "tasks t2 WHERE t2.suite = t.suite "
-      "  AND t2.name = t.name ORDER BY t2.created_at DESC, t2.id DESC LIMIT 1)), "
+      std::string("WITH newest AS (SELECT * FROM (") + detail::kNewestTasks +
+      ") WHERE suite = ?1), "
       "best AS (SELECT c.task_id, e.*, c.tunables, c.identity, ROW_NUMBER() OVER (PARTITION BY "
-      "c.task_id ORDER BY e.time_ms) AS k "
+      "c.task_id ORDER BY " +
+      detail::kBestOrder +
+      ") AS k "
       "  FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-      "  WHERE e.outcome = 'correct' AND e.time_ms IS NOT NULL AND c.verified = 1 AND "
-      "e.import_trust IS NOT 'claimed' "
-      "  AND (?2 = '' OR c.prompt_kind = ?2) AND (?3 = 0 OR (e.admitted = 1 AND e.flags = '[]'))) "
+      "  WHERE " +
+      which +
+      " AND (?2 = '' OR c.prompt_kind = ?2)) "
       "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, "
       "b.speedup_eager, b.speedup_scripted, "
       "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, "
@@ -473,7 +480,7 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
       "  FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON "
       "d.id = b.device_id "
       "ORDER BY n.name");
-  s.bind(1, suite).bind(2, prompt_kind).bind(3, int64_t{winners_only});
+  s.bind(1, suite).bind(2, prompt_kind);
   nlohmann::json out = nlohmann::json::array();
   auto real = [&](int i) {
     return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i));

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "html.h"
-#include "kforge/archive/sqlite.h"
+#include "kforge/archive/web_view.h"
 #include "kforge/common/strings.h"
 
 namespace kforge::browse {
@@ -31,16 +31,6 @@ std::string candidate_link(int64_t id) {
   return "<a href=\"/candidate/" + std::to_string(id) + "\">#" + std::to_string(id) + "</a>";
 }
 
-// A candidate's outcome: its newest verdict, else its screen's, else a failed compile, else "not
-// judged".
-const char* kOutcomeSql =
-    "COALESCE((SELECT outcome FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT "
-    "1), "
-    "(SELECT 'screened: ' || outcome FROM screens WHERE candidate_id = c.id ORDER BY id DESC LIMIT "
-    "1), "
-    "(SELECT 'compile_error' FROM compiles WHERE candidate_id = c.id AND ok = 0 ORDER BY id DESC "
-    "LIMIT 1), 'not judged')";
-
 std::string outcome_class(const std::string& outcome) {
   return outcome == "correct" || outcome == "screened: correct" ? "correct"
          : outcome == "not judged"                              ? ""
@@ -51,22 +41,14 @@ std::string outcome_class(const std::string& outcome) {
 // candidate met twice (crossover) is listed once; at most `budget` entries.
 std::string lineage(archive::Archive& ar, int64_t id, bool up, int& budget,
                     std::set<int64_t>& seen) {
-  const std::string other_end = up ? "parent_id" : "candidate_id",
-                    this_end = up ? "candidate_id" : "parent_id";
-  archive::Statement q = ar.db().prepare("SELECT c.id, c.generation, " + std::string(kOutcomeSql) +
-                                         ", (SELECT speedup_eager FROM evaluations WHERE "
-                                         "candidate_id = c.id ORDER BY id DESC LIMIT 1) "
-                                         "FROM candidate_parents p JOIN candidates c ON c.id = p." +
-                                         other_end + " WHERE p." + this_end + " = ? ORDER BY c.id");
-  q.bind(1, id);
   std::string items;
   std::vector<std::pair<int64_t, std::string>> next;
-  while (q.step()) {
-    int64_t other = q.integer(0);
-    std::string label = candidate_link(other) + " generation " + std::to_string(q.integer(1)) +
-                        ", <span class=\"" + outcome_class(q.text(2)) + "\">" + escape(q.text(2)) +
-                        "</span>" + (q.is_null(3) ? "" : ", " + ratio(q.real(3)) + " eager");
-    next.push_back({other, label});
+  for (const archive::CandidateLine& l : archive::relatives(ar, {id}, up)) {
+    std::string label = candidate_link(l.id.value) + " generation " + std::to_string(l.generation) +
+                        ", <span class=\"" + outcome_class(l.outcome) + "\">" + escape(l.outcome) +
+                        "</span>" +
+                        (l.speedup_eager ? ", " + ratio(*l.speedup_eager) + " eager" : "");
+    next.push_back({l.id.value, label});
   }
   for (const auto& [other, label] : next) {
     if (budget <= 0) {
@@ -95,16 +77,13 @@ View not_found(const std::string& what) {
 
 View overview(archive::Archive& ar) {
   json runs = ar.runs();
-  // Each run's best correct, unflagged kernel per task (x eager), best first.
+  // Each run's best kernel per task (the winner rule), best speedup over eager first.
   std::map<int64_t, json> best;
-  archive::Statement b = ar.db().prepare(
-      "SELECT c.run_id, t.suite || '/' || t.name, max(e.speedup_eager), c.id FROM evaluations e "
-      "JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id "
-      "WHERE c.run_id IS NOT NULL AND e.speedup_eager IS NOT NULL AND " +
-      archive::winner_condition(false) + " GROUP BY c.run_id, t.id ORDER BY c.run_id, 3 DESC");
-  while (b.step())
-    best[b.integer(0)].push_back(
-        {{"task", b.text(1)}, {"speedup_eager", b.real(2)}, {"candidate", b.integer(3)}});
+  for (const auto& [run, kernels] : archive::run_bests(ar))
+    for (const archive::RunBestKernel& k : kernels)
+      best[run].push_back({{"task", k.task},
+                           {"speedup_eager", k.speedup_eager ? json(*k.speedup_eager) : json()},
+                           {"candidate", k.candidate.value}});
   std::string rows, live;
   for (json& r : runs) {
     json tasks_best =
@@ -123,22 +102,18 @@ View overview(archive::Archive& ar) {
             "</td></tr>\n";
     if (str(r, "status") != "running") continue;
     // A run in progress: its newest candidates, and the page reloads itself.
-    archive::Statement q = ar.db().prepare(
-        "SELECT c.id, t.suite || '/' || t.name, c.generation, " + std::string(kOutcomeSql) +
-        ", c.created_at FROM candidates c JOIN tasks t ON t.id = c.task_id "
-        "WHERE c.run_id = ? ORDER BY c.id DESC LIMIT 10");
-    q.bind(1, r["id"].get<int64_t>());
     std::string recent;
     json newest = json::array();
-    while (q.step()) {
-      newest.push_back({{"id", q.integer(0)},
-                        {"task", q.text(1)},
-                        {"generation", q.integer(2)},
-                        {"outcome", q.text(3)},
-                        {"created_at", q.text(4)}});
-      recent += "<tr><td>" + candidate_link(q.integer(0)) + "</td><td>" + task_link(q.text(1)) +
-                "</td><td class=\"n\">" + std::to_string(q.integer(2)) + "</td>" +
-                outcome_cell(q.text(3)) + "<td>" + escape(q.text(4)) + "</td></tr>\n";
+    for (const archive::CandidateLine& l :
+         archive::newest_candidates(ar, {r["id"].get<int64_t>()}, 10)) {
+      newest.push_back({{"id", l.id.value},
+                        {"task", l.task},
+                        {"generation", l.generation},
+                        {"outcome", l.outcome},
+                        {"created_at", l.created_at}});
+      recent += "<tr><td>" + candidate_link(l.id.value) + "</td><td>" + task_link(l.task) +
+                "</td><td class=\"n\">" + std::to_string(l.generation) + "</td>" +
+                outcome_cell(l.outcome) + "<td>" + escape(l.created_at) + "</td></tr>\n";
     }
     r["newest"] = newest;
     live += "<h2>Run " + str(r, "id") + " in progress</h2>\n<p>" + str(r, "candidates") +
@@ -169,17 +144,10 @@ View overview(archive::Archive& ar) {
 View leaderboard(archive::Archive& ar, const std::string& suite, const std::string& device,
                  const std::string& tag) {
   std::set<std::string> tagged;  // tasks carrying `tag`
-  if (!tag.empty()) {
-    archive::Statement q = ar.db().prepare(
-        "SELECT DISTINCT t.suite || '/' || t.name FROM tasks t, json_each(t.tags) j WHERE "
-        "json_valid(t.tags) AND j.value = ?");
-    q.bind(1, tag);
-    while (q.step()) tagged.insert(q.text(0));
-  }
+  if (!tag.empty()) tagged = archive::tasks_tagged(ar, tag);
   std::vector<std::string> suites;
-  for (archive::Statement q = ar.db().prepare("SELECT DISTINCT suite FROM tasks ORDER BY suite");
-       q.step();)
-    if (suite.empty() || q.text(0) == suite) suites.push_back(q.text(0));
+  for (const std::string& s : archive::suites(ar))
+    if (suite.empty() || s == suite) suites.push_back(s);
   json rows = json::array();
   std::string table;
   for (const std::string& s : suites)
@@ -233,49 +201,38 @@ View task_list(archive::Archive& ar) {
 View task_page(archive::Archive& ar, const std::string& id) {
   size_t slash = id.find('/');
   if (slash == std::string::npos) return not_found("no task " + id + " (ask for suite/name)");
-  archive::Statement q = ar.db().prepare(
-      "SELECT c.id, c.generation, c.island, c.model, c.prompt_kind, " + std::string(kOutcomeSql) +
-      ", e.time_ms, e.speedup_eager "
-      "FROM candidates c JOIN tasks t ON t.id = c.task_id "
-      "LEFT JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations WHERE candidate_id = "
-      "c.id) "
-      "WHERE t.suite = ? AND t.name = ? ORDER BY c.id");
-  q.bind(1, id.substr(0, slash)).bind(2, id.substr(slash + 1));
+  const std::string suite = id.substr(0, slash), name = id.substr(slash + 1);
   json candidates = json::array();
   std::map<std::string, int> outcomes;
-  std::map<int64_t, std::map<int64_t, double>> best;  // island -> generation -> best speedup so far
   std::map<int64_t, std::vector<std::pair<double, double>>> times;
   std::string rows;
-  while (q.step()) {
-    json c = {{"id", q.integer(0)},
-              {"generation", q.integer(1)},
-              {"island", q.integer(2)},
-              {"model", q.text(3)},
-              {"prompt_kind", q.text(4)},
-              {"outcome", q.text(5)},
-              {"time_ms", q.is_null(6) ? json(nullptr) : json(q.real(6))},
-              {"speedup_eager", q.is_null(7) ? json(nullptr) : json(q.real(7))}};
-    outcomes[c["outcome"]]++;
-    if (c["outcome"] == "correct" && c["speedup_eager"].is_number()) {
-      double& b = best[q.integer(2)][q.integer(1)];
-      b = std::max(b, q.real(7));
-      if (!q.is_null(6)) times[q.integer(2)].push_back({double(q.integer(1)), q.real(6)});
-    }
-    rows += "<tr><td>" + candidate_link(q.integer(0)) + "</td><td class=\"n\">" +
-            std::to_string(q.integer(1)) + "</td><td class=\"n\">" + std::to_string(q.integer(2)) +
-            "</td>" + outcome_cell(c["outcome"]) + "<td class=\"n\">" + millis(num(c, "time_ms")) +
-            "</td><td class=\"n\">" + ratio(num(c, "speedup_eager")) + "</td><td>" +
-            escape(q.text(3)) + "</td></tr>\n";
+  for (const archive::CandidateLine& l : archive::task_candidates(ar, suite, name)) {
+    json c = {{"id", l.id.value},
+              {"generation", l.generation},
+              {"island", l.island},
+              {"model", l.model},
+              {"prompt_kind", l.prompt_kind},
+              {"outcome", l.outcome},
+              {"time_ms", l.time_ms ? json(*l.time_ms) : json(nullptr)},
+              {"speedup_eager", l.speedup_eager ? json(*l.speedup_eager) : json(nullptr)}};
+    outcomes[l.outcome]++;
+    if (l.outcome == "correct" && l.speedup_eager && l.time_ms)
+      times[l.island].push_back({double(l.generation), *l.time_ms});
+    rows += "<tr><td>" + candidate_link(l.id.value) + "</td><td class=\"n\">" +
+            std::to_string(l.generation) + "</td><td class=\"n\">" + std::to_string(l.island) +
+            "</td>" + outcome_cell(l.outcome) + "<td class=\"n\">" + millis(l.time_ms) +
+            "</td><td class=\"n\">" + ratio(l.speedup_eager) + "</td><td>" + escape(l.model) +
+            "</td></tr>\n";
     candidates.push_back(c);
   }
   if (candidates.empty()) return not_found("no candidates for task " + id);
+  // The task's best so far (the winner rule) after each generation, per island.
   std::vector<Series> best_series, time_series;
-  for (const auto& [island, per_generation] : best) {
+  for (const auto& [island, curve] : archive::task_best_by_generation(ar, suite, name)) {
     Series s{"island " + std::to_string(island), {}};
-    double so_far = 0;
-    for (const auto& [generation, speedup] : per_generation)
-      s.points.push_back({double(generation), so_far = std::max(so_far, speedup)});
-    best_series.push_back(s);
+    for (const archive::GenerationBest& p : curve)
+      if (p.speedup_eager) s.points.push_back({double(p.generation), *p.speedup_eager});
+    if (!s.points.empty()) best_series.push_back(s);
   }
   for (const auto& [island, points] : times)
     time_series.push_back({"island " + std::to_string(island), points, false});
@@ -299,10 +256,8 @@ View candidate_page(archive::Archive& ar, int64_t id) {
   json c = ar.show({id});
   if (c.is_null()) return not_found("no candidate " + std::to_string(id));
   json children = json::array();
-  archive::Statement q = ar.db().prepare(
-      "SELECT candidate_id FROM candidate_parents WHERE parent_id = ? ORDER BY candidate_id");
-  q.bind(1, id);
-  while (q.step()) children.push_back(q.integer(0));
+  for (const archive::CandidateLine& l : archive::relatives(ar, {id}, false))
+    children.push_back(l.id.value);
   c["children"] = children;
   auto links = [](const json& ids) {
     std::string out;

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/export_view.h"
 #include "kforge/archive/location.h"
-#include "kforge/archive/sqlite.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -42,89 +42,63 @@ bool selected(const ExportOptions& o, const std::string& task) {
   return false;
 }
 
-// Each selected task's fastest winner judged on one of the architectures asked, by this harness
-// version; the tasks with none, and why.
+// Each selected task's best kernel (the winner rule, kforge/archive/winner.h) judged on one of the
+// architectures asked, by this harness version; the tasks with none, and why.
 std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o,
                             std::vector<Missing>& missing) {
-  std::string archs;
-  for (const std::string& a : o.archs)
-    archs += std::string(archs.empty() ? "" : ",") + "'" + a + "'";
   int harness = o.harness_version ? o.harness_version : verify::kHarnessVersion;
-  archive::Statement s = ar.db().prepare(
-      "SELECT t.suite || '/' || t.name, t.definition, t.version, c.id, c.identity, c.source, "
-      "c.plan, c.tunables, c.model, "
-      "c.prompt_kind, c.run_id, c.generation, e.admitted, e.time_ms, e.eager_ms, e.scripted_ms, "
-      "e.compiled_ms, "
-      "e.speedup_eager, e.speedup_scripted, e.speedup_compiled, e.roofline_fraction, d.name, "
-      "d.arch, d.driver, e.toolchain, "
-      "e.harness_version, e.created_at "
-      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = "
-      "c.task_id "
-      "JOIN devices d ON d.id = e.device_id "
-      "WHERE " +
-      archive::winner_condition(!o.include_unadmitted) +
-      " AND e.harness_version = ?1 AND d.arch IN (" + archs +
-      ") "
-      "ORDER BY t.suite, t.name, t.created_at DESC, t.id DESC, e.time_ms ASC");
-  s.bind(1, int64_t{harness});
+  archive::ExportScope scope{o.archs, harness, !o.include_unadmitted};
   std::vector<Winner> out;
   std::set<std::string> seen;
-  while (s.step()) {
-    std::string task = s.text(0);
-    if (!selected(o, task) || !seen.insert(task).second) continue;
+  for (const archive::ExportKernel& k : archive::export_kernels(ar, scope)) {
+    if (!selected(o, k.task)) continue;
+    seen.insert(k.task);
     Winner w;
-    w.task = task;
-    w.definition = s.text(1);
-    w.version = s.text(2);
-    w.candidate = s.integer(3);
-    w.identity = s.text(4);
-    w.source = s.text(5);
-    w.plan = s.text(6);
-    w.tunables = json::parse(s.text(7), nullptr, false);
-    w.model = s.text(8);
-    w.prompt_kind = s.text(9);
-    auto real = [&](int i) { return s.is_null(i) ? json(nullptr) : json(s.real(i)); };
-    w.evaluation = {{"device", s.text(21)},
-                    {"arch", s.text(22)},
-                    {"driver", s.is_null(23) ? "" : s.text(23)},
-                    {"toolchain", json::parse(s.text(24), nullptr, false)},
-                    {"harness_version", s.integer(25)},
-                    {"judged_at", s.text(26)},
-                    {"time_ms", real(13)},
-                    {"eager_ms", real(14)},
-                    {"scripted_ms", real(15)},
-                    {"compiled_ms", real(16)},
-                    {"speedup_eager", real(17)},
-                    {"speedup_scripted", real(18)},
-                    {"speedup_compiled", real(19)},
-                    {"roofline_fraction", real(20)},
-                    {"run", s.is_null(10) ? json(nullptr) : json(s.integer(10))},
-                    {"generation", s.integer(11)},
-                    {"admitted", s.integer(12) != 0}};
+    w.task = k.task;
+    w.definition = k.definition;
+    w.version = k.version;
+    w.candidate = k.candidate.value;
+    w.identity = k.identity;
+    w.source = k.source;
+    w.plan = k.plan;
+    w.tunables = k.tunables;
+    w.model = k.model;
+    w.prompt_kind = k.prompt_kind;
+    auto real = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    w.evaluation = {{"device", k.device},
+                    {"arch", k.arch},
+                    {"driver", k.driver},
+                    {"toolchain", k.toolchain},
+                    {"harness_version", k.harness_version},
+                    {"judged_at", k.judged_at},
+                    {"time_ms", real(k.time_ms)},
+                    {"eager_ms", real(k.eager_ms)},
+                    {"scripted_ms", real(k.scripted_ms)},
+                    {"compiled_ms", real(k.compiled_ms)},
+                    {"speedup_eager", real(k.speedup_eager)},
+                    {"speedup_scripted", real(k.speedup_scripted)},
+                    {"speedup_compiled", real(k.speedup_compiled)},
+                    {"roofline_fraction", real(k.roofline_fraction)},
+                    {"run", k.run ? json(*k.run) : json(nullptr)},
+                    {"generation", k.generation},
+                    {"admitted", k.admitted}};
     out.push_back(std::move(w));
   }
   // Selected tasks the archive knows but that have no winner (and the harness versions that judged
   // one).
-  archive::Statement other = ar.db().prepare(
-      "SELECT DISTINCT t.suite || '/' || t.name, e.harness_version FROM evaluations e JOIN "
-      "candidates c ON c.id = e.candidate_id "
-      "JOIN tasks t ON t.id = c.task_id JOIN devices d ON d.id = e.device_id "
-      "WHERE " +
-      archive::winner_condition(!o.include_unadmitted) + " AND d.arch IN (" + archs +
-      ") ORDER BY 2");
-  std::map<std::string, std::vector<std::string>> other_versions;
-  while (other.step()) other_versions[other.text(0)].push_back(std::to_string(other.integer(1)));
-  archive::Statement t =
-      ar.db().prepare("SELECT DISTINCT suite || '/' || name FROM tasks ORDER BY 1");
-  while (t.step()) {
-    std::string task = t.text(0);
+  std::map<std::string, std::vector<int64_t>> other_versions =
+      archive::winning_harness_versions(ar, scope);
+  for (const std::string& task : archive::task_names(ar)) {
     if (!selected(o, task) || seen.count(task)) continue;
     std::string why = std::string("no correct, unflagged") +
                       (o.include_unadmitted ? "" : ", admitted") + " kernel judged on " +
                       join(o.archs, " or ") + " by harness version " + std::to_string(harness);
-    if (auto v = other_versions.find(task); v != other_versions.end())
-      why += " (harness version " + join(v->second, ", ") + " judged one: --harness " +
-             v->second.back() + " exports it)";
+    if (auto v = other_versions.find(task); v != other_versions.end()) {
+      std::vector<std::string> versions;
+      for (int64_t h : v->second) versions.push_back(std::to_string(h));
+      why += " (harness version " + join(versions, ", ") + " judged one: --harness " +
+             versions.back() + " exports it)";
+    }
     missing.push_back({task, why});
   }
   for (const std::string& want : o.tasks)

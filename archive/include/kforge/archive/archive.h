@@ -10,6 +10,7 @@
 
 #include "kforge/archive/error.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/archive/winner.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::archive {
@@ -129,11 +130,6 @@ struct ImportReport {
   size_t duplicates = 0;  // compiles and evaluations already in the archive (a re-run adds nothing)
 };
 
-// The SQL condition on an evaluation `e` and its candidate `c` that makes a winner: correct, timed,
-// unflagged, made (or verified) by kforge, not an imported claim, and admitted unless `admitted` is
-// false (`kforge export --include-unadmitted`).
-std::string winner_condition(bool admitted = true);
-
 class Archive {
  public:
   // Opens the archive, creating and migrating as needed. A file from a newer kforge, a damaged
@@ -148,6 +144,7 @@ class Archive {
   TaskId upsert_task(const tasks::Task& task);
   std::optional<TaskId> find_task(
       const std::string& spec);  // "suite/name" or "name": newest version
+  std::optional<DeviceId> find_device(const std::string& uuid);  // a GPU this archive has seen
   DeviceId upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
                          std::optional<int64_t> sms, std::optional<int64_t> memory_bytes,
                          const std::string& driver);

@@ -1,0 +1,69 @@
+// `kforge report RUN`'s read model: what one evolve run made and how it fared, per task, with
+// every "best" by the winner rule (kforge/archive/winner.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/archive/archive.h"
+
+namespace kforge::archive {
+
+// A task's best kernel of the run, with the baselines it was judged against.
+struct RunBest {
+  CandidateId candidate;
+  double time_ms = 0;
+  std::optional<double> eager_ms, scripted_ms, compiled_ms, roofline_fraction;
+};
+
+struct RunTask {
+  std::string task;  // suite/name
+  std::optional<RunBest> best;
+  int64_t candidates = 0, failed_screens = 0;  // the run's candidates of the task; screens untimed
+};
+
+struct RunOutcome {
+  std::string outcome;  // a judgment's outcome, or "screen: " and a screen's
+  int64_t count = 0;
+};
+
+struct RunProposer {
+  std::string kind, model;
+  int64_t candidates = 0, correct = 0;  // correct: a screen or a judgment said so
+};
+
+// A task's best after a generation of the run: the kernel, its time, eager's, and whether the
+// generation improved on the one before (then `prompt_kind` made the new best).
+struct RunProgress {
+  int64_t generation = 0;
+  CandidateId candidate;
+  double time_ms = 0;
+  std::optional<double> eager_ms;
+  std::string prompt_kind;
+  bool improved = false;
+};
+
+struct LineageEntry {
+  CandidateId candidate;
+  std::string prompt_kind;
+  nlohmann::json tunables;
+};
+
+struct RunReport {
+  nlohmann::json run;          // its row of Archive::runs(): times, status, config, budgets used
+  std::vector<RunTask> tasks;  // by task name
+  std::vector<RunOutcome> outcomes;
+  std::vector<RunProposer> proposers;  // by kind and model
+  int64_t last_generation = 0;
+  std::vector<std::pair<std::string, std::vector<RunProgress>>> progress;  // tasks with a winner
+  // Each best's lineage, the best first and then its ancestors, nearest first.
+  std::vector<std::pair<std::string, std::vector<LineageEntry>>> lineage;
+};
+
+// The run's report; none when the archive has no such run.
+std::optional<RunReport> run_report(Archive& ar, RunId run);
+
+}  // namespace kforge::archive

@@ -1,0 +1,27 @@
+// The winner rule: which evaluations are winners, and which winner is a task's best. Every "best"
+// in kforge (the loop, `kforge report`, the web view, the exporter, `kforge archive`) asks it here.
+#pragma once
+
+#include <string>
+
+namespace kforge::archive {
+
+// What the rule reads of one evaluation: a judgment in memory or a row of the archive.
+struct Judged {
+  bool correct = false;   // outcome correct
+  bool timed = false;     // has a time
+  bool flagged = false;   // carries any flag (suspicious, rejected, ...)
+  bool admitted = false;  // passed admission (unseen dims)
+  bool verified = true;   // its candidate was made or verified by kforge, not imported text
+  bool claimed = false;   // an imported evaluation kept as an unverified claim
+};
+
+// A winner: correct, timed, unflagged, verified, not a claim, and admitted unless
+// `admission_required` is false (`kforge export --include-unadmitted`, `kforge evolve --no-admit`).
+// A task's best is its fastest winner; on equal times, the one judged first.
+bool is_winner(const Judged& e, bool admission_required = true);
+
+// The same rule as SQL over an evaluation `e` joined to its candidate `c` (archive/ only).
+std::string winner_condition(bool admitted = true);
+
+}  // namespace kforge::archive

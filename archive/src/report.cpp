@@ -1,0 +1,114 @@
+#include "kforge/archive/report.h"
+
+#include "best.h"
+#include "database_of.h"
+#include "stored_json.h"
+
+namespace kforge::archive {
+
+namespace {
+
+std::vector<RunTask> run_tasks(Database& db, RunId run) {
+  detail::BestScope scope;
+  scope.run = run.value;
+  Statement s = db.prepare(
+      "WITH best AS (" + detail::best_evaluations(scope) +
+      ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.eager_ms, e.scripted_ms, "
+      "e.compiled_ms, e.roofline_fraction, "
+      "(SELECT count(*) FROM candidates c WHERE c.task_id = t.id AND c.run_id = ?1), "
+      "(SELECT count(*) FROM screens s JOIN candidates c ON c.id = s.candidate_id WHERE "
+      "c.task_id = t.id AND s.run_id = ?1 AND s.median_ms IS NULL) "
+      "FROM tasks t LEFT JOIN best b ON b.task_id = t.id LEFT JOIN evaluations e ON e.id = "
+      "b.evaluation_id WHERE t.id IN (SELECT task_id FROM candidates WHERE run_id = ?1) "
+      "ORDER BY 1, t.id");
+  s.bind(1, run.value);
+  std::vector<RunTask> out;
+  while (s.step()) {
+    RunTask t;
+    t.task = s.text(0);
+    if (!s.is_null(1))
+      t.best = RunBest{CandidateId{s.integer(1)}, s.real(2),       s.maybe_real(3),
+                       s.maybe_real(4),           s.maybe_real(5), s.maybe_real(6)};
+    t.candidates = s.integer(7);
+    t.failed_screens = s.integer(8);
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<RunOutcome> run_outcomes(Database& db, RunId run) {
+  Statement s = db.prepare(
+      "SELECT e.outcome, count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
+      "WHERE c.run_id = ?1 GROUP BY e.outcome UNION ALL SELECT 'screen: ' || s.outcome, count(*) "
+      "FROM screens s WHERE s.run_id = ?1 GROUP BY s.outcome ORDER BY 1");
+  s.bind(1, run.value);
+  std::vector<RunOutcome> out;
+  while (s.step()) out.push_back({s.text(0), s.integer(1)});
+  return out;
+}
+
+std::vector<RunProposer> run_proposers(Database& db, RunId run) {
+  Statement s = db.prepare(
+      "SELECT c.prompt_kind, c.model, count(*), sum(EXISTS (SELECT 1 FROM screens s WHERE "
+      "s.candidate_id = c.id AND s.outcome = 'correct') OR EXISTS (SELECT 1 FROM evaluations e "
+      "WHERE e.candidate_id = c.id AND e.outcome = 'correct')) FROM candidates c WHERE c.run_id = "
+      "? GROUP BY 1, 2 ORDER BY 1, 2");
+  s.bind(1, run.value);
+  std::vector<RunProposer> out;
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.integer(2), s.integer(3)});
+  return out;
+}
+
+std::vector<std::pair<std::string, std::vector<RunProgress>>> run_progress(Database& db,
+                                                                           RunId run) {
+  Statement s = db.prepare(
+      "SELECT t.suite || '/' || t.name, c.generation, c.id, e.id, e.time_ms, e.eager_ms, "
+      "e.speedup_eager, c.prompt_kind FROM evaluations e JOIN candidates c ON c.id = "
+      "e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? AND " +
+      winner_condition() + " ORDER BY 1, c.generation, " + detail::kBestOrder);
+  s.bind(1, run.value);
+  std::vector<std::pair<std::string, std::vector<RunProgress>>> out;
+  for (const auto& [task, curve] : detail::best_so_far(s)) {
+    std::vector<RunProgress> steps;
+    for (const detail::BestSoFar& p : curve)
+      steps.push_back({p.generation, CandidateId{p.candidate}, p.time_ms, p.eager_ms, p.prompt_kind,
+                       p.improved});
+    out.emplace_back(task, std::move(steps));
+  }
+  return out;
+}
+
+std::vector<LineageEntry> lineage_of(Archive& ar, CandidateId best) {
+  std::vector<LineageEntry> out;
+  for (CandidateId c : ar.lineage(best)) {
+    Statement s = detail::database_of(ar).prepare(
+        "SELECT prompt_kind, tunables FROM candidates WHERE id = ?");
+    s.bind(1, c.value);
+    if (!s.step()) continue;
+    out.push_back({c, s.text(0),
+                   stored_json(detail::database_of(ar), s, 1, "candidates", "tunables", c.value)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<RunReport> run_report(Archive& ar, RunId run) {
+  RunReport r;
+  for (const nlohmann::json& row : ar.runs())
+    if (row["id"] == run.value) r.run = row;
+  if (r.run.is_null()) return std::nullopt;
+  Database& db = detail::database_of(ar);
+  r.tasks = run_tasks(db, run);
+  r.outcomes = run_outcomes(db, run);
+  r.proposers = run_proposers(db, run);
+  Statement last = db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
+  last.bind(1, run.value);
+  if (last.step() && !last.is_null(0)) r.last_generation = last.integer(0);
+  r.progress = run_progress(db, run);
+  for (const RunTask& t : r.tasks)
+    if (t.best) r.lineage.emplace_back(t.task, lineage_of(ar, t.best->candidate));
+  return r;
+}
+
+}  // namespace kforge::archive

@@ -1,0 +1,330 @@
+// `kforge archive stats | tasks | top | results | search | runs`: listings of the archive.
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "archive_cmd.h"
+#include "commands.h"
+#include "kforge/common/strings.h"
+#include "kforge/tasks/task.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+using nlohmann::json;
+
+// "Geometric mean over the 58 of 61 tasks with a kernel: 1.42x eager, 1.40x scripted, 1.05x compile
+// (over 57); median roofline 61%."
+std::string results_summary(const json& rows) {
+  double log_eager = 0, log_scripted = 0, log_compiled = 0;
+  size_t with = 0, scripted = 0, compiled = 0;
+  std::vector<double> roofline;
+  for (const auto& r : rows) {
+    if (!r["speedup_eager"].is_number()) continue;
+    ++with, log_eager += std::log(r["speedup_eager"].get<double>());
+    if (r["speedup_scripted"].is_number() && r["speedup_scripted"].get<double>() > 0)
+      ++scripted, log_scripted += std::log(r["speedup_scripted"].get<double>());
+    if (r["speedup_compiled"].is_number() && r["speedup_compiled"].get<double>() > 0)
+      ++compiled, log_compiled += std::log(r["speedup_compiled"].get<double>());
+    if (r["roofline_fraction"].is_number())
+      roofline.push_back(r["roofline_fraction"].get<double>());
+  }
+  if (with == 0) return "No task has a kernel here yet.\n";
+  std::string out =
+      "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
+      " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) +
+      "x eager";
+  if (scripted > 0)
+    out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
+  if (compiled > 0)  // torch.compile's time may be missing where eager's is not: say over how many
+    out += ", " + fixed(std::exp(log_compiled / static_cast<double>(compiled)), 2) + "x compile" +
+           (compiled < with ? " (over " + std::to_string(compiled) + ")" : "");
+  if (!roofline.empty()) {
+    std::sort(roofline.begin(), roofline.end());
+    out += "; median roofline fraction " + fixed(100 * roofline[roofline.size() / 2], 0) + "%";
+  }
+  return out + ".\n";
+}
+
+std::string ms(const std::optional<double>& v) {
+  if (!v) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3) << *v;
+  return os.str();
+}
+
+std::string speedup(const std::optional<double>& v) {
+  if (!v) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << *v << "x";
+  return os.str();
+}
+
+int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json,
+                    const std::string& empty) {
+  if (as_json) {
+    json j = json::array();
+    for (const auto& k : ks) j.push_back(archive::to_json(k));
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (ks.empty()) {
+    std::cout << empty << "\n";
+    return kExitOk;
+  }
+  Table t({"ID", "TASK", "OUTCOME", "BEST MS", "VS EAGER", "MODEL", "KIND", "VERIFIED"});
+  for (const auto& k : ks)
+    t.add({std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms), speedup(k.speedup_eager),
+           k.model.empty() ? "-" : k.model, k.prompt_kind.empty() ? "-" : k.prompt_kind,
+           k.verified ? "yes" : "no (imported)"});
+  t.print();
+  return kExitOk;
+}
+
+// Why a list of winners is empty, and where the seeds' times are instead.
+std::string no_winners(const std::string& suite) {
+  return "no winners yet: no candidate of these tasks has been admitted as a winner (correct, "
+         "admitted by `kforge verify --admit` or `kforge corpus --admit`, unflagged, measured by "
+         "kforge).\n"
+         "Seeds are stored as kind seed: `kforge archive results " +
+         (suite.empty() ? std::string("SUITE") : suite) +
+         " --kind seed` shows each task's fastest correct seed.";
+}
+
+// A suite named on the command line must exist: in the tasks folder, or in the archive (imports
+// make suites of their own). Otherwise a usage error naming it and the suites there are.
+void require_suite(archive::Archive& ar, const std::string& option, const std::string& suite) {
+  std::set<std::string> known;
+  std::filesystem::path root = tasks::default_tasks_root();
+  std::error_code ec;
+  for (const auto& dir : std::filesystem::directory_iterator(root, ec)) {
+    if (!dir.is_directory(ec)) continue;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path(), ec))
+      if (f.path().extension() == ".toml") {
+        known.insert(dir.path().filename().string());
+        break;
+      }
+  }
+  for (const auto& t : ar.tasks_overview()) {
+    std::string id = t["task"].get<std::string>();
+    known.insert(id.substr(0, id.find('/')));
+  }
+  if (known.count(suite)) return;
+  throw InputError(
+      option, std::nullopt, "",
+      "no suite '" + suite + "' in the tasks folder (" + root.string() + ") or in " + ar.path() +
+          "; suites: " +
+          (known.empty() ? "none"
+                         : join(std::vector<std::string>(known.begin(), known.end()), ", ")));
+}
+
+int stats(const ArchiveOptions& a) {
+  auto ar = open_existing(a);
+  archive::Stats s = ar.stats();
+  nlohmann::ordered_json j = {{"database", ar.path()},
+                              {"schema_version", ar.schema_version()},
+                              {"tasks", s.tasks},
+                              {"candidates", s.candidates},
+                              {"imported", s.imported},
+                              {"compiles", s.compiles},
+                              {"evaluations", s.evaluations},
+                              {"correct_evaluations", s.correct},
+                              {"claimed_evaluations", s.claimed},
+                              {"winners", s.winners},
+                              {"runs", s.runs},
+                              {"llm_calls", s.llm_calls},
+                              {"llm_cost_usd", s.llm_cost_usd}};
+  if (a.json)
+    std::cout << j.dump(2) << "\n";
+  else
+    for (auto it = j.begin(); it != j.end(); ++it)
+      std::cout << std::left << std::setw(22) << it.key() << it.value().dump() << "\n";
+  return kExitOk;
+}
+
+int tasks_list(const ArchiveOptions& a) {
+  auto ar = open_existing(a);
+  json j = ar.tasks_overview();
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (j.empty()) {
+    std::cout << "no tasks in " << ar.path()
+              << " yet: `kforge verify`, `kforge corpus` and `kforge archive import` "
+              << "store candidates with their tasks\n";
+    return kExitOk;
+  }
+  Table t({"TASK", "VERSION", "CANDIDATES", "CORRECT", "BEST MS"});
+  std::set<std::string> suites;
+  bool any_winner = false;
+  for (const auto& r : j) {
+    t.add({r["task"], r["version"].get<std::string>().substr(0, 12),
+           std::to_string(r["candidates"].get<int64_t>()),
+           std::to_string(r["correct_evaluations"].get<int64_t>()),
+           r["best_ms"].is_null() ? "-" : ms(r["best_ms"].get<double>())});
+    std::string id = r["task"].get<std::string>();
+    suites.insert(id.substr(0, id.find('/')));
+    any_winner = any_winner || !r["best_ms"].is_null();
+  }
+  t.print();
+  if (!any_winner)  // BEST MS is a winner's time
+    std::cout << "\n" << no_winners(suites.size() == 1 ? *suites.begin() : "") << "\n";
+  return kExitOk;
+}
+
+struct TopOptions {
+  std::string task, suite;
+  size_t limit = 20;
+};
+
+int top(const ArchiveOptions& a, const TopOptions& o) {
+  auto ar = open_existing(a);
+  if (!o.suite.empty()) require_suite(ar, "--suite", o.suite);
+  std::string suite = o.suite.empty() && o.task.find('/') != std::string::npos
+                          ? o.task.substr(0, o.task.find('/'))
+                          : o.suite;
+  return print_summaries(ar.top(!o.task.empty() ? o.task : o.suite, o.limit), a.json,
+                         no_winners(suite));
+}
+
+struct ResultsOptions {
+  std::string suite, kind;
+  bool winners = false;
+};
+
+std::string results_table(const json& rows, const std::string& kind) {
+  auto num = [](const json& v, int digits, double scale = 1, const char* unit = "") {
+    if (v.is_null()) return std::string("-");
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(digits) << v.get<double>() * scale << unit;
+    return os.str();
+  };
+  std::set<std::string> devices, harness;
+  std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
+  std::ostringstream out;
+  out << "| task | eager ms | scripted ms | compile ms | " << (kind.empty() ? "best" : kind)
+      << " ms | x eager | x scripted | x compile | roofline | tunables |\n"
+      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& r : rows) {
+    std::string tuned;
+    if (r["tunables"].is_object())
+      for (const auto& [k, v] : r["tunables"].items())
+        tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
+    out << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | "
+        << num(r["scripted_ms"], 4) << " | " << num(r["compiled_ms"], 4) << " | "
+        << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2) << " | "
+        << num(r["speedup_scripted"], 2) << " | " << num(r["speedup_compiled"], 2) << " | "
+        << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
+    if (r["compiled_absent"].is_string())
+      absent.push_back(r["task"].get<std::string>() + ": " +
+                       r["compiled_absent"].get<std::string>());
+    if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
+    if (!r["harness_version"].is_null())
+      harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
+  }
+  out << "\n"
+      << results_summary(rows) << "\nDevice: "
+      << (devices.empty() ? "-"
+                          : join(std::vector<std::string>(devices.begin(), devices.end()), ", "))
+      << "; harness version "
+      << (harness.empty() ? "-"
+                          : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
+      << "; roofline = floor / time; compile = torch.compile (TorchInductor, ahead of time).\n";
+  if (!absent.empty()) {
+    out << "\nNo torch.compile time (x compile \"-\"):\n";
+    for (const auto& line : absent) out << "- " << printable(line) << "\n";
+  }
+  return out.str();
+}
+
+int results(const ArchiveOptions& a, const ResultsOptions& o) {
+  auto ar = open_existing(a);
+  require_suite(ar, "suite", o.suite);
+  json rows = ar.results(o.suite, o.kind, o.winners);
+  if (a.json)
+    std::cout << rows.dump(2) << "\n";
+  else
+    std::cout << results_table(rows, o.kind);
+  return kExitOk;
+}
+
+int runs(const ArchiveOptions& a) {
+  auto ar = open_existing(a);
+  json j = ar.runs();
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  Table t({"RUN", "STATUS", "STARTED", "FINISHED", "CANDIDATES", "BUDGETS USED"});
+  for (const auto& r : j)
+    t.add({r["id"].dump(), r["status"], r["started_at"],
+           r["finished_at"].is_null() ? "-" : r["finished_at"].get<std::string>(),
+           r["candidates"].dump(), r["budgets_used"].dump()});
+  t.print();
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_archive_stats(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  add_archive_subcommand(archive, "stats",
+                         "Counts: tasks, candidates, evaluations, winners, LLM calls and cost")
+      ->callback([&exit_code, a] { exit_code = stats(*a); });
+}
+
+void add_archive_tasks(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  add_archive_subcommand(archive, "tasks",
+                         "Tasks in the archive with candidate counts and best times")
+      ->callback([&exit_code, a] { exit_code = tasks_list(*a); });
+}
+
+void add_archive_top(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  auto o = std::make_shared<TopOptions>();
+  auto* top_cmd = add_archive_subcommand(
+      archive, "top", "Winners (correct, admitted, unflagged), best speedup first");
+  top_cmd->add_option("--task", o->task, "suite/name or name");
+  top_cmd->add_option("--suite", o->suite, "suite");
+  top_cmd->add_option("--limit", o->limit, "rows")->capture_default_str();
+  top_cmd->callback([&exit_code, a, o] { exit_code = top(*a, *o); });
+}
+
+void add_archive_results(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  auto o = std::make_shared<ResultsOptions>();
+  auto* cmd =
+      add_archive_subcommand(archive, "results",
+                             "Per task of a suite: the fastest correct kernel (of one kind, e.g. "
+                             "seed) with eager, scripted and torch.compile times, speedups and "
+                             "roofline fraction, as a markdown table (docs/results.md)");
+  cmd->add_option("suite", o->suite, "suite")->required();
+  cmd->add_option("--kind", o->kind,
+                  "only candidates made as this kind (seed, optimize, manual, ...)");
+  cmd->add_flag("--winners", o->winners,
+                "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
+  cmd->callback([&exit_code, a, o] { exit_code = results(*a, *o); });
+}
+
+void add_archive_search(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  auto query = std::make_shared<std::string>();
+  auto limit = std::make_shared<size_t>(20);
+  auto* cmd = add_archive_subcommand(archive, "search",
+                                     "Full-text search over kernel sources and their tasks");
+  cmd->add_option("query", *query)->required();
+  cmd->add_option("--limit", *limit, "rows")->capture_default_str();
+  cmd->callback([&exit_code, a, query, limit] {
+    auto ar = open_existing(*a);
+    exit_code = print_summaries(ar.search(*query, *limit), a->json, "no kernel matches");
+  });
+}
+
+void add_archive_runs(CLI::App* archive, SharedArchiveOptions a, int& exit_code) {
+  add_archive_subcommand(archive, "runs", "Evolution runs with their status and budgets")
+      ->callback([&exit_code, a] { exit_code = runs(*a); });
+}
+
+}  // namespace kforge::cli

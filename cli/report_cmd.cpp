@@ -1,0 +1,153 @@
+#include "report_cmd.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "kforge/archive/location.h"
+#include "kforge/common/error.h"
+#include "table.h"
+
+namespace kforge::cli {
+namespace {
+
+using nlohmann::json;
+
+// " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
+// "" when it served none.
+std::string cached_share(int64_t in, int64_t cache_read) {
+  if (cache_read <= 0 || in <= 0) return "";
+  double percent = 100.0 * static_cast<double>(std::min(cache_read, in)) / static_cast<double>(in);
+  return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
+}
+
+std::string ms_or_dash(const std::optional<double>& v) {
+  return v ? fixed(*v, 4) : "-";
+}
+
+// Per task, the best after each generation (x eager) and the proposer of each new best: where the
+// search found its speed.
+std::string best_by_generation(const archive::RunReport& r) {
+  if (r.progress.empty()) return "";
+  std::ostringstream md;
+  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each "
+        "generation, and the proposer of each new best.\n\n| task |";
+  for (int64_t g = 0; g <= r.last_generation; ++g) md << " g" << g << " |";
+  md << "\n|---|";
+  for (int64_t g = 0; g <= r.last_generation; ++g) md << "---|";
+  md << "\n";
+  for (const auto& [task, steps] : r.progress) {
+    md << "| " << task << " |";
+    const archive::RunProgress* now = nullptr;
+    for (int64_t g = 0; g <= r.last_generation; ++g) {
+      auto it = std::find_if(steps.begin(), steps.end(),
+                             [&](const archive::RunProgress& p) { return p.generation == g; });
+      bool improved = it != steps.end() && it->improved;
+      if (improved) now = &*it;
+      md << " "
+         << (now && now->eager_ms && *now->eager_ms > 0
+                 ? fixed(*now->eager_ms / now->time_ms, 2) + "x"
+             : now ? fixed(now->time_ms, 4) + " ms"
+                   : "-")
+         << (improved ? " (" + now->prompt_kind + ")" : "") << " |";
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
+std::string spend(const archive::RunReport& r) {
+  const json& used = r.run["budgets_used"];
+  if (!used.is_object() ||
+      used.value("llm_calls", int64_t{0}) + used.value("llm_failed_calls", int64_t{0}) == 0)
+    return "";
+  int64_t candidates = 0;
+  for (const archive::RunProposer& p : r.proposers) candidates += p.candidates;
+  int64_t tokens =
+      used.value("llm_tokens_in", int64_t{0}) + used.value("llm_tokens_out", int64_t{0});
+  std::ostringstream md;
+  md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) ("
+     << used.value("llm_cached", int64_t{0}) << " from the cache), "
+     << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
+     << used.value("llm_tokens_in", int64_t{0}) << " tokens in"
+     << cached_share(used.value("llm_tokens_in", int64_t{0}),
+                     used.value("llm_tokens_cache_read", int64_t{0}))
+     << ", " << used.value("llm_tokens_out", int64_t{0}) << " out; "
+     << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
+  return md.str();
+}
+
+}  // namespace
+
+std::string report_markdown(const archive::RunReport& r) {
+  std::ostringstream md;
+  md << "# kforge evolve, run " << r.run["id"] << "\n\n"
+     << "Started " << r.run["started_at"].get<std::string>() << ", "
+     << r.run["status"].get<std::string>()
+     << (r.run["finished_at"].is_null() ? "" : " " + r.run["finished_at"].get<std::string>())
+     << ". Spent: " << r.run["budgets_used"].dump() << ". Config: `" << r.run["config"].dump()
+     << "`.\n\n";
+  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile "
+        "| roofline | candidates | failed |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const archive::RunTask& t : r.tasks) {
+    if (!t.best) {
+      md << "| " << t.task << " | - | - | - | - | - | - | - | - | " << t.candidates << " | "
+         << t.failed_screens << " |\n";
+      continue;
+    }
+    const archive::RunBest& b = *t.best;
+    auto ratio = [&](const std::optional<double>& base) {
+      return base ? fixed(*base / b.time_ms, 2) : std::string("-");
+    };
+    md << "| " << t.task << " | " << fixed(b.time_ms, 4) << " | " << ms_or_dash(b.eager_ms) << " | "
+       << ratio(b.eager_ms) << " | " << ms_or_dash(b.scripted_ms) << " | " << ratio(b.scripted_ms)
+       << " | " << ms_or_dash(b.compiled_ms) << " | " << ratio(b.compiled_ms) << " | "
+       << (b.roofline_fraction ? fixed(100 * *b.roofline_fraction, 0) + "%" : "-") << " | "
+       << t.candidates << " | " << t.failed_screens << " |\n";
+  }
+  md << "\n## Outcomes\n\n";
+  for (const archive::RunOutcome& o : r.outcomes)
+    md << "- " << o.outcome << ": " << o.count << "\n";
+  // Who proposed what, and how much of it was correct (a screen or a judgment).
+  md << "\n## Proposers\n\n| kind | model | candidates | correct | share correct "
+        "|\n|---|---|---|---|---|\n";
+  for (const archive::RunProposer& p : r.proposers)
+    md << "| " << p.kind << " | " << p.model << " | " << p.candidates << " | " << p.correct << " | "
+       << fixed(100.0 * static_cast<double>(p.correct) /
+                    static_cast<double>(std::max<int64_t>(p.candidates, 1)),
+                0)
+       << "% |\n";
+  md << spend(r) << best_by_generation(r);
+  md << "\n## Winners' lineage\n\n";
+  for (const auto& [task, chain] : r.lineage) {
+    md << "- " << task << ": ";
+    std::string line;
+    for (const archive::LineageEntry& c : chain)
+      line += (line.empty() ? "" : " <- ") + std::to_string(c.candidate.value) + " (" +
+              c.prompt_kind + " " + c.tunables.dump() + ")";
+    md << line << "\n";
+  }
+  return md.str();
+}
+
+int run_report(int64_t run, const std::string& db_flag, const std::string& out_file) {
+  std::string path = archive::database_path(db_flag).string();
+  archive::Archive ar = archive::Archive::open_read_only(path);
+  std::optional<archive::RunReport> r = archive::run_report(ar, archive::RunId{run});
+  if (!r) throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
+  std::string md = report_markdown(*r);
+  if (out_file.empty()) {
+    std::cout << md;
+  } else {
+    std::ofstream f(out_file);
+    f << md;
+    if (!f) throw UsageError("kforge report: cannot write " + out_file);
+    std::cout << "wrote " << out_file << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace kforge::cli

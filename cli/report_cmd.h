@@ -1,0 +1,20 @@
+// `kforge report RUN`: a run's report in markdown, from the archive's read model
+// (kforge/archive/report.h): per task the best (the winner rule) against eager, scripted,
+// torch.compile and the roofline, outcomes, proposers, spend, best by generation and lineage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kforge/archive/report.h"
+
+namespace kforge::cli {
+
+// The report's markdown.
+std::string report_markdown(const archive::RunReport& r);
+
+// Writes the report of `run` in the archive `db_flag` names to `out_file` (standard output when
+// empty); a UsageError when there is no such run or the file cannot be written.
+int run_report(int64_t run, const std::string& db_flag, const std::string& out_file);
+
+}  // namespace kforge::cli
