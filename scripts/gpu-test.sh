@@ -8,6 +8,11 @@
 #   device run:                source .device/env.sh && scripts/gpu-test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# KFORGE_GPU_SNAPSHOT=1: build the commit scripts/gpu-snapshot.sh packed, not the working tree as
+# it came. Unpacked with -m: every file newer than the objects an earlier run left in the build.
+if [ "${KFORGE_GPU_SNAPSHOT:-0}" = 1 ]; then
+  tar -m -xf .device/head.tar || { echo "gpu-test: no .device/head.tar (run scripts/gpu-snapshot.sh first)"; exit 1; }
+fi
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build-gpu}
