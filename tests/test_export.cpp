@@ -19,7 +19,7 @@
 #include "kforge/compile/module.h"
 #include "kforge/export/exporter.h"
 #include "kforge/tasks/reference.h"
-#include "kforge/verify/protocol.h"
+#include "kforge/verify/outcome.h"
 #include "test_util.h"
 
 namespace {
