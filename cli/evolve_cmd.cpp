@@ -1,31 +1,29 @@
-// `kforge evolve SUITE|TASK...`: the search loop (docs/evolve.md), and `kforge report RUN`, its
-// markdown report from the archive.
+// `kforge evolve SUITE|TASK...`: the search loop (docs/evolve.md), and the `kforge report RUN`
+// command (its markdown: report_cmd.cpp).
 #include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <set>
-#include <sstream>
 
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
 #include "compiled_baselines.h"
 #include "kforge/archive/location.h"
-#include "kforge/archive/sqlite.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
 #include "kforge/evolve/batch.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
+#include "kforge/evolve/run_setup.h"
 #include "kforge/verify/driver.h"
 #include "progress.h"
+#include "report_cmd.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -95,75 +93,33 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
          std::to_string(s.correct) + " ok " + std::to_string(s.failed) + " failed";
 }
 
-// The flags that override the run config's numbers.
-void apply_number_flags(const EvolveArgs& a, evolve::RunConfig& c) {
-  if (a.generations) c.generations = *a.generations;
-  if (a.budget_evaluations) c.evaluations = *a.budget_evaluations;
-  if (a.budget_minutes) c.minutes = *a.budget_minutes;
-  if (a.target_speedup) c.target_speedup = *a.target_speedup;
+// The run's choices among the flags.
+evolve::RunRequest request_of(const EvolveArgs& a) {
+  evolve::RunRequest r;
+  r.resume = a.resume;
+  r.config_file = a.config_file;
+  r.tasks = a.tasks;
+  r.seed = a.seed;
+  r.model = a.model, r.llm_config = a.llm_config;
+  r.offline = a.llm == "none";
+  r.generations = a.generations;
+  r.evaluations = a.budget_evaluations;
+  r.minutes = a.budget_minutes, r.target_speedup = a.target_speedup;
+  r.no_admit = a.no_admit;
+  return r;
 }
 
 // The number flags keep the bounds of the keys they override (one rule, the run config's), and
 // say so before any work: UsageError naming the flag.
 void check_number_flags(const EvolveArgs& a) {
-  evolve::RunConfig c;
-  apply_number_flags(a, c);
   try {
-    (void)evolve::RunConfig::from_json(c.to_json());
+    evolve::check_request_numbers(request_of(a));
   } catch (const InputError& e) {
     std::string flag = e.field();
     std::replace(flag.begin(), flag.end(), '.', '-');
     std::replace(flag.begin(), flag.end(), '_', '-');
     throw UsageError("--" + flag + ": " + e.problem());
   }
-}
-
-evolve::RunConfig config_from(const EvolveArgs& a, archive::Archive* resumed_from) {
-  evolve::RunConfig c;
-  if (a.resume) {
-    json runs = resumed_from->runs();
-    auto it =
-        std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == *a.resume; });
-    if (it == runs.end())
-      throw UsageError("--resume: no run " + std::to_string(*a.resume) + " in the archive");
-    c = evolve::RunConfig::from_json((*it)["config"]);
-    return c;  // a resumed run keeps its config: flags would change what it replays
-  }
-  if (!a.config_file.empty()) c = evolve::load_run_config(a.config_file);
-  if (!a.tasks.empty()) c.tasks = a.tasks;
-  if (a.seed) c.seed = *a.seed;
-  if (!a.model.empty()) c.model = a.model, c.llm_config.clear();
-  if (!a.llm_config.empty()) c.llm_config = a.llm_config, c.model.clear();
-  if (a.llm == "none") c.model.clear(), c.llm_config.clear();
-  apply_number_flags(a, c);
-  if (a.no_admit) c.admit = false;
-  if (c.tasks.empty())
-    throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
-  return c;
-}
-
-// The GPU facts the prompts quote: measured at the run's start and recorded in its config, read
-// back from it on resume (another machine of the kind measures a little differently; the prompts,
-// and the answers cached under them, must not change).
-evolve::PromptGpu recorded_target(evolve::RunConfig& config, evolve::PromptGpu g) {
-  json& t = config.target;
-  if (t.is_object()) {
-    g.name = t.value("name", g.name);
-    g.l2_bytes = t.contains("l2_bytes") ? std::optional<int64_t>(t["l2_bytes"].get<int64_t>())
-                                        : std::nullopt;
-    g.spec_gbps = t.contains("spec_gbps") ? std::optional<double>(t["spec_gbps"].get<double>())
-                                          : std::nullopt;
-    if (t.contains("measured"))
-      g.measured = verify::MeasuredFacts::from_json(t["measured"]);
-    else
-      g.measured.reset();
-    return g;
-  }
-  t = {{"name", g.name}};
-  if (g.l2_bytes) t["l2_bytes"] = *g.l2_bytes;
-  if (g.spec_gbps) t["spec_gbps"] = *g.spec_gbps;
-  if (g.measured) t["measured"] = g.measured->to_json();
-  return g;
 }
 
 // " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
@@ -185,60 +141,6 @@ BatchFormat batch_format(const EvolveArgs& a) {
             "Message Batches results lines"};
   return {"OpenAI Batch API input lines" + (a.batch_model.empty() ? "" : " for " + a.batch_model),
           "Batch API output lines"};
-}
-
-// The LLM proposer of the run: the LLM config's ensemble, a batch folder, or one model over HTTP;
-// none offline.
-std::unique_ptr<evolve::LlmProposer> make_proposer(
-    const evolve::RunConfig& config, const EvolveArgs& a,
-    std::shared_ptr<const evolve::BatchExchange>& batch, const std::string& device) {
-  std::vector<evolve::Voice> voices;
-  auto cache = std::make_shared<evolve::ResponseCache>("");
-  if (!config.llm_config.empty()) {
-    evolve::LlmConfig cfg = evolve::load_llm_config(config.llm_config);
-    // One concurrency limit per provider, and one tokens-per-minute limit per provider that sets
-    // one: shared by its models' clients.
-    std::map<std::string, std::shared_ptr<evolve::ConcurrencyLimit>> limits;
-    std::map<std::string, std::shared_ptr<evolve::TokenRate>> rates;
-    for (const evolve::ModelConfig& m : cfg.models) {
-      std::string provider = m.provider();
-      auto p = cfg.providers.find(provider);
-      auto& limit = limits[provider];
-      if (!limit)
-        limit = std::make_shared<evolve::ConcurrencyLimit>(
-            p == cfg.providers.end() ? 4 : p->second.concurrency);
-      auto& rate = rates[provider];
-      if (!rate && p != cfg.providers.end() && p->second.tokens_per_minute > 0)
-        rate = std::make_shared<evolve::TokenRate>(p->second.tokens_per_minute);
-      voices.push_back({m, std::make_shared<const evolve::LlmClient>(cfg.endpoint(m), cfg.policy(m),
-                                                                     nullptr, limit, cache, rate)});
-    }
-  } else if (config.model.rfind("batch:", 0) == 0) {
-    auto wait = a.batch_wait_s
-                    ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *a.batch_wait_s))
-                    : std::chrono::hours(24);
-    std::string dir = config.model.substr(6);
-    // Without --batch-model: OpenAI Batch API lines whose body's model is "batch" (as before).
-    if (a.batch_model.empty())
-      batch = std::make_shared<const evolve::BatchExchange>(dir, "batch", wait);
-    else
-      batch = std::make_shared<const evolve::BatchExchange>(
-          dir, evolve::endpoint_from_spec(a.batch_model), wait);
-    BatchFormat format = batch_format(a);
-    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
-              << " (" << format.requests
-              << "); answers are read from the other .jsonl files there (" << format.answers
-              << ") as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
-    voices.push_back({evolve::ModelConfig{a.batch_model.empty() ? "batch" : a.batch_model}, batch});
-  } else if (!config.model.empty()) {
-    auto client = std::make_shared<const evolve::LlmClient>(
-        evolve::endpoint_from_spec(config.model), evolve::RetryPolicy{}, nullptr,
-        std::make_shared<evolve::ConcurrencyLimit>(4), cache);
-    voices.push_back({evolve::ModelConfig{client->model()}, client});
-  }
-  if (voices.empty()) return nullptr;
-  return std::make_unique<evolve::LlmProposer>(std::move(voices), evolve::default_prompts_dir(),
-                                               device);
 }
 
 // This process's environment without the variables that hold secrets (an LLM's API key stays with
@@ -345,7 +247,7 @@ int run_evolve(const EvolveArgs& a) {
   eo.compiler.workers = static_cast<size_t>(
       a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   evolve::Evaluator evaluator(eo, nullptr);
-  evolve::RunConfig config = config_from(a, &evaluator.archive());
+  evolve::RunConfig config = evolve::run_config_for(request_of(a), evaluator.archive());
   if (!a.batch_model.empty() && config.model.rfind("batch:", 0) != 0)
     throw UsageError("--batch-model: only with --model batch:DIR (the run's model: " +
                      (config.model.empty()
@@ -360,15 +262,9 @@ int run_evolve(const EvolveArgs& a) {
                  "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model "
                  "anthropic:MODEL with "
                  "ANTHROPIC_API_KEY (docs/evolve.md). --llm none says offline on purpose.\n";
-  std::vector<std::shared_ptr<const tasks::Task>> tasks;
-  std::filesystem::path root =
-      a.tasks_dir.empty() ? tasks::default_tasks_root() : std::filesystem::path(a.tasks_dir);
-  std::set<std::string> named;  // a task named twice (a suite and one of its tasks) runs once
-  for (const std::string& spec : config.tasks)
-    for (const auto& f : tasks::resolve_tasks(spec, root)) {
-      auto t = std::make_shared<const tasks::Task>(tasks::load_task(f));
-      if (named.insert(t->id()).second) tasks.push_back(t);
-    }
+  std::vector<std::shared_ptr<const tasks::Task>> tasks =
+      evolve::run_tasks(config, a.tasks_dir.empty() ? tasks::default_tasks_root()
+                                                    : std::filesystem::path(a.tasks_dir));
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
   evolve::RemoteGpu* pool = workers.get();  // with --gpus or --worker-command
@@ -405,12 +301,20 @@ int run_evolve(const EvolveArgs& a) {
             << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "") << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm =
-      make_proposer(config, a, batch, here ? device_line() : device_line(gpu->device()));
+      evolve::make_llm_proposer(config, {a.batch_model, a.batch_wait_s},
+                                here ? device_line() : device_line(gpu->device()), batch);
+  if (batch) {
+    BatchFormat format = batch_format(a);
+    std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
+              << " (" << format.requests
+              << "); answers are read from the other .jsonl files there (" << format.answers
+              << ") as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+  }
   if (llm)
-    llm->set_target(
-        recorded_target(config, here ? prompt_gpu()
+    llm->set_target(evolve::recorded_target(
+                        config, here ? prompt_gpu()
                                      : prompt_gpu(pool->device(), pool->facts(), pool->measured())),
-        evaluator.device_id());
+                    evaluator.device_id());
   std::vector<const tasks::Task*> task_list;
   for (const auto& t : tasks) task_list.push_back(t.get());
   if (here)
@@ -471,189 +375,6 @@ int run_evolve(const EvolveArgs& a) {
     return kExitWaiting;
   }
   return s.stopped == "interrupted" ? 130 : kExitOk;
-}
-
-// ---- kforge report RUN ----
-
-// Per task, the best after each generation (x eager) and the proposer of each new best: where the
-// search found its speed.
-std::string best_by_generation(archive::Database& db, int64_t run) {
-  archive::Statement q = db.prepare(
-      "SELECT t.suite || '/' || t.name, c.generation, e.time_ms, e.eager_ms, c.prompt_kind FROM "
-      "evaluations e JOIN "
-      "candidates c ON c.id = e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? "
-      "AND e.outcome = "
-      "'correct' AND e.admitted = 1 AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY 1, "
-      "c.generation, e.time_ms");
-  q.bind(1, run);
-  struct Step {
-    double ms, eager_ms;
-    std::string kind;
-  };
-  std::map<std::string, std::map<int64_t, Step>>
-      best;  // task -> generation -> the best so far, once it improved
-  while (q.step()) {
-    std::map<int64_t, Step>& steps = best[q.text(0)];
-    int64_t g = q.integer(1);
-    double ms = q.real(2);
-    if (steps.empty() || ms < std::prev(steps.end())->second.ms)
-      steps[g] = {ms, q.is_null(3) ? 0 : q.real(3), q.text(4)};
-  }
-  if (best.empty()) return "";
-  archive::Statement generations =
-      db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
-  generations.bind(1, run);
-  generations.step();
-  int64_t last = generations.integer(0);
-  std::ostringstream md;
-  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each "
-        "generation, and the "
-        "proposer of each new best.\n\n| task |";
-  for (int64_t g = 0; g <= last; ++g) md << " g" << g << " |";
-  md << "\n|---|";
-  for (int64_t g = 0; g <= last; ++g) md << "---|";
-  md << "\n";
-  for (const auto& [task, steps] : best) {
-    md << "| " << task << " |";
-    const Step* now = nullptr;
-    for (int64_t g = 0; g <= last; ++g) {
-      auto it = steps.find(g);
-      bool improved = it != steps.end();
-      if (improved) now = &it->second;
-      md << " "
-         << (now && now->eager_ms > 0 ? fixed(now->eager_ms / now->ms, 2) + "x"
-             : now                    ? fixed(now->ms, 4) + " ms"
-                                      : "-")
-         << (improved ? " (" + now->kind + ")" : "") << " |";
-    }
-    md << "\n";
-  }
-  return md.str();
-}
-
-int run_report(int64_t run, const std::string& db_flag, const std::string& out_file) {
-  std::string path = archive::database_path(db_flag).string();
-  archive::Archive ar = archive::Archive::open_read_only(path);
-  json runs = ar.runs();
-  auto it = std::find_if(runs.begin(), runs.end(), [&](const json& r) { return r["id"] == run; });
-  if (it == runs.end())
-    throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
-  const json& r = *it;
-  std::ostringstream md;
-  md << "# kforge evolve, run " << run << "\n\n"
-     << "Started " << r["started_at"].get<std::string>() << ", " << r["status"].get<std::string>()
-     << (r["finished_at"].is_null() ? "" : " " + r["finished_at"].get<std::string>())
-     << ". Spent: " << r["budgets_used"].dump() << ". Config: `" << r["config"].dump() << "`.\n\n";
-  archive::Database& db = ar.db();
-  archive::Statement tasks = db.prepare(
-      "SELECT DISTINCT t.suite || '/' || t.name, t.id FROM candidates c JOIN tasks t ON t.id = "
-      "c.task_id "
-      "WHERE c.run_id = ? ORDER BY 1");
-  tasks.bind(1, run);
-  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile "
-        "| roofline | "
-        "candidates | failed |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  std::vector<std::pair<std::string, int64_t>> winners;
-  std::map<std::string, int64_t> failures;
-  while (tasks.step()) {
-    std::string name = tasks.text(0);
-    int64_t task_id = tasks.integer(1);
-    archive::Statement best = db.prepare(
-        "SELECT c.id, e.time_ms, e.eager_ms, e.scripted_ms, e.roofline_fraction, e.compiled_ms "
-        "FROM evaluations e JOIN candidates c "
-        "ON c.id = e.candidate_id WHERE c.task_id = ? AND c.run_id = ? AND e.outcome = 'correct' "
-        "AND e.admitted = 1 "
-        "AND e.flags = '[]' AND e.time_ms IS NOT NULL ORDER BY e.time_ms LIMIT 1");
-    best.bind(1, task_id).bind(2, run);
-    archive::Statement counts = db.prepare(
-        "SELECT count(*), (SELECT count(*) FROM screens s JOIN candidates c2 ON c2.id = "
-        "s.candidate_id WHERE "
-        "c2.task_id = ? AND s.run_id = ? AND s.median_ms IS NULL) FROM candidates c WHERE "
-        "c.task_id = ? AND c.run_id = ?");
-    counts.bind(1, task_id).bind(2, run).bind(3, task_id).bind(4, run);
-    counts.step();
-    if (best.step()) {
-      double t = best.real(1);
-      auto ratio = [&](int col) {
-        return best.is_null(col) ? std::string("-") : fixed(best.real(col) / t, 2);
-      };
-      md << "| " << name << " | " << fixed(t, 4) << " | "
-         << (best.is_null(2) ? "-" : fixed(best.real(2), 4)) << " | " << ratio(2) << " | "
-         << (best.is_null(3) ? "-" : fixed(best.real(3), 4)) << " | " << ratio(3) << " | "
-         << (best.is_null(5) ? "-" : fixed(best.real(5), 4)) << " | " << ratio(5) << " | "
-         << (best.is_null(4) ? "-" : fixed(100 * best.real(4), 0) + "%") << " | "
-         << counts.integer(0) << " | " << counts.integer(1) << " |\n";
-      winners.emplace_back(name, best.integer(0));
-    } else {
-      md << "| " << name << " | - | - | - | - | - | - | - | - | " << counts.integer(0) << " | "
-         << counts.integer(1) << " |\n";
-    }
-  }
-  archive::Statement outcomes = db.prepare(
-      "SELECT e.outcome, count(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id "
-      "WHERE c.run_id = ? "
-      "GROUP BY e.outcome UNION ALL SELECT 'screen: ' || s.outcome, count(*) FROM screens s WHERE "
-      "s.run_id = ? "
-      "GROUP BY s.outcome ORDER BY 1");
-  outcomes.bind(1, run).bind(2, run);
-  md << "\n## Outcomes\n\n";
-  while (outcomes.step()) md << "- " << outcomes.text(0) << ": " << outcomes.integer(1) << "\n";
-  // Who proposed what, and how much of it was correct (a screen or a judgment).
-  archive::Statement kinds = db.prepare(
-      "SELECT c.prompt_kind, c.model, count(*), sum(EXISTS (SELECT 1 FROM screens s WHERE "
-      "s.candidate_id = c.id AND "
-      "s.outcome = 'correct') OR EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id "
-      "AND e.outcome = "
-      "'correct')) FROM candidates c WHERE c.run_id = ? GROUP BY 1, 2 ORDER BY 1, 2");
-  kinds.bind(1, run);
-  md << "\n## Proposers\n\n| kind | model | candidates | correct | share correct "
-        "|\n|---|---|---|---|---|\n";
-  int64_t candidates = 0;
-  while (kinds.step()) {
-    candidates += kinds.integer(2);
-    md << "| " << kinds.text(0) << " | " << kinds.text(1) << " | " << kinds.integer(2) << " | "
-       << kinds.integer(3) << " | "
-       << fixed(100.0 * static_cast<double>(kinds.integer(3)) /
-                    static_cast<double>(std::max<int64_t>(kinds.integer(2), 1)),
-                0)
-       << "% |\n";
-  }
-  const json& used = r["budgets_used"];
-  if (used.is_object() &&
-      used.value("llm_calls", int64_t{0}) + used.value("llm_failed_calls", int64_t{0}) > 0) {
-    int64_t tokens =
-        used.value("llm_tokens_in", int64_t{0}) + used.value("llm_tokens_out", int64_t{0});
-    md << "\nLLM: " << used.value("llm_calls", int64_t{0}) << " answer(s) ("
-       << used.value("llm_cached", int64_t{0}) << " from the cache), "
-       << used.value("llm_failed_calls", int64_t{0}) << " failed call(s); "
-       << used.value("llm_tokens_in", int64_t{0}) << " tokens in"
-       << cached_share(used.value("llm_tokens_in", int64_t{0}),
-                       used.value("llm_tokens_cache_read", int64_t{0}))
-       << ", " << used.value("llm_tokens_out", int64_t{0}) << " out; "
-       << (candidates ? tokens / candidates : 0) << " tokens per candidate of the run.\n";
-  }
-  md << best_by_generation(db, run);
-  md << "\n## Winners' lineage\n\n";
-  for (const auto& [name, id] : winners) {
-    md << "- " << name << ": ";
-    std::string chain;
-    for (archive::CandidateId c : ar.lineage(archive::CandidateId{id})) {
-      json cj = ar.show(c);
-      chain += (chain.empty() ? "" : " <- ") + std::to_string(c.value) + " (" +
-               cj["prompt_kind"].get<std::string>() + " " + cj["tunables"].dump() + ")";
-    }
-    md << chain << "\n";
-  }
-  if (out_file.empty()) {
-    std::cout << md.str();
-  } else {
-    std::ofstream f(out_file);
-    f << md.str();
-    if (!f) throw UsageError("kforge report: cannot write " + out_file);
-    std::cout << "wrote " << out_file << "\n";
-  }
-  return kExitOk;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "kforge/archive/sqlite.h"
+#include "kforge/archive/error.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"

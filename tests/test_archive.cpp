@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/run_log.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/identity.h"
@@ -239,7 +240,7 @@ TEST(Archive, RetrievalRanksSimilarTasksFirst) {
 
 void populate(Archive& a) {
   TaskId t = a.upsert_task(make_task("level1", "softmax", {"softmax"}, "Softmax"));
-  RunId run = a.start_run({{"suite", "level1"}, {"models", {"m1"}}});
+  RunId run = RunLog(a).start({{"suite", "level1"}, {"models", {"m1"}}});
   DeviceId dev =
       a.upsert_device("GPU-1234", "NVIDIA H200", "sm_90a", 132, int64_t{150} << 30, "580.1");
   CompileRecord cr;
@@ -260,7 +261,7 @@ void populate(Archive& a) {
   child.run = run;
   child.tunables = {{"BLOCK", 256}};
   a.add_candidate(with_identity(child), cr, {e});
-  a.finish_run(run, "finished", {{"calls", 2}});
+  RunLog(a).set_status(run, RunStatus::Finished, {{"calls", 2}});
   a.record_llm_call({run, p, "m1", "ok", 1000, 400, 0.02, 812.0});
 }
 

@@ -230,19 +230,6 @@ DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name
   return DeviceId{s.integer(0)};
 }
 
-RunId Archive::start_run(const json& config) {
-  Statement s = db_->prepare("INSERT INTO runs (config) VALUES (?)");
-  s.bind(1, config.dump()).run();
-  return RunId{db_->last_insert_id()};
-}
-
-void Archive::finish_run(RunId run, const std::string& status, const json& budgets_used) {
-  Statement s = db_->prepare(
-      "UPDATE runs SET status = ?, budgets_used = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
-      "'now') WHERE id = ?");
-  s.bind(1, status).bind(2, budgets_used.dump()).bind(3, run.value).run();
-}
-
 static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecord& e) {
   Statement s = db.prepare(
       "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, "

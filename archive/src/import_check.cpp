@@ -250,6 +250,10 @@ std::optional<std::string> LineChecker::timestamp(const json& o, const std::stri
   return s;
 }
 
+bool known_outcome(const std::string& outcome) {
+  return kOutcomes.count(outcome) != 0;
+}
+
 ImportedLine check_kforge_line(const json& j, const LineChecker& f, const std::string& source_name,
                                const ImportOptions& options) {
   ImportedLine l;

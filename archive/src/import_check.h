@@ -69,6 +69,9 @@ class LineChecker {
   int line_;
 };
 
+// One of the outcomes kforge records (docs/design.md, Outcomes).
+bool known_outcome(const std::string& outcome);
+
 ImportedLine check_kforge_line(const nlohmann::json& j, const LineChecker& f,
                                const std::string& source_name, const ImportOptions& options);
 

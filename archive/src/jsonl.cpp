@@ -8,10 +8,12 @@
 #include <istream>
 #include <memory>
 #include <ostream>
+#include <set>
 
 #include "evaluation_columns.h"
 #include "gzip_input.h"
 #include "import_check.h"
+#include "jsonl_records.h"
 #include "kforge/archive/archive.h"
 #include "kforge/common/hash.h"
 #include "stored_json.h"
@@ -106,6 +108,7 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
                      std::to_string(lines) + " line(s)); the export is incomplete");
   };
   Statement ids = db_->prepare("SELECT id FROM candidates ORDER BY id");
+  std::set<int64_t> baselines_written;  // a task's baselines ride on its first candidate's line
   size_t n = 0;
   while (ids.step()) {
     CandidateId id{ids.integer(0)};
@@ -185,6 +188,8 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
                          {"run", run}};
     line["compiles"] = compiles;
     line["evaluations"] = evals;
+    detail::add_line_records(*db_, id, TaskId{t.integer(7)},
+                             baselines_written.insert(t.integer(7)).second, line);
     // The AI CUDA Engineer archive's column names, from kforge's own numbers (best correct
     // evaluation).
     json best = nullptr;
@@ -211,6 +216,12 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
     line["Error"] = evals.empty()
                         ? json(nullptr)
                         : json(evals.back()["outcome"] == "correct" ? "" : evals.back()["outcome"]);
+    errno = 0;
+    out << line.dump() << "\n";
+    check(n);
+    ++n;
+  }
+  for (const json& line : detail::other_lines(*db_)) {  // rows no candidate's line carries
     errno = 0;
     out << line.dump() << "\n";
     check(n);
@@ -373,6 +384,16 @@ ImportReport Archive::import_jsonl(std::istream& raw, const std::string& source_
                 : std::string()) +
            " (importing again adds nothing twice: fix the line and re-run)";
   };
+  // A candidate's line: checked whole (its records too) before anything is stored, then stored
+  // in one transaction.
+  auto store_candidate_line = [&](const json& j, const detail::LineChecker& f) {
+    detail::ImportedLine line = detail::check_kforge_line(j, f, source_name, options);
+    detail::LineRecords records = detail::check_line_records(j, f);
+    Transaction whole(*db_);
+    store_imported(line, report);
+    detail::store_line_records(*this, line, records, options.trust, report);
+    whole.commit();
+  };
   while (true) {
     int current = line_no + 1;
     try {
@@ -383,8 +404,11 @@ ImportReport Archive::import_jsonl(std::istream& raw, const std::string& source_
       json j = f.parse(text);
       if (is_ai_cuda_engineer_row(j))
         import_ai_cuda_engineer_row(*this, j, f, source_name, report);
+      else if (!j.contains("candidate") && (j.contains("task") || j.contains("run") ||
+                                            j.contains("device") || j.contains("llm_call")))
+        detail::import_other_line(*this, j, f, options.trust, report);
       else
-        store_imported(detail::check_kforge_line(j, f, source_name, options), report);
+        store_candidate_line(j, f);
       ++report.lines;
     } catch (const InputError& e) {
       throw InputError(e.file(), e.line(), e.field(), e.problem() + what_happened());

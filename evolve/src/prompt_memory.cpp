@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "kforge/archive/sqlite.h"
+#include "kforge/archive/prompt_memory.h"
 #include "kforge/common/strings.h"
 #include "prompt_parts.h"
 
@@ -114,14 +114,14 @@ std::string math_mode(const tasks::Task& t) {
 
 // ---- Failures ----
 
+// A failure as the prompt quotes it: its kind (the outcome, or "compile") and what went wrong, in
+// one line.
 struct FailureRow {
-  std::string when;  // created_at
-  int source = 0;    // 0 evaluation, 1 screen, 2 compile: ties at one instant in this order
-  int64_t row = 0, candidate = 0;
+  int64_t candidate = 0;
   std::optional<int64_t> run;
   int generation = 0;
-  std::string kind;  // the outcome, or "compile" for a compile report with errors
-  std::string text;  // what went wrong, in one line
+  std::string kind;
+  std::string text;
 };
 
 std::string one_line(std::string s, size_t max = 400) {
@@ -269,85 +269,38 @@ std::string evaluation_text(const std::string& outcome, const json& ev,
   return s + where;
 }
 
-// Rows of `in`'s task version that a resumed run reads the same: from candidates of earlier runs
-// (or none) made before in.run started, and from in.run's own candidates of earlier generations.
-// ?1..?3 the task version, ?4 the run, ?5 the generation, ?6 the run's start.
-const char* kEligible =
-    " AND (?4 IS NULL OR ((c.run_id IS NULL OR c.run_id < ?4) AND x.created_at < ?6) "
-    "OR (c.run_id = ?4 AND ?5 IS NOT NULL AND c.generation < ?5))";
-const char* kTaskVersion =
-    " JOIN candidates c ON c.id = x.candidate_id JOIN tasks k ON k.id = c.task_id "
-    "WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND c.import_trust IS NOT 'claimed'";
-
+// The task's failures that a resumed run reads the same (archive::PromptMemory::failures), newest
+// first, each in one line.
 std::vector<FailureRow> failure_rows(const PromptInputs& in,
                                      const std::vector<std::string>& order) {
-  archive::Database& db = in.archive->db();
-  std::string start = "9999";  // a run the archive lacks: no bound
-  if (in.run) {
-    archive::Statement r = db.prepare("SELECT started_at FROM runs WHERE id = ?");
-    r.bind(1, *in.run);
-    if (r.step()) start = r.text(0);
-  }
-  const tasks::Task& t = *in.task;
-  auto query = [&](const std::string& sql) {
-    archive::Statement s = db.prepare(sql);
-    s.bind(1, t.suite).bind(2, t.name).bind(3, t.content_hash).bind(4, in.run);
-    if (in.generation)
-      s.bind(5, int64_t{*in.generation});
-    else
-      s.bind_null(5);
-    s.bind(6, start);
-    return s;
-  };
+  std::optional<archive::RunId> run;
+  if (in.run) run = archive::RunId{*in.run};
   std::vector<FailureRow> rows;
-  auto common = [](archive::Statement& s, int source) {
+  for (const archive::FailureRecord& r :
+       archive::PromptMemory(*in.archive).failures(*in.task, run, in.generation)) {
     FailureRow f;
-    f.source = source;
-    f.when = s.text(0), f.row = s.integer(1), f.candidate = s.integer(2);
-    if (!s.is_null(3)) f.run = s.integer(3);
-    f.generation = static_cast<int>(s.integer(4));
-    return f;
-  };
-  const std::string head = "SELECT x.created_at, x.id, c.id, c.run_id, c.generation, ";
-  const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
-  archive::Statement e = query(head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
-                               " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') "
-                               "AND x.import_trust IS NOT 'claimed'" +
-                               kEligible + tail);
-  while (e.step()) {
-    FailureRow f = common(e, 0);
-    f.kind = e.text(5);
-    json ev = json::parse(e.text(6), nullptr, false);
-    f.text = evaluation_text(f.kind, ev.is_discarded() ? json::object() : ev, order);
-    rows.push_back(f);
+    f.candidate = r.candidate.value;
+    if (r.run) f.run = r.run->value;
+    f.generation = r.generation;
+    switch (r.source) {
+      case archive::FailureSource::Evaluation:
+        f.kind = r.outcome;
+        f.text = evaluation_text(f.kind, r.evidence, order);
+        break;
+      case archive::FailureSource::Screen:
+        f.kind = r.outcome;
+        f.text = r.summary.empty() ? f.kind : r.summary;
+        break;
+      case archive::FailureSource::Compile:
+        f.kind = "compile";
+        f.text = (r.stage == "compile" ? "" : "rejected at the " + r.stage + " stage: ") +
+                 first_error_line(r.errors, r.log);
+        // A call that got no answer is no lesson about the task.
+        if (f.text.find("no answer from the model") != std::string::npos) continue;
+        break;
+    }
+    rows.push_back(std::move(f));
   }
-  archive::Statement sc = query(
-      head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
-      " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit')" + kEligible + tail);
-  while (sc.step()) {
-    FailureRow f = common(sc, 1);
-    f.kind = sc.text(5);
-    f.text = sc.text(6).empty() ? f.kind : sc.text(6);
-    rows.push_back(f);
-  }
-  archive::Statement co = query(head + "x.stage, x.errors, x.log FROM compiles x" + kTaskVersion +
-                                " AND x.errors NOT IN ('', '[]')" + kEligible + tail);
-  while (co.step()) {
-    FailureRow f = common(co, 2);
-    std::string stage = co.text(5);
-    json errors = json::parse(co.text(6), nullptr, false);
-    f.kind = "compile";
-    f.text = (stage == "compile" ? "" : "rejected at the " + stage + " stage: ") +
-             first_error_line(errors, co.text(7));
-    // A call that got no answer is no lesson about the task.
-    if (f.text.find("no answer from the model") != std::string::npos) continue;
-    rows.push_back(f);
-  }
-  std::sort(rows.begin(), rows.end(), [](const FailureRow& a, const FailureRow& b) {
-    if (a.when != b.when) return a.when > b.when;
-    if (a.source != b.source) return a.source < b.source;
-    return a.row > b.row;
-  });
   return rows;
 }
 
@@ -368,65 +321,38 @@ std::optional<double> number(const json& o, const char* key) {
   return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
 }
 
-std::string text_or_empty(const archive::Statement& s, int col) {
-  return s.is_null(col) ? "" : s.text(col);
-}
-
 }  // namespace
 
 bool fill_measured(const PromptInputs& in, bool floor_known,
                    std::map<std::string, std::string>& v) {
-  archive::Archive& ar = *in.archive;
+  archive::PromptMemory memory(*in.archive);
   const tasks::Task& t = *in.task;
   bool baselines = false;
   if (in.device_id) {
-    archive::Statement b = ar.db().prepare(
-        "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines "
-        "b JOIN tasks k ON k.id = "
-        "b.task_id "
-        "JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = "
-        "?3 AND b.dims = ?4 "
-        "AND b.device_id IN (SELECT o.id FROM devices m JOIN devices o ON o.name = m.name AND "
-        "o.arch = "
-        "m.arch WHERE m.id = ?5) AND b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id "
-        "LIMIT 1");
-    b.bind(1, t.suite)
-        .bind(2, t.name)
-        .bind(3, t.content_hash)
-        .bind(4, json(t.dims).dump())
-        .bind(5, *in.device_id);
-    b.bind(6, math_mode(t));
-    if (b.step()) {
+    if (std::optional<archive::QuotedBaseline> b =
+            memory.baseline(t, archive::DeviceId{*in.device_id}, math_mode(t))) {
       v["eager_time"] =
-          format_ms(b.real(0)) + " ms" +
-          (b.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(b.real(1)) + " ms") +
-          compiled_words(b.maybe_real(3), text_or_empty(b, 4)) + " (measured on " + b.text(2) +
+          format_ms(b->eager_ms) + " ms" +
+          (b->scripted_ms ? ", TorchScript-scripted " + format_ms(*b->scripted_ms) + " ms" : "") +
+          compiled_words(b->compiled_ms, b->compiled_absent) + " (measured on " + b->device_name +
           ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
       baselines = true;
     }
   }
   // The newest judged candidate of this task version made before `run` (a resumed run's prompts
   // repeat).
-  archive::Statement s = ar.db().prepare(
-      "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a "
-      "GPU'), c.id, e.compiled_ms, CASE WHEN json_valid(e.evidence) THEN "
-      "json_extract(e.evidence, '$.timing.compiled_absent') END "
-      "FROM evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = "
-      "c.task_id "
-      "LEFT JOIN devices d ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version "
-      "= ?3 "
-      "AND e.eager_ms IS NOT NULL AND e.import_trust IS NOT 'claimed' "
-      "AND (?4 IS NULL OR c.run_id IS NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
-  s.bind(1, t.suite).bind(2, t.name).bind(3, t.content_hash).bind(4, in.run);
-  if (!s.step()) return baselines;
-  std::string on =
-      " (measured beside candidate " + std::to_string(s.integer(4)) + " on " + s.text(3) + ")";
+  std::optional<archive::RunId> run;
+  if (in.run) run = archive::RunId{*in.run};
+  std::optional<archive::JudgedReferences> j = memory.newest_judged(t, run);
+  if (!j) return baselines;
+  std::string on = " (measured beside candidate " + std::to_string(j->candidate.value) + " on " +
+                   j->device_name + ")";
   if (!baselines)
     v["eager_time"] =
-        format_ms(s.real(0)) + " ms" +
-        (s.is_null(1) ? "" : ", TorchScript-scripted " + format_ms(s.real(1)) + " ms") +
-        compiled_words(s.maybe_real(5), text_or_empty(s, 6)) + on;
-  if (!s.is_null(2) && !floor_known) v["roofline_floor"] = format_ms(s.real(2)) + " ms" + on;
+        format_ms(j->eager_ms) + " ms" +
+        (j->scripted_ms ? ", TorchScript-scripted " + format_ms(*j->scripted_ms) + " ms" : "") +
+        compiled_words(j->compiled_ms, j->compiled_absent) + on;
+  if (j->floor_ms && !floor_known) v["roofline_floor"] = format_ms(*j->floor_ms) + " ms" + on;
   return baselines;
 }
 
@@ -437,8 +363,7 @@ void fill_parent(const PromptInputs& in, const std::string& prefix,
   const tasks::Task& t = *in.task;
   json c = in.archive->show(*id);
   if (c.is_null())
-    throw UsageError("no candidate " + std::to_string(id->value) + " in " +
-                     in.archive->db().path());
+    throw UsageError("no candidate " + std::to_string(id->value) + " in " + in.archive->path());
   if (c["task"] != t.id())
     throw UsageError("candidate " + std::to_string(id->value) + " is a kernel of " +
                      c["task"].get<std::string>() + ", not of " + t.id() +

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "kforge/archive/sqlite.h"
+#include "kforge/archive/run_log.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/compile/answer.h"
@@ -22,7 +22,6 @@ namespace kforge::evolve {
 namespace {
 
 using namespace records;
-using archive::Statement;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -87,7 +86,7 @@ class Loop {
        LlmProposer* llm, double wall_before)
       : config_(config),
         ev_(evaluator),
-        db_(evaluator.archive().db()),
+        log_(evaluator.archive()),
         run_(run),
         hooks_(hooks),
         llm_(llm),
@@ -287,8 +286,9 @@ class Loop {
   // The candidate's archive id: found by identity (a resumed run's, or one that failed before it
   // had an identity: by the one it was recorded with), else recorded with its compile report.
   int64_t candidate_id(TaskState& s, const Checked& c) {
-    if (std::optional<int64_t> id = find_candidate(db_, s.task_id, recorded_identity(c)))
-      return *id;
+    if (std::optional<archive::CandidateId> id =
+            log_.find_candidate(s.task_id, recorded_identity(c)))
+      return id->value;
     return ev_.record(c, std::nullopt);
   }
 
@@ -318,7 +318,7 @@ class Loop {
 
   Screen screen(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
     int64_t device = ev_.device_id();
-    if (std::optional<Screen> known = find_screen(db_, id, device)) {
+    if (std::optional<Screen> known = find_screen(log_, id, device)) {
       ++reused_, ++s.evaluations;
       return *known;
     }
@@ -328,7 +328,7 @@ class Loop {
         v.outcome,
         v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
         v.summary};
-    add_screen(db_, id, ev_.device_id(v.gpu_uuid), run_, r);
+    add_screen(log_, id, ev_.device_id(v.gpu_uuid), run_, r);
     event(s, {{"event", "screen"},
               {"task", s.task->id()},
               {"generation", generation},
@@ -343,7 +343,7 @@ class Loop {
   // A full judgment, and admission when it would be the task's new best.
   Judgment judge(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
     int64_t device = ev_.device_id();
-    if (std::optional<Judgment> known = find_judgment(db_, id, device)) {
+    if (std::optional<Judgment> known = find_judgment(log_, id, device)) {
       // A correct judgment without admission (from `kforge corpus`, say) that would be the new best
       // is judged again, with admission: admission is what makes a winner.
       bool needs_admission = config_.admit && known->outcome == verify::Outcome::Correct &&
@@ -712,7 +712,7 @@ class Loop {
 
   const RunConfig& config_;
   Evaluator& ev_;
-  archive::Database& db_;
+  archive::RunLog log_;
   int64_t run_;
   const LoopHooks& hooks_;
   LlmProposer* llm_;
@@ -769,10 +769,10 @@ RunSummary run_evolution(const RunConfig& config,
                          const std::vector<std::shared_ptr<const tasks::Task>>& tasks,
                          Evaluator& evaluator, std::optional<int64_t> resume,
                          const LoopHooks& hooks, LlmProposer* llm) {
-  archive::Database& db = evaluator.archive().db();
-  int64_t run = resume ? *resume : start_run(db, config);
-  double wall_before = resume ? recorded_wall_s(db, run) : 0;
-  finish_run(db, run, "running", {{"wall_s", wall_before}});
+  archive::RunLog log(evaluator.archive());
+  archive::RunId run = resume ? archive::RunId{*resume} : log.start(config.to_json());
+  double wall_before = resume ? log.recorded_wall_s(run) : 0;
+  log.set_status(run, archive::RunStatus::Running, {{"wall_s", wall_before}});
   std::vector<TaskState> states;
   for (const auto& t : tasks) {
     evaluator.prepare(*t);
@@ -782,28 +782,29 @@ RunSummary run_evolution(const RunConfig& config,
     s.status.task = t->id();
     states.push_back(std::move(s));
   }
-  Loop loop(config, evaluator, run, hooks, llm, wall_before);
+  Loop loop(config, evaluator, run.value, hooks, llm, wall_before);
   RunSummary summary;
   try {
     time_baselines(evaluator, states, hooks);
     summary = loop.run(states);
   } catch (...) {
-    finish_run(db, run, "failed", {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
+    log.set_status(run, archive::RunStatus::Failed,
+                   {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
     throw;
   }
   bool paused = summary.stopped == "interrupted" || summary.stopped == kWaitingForAnswers;
-  finish_run(db, run, paused ? "interrupted" : "finished",
-             {{"wall_s", loop.wall_s()},
-              {"evaluations", loop.spent()},
-              {"gpu_s", summary.gpu_s},
-              {"llm_calls", summary.llm.calls},
-              {"llm_failed_calls", summary.llm.failed_calls},
-              {"llm_tokens_in", summary.llm.tokens_in},
-              {"llm_tokens_out", summary.llm.tokens_out},
-              {"llm_tokens_cache_read", summary.llm.tokens_cache_read},
-              {"llm_tokens_cache_write", summary.llm.tokens_cache_write},
-              {"llm_cached", summary.llm.cached},
-              {"llm_cost_usd", summary.llm.cost_usd}});
+  log.set_status(run, paused ? archive::RunStatus::Interrupted : archive::RunStatus::Finished,
+                 {{"wall_s", loop.wall_s()},
+                  {"evaluations", loop.spent()},
+                  {"gpu_s", summary.gpu_s},
+                  {"llm_calls", summary.llm.calls},
+                  {"llm_failed_calls", summary.llm.failed_calls},
+                  {"llm_tokens_in", summary.llm.tokens_in},
+                  {"llm_tokens_out", summary.llm.tokens_out},
+                  {"llm_tokens_cache_read", summary.llm.tokens_cache_read},
+                  {"llm_tokens_cache_write", summary.llm.tokens_cache_write},
+                  {"llm_cached", summary.llm.cached},
+                  {"llm_cost_usd", summary.llm.cost_usd}});
   return summary;
 }
 

@@ -124,10 +124,12 @@ struct ImportOptions {
 };
 
 struct ImportReport {
-  size_t lines = 0;  // candidate lines read
+  size_t lines = 0;  // lines read: a candidate each, or a row no candidate carries
   size_t new_candidates = 0, known_candidates = 0;
   size_t compiles = 0, evaluations = 0, claimed = 0, trusted = 0;  // rows added
-  size_t duplicates = 0;  // compiles and evaluations already in the archive (a re-run adds nothing)
+  size_t duplicates = 0;  // rows already in the archive (a re-run adds nothing)
+  // Screens, profiles, baselines and LLM calls: added, and left out of a file not trusted.
+  size_t records = 0, skipped = 0;
 };
 
 class Archive {
@@ -148,8 +150,6 @@ class Archive {
   DeviceId upsert_device(const std::string& uuid, const std::string& name, const std::string& arch,
                          std::optional<int64_t> sms, std::optional<int64_t> memory_bytes,
                          const std::string& driver);
-  RunId start_run(const nlohmann::json& config);
-  void finish_run(RunId run, const std::string& status, const nlohmann::json& budgets_used);
 
   // One transaction: the candidate, its parents, compile report and evaluations, and its text
   // index. A candidate already stored for the task (same identity) gets the new reports added.

@@ -1,0 +1,147 @@
+#include "kforge/archive/prompt_memory.h"
+
+#include <algorithm>
+
+#include "database_of.h"
+
+namespace kforge::archive {
+namespace {
+
+using nlohmann::json;
+
+// Rows of `task`'s version that a resumed run reads the same: from candidates of earlier runs (or
+// none) made before ?4 started, and from ?4's own candidates of earlier generations.
+// ?1..?3 the task version, ?4 the run, ?5 the generation, ?6 the run's start.
+const char* kEligible =
+    " AND (?4 IS NULL OR ((c.run_id IS NULL OR c.run_id < ?4) AND x.created_at < ?6) "
+    "OR (c.run_id = ?4 AND ?5 IS NOT NULL AND c.generation < ?5))";
+const char* kTaskVersion =
+    " JOIN candidates c ON c.id = x.candidate_id JOIN tasks k ON k.id = c.task_id "
+    "WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND c.import_trust IS NOT 'claimed'";
+
+std::string text_or_empty(const Statement& s, int col) {
+  return s.is_null(col) ? "" : s.text(col);
+}
+
+}  // namespace
+
+std::optional<QuotedBaseline> PromptMemory::baseline(const tasks::Task& task, DeviceId device,
+                                                     const std::string& math_mode) {
+  Statement b = detail::database_of(archive_).prepare(
+      "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines "
+      "b JOIN tasks k ON k.id = b.task_id JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 "
+      "AND k.name = ?2 AND k.version = ?3 AND b.dims = ?4 AND b.device_id IN (SELECT o.id FROM "
+      "devices m JOIN devices o ON o.name = m.name AND o.arch = m.arch WHERE m.id = ?5) AND "
+      "b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id LIMIT 1");
+  b.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
+  b.bind(4, json(task.dims).dump()).bind(5, device.value).bind(6, math_mode);
+  if (!b.step()) return std::nullopt;
+  QuotedBaseline q;
+  q.eager_ms = b.real(0);
+  q.scripted_ms = b.maybe_real(1);
+  q.device_name = b.text(2);
+  q.compiled_ms = b.maybe_real(3);
+  q.compiled_absent = text_or_empty(b, 4);
+  return q;
+}
+
+std::optional<JudgedReferences> PromptMemory::newest_judged(const tasks::Task& task,
+                                                            std::optional<RunId> before_run) {
+  Statement s = detail::database_of(archive_).prepare(
+      "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a "
+      "GPU'), c.id, e.compiled_ms, CASE WHEN json_valid(e.evidence) THEN "
+      "json_extract(e.evidence, '$.timing.compiled_absent') END FROM evaluations e JOIN "
+      "candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = c.task_id LEFT JOIN devices d "
+      "ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND "
+      "e.eager_ms IS NOT NULL AND e.import_trust IS NOT 'claimed' AND (?4 IS NULL OR c.run_id IS "
+      "NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
+  s.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
+  if (before_run)
+    s.bind(4, before_run->value);
+  else
+    s.bind_null(4);
+  if (!s.step()) return std::nullopt;
+  JudgedReferences j;
+  j.eager_ms = s.real(0);
+  j.scripted_ms = s.maybe_real(1);
+  j.floor_ms = s.maybe_real(2);
+  j.device_name = s.text(3);
+  j.candidate = CandidateId{s.integer(4)};
+  j.compiled_ms = s.maybe_real(5);
+  j.compiled_absent = text_or_empty(s, 6);
+  return j;
+}
+
+std::vector<FailureRecord> PromptMemory::failures(const tasks::Task& task, std::optional<RunId> run,
+                                                  std::optional<int> generation) {
+  Database& db = detail::database_of(archive_);
+  std::string start = "9999";  // a run the archive lacks: no bound
+  if (run) {
+    Statement r = db.prepare("SELECT started_at FROM runs WHERE id = ?");
+    r.bind(1, run->value);
+    if (r.step()) start = r.text(0);
+  }
+  auto query = [&](const std::string& sql) {
+    Statement s = db.prepare(sql);
+    s.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
+    if (run)
+      s.bind(4, run->value);
+    else
+      s.bind_null(4);
+    if (generation)
+      s.bind(5, int64_t{*generation});
+    else
+      s.bind_null(5);
+    s.bind(6, start);
+    return s;
+  };
+  auto common = [](Statement& s, FailureSource source) {
+    FailureRecord f;
+    f.source = source;
+    f.created_at = s.text(0), f.row = s.integer(1), f.candidate = CandidateId{s.integer(2)};
+    if (!s.is_null(3)) f.run = RunId{s.integer(3)};
+    f.generation = static_cast<int>(s.integer(4));
+    return f;
+  };
+  const std::string head = "SELECT x.created_at, x.id, c.id, c.run_id, c.generation, ";
+  const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
+  std::vector<FailureRecord> rows;
+  Statement e = query(head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
+                      " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') "
+                      "AND x.import_trust IS NOT 'claimed'" +
+                      kEligible + tail);
+  while (e.step()) {
+    FailureRecord f = common(e, FailureSource::Evaluation);
+    f.outcome = e.text(5);
+    json ev = json::parse(e.text(6), nullptr, false);
+    f.evidence = ev.is_discarded() ? json::object() : ev;
+    rows.push_back(std::move(f));
+  }
+  Statement sc = query(head + "x.outcome, x.summary FROM screens x" + kTaskVersion +
+                       " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit')" +
+                       kEligible + tail);
+  while (sc.step()) {
+    FailureRecord f = common(sc, FailureSource::Screen);
+    f.outcome = sc.text(5);
+    f.summary = sc.text(6);
+    rows.push_back(std::move(f));
+  }
+  Statement co = query(head + "x.stage, x.errors, x.log FROM compiles x" + kTaskVersion +
+                       " AND x.errors NOT IN ('', '[]')" + kEligible + tail);
+  while (co.step()) {
+    FailureRecord f = common(co, FailureSource::Compile);
+    f.stage = co.text(5);
+    json errors = json::parse(co.text(6), nullptr, false);
+    f.errors = errors.is_discarded() ? json() : errors;
+    f.log = co.text(7);
+    rows.push_back(std::move(f));
+  }
+  std::sort(rows.begin(), rows.end(), [](const FailureRecord& a, const FailureRecord& b) {
+    if (a.created_at != b.created_at) return a.created_at > b.created_at;
+    if (a.source != b.source) return a.source < b.source;
+    return a.row > b.row;
+  });
+  return rows;
+}
+
+}  // namespace kforge::archive
