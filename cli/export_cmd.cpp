@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/export/exporter.h"
-#include "kforge/verify/protocol.h"
+#include "kforge/verify/outcome.h"
 
 namespace kforge::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include "kforge/compile/module.h"
 #include "kforge/export/exporter.h"
 #include "kforge/tasks/reference.h"
-#include "kforge/verify/protocol.h"
+#include "kforge/verify/outcome.h"
 #include "test_util.h"
 
 namespace {
@@ -85,7 +85,7 @@ std::vector<std::string> stream_formatted_checks(const std::string& code) {
 }
 
 std::string include_flags() {
-  return "-I" + (source_dir() / "export/runtime").string() + " -I" + compile::cuda_include_dir();
+  return "-I" + (source_dir() / "common/launch").string() + " -I" + compile::cuda_include_dir();
 }
 
 // Expressions as generated code compute them, against Expr::eval_int: the same numbers, and the

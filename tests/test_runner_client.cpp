@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "kforge/verify/channel.h"
+#include "kforge/verify/outcome.h"
 #include "kforge/verify/protocol.h"
 #include "kforge/verify/runner_client.h"
 #include "kforge/verify/timing_gate.h"

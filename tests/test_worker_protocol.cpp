@@ -25,6 +25,7 @@
 #include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/outcome.h"
 #include "kforge/verify/protocol.h"
 #include "test_util.h"
 // The wire's line reader, which both sides use (internal to evolve/; the fuzz targets read through

@@ -22,6 +22,7 @@
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
+#include "kforge/verify/outcome.h"
 #include "kforge/verify/protocol.h"
 
 namespace kforge::evolve {

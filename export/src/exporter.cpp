@@ -14,7 +14,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/tasks/generator.h"
 #include "kforge/tasks/reference.h"
-#include "kforge/verify/protocol.h"
+#include "kforge/verify/outcome.h"
 
 namespace kforge::exporter {
 

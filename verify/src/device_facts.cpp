@@ -9,7 +9,7 @@
 #include "kforge/compile/nvrtc.h"
 #include "kforge/tasks/math_mode.h"
 #include "kforge/verify/driver.h"
-#include "kforge/verify/protocol.h"
+#include "kforge/verify/outcome.h"
 #include "kforge/verify/timing.h"
 
 namespace kforge::verify {

@@ -121,7 +121,7 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
                            const DeviceFacts& facts);
 
 // The facts' launch limits as kforge_launch::check_limits takes them
-// (export/runtime/kforge_launch.h).
+// (common/launch/kforge_launch.h).
 kforge_launch::Limits launch_limits(const DeviceFacts& facts);
 
 // The first value of every tunable.

@@ -12,10 +12,7 @@ namespace kforge::verify {
 
 // Bumped by hand whenever the protocol's messages change meaning (pinned by a test).
 inline constexpr int kProtocolVersion = 3;
-// Bumped by hand whenever a verdict could change for the same candidate (stored with every
-// evaluation; pinned by a test). 3: eager baselines run `number - tensor` as one rsub, as PyTorch
-// does (tasks/reference.cpp), and an element counts as unwritten only if it kept both runs' poison.
-inline constexpr int kHarnessVersion = 3;
+// The harness version (a verdict's, not a message's) is kHarnessVersion in outcome.h.
 
 // One buffer the judge shares: an allocation of `allocation_bytes` (a multiple of the VMM
 // granularity) whose last `bytes` (rounded up to 256) hold the tensor, starting at `offset`.
