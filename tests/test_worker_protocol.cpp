@@ -643,7 +643,7 @@ TEST(WorkerProtocol, AWorkerCapsTheParentsLines) {
 // (a byte or a few at a time for short texts).
 std::vector<std::string> lines_of(const std::string& text, size_t max_bytes) {
   std::vector<std::string> out;
-  kforge::evolve::LineReader reader(max_bytes);
+  kforge::LineSplitter reader(max_bytes);
   size_t chunk = text.size() < 20000 ? 1 + text.size() % 13 : 4096 + text.size() % 7 * 9000;
   for (size_t at = 0; at < text.size() && !reader.over_limit(); at += chunk) {
     reader.append(text.data() + at, std::min(chunk, text.size() - at));

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -21,6 +20,7 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/line_channel.h"
 #include "kforge/common/paths.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
@@ -241,11 +241,11 @@ class Compiler::Workers {
                   {"arch", r.arch},
                   {"defines", r.defines},
                   {"names", r.name_expressions}};
-      std::string line = req.dump() + "\n";
-      if (!write_all(s.to_child.get(), line)) throw Error("the NVRTC worker's pipe closed");
+      if (!write_line(s.to_child.get(), req.dump())) throw Error("the NVRTC worker's pipe closed");
       std::string reply;
-      ReadResult rr = read_line(s, reply, limit_);
-      if (rr == ReadResult::Timeout) {
+      LineReader::Got rr =
+          s.from_child_lines.next(reply, std::chrono::steady_clock::now() + limit_);
+      if (rr == LineReader::Got::Timeout) {
         timed_out = true;
         restarted = true;
         stop(s);
@@ -254,7 +254,7 @@ class Compiler::Workers {
         m.log = std::string("NVRTC did not finish within ") + secs +
                 " s; the compile was killed (simplify the source: macro or template blow-up, huge "
                 "unrolling?)";
-      } else if (rr == ReadResult::Closed) {
+      } else if (rr != LineReader::Got::Line) {  // closed (no cap: TooLong cannot be)
         restarted = true;
         int status = stop(s);
         m.log = "the NVRTC worker died while compiling this source" +
@@ -277,10 +277,9 @@ class Compiler::Workers {
     PrivateDir dir;
     Process process;
     UniqueFd to_child, from_child;
-    std::string buffer;
+    LineReader from_child_lines;  // the worker's replies: no cap (a module is as large as it is)
     bool busy = false;
   };
-  enum class ReadResult { Line, Timeout, Closed };
 
   size_t acquire() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -318,10 +317,11 @@ class Compiler::Workers {
     }
     s.to_child = std::move(in.write);
     s.from_child = std::move(out.read);
-    s.buffer.clear();
+    s.from_child_lines.reset(s.from_child.get());
     std::string hello;
-    if (read_line(s, hello, std::max(limit_, std::chrono::milliseconds(60000))) !=
-        ReadResult::Line) {
+    if (s.from_child_lines.next(hello, std::chrono::steady_clock::now() +
+                                           std::max(limit_, std::chrono::milliseconds(60000))) !=
+        LineReader::Got::Line) {
       int status = stop(s);
       throw Error("the NVRTC worker " + path_ + " did not start (" + describe_exit(status) + ")");
     }
@@ -341,41 +341,6 @@ class Compiler::Workers {
     s.process = Process();
     s.dir = PrivateDir();
     return status;
-  }
-
-  static bool write_all(int fd, const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  ReadResult read_line(Slot& s, std::string& line, std::chrono::milliseconds limit) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    char buf[65536];
-    for (;;) {
-      size_t nl = s.buffer.find('\n');
-      if (nl != std::string::npos) {
-        line = s.buffer.substr(0, nl);
-        s.buffer.erase(0, nl + 1);
-        return ReadResult::Line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return ReadResult::Timeout;
-      pollfd p{s.from_child.get(), POLLIN, 0};
-      int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc == 0) return ReadResult::Timeout;
-      ssize_t n = ::read(s.from_child.get(), buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return ReadResult::Closed;
-      s.buffer.append(buf, static_cast<size_t>(n));
-    }
   }
 
   std::string path_;

@@ -1,11 +1,8 @@
-// The GPU workers' wire (worker_pool.h): one JSON object per line over a stream socket. Shared by
-// the pool (the parent's side) and serve_gpu_jobs (the worker's side): lines are written whole and
-// read with a cap on their length, each byte scanned once.
+// The GPU workers' wire (worker_pool.h): one JSON object per line over a stream socket, on the
+// line channel of common/line_channel.h. Shared by the pool (the parent's side) and serve_gpu_jobs
+// (the worker's side): the caps on a line's length, and typed reads of what a peer sent.
 #pragma once
 
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -14,6 +11,7 @@
 #include <string>
 
 #include "kforge/common/error.h"
+#include "kforge/common/line_channel.h"
 
 namespace kforge::evolve {
 
@@ -22,68 +20,6 @@ namespace kforge::evolve {
 inline constexpr size_t kMaxLineBytes = size_t{16} << 20;
 // The longest hello (a worker's description of its GPU).
 inline constexpr size_t kMaxHelloBytes = size_t{64} << 10;
-
-// Writes the whole line and its newline, or returns false (the peer is gone).
-inline bool send_line(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Splits received bytes into lines of at most `max_bytes` (without the newline). Each byte is
-// scanned for the newline once, however the line arrives.
-class LineReader {
- public:
-  explicit LineReader(size_t max_bytes) : max_(max_bytes) {}
-
-  void append(const char* data, size_t n) { buffer_.append(data, n); }
-
-  // The next whole line; nullopt when none is complete yet or the line under way is over the cap
-  // (over_limit() says which).
-  std::optional<std::string> next() {
-    if (over_) return std::nullopt;
-    size_t nl = buffer_.find('\n', scanned_);
-    if (nl == std::string::npos) {
-      scanned_ = buffer_.size();
-      over_ = buffer_.size() - start_ > max_;
-      compact();
-      return std::nullopt;
-    }
-    if (nl - start_ > max_) {
-      over_ = true;
-      return std::nullopt;
-    }
-    std::string line = buffer_.substr(start_, nl - start_);
-    start_ = scanned_ = nl + 1;
-    compact();
-    return line;
-  }
-
-  // The peer sent a line longer than the cap: nothing more is read from it.
-  bool over_limit() const { return over_; }
-  size_t max_bytes() const { return max_; }
-  // What was received after the last whole line.
-  std::string rest() const { return buffer_.substr(start_); }
-
- private:
-  void compact() {  // drops what was read once it is most of the buffer
-    if (start_ > 0 && start_ >= buffer_.size() / 2) {
-      buffer_.erase(0, start_);
-      scanned_ -= start_;
-      start_ = 0;
-    }
-  }
-  size_t max_;
-  std::string buffer_;
-  size_t start_ = 0;    // where the next line begins
-  size_t scanned_ = 0;  // no newline in [start_, scanned_)
-  bool over_ = false;
-};
 
 // Typed reads of what a peer sent: each returns the value or throws kforge::Error naming the field
 // ("device.cc_major: \"nine\" is not an integer from 0 to 1000", "facts: missing").

@@ -434,7 +434,7 @@ int connect_to(const std::string& address) {
 }
 
 void say(int fd, const std::string& line) {
-  if (!send_line(fd, line)) throw Error("the parent closed the connection");
+  if (!write_line(fd, line)) throw Error("the parent closed the connection");
 }
 
 const char* const kJobLine = "the parent's job line";
@@ -631,21 +631,17 @@ void serve_gpu_jobs(const GpuWorkerOptions& options, Gpu& gpu) {
                      {"pid", ::getpid()}}
                     .dump());
   JobRunner runner(options, gpu);
-  LineReader lines(kMaxLineBytes);
-  char chunk[65536];
-  for (ssize_t n; (n = ::recv(fd.get(), chunk, sizeof chunk, 0)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    lines.append(chunk, static_cast<size_t>(n));
-    while (std::optional<std::string> line = lines.next()) {
-      JobLine job =
-          read_job_line(*line);  // a line that is not a job ends the worker: it has no id to answer
-      json result{{"op", "result"}, {"id", job.id}, {"answer", runner.answer_or_error(job.job)}};
-      say(fd.get(), result.dump(-1, ' ', false, json::error_handler_t::replace));
-    }
-    if (lines.over_limit())
+  LineReader lines(fd.get(), kMaxLineBytes);
+  for (std::string line;;) {
+    LineReader::Got got = lines.next(line);
+    if (got == LineReader::Got::Closed) return;  // the parent is done
+    if (got == LineReader::Got::TooLong)
       throw InputError(kJobLine, std::nullopt, "",
                        "a line longer than " + std::to_string(lines.max_bytes()) + " bytes");
+    JobLine job =
+        read_job_line(line);  // a line that is not a job ends the worker: it has no id to answer
+    json result{{"op", "result"}, {"id", job.id}, {"answer", runner.answer_or_error(job.job)}};
+    say(fd.get(), result.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 }
 

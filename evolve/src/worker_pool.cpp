@@ -161,7 +161,7 @@ struct WorkerPool::Impl {
     WorkerState state;
     Process process;  // when this pool started it
     int fd = -1;
-    LineReader lines{kMaxLineBytes};
+    LineSplitter lines{kMaxLineBytes};
     std::shared_ptr<Job> job;  // the job it holds
     Clock::time_point due;
     Clock::time_point given{};  // when it was last given a job
@@ -169,7 +169,7 @@ struct WorkerPool::Impl {
   // A connection that has not said hello yet.
   struct Pending {
     int fd = -1;
-    LineReader lines{kMaxHelloBytes};
+    LineSplitter lines{kMaxHelloBytes};
   };
 
   WorkerPoolOptions options;
@@ -272,7 +272,7 @@ struct WorkerPool::Impl {
       idle->job = job;
       idle->given = Clock::now();
       idle->due = idle->given + job->deadline;
-      if (!send_line(idle->fd, job->line)) take_out(*idle, "its connection closed");
+      if (!write_line(idle->fd, job->line)) take_out(*idle, "its connection closed");
     }
   }
 
@@ -395,7 +395,7 @@ struct WorkerPool::Impl {
             close_fd(pending.front().fd);
             pending.pop_front();
           }
-          pending.push_back({fd, LineReader(kMaxHelloBytes)});
+          pending.push_back({fd, LineSplitter(kMaxHelloBytes)});
         }
       }
       for (Worker& w : workers)  // a local worker that ended before its hello

@@ -1,7 +1,6 @@
 #include "kforge/verify/channel.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,15 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 
+#include "kforge/common/line_channel.h"
 #include "kforge/common/sandbox.h"
 
 namespace kforge::verify {
 namespace {
 
 constexpr size_t kMaxFdsPerRead = 64;
-constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -29,36 +27,35 @@ void Channel::send(nlohmann::json body, const std::vector<int>& fds) {
   if (!fds.empty()) body["fds"] = fds.size();
   std::string line = body.dump() + "\n";
   size_t sent = 0;
-  while (sent < line.size()) {
+  if (!fds.empty()) {  // the descriptors ride with the first byte; the rest goes as any line's
     msghdr msg{};
-    iovec iov{line.data() + sent, line.size() - sent};
+    iovec iov{line.data(), line.size()};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    std::vector<char> control;
-    if (sent == 0 && !fds.empty()) {
-      control.assign(CMSG_SPACE(sizeof(int) * fds.size()), 0);
-      msg.msg_control = control.data();
-      msg.msg_controllen = control.size();
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    }
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
     ssize_t n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw ChannelError("sending to the other process failed: " + errno_text());
-    }
-    sent += static_cast<size_t>(n);
+    while (n < 0 && errno == EINTR) n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0) throw ChannelError("sending to the other process failed: " + errno_text());
+    sent = static_cast<size_t>(n);
   }
+  if (!write_all(socket_.get(), std::string_view(line).substr(sent)))
+    throw ChannelError("sending to the other process failed: " + errno_text());
 }
 
 bool Channel::take_line(Message& out) {
-  size_t nl = buffer_.find('\n');
-  if (nl == std::string::npos) return false;
-  std::string line = buffer_.substr(0, nl);
-  buffer_.erase(0, nl + 1);
+  std::optional<std::string> next = lines_.next();
+  if (!next) {
+    if (lines_.over_limit()) throw ChannelError("a message longer than 64 MiB");
+    return false;
+  }
+  const std::string& line = *next;
   try {
     out.body = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
@@ -83,17 +80,10 @@ Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (take_line(out)) return Received::Message;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() < 0) return Received::Timeout;
-    pollfd p{socket_.get(), POLLIN, 0};
-    int r = ::poll(
-        &p, 1, static_cast<int>(std::min<int64_t>(left.count(), std::numeric_limits<int>::max())));
-    if (r < 0) {
-      if (errno == EINTR) continue;
+    Wait w = wait_readable(socket_.get(), deadline);
+    if (w == Wait::Failed)
       throw ChannelError("waiting for the other process failed: " + errno_text());
-    }
-    if (r == 0) return Received::Timeout;
+    if (w == Wait::Timeout) return Received::Timeout;
     char data[65536];
     std::vector<char> control(CMSG_SPACE(sizeof(int) * kMaxFdsPerRead));
     msghdr msg{};
@@ -119,23 +109,14 @@ Received Channel::receive(Message& out, std::chrono::milliseconds timeout) {
     }
     if (msg.msg_flags & MSG_CTRUNC) throw ChannelError("too many descriptors in one message");
     if (n == 0) return Received::Closed;
-    buffer_.append(data, static_cast<size_t>(n));
-    if (buffer_.size() > kMaxLineBytes) throw ChannelError("a message longer than 64 MiB");
+    lines_.append(data, static_cast<size_t>(n));
   }
 }
 
 UniqueFd memfd_with(const std::string& name, const std::string& bytes) {
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC));
   if (!fd) throw ChannelError("memfd_create failed: " + errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw ChannelError("writing a memfd failed: " + errno_text());
-    }
-    done += static_cast<size_t>(n);
-  }
+  if (!write_all(fd.get(), bytes)) throw ChannelError("writing a memfd failed: " + errno_text());
   return fd;
 }
 

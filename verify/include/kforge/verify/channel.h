@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kforge/common/error.h"
+#include "kforge/common/line_channel.h"
 #include "kforge/common/process.h"
 
 namespace kforge::verify {
@@ -32,6 +33,9 @@ struct Message {
 
 enum class Received { Message, Timeout, Closed };
 
+// The longest message either side reads: more without a newline is a ChannelError.
+inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
+
 class Channel {
  public:
   explicit Channel(UniqueFd socket) : socket_(std::move(socket)) {}
@@ -45,7 +49,7 @@ class Channel {
  private:
   bool take_line(Message& out);
   UniqueFd socket_;
-  std::string buffer_;
+  LineSplitter lines_{kMaxMessageBytes};
   std::deque<UniqueFd> fds_;
 };
 
