@@ -29,5 +29,6 @@ void add_export_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
 void add_gpu_worker_command(CLI::App& app,
                             int& exit_code);  // a GPU of kforge evolve --gpus / --worker-command
+void add_reference_command(CLI::App& app, int& exit_code);  // hidden: tasks::ReferenceChild's child
 
 }  // namespace kforge::cli

@@ -11,9 +11,9 @@
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/tasks/reference_child.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
-#include "reference_child.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -50,10 +50,11 @@ int run_compile(const CompileArgs& a) {
   const std::string& plan = in.plan;
   const std::string& source_label = in.label;
   int source_first_line = in.first_line;
-  ReferenceLimits limits = reference_limits(a.reference_time_limit, kShapesReferenceSeconds);
+  tasks::ReferenceLimits limits =
+      tasks::reference_limits(a.reference_time_limit, tasks::kShapesReferenceSeconds);
   tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
   std::vector<compile::TensorInfo> tensors =
-      ReferenceChild(limits).task_tensors(task);  // the outputs' dtypes
+      compile::task_tensors(task, tasks::ReferenceChild(limits).outputs(task));
   compile::DeviceFacts facts = facts_for(a.arch);
 
   compile::CompilerOptions copt;

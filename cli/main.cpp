@@ -13,7 +13,6 @@
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
 #include "kforge/verify/driver.h"
-#include "reference_child.h"
 #include "subcommands.h"
 
 namespace {

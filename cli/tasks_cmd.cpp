@@ -9,11 +9,11 @@
 #include "kforge/common/strings.h"
 #include "kforge/tasks/check.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_child.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
 #include "progress.h"
-#include "reference_child.h"
 #include "table.h"
 #include "tasks_check.h"
 
@@ -94,9 +94,10 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
   std::vector<fs::path> files = tasks::resolve_tasks(spec, root);
   if (files.size() != 1)
     throw UsageError("'" + spec + "' names a suite; `kforge tasks show` takes one task");
-  ReferenceLimits limits = reference_limits(time_limit, kShapesReferenceSeconds);
+  tasks::ReferenceLimits limits =
+      tasks::reference_limits(time_limit, tasks::kShapesReferenceSeconds);
   tasks::Task t = tasks::load_task(files[0]);
-  ShapeFacts facts = ReferenceChild(limits).shape_facts(t);
+  tasks::ShapeFacts facts = tasks::ReferenceChild(limits).shape_facts(t);
   const auto& outs = facts.outputs;
   const auto& bytes = facts.bytes;
   std::optional<double> flops;
@@ -217,8 +218,8 @@ int run_check(const CheckArgs& a, const fs::path& root) {
   else
     throw InputError("--dims", std::nullopt, "", "must be timed, check or all, got '" + dims + "'");
   opt.timing_runs = a.timing_runs >= 0 ? a.timing_runs : (a.device == "cuda" ? 5 : 0);
-  ReferenceChild child(
-      reference_limits(a.reference_time_limit, kCheckReferenceSeconds));  // one for every task
+  tasks::ReferenceChild child(tasks::reference_limits(
+      a.reference_time_limit, tasks::kCheckReferenceSeconds));  // one for every task
 
   std::vector<std::string> specs = a.specs.empty() ? all_suites(root) : a.specs;
   std::vector<fs::path> files;
@@ -268,7 +269,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     progress.clear();
     if (!c.ok()) ++failed;
     if (a.json) {
-      all.push_back(check_to_json(c));
+      all.push_back(tasks::check_to_json(c));
       continue;
     }
     std::string ms;

@@ -1,4 +1,4 @@
-// References run under a time and memory limit (cli/reference_child.h): a task whose reference
+// References run under a time and memory limit (tasks/reference_child.h): a task whose reference
 // never returns or eats the memory fails with a message naming its file, and never hangs
 // `tasks check`, `tasks show` or `compile --task`. The real kforge binary, on the CPU.
 #include <gtest/gtest.h>

@@ -149,10 +149,14 @@ std::string_view stage_name(Stage s) {
 }
 
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref) {
+  return task_tensors(task, tasks::describe_outputs(task, ref));
+}
+
+std::vector<TensorInfo> task_tensors(const tasks::Task& task,
+                                     const std::vector<tasks::OutputInfo>& outputs) {
   std::vector<TensorInfo> out;
   for (const auto& in : task.inputs) out.push_back({in.name, in.dtype, TensorRole::Input});
-  for (const auto& o : tasks::describe_outputs(task, ref))
-    out.push_back({o.name, o.dtype, TensorRole::Output});
+  for (const auto& o : outputs) out.push_back({o.name, o.dtype, TensorRole::Output});
   return out;
 }
 

@@ -41,8 +41,10 @@ struct CandidateReport {
 // memory is a plan workspace.
 inline constexpr uint64_t kMaxModuleGlobalBytes = uint64_t{256} << 20;
 
-// The task's tensors as plans name them: inputs, then outputs.
+// The task's tensors as plans name them: inputs, then outputs (tasks::describe_outputs).
 std::vector<TensorInfo> task_tensors(const tasks::Task& task, const tasks::Reference& ref);
+std::vector<TensorInfo> task_tensors(const tasks::Task& task,
+                                     const std::vector<tasks::OutputInfo>& outputs);
 
 // XXH3-128 of length-prefixed source, canonical plan JSON and sorted NAME=value tunables (in
 // common/, where the archive can recompute it for what it imports).

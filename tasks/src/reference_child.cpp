@@ -1,7 +1,6 @@
-#include "reference_child.h"
+#include "kforge/tasks/reference_child.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -17,12 +16,12 @@
 #include <cstring>
 #include <new>
 
-#include "commands.h"
+#include "kforge/common/error.h"
+#include "kforge/common/line_channel.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/strings.h"
-#include "kforge/compile/candidate.h"
 
-namespace kforge::cli {
+namespace kforge::tasks {
 namespace {
 
 namespace fs = std::filesystem;
@@ -177,13 +176,13 @@ InputError failure(const ReferenceChild::Outcome& o, const std::string& file,
                     "crashed (" + how + ") " + o.at + " (" + memory_note(limits) + ")");
 }
 
-std::string selection_name(tasks::DimsSelection s) {
+std::string selection_name(DimsSelection s) {
   switch (s) {
-    case tasks::DimsSelection::Timed:
+    case DimsSelection::Timed:
       return "timed";
-    case tasks::DimsSelection::Check:
+    case DimsSelection::Check:
       return "check";
-    case tasks::DimsSelection::All:
+    case DimsSelection::All:
       return "all";
   }
   return "check";
@@ -215,7 +214,11 @@ ReferenceLimits reference_limits(const std::optional<std::string>& flag, double 
   return l;
 }
 
-ReferenceChild::ReferenceChild(ReferenceLimits limits) : limits_(limits), exe_(self_exe()) {}
+ReferenceChild::ReferenceChild(ReferenceLimits limits, std::vector<std::string> command)
+    : limits_(limits),
+      command_(command.empty() ? std::vector<std::string>{self_exe(), kReferenceMode}
+                               : std::move(command)),
+      replies_(-1, kMaxReplyBytes) {}
 
 ReferenceChild::~ReferenceChild() {
   stop();
@@ -224,7 +227,7 @@ ReferenceChild::~ReferenceChild() {
 void ReferenceChild::start() {
   auto [mine, theirs] = socket_pair();
   SpawnOptions o;
-  o.argv = {exe_, "__reference"};
+  o.argv = command_;
   o.env = child_environment();  // no API keys in the child that runs a task file's code
   // The answers on fd 3; a reference's print() goes to stderr, never into the command's output.
   o.fds = {{theirs.get(), kReplyFd}, {2, 1}};
@@ -237,7 +240,7 @@ void ReferenceChild::start() {
   if (limits_.memory_bytes > 0 && ::prlimit(process_.pid(), RLIMIT_DATA, &data, nullptr) != 0)
     throw Error(std::string("cannot limit the reference child's memory: ") + std::strerror(errno));
   socket_ = std::move(mine);
-  buffer_.clear();
+  replies_.reset(socket_.get());
 }
 
 void ReferenceChild::stop() {
@@ -249,14 +252,7 @@ void ReferenceChild::stop() {
 ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
   bool fresh = !process_.running();
   if (fresh) start();
-  std::string line = dump(request) + "\n";
-  size_t sent = 0;
-  while (sent < line.size()) {  // MSG_NOSIGNAL: a dead child is an answer below, not a SIGPIPE
-    ssize_t n = ::send(socket_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
+  (void)write_line(socket_.get(), dump(request));  // a dead child is an answer below
   auto step = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(limits_.seconds));
   // Starting kforge (loading LibTorch) is not the reference's time: the first step begins with the
@@ -264,52 +260,36 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
   auto deadline = std::chrono::steady_clock::now() +
                   (fresh ? std::max<std::chrono::steady_clock::duration>(step, kStartLimit) : step);
   Outcome out;
-  char chunk[65536];
   bool done = false, malformed = false, gone = false;
   while (!done) {
-    for (size_t nl; !done && (nl = buffer_.find('\n')) != std::string::npos;) {
-      json reply = json::parse(buffer_.substr(0, nl), nullptr, false);
-      buffer_.erase(0, nl + 1);
-      if (reply.is_object() && reply.contains("at") && reply["at"].is_string()) {
-        out.at = reply["at"].get<std::string>();
-        deadline = std::chrono::steady_clock::now() + step;
-        if (on_step_) on_step_(out.at);
-      } else if (reply.is_object() && reply.contains("result")) {
-        out.result = reply["result"];
-        done = true;
-      } else if (reply.is_object() && reply.contains("error") && reply["error"].is_object()) {
-        out.error = reply["error"];
-        done = true;
-      } else {
-        malformed = done = true;
-      }
-    }
-    if (done) break;
-    if (buffer_.size() > kMaxReplyBytes) {
-      malformed = true;
-      break;
-    }
-    auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    std::string line;
+    LineReader::Got got = replies_.next(line, deadline);
+    if (got == LineReader::Got::Timeout) {
       out.timed_out = true;
       break;
     }
-    pollfd p{socket_.get(), POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) {
+    if (got == LineReader::Got::TooLong) {  // not a reply but a runaway child
       malformed = true;
       break;
     }
-    if (rc == 0) continue;  // the deadline is checked above
-    ssize_t n = ::read(socket_.get(), chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    if (got == LineReader::Got::Closed) {
       gone = true;  // the child ended without an answer
       break;
     }
-    buffer_.append(chunk, static_cast<size_t>(n));
+    json reply = json::parse(line, nullptr, false);
+    if (reply.is_object() && reply.contains("at") && reply["at"].is_string()) {
+      out.at = reply["at"].get<std::string>();
+      deadline = std::chrono::steady_clock::now() + step;
+      if (on_step_) on_step_(out.at);
+    } else if (reply.is_object() && reply.contains("result")) {
+      out.result = reply["result"];
+      done = true;
+    } else if (reply.is_object() && reply.contains("error") && reply["error"].is_object()) {
+      out.error = reply["error"];
+      done = true;
+    } else {
+      malformed = done = true;
+    }
   }
   if (done && !malformed) return out;  // the child waits for the next request
   socket_.reset();
@@ -318,7 +298,7 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
   if (malformed) throw Error("kforge's reference child sent a malformed reply (a kforge bug)");
   if (gone) {
     if (WIFEXITED(status))
-      throw Error("kforge's reference child (" + exe_ + " __reference) ended with exit code " +
+      throw Error("kforge's reference child (" + join(command_, " ") + ") ended with exit code " +
                   std::to_string(WEXITSTATUS(status)) + " and no answer" +
                   (limits_.memory_bytes > 0
                        ? " (is its memory limit, " + human_size(limits_.memory_bytes) + " from " +
@@ -329,7 +309,7 @@ ReferenceChild::Outcome ReferenceChild::ask(const json& request) {
   return out;
 }
 
-tasks::TaskCheck ReferenceChild::check(const fs::path& file, const tasks::CheckOptions& options) {
+TaskCheck ReferenceChild::check(const fs::path& file, const CheckOptions& options) {
   json req = {{"mode", "check"},
               {"file", file.string()},
               {"dims", selection_name(options.dims)},
@@ -337,19 +317,19 @@ tasks::TaskCheck ReferenceChild::check(const fs::path& file, const tasks::CheckO
               {"timing_runs", options.timing_runs}};
   Outcome o = ask(req);
   if (o.result) {
-    tasks::TaskCheck c = check_from_json(*o.result);
+    TaskCheck c = check_from_json(*o.result);
     for (auto& p : c.problems)  // LibTorch's allocator past RLIMIT_DATA
       if (p.find("can't allocate memory") != std::string::npos)
         p += " (" + memory_note(limits_) + ")";
     return c;
   }
-  tasks::TaskCheck c;
+  TaskCheck c;
   c.task = file.parent_path().filename().string() + "/" + file.stem().string();
   c.problems.push_back(failure(o, file.string(), limits_).what());
   return c;
 }
 
-ShapeFacts ReferenceChild::shape_facts(const tasks::Task& task) {
+ShapeFacts ReferenceChild::shape_facts(const Task& task) {
   Outcome o = ask({{"mode", "shapes"}, {"file", task.file.string()}});
   if (!o.result) throw failure(o, task.file.string(), limits_);
   const json& r = *o.result;
@@ -360,7 +340,7 @@ ShapeFacts ReferenceChild::shape_facts(const tasks::Task& task) {
   if (r.at("outputs").is_array()) {
     f.outputs.emplace();
     for (const auto& out : r["outputs"]) {
-      auto dtype = tasks::parse_dtype(out.at("dtype").get<std::string>());
+      auto dtype = parse_dtype(out.at("dtype").get<std::string>());
       if (!dtype) throw Error("kforge's reference child sent an unknown dtype (a kforge bug)");
       f.outputs->push_back({out.at("sizes").get<std::vector<int64_t>>(), *dtype});
     }
@@ -369,24 +349,22 @@ ShapeFacts ReferenceChild::shape_facts(const tasks::Task& task) {
   return f;
 }
 
-std::vector<compile::TensorInfo> ReferenceChild::task_tensors(const tasks::Task& task) {
-  Outcome o = ask({{"mode", "tensors"}, {"file", task.file.string()}});
+std::vector<OutputInfo> ReferenceChild::outputs(const Task& task) {
+  Outcome o = ask({{"mode", "outputs"}, {"file", task.file.string()}});
   if (!o.result) throw failure(o, task.file.string(), limits_);
   const json& r = *o.result;
   if (r.at("version") != task.content_hash)
     throw Error(task.file.string() + " changed while kforge read it; run the command again");
-  std::vector<compile::TensorInfo> out;
-  for (const auto& t : r.at("tensors")) {
-    auto dtype = tasks::parse_dtype(t.at("dtype").get<std::string>());
+  std::vector<OutputInfo> out;
+  for (const auto& t : r.at("outputs")) {
+    auto dtype = parse_dtype(t.at("dtype").get<std::string>());
     if (!dtype) throw Error("kforge's reference child sent an unknown dtype (a kforge bug)");
-    out.push_back(
-        {t.at("name").get<std::string>(), *dtype,
-         t.at("output").get<bool>() ? compile::TensorRole::Output : compile::TensorRole::Input});
+    out.push_back({t.at("name").get<std::string>(), *dtype, t.at("rank").get<size_t>()});
   }
   return out;
 }
 
-ordered_json check_to_json(const tasks::TaskCheck& c) {
+ordered_json check_to_json(const TaskCheck& c) {
   ordered_json j;
   j["task"] = c.task;
   j["ok"] = c.ok();
@@ -414,20 +392,20 @@ ordered_json check_to_json(const tasks::TaskCheck& c) {
   return j;
 }
 
-tasks::TaskCheck check_from_json(const json& j) {
-  tasks::TaskCheck c;
+TaskCheck check_from_json(const json& j) {
+  TaskCheck c;
   c.task = j.at("task").get<std::string>();
   c.problems = j.at("problems").get<std::vector<std::string>>();
   c.notes = j.at("notes").get<std::vector<std::string>>();
   for (const auto& k : j.at("configs")) {
-    tasks::ConfigResult cr;
-    cr.dims = k.at("dims").get<tasks::Dims>();
+    ConfigResult cr;
+    cr.dims = k.at("dims").get<Dims>();
     cr.timed = k.at("timed").get<bool>();
     cr.error = k.value("error", "");
     cr.reference_ms = k.contains("reference_ms") ? number_or_nan(k, "reference_ms") : 0;
     cr.bytes_moved = number_or_nan(k, "bytes_moved");
     for (const auto& o : k.at("outputs")) {
-      tasks::OutputStats s;
+      OutputStats s;
       s.name = o.at("name").get<std::string>();
       s.shape = o.at("shape").get<std::vector<int64_t>>();
       s.dtype = o.at("dtype").get<std::string>();
@@ -444,61 +422,50 @@ tasks::TaskCheck check_from_json(const json& j) {
   return c;
 }
 
-}  // namespace kforge::cli
-
-namespace kforge::cli {
 namespace {
 
 void send(const json& j) {
-  std::string line = dump(j) + "\n";
-  for (size_t done = 0; done < line.size();) {
-    ssize_t n = ::send(kReplyFd, line.data() + done, line.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ::_exit(3);  // kforge is gone
-    done += static_cast<size_t>(n);
-  }
+  if (!write_line(kReplyFd, dump(j))) ::_exit(3);  // kforge is gone
 }
 
 json run_request(const json& req) {
   send({{"at", kCompiling}});  // started: the parent's clock for the first step begins here
   std::string mode = req.at("mode").get<std::string>();
-  tasks::Task task = tasks::load_task(req.at("file").get<std::string>());
+  Task task = load_task(req.at("file").get<std::string>());
   if (mode == "check") {
-    tasks::CheckOptions opt;
+    CheckOptions opt;
     std::string dims = req.at("dims").get<std::string>();
-    opt.dims = dims == "timed" ? tasks::DimsSelection::Timed
-               : dims == "all" ? tasks::DimsSelection::All
-                               : tasks::DimsSelection::Check;
+    opt.dims = dims == "timed" ? DimsSelection::Timed
+               : dims == "all" ? DimsSelection::All
+                               : DimsSelection::Check;
     opt.seed = req.at("seed").get<uint64_t>();
     opt.timing_runs = req.at("timing_runs").get<int>();
     opt.on_config = [](const std::string& where) { send({{"at", "on " + where}}); };
-    return check_to_json(tasks::check_task(task, opt));
+    return check_to_json(check_task(task, opt));
   }
-  tasks::Reference ref = tasks::Reference::compile(task);
+  Reference ref = Reference::compile(task);
   json r = {{"version", task.content_hash}, {"output_count", ref.output_count()}};
   if (mode == "shapes") {
-    send({{"at", "on timed dims (" + tasks::format_dims(task.dims) + ")"}});
-    auto outs = tasks::output_shapes(task, ref, task.dims);
-    auto bytes = tasks::bytes_that_must_move(task, ref, task.dims);
+    send({{"at", "on timed dims (" + format_dims(task.dims) + ")"}});
+    auto outs = output_shapes(task, ref, task.dims);
+    auto bytes = bytes_that_must_move(task, ref, task.dims);
     r["outputs"] = nullptr;
     if (outs) {
       r["outputs"] = json::array();
       for (const auto& o : *outs)
-        r["outputs"].push_back({{"sizes", o.sizes}, {"dtype", tasks::dtype_name(o.dtype)}});
+        r["outputs"].push_back({{"sizes", o.sizes}, {"dtype", dtype_name(o.dtype)}});
     }
     r["bytes"] = bytes ? json(*bytes) : json(nullptr);
     return r;
   }
-  if (mode == "tensors") {
-    tasks::Dims smallest = task.dims;  // where describe_outputs runs it
-    for (const tasks::Dims& d : task.check_dims)
+  if (mode == "outputs") {
+    Dims smallest = task.dims;  // where describe_outputs runs it
+    for (const Dims& d : task.check_dims)
       if (task.input_bytes(d) < task.input_bytes(smallest)) smallest = d;
-    send({{"at", "on dims (" + tasks::format_dims(smallest) + "), the smallest configuration"}});
-    r["tensors"] = json::array();
-    for (const auto& t : compile::task_tensors(task, ref))
-      r["tensors"].push_back({{"name", t.name},
-                              {"dtype", tasks::dtype_name(t.dtype)},
-                              {"output", t.role == compile::TensorRole::Output}});
+    send({{"at", "on dims (" + format_dims(smallest) + "), the smallest configuration"}});
+    r["outputs"] = json::array();
+    for (const OutputInfo& o : describe_outputs(task, ref))
+      r["outputs"].push_back({{"name", o.name}, {"dtype", dtype_name(o.dtype)}, {"rank", o.rank}});
     return r;
   }
   throw std::runtime_error("unknown __reference mode '" + mode + "'");
@@ -529,33 +496,15 @@ void answer(const std::string& request) {
   }
 }
 
-// The child: requests in, answers out, one JSON line each on fd 3, until kforge hangs up.
-int run_reference_worker() {
+}  // namespace
+
+void serve_reference_requests() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with kforge
   if (::getppid() == 1) ::_exit(127);  // kforge ended before that was set
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
-      std::string request = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      answer(request);
-    }
-    ssize_t n = ::read(kReplyFd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    buf.append(chunk, static_cast<size_t>(n));
-  }
+  LineReader requests(kReplyFd);       // kforge's own requests: no cap
+  for (std::string request; requests.next(request) == LineReader::Got::Line;) answer(request);
   std::fflush(nullptr);
   ::_exit(0);  // LibTorch's teardown is of no use here
 }
 
-}  // namespace
-
-void add_reference_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("__reference", "");
-  cmd->group("");  // hidden: kforge runs it, people do not
-  cmd->callback([&exit_code] { exit_code = run_reference_worker(); });
-}
-
-}  // namespace kforge::cli
+}  // namespace kforge::tasks

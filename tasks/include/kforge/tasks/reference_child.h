@@ -1,11 +1,11 @@
 // A task's reference run in a child process under a time and memory limit, for the commands that
 // run references on the CPU (`tasks check`, `tasks show`, `compile --task`): a reference that
 // never returns, or eats the machine, fails its task with a message naming the file instead of
-// hanging the command. The child is this kforge binary again, in the hidden `__reference` mode
-// (docs/decisions.md, "References in a child process").
+// hanging the command. The child is the kforge binary again, in the hidden `__reference` mode,
+// which serves requests with serve_reference_requests() (docs/decisions.md, "References in a
+// child process").
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "kforge/common/line_channel.h"
 #include "kforge/common/process.h"
-#include "kforge/compile/plan.h"
 #include "kforge/tasks/check.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
 
-namespace kforge::cli {
+namespace kforge::tasks {
 
 // Defaults of the per-step time limit: `tasks check` gives each dims configuration (and the
 // reference's compile) this long; `tasks show` and `compile --task` only need output shapes.
@@ -43,7 +43,7 @@ ReferenceLimits reference_limits(const std::optional<std::string>& flag, double 
 // bytes that must move at the timed dims (nullopt where the meta device cannot tell).
 struct ShapeFacts {
   size_t output_count = 1;
-  std::optional<std::vector<tasks::TensorShape>> outputs;
+  std::optional<std::vector<TensorShape>> outputs;
   std::optional<double> bytes;
 };
 
@@ -52,18 +52,19 @@ struct ShapeFacts {
 // killed and the next request starts a fresh one. Not thread-safe.
 class ReferenceChild {
  public:
-  explicit ReferenceChild(ReferenceLimits limits);
+  // `command` starts a child (argv); default: this binary in kReferenceMode.
+  explicit ReferenceChild(ReferenceLimits limits, std::vector<std::string> command = {});
   ~ReferenceChild();
   ReferenceChild(const ReferenceChild&) = delete;
   ReferenceChild& operator=(const ReferenceChild&) = delete;
 
   // `kforge tasks check` of one task file on the CPU. A reference past a limit, or one that kills
   // its process, is a problem of that task; a malformed file is one too.
-  tasks::TaskCheck check(const std::filesystem::path& file, const tasks::CheckOptions& options);
+  TaskCheck check(const std::filesystem::path& file, const CheckOptions& options);
   // Throw InputError (the task's file, field "reference") when the reference passes a limit or
   // crashes, else what the reference's run would have thrown in this process.
-  ShapeFacts shape_facts(const tasks::Task& task);
-  std::vector<compile::TensorInfo> task_tensors(const tasks::Task& task);  // compile::task_tensors
+  ShapeFacts shape_facts(const Task& task);
+  std::vector<OutputInfo> outputs(const Task& task);  // describe_outputs, run in the child
   // Called with each step the child starts ("on the check dims (N=4)"), e.g. to show progress.
   void on_step(std::function<void(const std::string& step)> hook) { on_step_ = std::move(hook); }
 
@@ -74,18 +75,21 @@ class ReferenceChild {
   void start();
   void stop();
   ReferenceLimits limits_;
-  std::string exe_;
+  std::vector<std::string> command_;
   Process process_;
   UniqueFd socket_;  // both ways: requests in, JSON lines out
-  std::string buffer_;
+  LineReader replies_;
   std::function<void(const std::string&)> on_step_;
 };
 
 // A TaskCheck as `tasks check --json` prints it, and back.
-nlohmann::ordered_json check_to_json(const tasks::TaskCheck& c);
-tasks::TaskCheck check_from_json(const nlohmann::json& j);
+nlohmann::ordered_json check_to_json(const TaskCheck& c);
+TaskCheck check_from_json(const nlohmann::json& j);
 
-// The hidden `kforge __reference` mode the children run in.
-void add_reference_command(CLI::App& app, int& exit_code);
+// The hidden kforge mode the children run in, and what it runs: requests in and answers out, one
+// JSON line each on descriptor 3, until kforge hangs up; then the process exits (0), without
+// LibTorch's teardown.
+inline constexpr const char* kReferenceMode = "__reference";
+[[noreturn]] void serve_reference_requests();
 
-}  // namespace kforge::cli
+}  // namespace kforge::tasks
