@@ -13,6 +13,7 @@
 #include "kforge/compile/nvrtc.h"
 #include "kforge/compile/plan.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_cache.h"
 #include "kforge/verify/protocol.h"
 
 namespace kforge::evolve {
@@ -145,15 +146,8 @@ std::future<std::vector<Checked>> Evaluator::check_async(Proposal p, int points)
   return result;
 }
 
-const std::vector<compile::TensorInfo>& Evaluator::task_tensors(const tasks::Task& task) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = tensors_.find(task.content_hash);
-  if (it == tensors_.end())
-    it = tensors_
-             .emplace(task.content_hash,
-                      compile::task_tensors(task, tasks::Reference::compile(task)))
-             .first;
-  return it->second;
+std::vector<compile::TensorInfo> Evaluator::task_tensors(const tasks::Task& task) {
+  return compile::task_tensors(task, tasks::shared_references().outputs(task));
 }
 
 Checked Evaluator::check(Proposal p) {

@@ -7,6 +7,7 @@
 
 #include "kforge/common/hash.h"
 #include "kforge/compile/answer.h"
+#include "kforge/tasks/reference_cache.h"
 
 namespace kforge::evolve {
 
@@ -66,16 +67,10 @@ std::string role_of(PromptKind kind) {
 
 std::function<std::vector<Proposal>()> LlmProposer::prepare(
     const Ask& ask, const std::shared_ptr<const tasks::Task>& task, archive::Archive& archive) {
-  const tasks::Reference* reference;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& r = references_[task->content_hash];
-    if (!r) r = std::make_unique<tasks::Reference>(tasks::Reference::compile(*task));
-    reference = r.get();
-  }
+  std::shared_ptr<const tasks::Reference> reference = tasks::shared_references().reference(*task);
   PromptInputs in;
   in.task = task.get();
-  in.reference = reference;
+  in.reference = reference.get();
   in.archive = &archive;
   if (ask.parent) in.parent = archive::CandidateId{*ask.parent};
   if (ask.second_parent) in.second_parent = archive::CandidateId{*ask.second_parent};

@@ -21,6 +21,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_cache.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/outcome.h"
 #include "kforge/verify/protocol.h"
@@ -569,22 +570,15 @@ class JobRunner {
     return {{"verdict", verify::to_json(v)}};
   }
 
-  const std::vector<compile::TensorInfo>& tensors(const tasks::Task& task) {
-    auto it = tensors_.find(task.content_hash);
-    if (it == tensors_.end()) {
-      if (tensors_.size() >= 64) tensors_.clear();  // a parent sending ever new tasks
-      it = tensors_
-               .emplace(task.content_hash,
-                        compile::task_tensors(task, tasks::Reference::compile(task)))
-               .first;
-    }
-    return it->second;
+  // Its outputs from the process's cache of references (bounded: a parent may send ever new
+  // tasks).
+  std::vector<compile::TensorInfo> tensors(const tasks::Task& task) {
+    return compile::task_tensors(task, tasks::shared_references().outputs(task));
   }
 
   const GpuWorkerOptions& options_;
   Gpu& gpu_;
   compile::Compiler compiler_;
-  std::map<std::string, std::vector<compile::TensorInfo>> tensors_;  // by content hash
 };
 
 }  // namespace

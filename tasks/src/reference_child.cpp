@@ -20,6 +20,7 @@
 #include "kforge/common/line_channel.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/strings.h"
+#include "kforge/tasks/reference_cache.h"
 
 namespace kforge::tasks {
 namespace {
@@ -443,7 +444,8 @@ json run_request(const json& req) {
     opt.on_config = [](const std::string& where) { send({{"at", "on " + where}}); };
     return check_to_json(check_task(task, opt));
   }
-  Reference ref = Reference::compile(task);
+  std::shared_ptr<const Reference> compiled = shared_references().reference(task);
+  const Reference& ref = *compiled;
   json r = {{"version", task.content_hash}, {"output_count", ref.output_count()}};
   if (mode == "shapes") {
     send({{"at", "on timed dims (" + format_dims(task.dims) + ")"}});

@@ -58,9 +58,9 @@ Verdict admit_candidate(Judge& judge, const tasks::Task& task, const std::string
     v.summary = "admission: the task's constraints leave no dims configuration that was not shown";
     return v;
   }
-  tasks::Reference ref = tasks::Reference::compile(*unseen);
   compile::CandidateReport report = compile::check_candidate(
-      *unseen, compile::task_tensors(*unseen, ref), source, plan, tunables, facts, compiler);
+      *unseen, compile::task_tensors(*unseen, tasks::shared_references().outputs(*unseen)), source,
+      plan, tunables, facts, compiler);
   Verdict v = judge.admit(*unseen, report);
   if (!report.ok()) v.summary = "admission on unseen dims: " + v.summary;
   return v;

@@ -18,6 +18,7 @@
 
 #include "kforge/compile/candidate.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_cache.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/compare.h"
@@ -50,7 +51,9 @@ struct Judge::Session {
     Clock::time_point at;
   };
   std::map<std::string, Timed> baselines;  // by task version, dims and math mode
-  std::map<std::string, std::unique_ptr<tasks::Reference>> references;  // by task version
+  // The references this judge runs and times: its own cache, never the process's
+  // (tasks/reference_cache.h); unbounded, so a reference lives as long as the session.
+  tasks::ReferenceCache references;
   std::map<std::string, parts::CompiledBaseline> compiled;  // by task version and input shapes
 
   TimingGate& gate(int device) {
@@ -58,11 +61,7 @@ struct Judge::Session {
     return *gate_;
   }
   // A task's reference, compiled once per judge session (the dims do not change the code).
-  const tasks::Reference& reference(const tasks::Task& task) {
-    std::unique_ptr<tasks::Reference>& r = references[task.content_hash];
-    if (!r) r = std::make_unique<tasks::Reference>(tasks::Reference::compile(task));
-    return *r;
-  }
+  const tasks::Reference& reference(const tasks::Task& task) { return *references.reference(task); }
 };
 
 namespace parts {

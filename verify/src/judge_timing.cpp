@@ -113,6 +113,8 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
 
 Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& options) {
   Driver::get().require("timing baselines");
+  // A reference of its own, not a cache's: the executor it times as eager and scripted starts
+  // fresh, so that the baselines depend on nothing else that ran (tasks/reference_cache.h).
   tasks::Reference ref = tasks::Reference::compile(task);
   std::vector<std::vector<torch::Tensor>> pool;
   uint64_t seed = options.seed.value_or(1);

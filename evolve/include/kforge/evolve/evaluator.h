@@ -124,10 +124,11 @@ class Evaluator {
   Evaluator(EvaluatorOptions options, Gpu* gpu);
   ~Evaluator();
 
-  // The task's output tensors (its reference compiled once per task version), on the calling
-  // thread; check() on a pool thread then finds them ready.
+  // The task's output tensors (its reference compiled once per task version, in
+  // tasks::shared_references()), on the calling thread; check() on a pool thread then finds them
+  // ready.
   void prepare(const tasks::Task& task) { (void)task_tensors(task); }
-  const std::vector<compile::TensorInfo>& task_tensors(const tasks::Task& task);
+  std::vector<compile::TensorInfo> task_tensors(const tasks::Task& task);
   // Thread-safe.
   Checked check(Proposal p);
   // check() and tune_points() on the evaluator's compile threads (options.compiler.workers of
@@ -168,7 +169,6 @@ class Evaluator {
   Gpu* gpu_;
   std::unique_ptr<compile::Compiler> compiler_;
   std::mutex mutex_;
-  std::map<std::string, std::vector<compile::TensorInfo>> tensors_;  // by task content hash
   std::unique_ptr<archive::Archive> archive_;
   std::map<std::string, int64_t> device_ids_;  // by uuid
   class Pool;

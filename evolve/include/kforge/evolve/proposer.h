@@ -114,8 +114,6 @@ class LlmProposer {
   std::string answer_format_, device_;
   std::optional<PromptGpu> gpu_;
   std::optional<int64_t> device_id_;
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<tasks::Reference>> references_;  // by task content hash
   mutable std::mutex spent_mutex_;
   LlmSpent spent_;
   std::map<std::string, LlmSpent> by_task_;
