@@ -10,6 +10,7 @@
 #include <ostream>
 #include <set>
 
+#include "database_of.h"
 #include "evaluation_columns.h"
 #include "gzip_input.h"
 #include "import_check.h"
@@ -73,7 +74,7 @@ void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineC
   t.summary = op + " (imported from " + source_name + ")";
   t.tags = {"imported"};
   t.content_hash = "imported";
-  Transaction line(ar.db());
+  Transaction line(detail::database_of(ar));
   NewCandidate c;
   c.task = ar.upsert_task(t);
   c.source = source;
@@ -88,7 +89,8 @@ void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineC
                         "CUDA_Speedup_Compile", "Correct", "Max_Diff", "Error"})
     if (j.contains(k)) c.imported_claims[k] = j[k];
   c.imported_claims["source"] = source_name;
-  Statement known = ar.db().prepare("SELECT 1 FROM candidates WHERE task_id = ? AND identity = ?");
+  Statement known = detail::database_of(ar).prepare(
+      "SELECT 1 FROM candidates WHERE task_id = ? AND identity = ?");
   known.bind(1, c.task.value).bind(2, c.identity);
   ++(known.step() ? report.known_candidates : report.new_candidates);
   ar.add_candidate(c, std::nullopt, {});
