@@ -2,7 +2,7 @@
 // (correct, admitted unless asked otherwise, unflagged, judged on one of the architectures asked,
 // by this harness version; the fastest) is compiled again by NVRTC for every architecture asked (a
 // cubin each, and PTX), and a source package is written around the images: a plain C++ API whose
-// launch code is generated from the launch plan and calls export/runtime/kforge_launch.h (the same
+// launch code is generated from the launch plan and calls common/launch/kforge_launch.h (the same
 // semantics kforge's runner uses), PyTorch ops, a Python package, tests, a benchmark and a
 // manifest.
 #pragma once
