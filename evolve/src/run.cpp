@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kforge/archive/run_log.h"
+#include "kforge/archive/winner.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/compile/answer.h"
@@ -385,8 +386,9 @@ class Loop {
     return j;
   }
 
-  // A judged candidate joins the population when correct; the best when it is faster and
-  // admitted (or admission is off) and unflagged.
+  // A judged candidate joins the population when correct; the best when it is a winner (the one
+  // rule, archive/winner.h: unflagged, and admitted unless admission is off) and faster than the
+  // best so far (on equal times the one judged first stays).
   void accept(TaskState& s, const Checked& c, int64_t id, const Judgment& j, int island) {
     if (j.outcome != verify::Outcome::Correct || !j.time_ms) {
       ++s.status.failed;
@@ -400,7 +402,9 @@ class Loop {
              cell_of(features_of(c.report)),
              island};
     s.members.push_back(m);
-    bool wins = !j.flagged && (j.admitted || !config_.admit);
+    // The loop's own judgment: made by kforge, not an imported claim.
+    bool wins = archive::is_winner({/*correct=*/true, /*timed=*/true, j.flagged, j.admitted},
+                                   /*admission_required=*/config_.admit);
     if (wins && (!s.best || m.time_ms < s.best->time_ms)) {
       s.best = m;
       s.status.best = id;
