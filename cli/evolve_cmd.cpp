@@ -122,14 +122,6 @@ void check_number_flags(const EvolveArgs& a) {
   }
 }
 
-// " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
-// "" when it served none.
-std::string cached_share(int64_t in, int64_t cache_read) {
-  if (cache_read <= 0 || in <= 0) return "";
-  double percent = 100.0 * static_cast<double>(std::min(cache_read, in)) / static_cast<double>(in);
-  return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
-}
-
 // What the batch folder of --model batch:DIR holds: the requests' format and the answers'.
 struct BatchFormat {
   std::string requests, answers;

@@ -15,14 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
-// "" when it served none.
-std::string cached_share(int64_t in, int64_t cache_read) {
-  if (cache_read <= 0 || in <= 0) return "";
-  double percent = 100.0 * static_cast<double>(std::min(cache_read, in)) / static_cast<double>(in);
-  return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
-}
-
 std::string ms_or_dash(const std::optional<double>& v) {
   return v ? fixed(*v, 4) : "-";
 }
@@ -80,6 +72,12 @@ std::string spend(const archive::RunReport& r) {
 }
 
 }  // namespace
+
+std::string cached_share(int64_t in, int64_t cache_read) {
+  if (cache_read <= 0 || in <= 0) return "";
+  double percent = 100.0 * static_cast<double>(std::min(cache_read, in)) / static_cast<double>(in);
+  return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
+}
 
 std::string report_markdown(const archive::RunReport& r) {
   std::ostringstream md;

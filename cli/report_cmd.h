@@ -10,6 +10,10 @@
 
 namespace kforge::cli {
 
+// " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
+// "" when it served none (the report's and kforge evolve's closing line).
+std::string cached_share(int64_t in, int64_t cache_read);
+
 // The report's markdown.
 std::string report_markdown(const archive::RunReport& r);
 

@@ -77,6 +77,39 @@ bool has(const std::string& s, const std::string& part) {
 
 const char* kModel = "[[models]]\nmodel = \"openai:x\"\n";
 
+// The docs' examples are configs users copy: every TOML block of docs/llm-config.md and the
+// README's LLM example loads, and each model gets an endpoint of the API its provider names.
+TEST(Configs, EveryLlmConfigExampleInTheDocsLoads) {
+  TempDir dir;
+  int examples = 0;
+  for (const char* doc : {"docs/llm-config.md", "README.md"}) {
+    std::ifstream in(kforge::test::source_dir() / doc);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t at = text.find("```toml\n"); at != std::string::npos;
+         at = text.find("```toml\n", at + 1)) {
+      size_t begin = at + 8, end = text.find("```", begin);
+      std::string block = text.substr(begin, end - begin);
+      if (block.find("[[models]]") == std::string::npos) continue;  // a run config, or a fragment
+      ++examples;
+      auto path = dir.write("example-" + std::to_string(examples) + ".toml", block).string();
+      try {
+        ev::LlmConfig cfg = ev::load_llm_config(path);
+        for (const ev::ModelConfig& m : cfg.models) {
+          ev::Endpoint e = cfg.endpoint(m);
+          EXPECT_FALSE(e.model.empty()) << doc << ": " << m.spec;
+          if (e.wire.thinking_budget > 0) {
+            EXPECT_LT(e.wire.thinking_budget, m.max_tokens) << doc << ": " << m.spec;
+          }
+        }
+      } catch (const kforge::Error& e) {
+        ADD_FAILURE() << doc << ", the example at byte " << at << ": " << e.what() << "\n" << block;
+      }
+    }
+  }
+  EXPECT_GE(examples, 9) << "an example per provider (OpenAI, Anthropic, vLLM, SGLang, Ollama, "
+                            "llama.cpp, OpenRouter, Gemini)";
+}
+
 TEST(Configs, LlmConfigIntegersAreRangeCheckedBeforeNarrowing) {
   TempDir dir;
   for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{

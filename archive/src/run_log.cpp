@@ -1,5 +1,7 @@
 #include "kforge/archive/run_log.h"
 
+#include "kforge/archive/winner.h"
+
 #include <algorithm>
 
 #include "database_of.h"
@@ -119,9 +121,13 @@ std::vector<StartingKernel> RunLog::starting_kernels(const tasks::Task& task, si
   Statement s = db.prepare(
       "SELECT c.source, c.plan, c.tunables, c.id, MIN(e.time_ms) AS t FROM candidates c JOIN "
       "tasks k ON k.id = c.task_id JOIN evaluations e ON e.candidate_id = c.id WHERE k.suite = ? "
-      "AND k.name = ? AND k.version = ? AND e.outcome = 'correct' AND e.time_ms IS NOT NULL AND "
-      "c.verified = 1 AND e.import_trust IS NOT 'claimed' AND (?5 IS NULL OR c.run_id IS NULL OR "
-      "c.run_id != ?5) GROUP BY c.source, c.plan ORDER BY t LIMIT ?4");
+      "AND k.name = ? AND k.version = ? AND " +
+      // The one winner rule, admission aside: the loop judges a starting kernel again with
+      // admission; a flagged one does not start.
+      winner_condition(/*admitted=*/false) +
+      " AND (?5 IS NULL OR c.run_id IS NULL OR c.run_id != ?5) GROUP BY c.source, c.plan ORDER BY "
+      "t "
+      "LIMIT ?4");
   s.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
   s.bind(4, static_cast<int64_t>(limit));
   if (outside)
