@@ -317,6 +317,10 @@ class Compiler::Workers {
     }
     s.to_child = std::move(in.write);
     s.from_child = std::move(out.read);
+    // The child's ends are the child's: a worker that dies before its hello is seen at once (the
+    // pipe closes), not when the hello's deadline passes.
+    in.read.reset();
+    out.write.reset();
     s.from_child_lines.reset(s.from_child.get());
     std::string hello;
     if (s.from_child_lines.next(hello, std::chrono::steady_clock::now() +
