@@ -51,16 +51,10 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return bytes;
 }
 
-std::string trim(const std::string& s) {
-  size_t begin = s.find_first_not_of(" \t\r\n"), end = s.find_last_not_of(" \t\r\n");
-  return begin == std::string::npos ? "" : s.substr(begin, end - begin + 1);
-}
-
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* r = static_cast<HttpReply*>(user);
   std::string line(data, size * n);
-  std::string lower = line;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string lower = lower_ascii(line);
   if (lower.rfind("retry-after:", 0) == 0) {
     // A number of seconds (backoff() caps it at max_delay, "inf" and 1e300 included) or an
     // HTTP-date; garbage, NaN or a negative value: none (the exponential backoff).
@@ -178,9 +172,7 @@ Endpoint endpoint_from_spec(const std::string& spec) {
 }
 
 bool is_http_url(const std::string& url) {
-  std::string lower;
-  for (char c : url.substr(0, 8))
-    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string lower = lower_ascii(url.substr(0, 8));
   size_t host = lower.rfind("https://", 0) == 0 ? 8 : lower.rfind("http://", 0) == 0 ? 7 : 0;
   return host && url.size() > host && url[host] != '/';
 }
@@ -219,11 +211,6 @@ int64_t token_count(const json& usage, const char* field, std::string& problem) 
   }
   if (problem.empty()) problem = "the reply's usage is not a token count: " + said;
   return 0;
-}
-
-std::string lower_ascii(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // An OpenAI message's content: a string, or a list of parts whose text parts are joined.

@@ -204,8 +204,7 @@ std::string anthropic_assembled(const std::vector<Event>& events) {
 }  // namespace
 
 bool is_event_stream(const std::string& content_type, const std::string& body) {
-  std::string type = content_type;
-  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string type = lower_ascii(content_type);
   if (type.find("text/event-stream") != std::string::npos) return true;
   size_t at = body.find_first_not_of(" \t\r\n");
   if (at == std::string::npos) return false;

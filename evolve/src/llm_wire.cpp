@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kforge/common/secrets.h"
+#include "kforge/common/strings.h"
 #include "kforge/evolve/llm.h"
 
 namespace kforge::evolve {
@@ -64,11 +65,6 @@ json anthropic_body(const Endpoint& e, const ChatRequest& r, bool stream) {
   return body;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool identifier_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
@@ -91,7 +87,7 @@ bool says_refused(const std::string& message) {
                                  "unrecognised",     "unknown",          "extra inputs",
                                  "only the default", "may only be set",  "cannot be used",
                                  "can only be",      "is not available", "no longer supported"};
-  std::string m = lower(message);
+  std::string m = lower_ascii(message);
   return std::any_of(std::begin(kWords), std::end(kWords),
                      [&](const char* w) { return m.find(w) != std::string::npos; });
 }

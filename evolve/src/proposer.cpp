@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kforge/common/hash.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
 #include "kforge/tasks/reference_cache.h"
 
@@ -199,8 +200,7 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
     p.source =
         r.text;  // what the model said instead, kept as the candidate's evidence (or the ideas)
     p.answer_error = e.what();
-    std::string reason = r.finish_reason;
-    for (char& c : reason) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string reason = lower_ascii(r.finish_reason);
     if (reason == "length" || reason == "max_tokens")
       *p.answer_error +=
           " [finish_reason: " + r.finish_reason + ": the answer was cut at max_tokens]";

@@ -15,6 +15,8 @@ bool is_identifier(const std::string& s);
 std::string format_shape(const std::vector<int64_t>& sizes);
 // Without leading and trailing spaces, tabs and line breaks.
 std::string trim(const std::string& s);
+// `s` with ASCII letters in lower case (HTTP header names, finish reasons, content types).
+std::string lower_ascii(std::string s);
 // "a:b::c" split at ':' -> {"a", "b", "", "c"}
 std::vector<std::string> split(const std::string& s, char sep);
 // {"a", "b"} joined with ", " -> "a, b"
