@@ -114,7 +114,7 @@ def main():
             plain_ms, _ = median_ms(torch, script, pool, slots, flush, optimize=False)
             optimized_ms, _ = median_ms(torch, script, pool, slots, flush, optimize=True)
         judged = entry.get("judged") or {}
-        recorded = judged.get("eager_ms")
+        recorded = (judged.get("baselines") or {}).get("eager")
         row = {"task": entry["task"], "dims": config["dims"], "runs": runs, "python_eager_ms": python_ms,
                "script_unoptimized_ms": plain_ms, "script_optimized_ms": optimized_ms,
                "recorded_eager_ms": recorded}

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "archive_cmd.h"
+#include "baseline_columns.h"
 #include "commands.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/strings.h"
@@ -20,18 +21,20 @@ std::string ms(double v) {
   return fixed(v, 3);
 }
 
-std::string speedup(double v) {
-  return fixed(v, 2) + "x";
-}
-
-// " (torch.compile not measured: why)" where a timed evaluation's judge said why it has no
-// torch.compile time; "" otherwise.
-std::string compiled_absent(const json& e) {
-  if (!e["speedup_compiled"].is_null() || !e["evidence"].is_object()) return "";
-  const json timing = e["evidence"].value("timing", json());
-  if (!timing.is_object() || !timing.value("compiled_absent", json()).is_string()) return "";
-  std::string why = timing["compiled_absent"].get<std::string>();
-  return why.empty() ? "" : " (torch.compile not measured: " + why + ")";
+// "vs eager 1.50x, vs scripted 1.40x, vs compile - (not measured: why), ..., vs best 1.20x": an
+// evaluation's speedups over each kind of baseline and over the best, with why a kind has none
+// where its judge said.
+std::string versus(const json& e) {
+  BaselineTimes b = BaselineTimes::from_json(e.value("baselines", json()));
+  std::optional<double> time =
+      e["time_ms"].is_number() ? std::optional<double>(e["time_ms"].get<double>()) : std::nullopt;
+  std::vector<std::string> cells = speedup_cells(b, time, "x"), parts;
+  for (size_t i = 0; i < baseline_kinds().size(); ++i) {
+    std::string why = b.absent(baseline_kinds()[i].kind);
+    parts.push_back("vs " + std::string(baseline_kinds()[i].label) + " " + cells[i] +
+                    (cells[i] == "-" && !why.empty() ? " (not measured: " + why + ")" : ""));
+  }
+  return join(parts, ", ") + ", vs " + std::string(kBestBaselineLabel) + " " + cells.back();
 }
 
 json require_candidate(archive::Archive& ar, int64_t id) {
@@ -73,12 +76,8 @@ std::string candidate_text(const json& c) {
         << cr["resources"].dump() << "\n";
   for (const auto& e : c["evaluations"])
     out << "  evaluation " << e["outcome"].get<std::string>() << " " << e["flags"].dump()
-        << " time " << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>()))
-        << " ms, vs eager "
-        << (e["speedup_eager"].is_null() ? "-" : speedup(e["speedup_eager"].get<double>()))
-        << ", vs compile "
-        << (e["speedup_compiled"].is_null() ? "-" : speedup(e["speedup_compiled"].get<double>()))
-        << compiled_absent(e) << ", harness v" << e["harness_version"]
+        << " time " << (e["time_ms"].is_null() ? "-" : ms(e["time_ms"].get<double>())) << " ms, "
+        << versus(e) << ", harness v" << e["harness_version"]
         << (e["import"].is_null() ? ""
             : e["import"]["trust"] == "trusted"
                 ? " (trusted import)"

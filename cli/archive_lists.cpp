@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "archive_cmd.h"
+#include "baseline_columns.h"
 #include "commands.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/task.h"
@@ -18,32 +19,47 @@ namespace {
 
 using nlohmann::json;
 
+// A results row's baselines and kernel time (Archive::results' shape).
+BaselineTimes baselines_of(const json& r) {
+  return BaselineTimes::from_json(r.value("baselines", json()));
+}
+
+std::optional<double> time_of(const json& r) {
+  return r["time_ms"].is_number() ? std::optional<double>(r["time_ms"].get<double>())
+                                  : std::nullopt;
+}
+
 // "Geometric mean over the 58 of 61 tasks with a kernel: 1.42x eager, 1.40x scripted, 1.05x compile
-// (over 57); median roofline 61%."
+// (over 57), ..., 1.02x best; median roofline 61%." A kind may be missing where others are not:
+// its mean says over how many.
 std::string results_summary(const json& rows) {
-  double log_eager = 0, log_scripted = 0, log_compiled = 0;
-  size_t with = 0, scripted = 0, compiled = 0;
+  std::vector<std::string> labels = baseline_labels(true);
+  std::vector<double> log_sum(labels.size(), 0);
+  std::vector<size_t> count(labels.size(), 0);
+  size_t with = 0;
   std::vector<double> roofline;
   for (const auto& r : rows) {
-    if (!r["speedup_eager"].is_number()) continue;
-    ++with, log_eager += std::log(r["speedup_eager"].get<double>());
-    if (r["speedup_scripted"].is_number() && r["speedup_scripted"].get<double>() > 0)
-      ++scripted, log_scripted += std::log(r["speedup_scripted"].get<double>());
-    if (r["speedup_compiled"].is_number() && r["speedup_compiled"].get<double>() > 0)
-      ++compiled, log_compiled += std::log(r["speedup_compiled"].get<double>());
+    BaselineTimes b = baselines_of(r);
+    std::optional<double> best = b.best_speedup(time_of(r));
+    if (!best) continue;
+    ++with;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      std::optional<double> x =
+          i + 1 < labels.size() ? b.speedup(baseline_kinds()[i].kind, time_of(r)) : best;
+      if (x && *x > 0) ++count[i], log_sum[i] += std::log(*x);
+    }
     if (r["roofline_fraction"].is_number())
       roofline.push_back(r["roofline_fraction"].get<double>());
   }
   if (with == 0) return "No task has a kernel here yet.\n";
-  std::string out =
-      "Geometric mean over the " + std::to_string(with) + " of " + std::to_string(rows.size()) +
-      " tasks with a kernel: " + fixed(std::exp(log_eager / static_cast<double>(with)), 2) +
-      "x eager";
-  if (scripted > 0)
-    out += ", " + fixed(std::exp(log_scripted / static_cast<double>(scripted)), 2) + "x scripted";
-  if (compiled > 0)  // torch.compile's time may be missing where eager's is not: say over how many
-    out += ", " + fixed(std::exp(log_compiled / static_cast<double>(compiled)), 2) + "x compile" +
-           (compiled < with ? " (over " + std::to_string(compiled) + ")" : "");
+  std::vector<std::string> means;
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (count[i] > 0)
+      means.push_back(fixed(std::exp(log_sum[i] / static_cast<double>(count[i])), 2) + "x " +
+                      labels[i] +
+                      (count[i] < with ? " (over " + std::to_string(count[i]) + ")" : ""));
+  std::string out = "Geometric mean over the " + std::to_string(with) + " of " +
+                    std::to_string(rows.size()) + " tasks with a kernel: " + join(means, ", ");
   if (!roofline.empty()) {
     std::sort(roofline.begin(), roofline.end());
     out += "; median roofline fraction " + fixed(100 * roofline[roofline.size() / 2], 0) + "%";
@@ -55,13 +71,6 @@ std::string ms(const std::optional<double>& v) {
   if (!v) return "-";
   std::ostringstream os;
   os << std::fixed << std::setprecision(3) << *v;
-  return os.str();
-}
-
-std::string speedup(const std::optional<double>& v) {
-  if (!v) return "-";
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(2) << *v << "x";
   return os.str();
 }
 
@@ -77,11 +86,18 @@ int print_summaries(const std::vector<archive::KernelSummary>& ks, bool as_json,
     std::cout << empty << "\n";
     return kExitOk;
   }
-  Table t({"ID", "TASK", "OUTCOME", "BEST MS", "VS EAGER", "MODEL", "KIND", "VERIFIED"});
-  for (const auto& k : ks)
-    t.add({std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms), speedup(k.speedup_eager),
-           k.model.empty() ? "-" : k.model, k.prompt_kind.empty() ? "-" : k.prompt_kind,
-           k.verified ? "yes" : "no (imported)"});
+  std::vector<std::string> head = {"ID", "TASK", "OUTCOME", "BEST MS"};
+  for (const std::string& label : baseline_labels(true)) head.push_back("x " + heading(label));
+  for (const char* h : {"MODEL", "KIND", "VERIFIED"}) head.push_back(h);
+  Table t(head);
+  for (const auto& k : ks) {
+    std::vector<std::string> row = {std::to_string(k.id.value), k.task, k.outcome, ms(k.time_ms)};
+    for (std::string& x : speedup_cells(k.baselines, k.time_ms, "x")) row.push_back(x);
+    row.push_back(k.model.empty() ? "-" : k.model);
+    row.push_back(k.prompt_kind.empty() ? "-" : k.prompt_kind);
+    row.push_back(k.verified ? "yes" : "no (imported)");
+    t.add(row);
+  }
   t.print();
   return kExitOk;
 }
@@ -206,24 +222,26 @@ std::string results_table(const json& rows, const std::string& kind) {
     return os.str();
   };
   std::set<std::string> devices, harness;
-  std::vector<std::string> absent;  // "task: why torch.compile's time is missing"
+  std::vector<std::string> absent;  // "task: compile: why its time is missing"
   std::ostringstream out;
-  out << "| task | eager ms | scripted ms | compile ms | " << (kind.empty() ? "best" : kind)
-      << " ms | x eager | x scripted | x compile | roofline | tunables |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  out << "| task |";
+  for (const std::string& label : baseline_labels(false)) out << " " << label << " ms |";
+  out << " " << (kind.empty() ? "best" : kind) << " ms |";
+  for (const std::string& label : baseline_labels(true)) out << " x " << label << " |";
+  out << " roofline | tunables |\n|---|";
+  for (size_t i = 0; i < 2 * baseline_kinds().size() + 3; ++i) out << "---:|";
+  out << "---|\n";
   for (const auto& r : rows) {
     std::string tuned;
     if (r["tunables"].is_object())
       for (const auto& [k, v] : r["tunables"].items())
         tuned += (tuned.empty() ? "" : " ") + k + "=" + v.dump();
-    out << "| " << r["task"].get<std::string>() << " | " << num(r["eager_ms"], 4) << " | "
-        << num(r["scripted_ms"], 4) << " | " << num(r["compiled_ms"], 4) << " | "
-        << num(r["time_ms"], 4) << " | " << num(r["speedup_eager"], 2) << " | "
-        << num(r["speedup_scripted"], 2) << " | " << num(r["speedup_compiled"], 2) << " | "
-        << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
-    if (r["compiled_absent"].is_string())
-      absent.push_back(r["task"].get<std::string>() + ": " +
-                       r["compiled_absent"].get<std::string>());
+    BaselineTimes b = baselines_of(r);
+    out << "| " << r["task"].get<std::string>() << " | " << join(baseline_ms_cells(b, 4), " | ")
+        << " | " << num(r["time_ms"], 4) << " | " << join(speedup_cells(b, time_of(r)), " | ")
+        << " | " << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
+    for (const std::string& why : absent_reasons(b))
+      absent.push_back(r["task"].get<std::string>() + ": " + why);
     if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
     if (!r["harness_version"].is_null())
       harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
@@ -235,9 +253,9 @@ std::string results_table(const json& rows, const std::string& kind) {
       << "; harness version "
       << (harness.empty() ? "-"
                           : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
-      << "; roofline = floor / time; compile = torch.compile (TorchInductor, ahead of time).\n";
+      << "; roofline = floor / time; " << baseline_legend() << ".\n";
   if (!absent.empty()) {
-    out << "\nNo torch.compile time (x compile \"-\"):\n";
+    out << "\nBaselines not measured (their columns \"-\"):\n";
     for (const auto& line : absent) out << "- " << printable(line) << "\n";
   }
   return out.str();
@@ -299,8 +317,9 @@ void add_archive_results(CLI::App* archive, SharedArchiveOptions a, int& exit_co
   auto* cmd =
       add_archive_subcommand(archive, "results",
                              "Per task of a suite: the fastest correct kernel (of one kind, e.g. "
-                             "seed) with eager, scripted and torch.compile times, speedups and "
-                             "roofline fraction, as a markdown table (docs/results.md)");
+                             "seed) with each baseline's time, the speedups over each and over the "
+                             "best baseline, and roofline fraction, as a markdown table "
+                             "(docs/results.md)");
   cmd->add_option("suite", o->suite, "suite")->required();
   cmd->add_option("--kind", o->kind,
                   "only candidates made as this kind (seed, optimize, manual, ...)");

@@ -24,8 +24,8 @@ inline constexpr CommandInfo kCommands[] = {
      "roofline "
      "(needs a GPU)"},
     {"baseline",
-     "Time every task's reference (eager, scripted, torch.compile) and store the baselines (needs "
-     "a GPU)"},
+     "Time every task's reference as each kind of baseline (eager, scripted, torch.compile's "
+     "modes) and store them (needs a GPU)"},
     {"corpus",
      "Judge many answers (files or folders; each names its task in its first line) in one judge "
      "session, with "
@@ -39,7 +39,7 @@ inline constexpr CommandInfo kCommands[] = {
      "--gpus or "
      "--worker-command (needs a GPU)"},
     {"report",
-     "A run's report in markdown: per task best vs eager, scripted, torch.compile and roofline, "
+     "A run's report in markdown: per task best vs each baseline, the best baseline and roofline, "
      "lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
     {"export",

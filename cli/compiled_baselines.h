@@ -14,9 +14,13 @@
 
 namespace kforge::cli {
 
-// `--no-compile`: the options' torch.compile baseline off, its absence saying so.
+// `--no-compile`: the options' torch.compile baselines off (every mode), their absence saying so.
 void add_no_compile_flag(CLI::App* cmd, bool& no_compile);
 void apply_no_compile(bool no_compile, verify::VerifyOptions& options);
+// `--no-max-autotune`: torch.compile's max-autotune baseline off (its package takes longest to
+// build), the default mode's kept.
+void add_no_max_autotune_flag(CLI::App* cmd, bool& no_max_autotune);
+void apply_no_max_autotune(bool no_max_autotune, verify::VerifyOptions& options);
 
 // Each distinct task once, on options.device; says so on `out` (standard error where standard
 // output is JSON). Nothing when timing or the baseline is off.

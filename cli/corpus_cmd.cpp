@@ -1,8 +1,8 @@
 // `kforge corpus PATH...`: judges many answers in one judge session (evolve/corpus.h), each naming
 // its task in its first line (`<!-- task: suite/name -->`). Prints a table (file, task, expected,
-// verdict, judge seconds, time, eager, speedup, roofline) and the throughput: issue 6's benchmark
-// and issue 7's corpus table. An answer's own problem is a "not judged" row; kforge's own failure
-// ends the command (exit 4).
+// verdict, judge seconds, time, speedups over each baseline and the best, roofline) and the
+// throughput: issue 6's benchmark and issue 7's corpus table. An answer's own problem is a "not
+// judged" row; kforge's own failure ends the command (exit 4).
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "baseline_columns.h"
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
@@ -35,17 +36,24 @@ struct CorpusArgs {
   std::string tasks_dir, db, jsonl, expect, kind = "manual";
   std::optional<uint64_t> seed;
   int jobs = 0, tune = 1;
-  bool no_timing = false, admit = false, no_store = false, no_compile = false;
+  bool no_timing = false, admit = false, no_store = false, no_compile = false,
+       no_max_autotune = false;
 };
 
 // The table, the JSONL records and the progress line, as the answers are judged.
 class Printer : public evolve::CorpusObserver {
  public:
   Printer(const std::vector<evolve::CorpusEntry>& entries, const std::string& jsonl)
-      : entries_(entries),
-        table_({"FILE", "TASK", "EXPECTED", "VERDICT", "", "JUDGED", "TIME ms", "EAGER ms",
-                "x EAGER", "ROOFLINE"}) {
+      : entries_(entries), table_(heading_row()) {
     if (!jsonl.empty()) jsonl_ = std::make_unique<std::ofstream>(jsonl);
+  }
+
+  static std::vector<std::string> heading_row() {
+    std::vector<std::string> head = {"FILE", "TASK",   "EXPECTED", "VERDICT",
+                                     "",     "JUDGED", "TIME ms"};
+    for (const std::string& label : baseline_labels(true)) head.push_back("x " + heading(label));
+    head.push_back("ROOFLINE");
+    return head;
   }
 
   void on_step(size_t i, const std::string& step) override {
@@ -84,11 +92,18 @@ class Printer : public evolve::CorpusObserver {
     if (!r.as_expected) ++unmet;
     const auto& t = v.timing;
     const evolve::Checked& c = r.checked;
-    table_.add({e.name, c.proposal.task->id(), join(e.expected, "|"), r.outcome,
-                e.expected.empty() ? "" : (r.as_expected ? "ok" : "UNEXPECTED"),
-                fixed(ms / 1000, 2) + " s", t ? fixed(t->time.median_ms, 4) : "",
-                t ? fixed(t->eager.median_ms, 4) : "", t ? fixed(t->speedup_eager, 2) : "",
-                t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : ""});
+    std::vector<std::string> row = {e.name,
+                                    c.proposal.task->id(),
+                                    join(e.expected, "|"),
+                                    r.outcome,
+                                    e.expected.empty() ? "" : (r.as_expected ? "ok" : "UNEXPECTED"),
+                                    fixed(ms / 1000, 2) + " s",
+                                    t ? fixed(t->time.median_ms, 4) : ""};
+    for (std::string& x : t ? speedup_cells(verify::medians(t->baselines), t->time.median_ms)
+                            : std::vector<std::string>(baseline_kinds().size() + 1))
+      row.push_back(x);
+    row.push_back(t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : "");
+    table_.add(row);
     std::cout << "  " << e.name << ": " << r.outcome << (r.as_expected ? "" : "  (UNEXPECTED)")
               << " in " << fixed(ms / 1000, 2) << " s: " << v.summary.substr(0, 300) << std::endl;
     if (jsonl_) {
@@ -150,6 +165,7 @@ int run_corpus(const CorpusArgs& a) {
   options.seed = a.seed;
   options.time = !a.no_timing;
   apply_no_compile(a.no_compile, options);
+  apply_no_max_autotune(a.no_max_autotune, options);
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
   evaluator.attach_gpu(gpu.get());
   prepare_compiled_baselines(options, corpus.tasks(), std::cout);
@@ -189,6 +205,7 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
                 "Admission for every correct candidate (fresh runner, unseen dims, sanitizers)");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only");
   add_no_compile_flag(cmd, a->no_compile);
+  add_no_max_autotune_flag(cmd, a->no_max_autotune);
   cmd->add_option("--tune-points", a->tune,
                   "Screen up to N points of each answer's tune space (correctness on the timed "
                   "dims, a short timing) "

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 
+#include "baseline_columns.h"
 #include "candidate_input.h"
 #include "command_list.h"
 #include "commands.h"
@@ -41,7 +42,7 @@ struct EvolveArgs {
   std::optional<int> generations, jobs;
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
-  bool no_admit = false, no_compile = false;
+  bool no_admit = false, no_compile = false, no_max_autotune = false;
   // Several GPUs (docs/scale.md): --gpus, or --workers started by --worker-command.
   std::string gpus, worker_command, worker_host = "127.0.0.1";
   int workers = 0;
@@ -57,11 +58,7 @@ extern "C" void on_interrupt(int) {
 
 std::string status_line(const evolve::TaskStatus& s) {
   std::string best = s.best_ms ? fixed(*s.best_ms, 4) + " ms" : "none yet";
-  if (s.best_ms && s.eager_ms) best += ", " + fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
-  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0)
-    best += ", " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
-  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0)
-    best += ", " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
+  if (std::string x = all_speedups(s.baselines, s.best_ms); !x.empty()) best += ", " + x;
   if (s.roofline_fraction) best += ", " + fixed(100 * *s.roofline_fraction, 0) + "% of roofline";
   return s.task + ": generation " + std::to_string(s.generation) + ", best " + best + "; " +
          std::to_string(s.screened) + " screened, " + std::to_string(s.judged) + " judged (" +
@@ -69,19 +66,15 @@ std::string status_line(const evolve::TaskStatus& s) {
 }
 
 // The live line, the run's budget first (a narrow terminal cuts the end):
-// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.71x scripted 1.20x compile 80%, 3
-// ok 0 failed".
+// "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.20x best 80%, 3 ok 0 failed"
+// (x eager and x best only: one line).
 std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
   auto clock = [](double sec) {
     int t = static_cast<int>(sec);
     return std::to_string(t / 60) + ":" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60);
   };
   std::string best = "no best yet";
-  if (s.best_ms && s.eager_ms) best = fixed(*s.eager_ms / *s.best_ms, 2) + "x eager";
-  if (s.best_ms && s.scripted_ms && *s.scripted_ms > 0)
-    best += " " + fixed(*s.scripted_ms / *s.best_ms, 2) + "x scripted";
-  if (s.best_ms && s.compiled_ms && *s.compiled_ms > 0)
-    best += " " + fixed(*s.compiled_ms / *s.best_ms, 2) + "x compile";
+  if (std::string x = short_speedups(s.baselines, s.best_ms, " "); !x.empty()) best = x;
   if (s.roofline_fraction) best += " " + fixed(100 * *s.roofline_fraction, 0) + "%";
   double t = e.value("t", 0.0);
   std::string evals = std::to_string(e.value("evaluations", int64_t{0})) +
@@ -174,6 +167,7 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool h
     o.pool.command = {self,       "gpu-worker", "--connect", "{address}",
                       "--worker", "{worker}",   "--devices", join(list, ",")};
     if (a.no_compile) o.pool.command.push_back("--no-compile");
+    if (a.no_max_autotune) o.pool.command.push_back("--no-max-autotune");
   } else {
     o.pool.workers = a.workers;
     o.pool.command = {"/bin/sh", "-c", a.worker_command};
@@ -259,6 +253,7 @@ int run_evolve(const EvolveArgs& a) {
                                                     : std::filesystem::path(a.tasks_dir));
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
+  apply_no_max_autotune(a.no_max_autotune, vo);
   evolve::RemoteGpu* pool = workers.get();  // with --gpus or --worker-command
   std::unique_ptr<evolve::Gpu> gpu = workers ? std::move(workers) : evolve::make_judge_gpu(vo);
   evaluator.attach_gpu(gpu.get());
@@ -315,19 +310,20 @@ int run_evolve(const EvolveArgs& a) {
       evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
   progress.clear();
-  Table table({"TASK", "BEST ms", "x EAGER", "x SCRIPTED", "x COMPILE", "ROOFLINE", "SCREENED",
-               "JUDGED", "CORRECT", "FAILED", "STOPPED"});
-  for (const auto& t : s.tasks)
-    table.add(
-        {t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-",
-         t.best_ms && t.eager_ms ? fixed(*t.eager_ms / *t.best_ms, 2) : "-",
-         t.best_ms && t.scripted_ms && *t.scripted_ms > 0 ? fixed(*t.scripted_ms / *t.best_ms, 2)
-                                                          : "-",
-         t.best_ms && t.compiled_ms && *t.compiled_ms > 0 ? fixed(*t.compiled_ms / *t.best_ms, 2)
-                                                          : "-",
-         t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-",
-         std::to_string(t.screened), std::to_string(t.judged), std::to_string(t.correct),
-         std::to_string(t.failed), t.stopped});
+  std::vector<std::string> head = {"TASK", "BEST ms"};
+  for (const std::string& label : baseline_labels(true)) head.push_back("x " + heading(label));
+  for (const char* h : {"ROOFLINE", "SCREENED", "JUDGED", "CORRECT", "FAILED", "STOPPED"})
+    head.push_back(h);
+  Table table(head);
+  for (const auto& t : s.tasks) {
+    std::vector<std::string> row = {t.task, t.best_ms ? fixed(*t.best_ms, 4) : "-"};
+    for (std::string& x : speedup_cells(t.baselines, t.best_ms)) row.push_back(x);
+    for (std::string cell : {t.roofline_fraction ? fixed(100 * *t.roofline_fraction, 0) + "%" : "-",
+                             std::to_string(t.screened), std::to_string(t.judged),
+                             std::to_string(t.correct), std::to_string(t.failed), t.stopped})
+      row.push_back(cell);
+    table.add(row);
+  }
   std::cout << "\n";
   table.print();
   if (pool) {
@@ -426,6 +422,7 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
          "Seconds a GPU worker may take over one job before it counts as hung (default 600)")
       ->check(CLI::PositiveNumber);
   add_no_compile_flag(cmd, a->no_compile);
+  add_no_max_autotune_flag(cmd, a->no_max_autotune);
   cmd->add_option("--log-json", a->log_json,
                   "Append every screen and judgment as a JSON line to this file");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");

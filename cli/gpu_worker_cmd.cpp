@@ -19,7 +19,7 @@ namespace {
 struct GpuWorkerArgs {
   std::string connect, devices, token;
   int worker = 0, device = 0, jobs = 2;
-  bool no_compile = false;
+  bool no_compile = false, no_max_autotune = false;
 };
 
 int run_gpu_worker(const GpuWorkerArgs& a) {
@@ -49,6 +49,7 @@ int run_gpu_worker(const GpuWorkerArgs& a) {
   verify::VerifyOptions vo;
   vo.device = device;
   apply_no_compile(a.no_compile, vo);
+  apply_no_max_autotune(a.no_max_autotune, vo);
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(vo);
   evolve::serve_gpu_jobs(o, *gpu);
   return kExitOk;
@@ -71,7 +72,10 @@ void add_gpu_worker_command(CLI::App& app, int& exit_code) {
                   "The pool's token (default: $KFORGE_WORKER_TOKEN, which the launcher passes on)");
   cmd->add_option("-j,--jobs", a->jobs, "Compile processes");
   cmd->add_flag("--no-compile", a->no_compile,
-                "Do not time torch.compile's baseline (as kforge evolve --no-compile)");
+                "Do not time torch.compile's baselines (as kforge evolve --no-compile)");
+  cmd->add_flag("--no-max-autotune", a->no_max_autotune,
+                "Do not time torch.compile's max-autotune baseline (as kforge evolve "
+                "--no-max-autotune)");
   cmd->callback([a, &exit_code] { exit_code = run_gpu_worker(*a); });
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "baseline_columns.h"
 #include "commands.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/error.h"
@@ -15,17 +16,14 @@ namespace {
 
 using nlohmann::json;
 
-std::string ms_or_dash(const std::optional<double>& v) {
-  return v ? fixed(*v, 4) : "-";
-}
-
-// Per task, the best after each generation (x eager) and the proposer of each new best: where the
-// search found its speed.
+// Per task, the best after each generation (x eager and x best) and the proposer of each new
+// best: where the search found its speed.
 std::string best_by_generation(const archive::RunReport& r) {
   if (r.progress.empty()) return "";
   std::ostringstream md;
-  md << "\n## Best by generation\n\nx eager of the task's best (admitted) kernel after each "
-        "generation, and the proposer of each new best.\n\n| task |";
+  md << "\n## Best by generation\n\nx eager and x best (over the fastest baseline measured) of "
+        "the task's best (admitted) kernel after each generation, and the proposer of each new "
+        "best.\n\n| task |";
   for (int64_t g = 0; g <= r.last_generation; ++g) md << " g" << g << " |";
   md << "\n|---|";
   for (int64_t g = 0; g <= r.last_generation; ++g) md << "---|";
@@ -38,16 +36,32 @@ std::string best_by_generation(const archive::RunReport& r) {
                              [&](const archive::RunProgress& p) { return p.generation == g; });
       bool improved = it != steps.end() && it->improved;
       if (improved) now = &*it;
+      std::string speedups = now ? short_speedups(now->baselines, now->time_ms) : "";
       md << " "
-         << (now && now->eager_ms && *now->eager_ms > 0
-                 ? fixed(*now->eager_ms / now->time_ms, 2) + "x"
-             : now ? fixed(now->time_ms, 4) + " ms"
-                   : "-")
+         << (!speedups.empty() ? speedups
+             : now             ? fixed(now->time_ms, 4) + " ms"
+                               : "-")
          << (improved ? " (" + now->prompt_kind + ")" : "") << " |";
     }
     md << "\n";
   }
   return md.str();
+}
+
+// The task table's baseline columns: each kind's median and speedup, then x best.
+std::string baseline_headings() {
+  std::string out;
+  for (const std::string& label : baseline_labels(false))
+    out += " " + label + " ms | x " + label + " |";
+  return out + " x " + std::string(kBestBaselineLabel) + " |";
+}
+
+std::string baseline_cells(const archive::RunBest& b) {
+  std::vector<std::string> ms = baseline_ms_cells(b.baselines, 4),
+                           x = speedup_cells(b.baselines, b.time_ms);
+  std::string out;
+  for (size_t i = 0; i < ms.size(); ++i) out += " " + ms[i] + " | " + x[i] + " |";
+  return out + " " + x.back() + " |";
 }
 
 std::string spend(const archive::RunReport& r) {
@@ -71,6 +85,16 @@ std::string spend(const archive::RunReport& r) {
   return md.str();
 }
 
+// "- task: compile: why" for each best's baseline that is absent with a reason.
+std::string absent_baselines(const archive::RunReport& r) {
+  std::string out;
+  for (const archive::RunTask& t : r.tasks)
+    if (t.best)
+      for (const std::string& why : absent_reasons(t.best->baselines))
+        out += "- " + t.task + ": " + printable(why) + "\n";
+  return out.empty() ? "" : "\nBaselines not measured (their columns \"-\"):\n" + out;
+}
+
 }  // namespace
 
 std::string cached_share(int64_t in, int64_t cache_read) {
@@ -87,25 +111,24 @@ std::string report_markdown(const archive::RunReport& r) {
      << (r.run["finished_at"].is_null() ? "" : " " + r.run["finished_at"].get<std::string>())
      << ". Spent: " << r.run["budgets_used"].dump() << ". Config: `" << r.run["config"].dump()
      << "`.\n\n";
-  md << "| task | best ms | eager ms | x eager | scripted ms | x scripted | compile ms | x compile "
-        "| roofline | candidates | failed |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  size_t columns = 2 * baseline_kinds().size() + 1;  // each kind's ms and x, then x best
+  md << "| task | best ms |" << baseline_headings() << " roofline | candidates | failed |\n|";
+  for (size_t i = 0; i < columns + 5; ++i) md << "---|";
+  md << "\n";
   for (const archive::RunTask& t : r.tasks) {
     if (!t.best) {
-      md << "| " << t.task << " | - | - | - | - | - | - | - | - | " << t.candidates << " | "
-         << t.failed_screens << " |\n";
+      md << "| " << t.task << " |";
+      for (size_t i = 0; i < columns + 2; ++i) md << " - |";
+      md << " " << t.candidates << " | " << t.failed_screens << " |\n";
       continue;
     }
     const archive::RunBest& b = *t.best;
-    auto ratio = [&](const std::optional<double>& base) {
-      return base ? fixed(*base / b.time_ms, 2) : std::string("-");
-    };
-    md << "| " << t.task << " | " << fixed(b.time_ms, 4) << " | " << ms_or_dash(b.eager_ms) << " | "
-       << ratio(b.eager_ms) << " | " << ms_or_dash(b.scripted_ms) << " | " << ratio(b.scripted_ms)
-       << " | " << ms_or_dash(b.compiled_ms) << " | " << ratio(b.compiled_ms) << " | "
+    md << "| " << t.task << " | " << fixed(b.time_ms, 4) << " |" << baseline_cells(b) << " "
        << (b.roofline_fraction ? fixed(100 * *b.roofline_fraction, 0) + "%" : "-") << " | "
        << t.candidates << " | " << t.failed_screens << " |\n";
   }
+  md << "\nBaselines: " << baseline_legend() << "; roofline = floor / time.\n"
+     << absent_baselines(r);
   md << "\n## Outcomes\n\n";
   for (const archive::RunOutcome& o : r.outcomes)
     md << "- " << o.outcome << ": " << o.count << "\n";

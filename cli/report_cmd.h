@@ -1,6 +1,6 @@
 // `kforge report RUN`: a run's report in markdown, from the archive's read model
-// (kforge/archive/report.h): per task the best (the winner rule) against eager, scripted,
-// torch.compile and the roofline, outcomes, proposers, spend, best by generation and lineage.
+// (kforge/archive/report.h): per task the best (the winner rule) against each kind of baseline,
+// the best baseline and the roofline, outcomes, proposers, spend, best by generation and lineage.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "candidate_input.h"
 #include "command_list.h"
@@ -31,9 +32,45 @@ struct VerifyArgs {
   std::optional<uint64_t> seed;
   double watchdog_s = 0;
   std::string db;
-  bool no_compile = false;
+  bool no_compile = false, no_max_autotune = false;
   bool json = false, no_sanitizer = false, no_timing = false, no_store = false, admit = false;
 };
+
+// A line per kind of baseline: its time and the speedup over it, or why it was not measured; then
+// the best baseline (the fastest kind measured), the figure to beat.
+std::string baseline_lines(const verify::TimingResult& t) {
+  auto padded = [](std::string_view label) {
+    return std::string(label) + std::string(label.size() < 12 ? 12 - label.size() : 1, ' ');
+  };
+  std::ostringstream out;
+  out << std::fixed;
+  for (const BaselineKindInfo& info : baseline_kinds()) {
+    const verify::BaselineTiming* b = verify::find_baseline(t.baselines, info.kind);
+    out << padded(info.label);
+    if (b && b->stats)
+      out << std::setprecision(4) << b->stats->median_ms << " ms  -> speedup "
+          << std::setprecision(2) << t.speedup(info.kind).value_or(0) << "x  (" << info.about
+          << ")\n";
+    else
+      out << "-  (not measured: "
+          << printable(b && !b->absent.empty() ? b->absent : "no reason given") << ")\n";
+  }
+  std::optional<BaselineMs> best = verify::medians(t.baselines).best();
+  if (best)
+    out << padded(kBestBaselineLabel) << baseline_info(best->kind).label << ", "
+        << std::setprecision(4) << *best->ms << " ms  -> speedup " << std::setprecision(2)
+        << t.best_speedup().value_or(0) << "x  (the fastest baseline: the figure to beat)\n";
+  return out.str();
+}
+
+// {"kind": "compiled", "ms": 0.09, "speedup": 1.2}: the fastest kind measured; null without one.
+nlohmann::json best_baseline_json(const verify::TimingResult& t) {
+  std::optional<BaselineMs> best = verify::medians(t.baselines).best();
+  if (!best) return nullptr;
+  return {{"kind", to_string(best->kind)},
+          {"ms", *best->ms},
+          {"speedup", t.best_speedup() ? nlohmann::json(*t.best_speedup()) : nlohmann::json()}};
+}
 
 void print(const tasks::Task& task, const compile::CandidateReport& r, const verify::Verdict& v,
            bool json, double verify_ms, const std::optional<verify::Verdict>& admission) {
@@ -48,6 +85,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     j["harness_version"] = verify::kHarnessVersion;
     j["verify_ms"] = verify_ms;  // the judge's work: compile excluded
     j["timing"] = v.timing ? v.timing->to_json() : nlohmann::json(nullptr);
+    j["best_baseline"] = v.timing ? best_baseline_json(*v.timing) : nlohmann::json(nullptr);
     j["evidence"] = v.evidence;
     if (admission) j["admission"] = evolve::admission_json(*admission);
     std::cout << j.dump(2) << "\n";
@@ -72,19 +110,7 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
     std::cout << std::fixed << std::setprecision(4) << "time        " << t.time.median_ms
               << " ms (median of " << t.time.reps << ", IQR " << t.time.iqr_ms << ", min "
               << t.time.min_ms << ")\n"
-              << "eager       " << t.eager.median_ms << " ms  -> speedup " << std::setprecision(2)
-              << t.speedup_eager << "x\n"
-              << std::setprecision(4) << "scripted    " << t.scripted.median_ms
-              << " ms  -> speedup " << std::setprecision(2) << t.speedup_scripted
-              << "x  (TorchScript's fuser)\n";
-    if (t.compiled)
-      std::cout << std::setprecision(4) << "compile     " << t.compiled->median_ms
-                << " ms  -> speedup " << std::setprecision(2) << t.speedup_compiled.value_or(0)
-                << "x  (torch.compile: TorchInductor, ahead of time)\n";
-    else
-      std::cout << "compile     -  (torch.compile not measured: "
-                << printable(t.compiled_absent.empty() ? "no reason given" : t.compiled_absent)
-                << ")\n";
+              << baseline_lines(t);
     if (t.floor_ms)
       std::cout << std::setprecision(4) << "roofline    floor " << *t.floor_ms << " ms ("
                 << (t.bytes ? std::to_string(static_cast<int64_t>(*t.bytes / 1e6)) + " MB"
@@ -121,6 +147,7 @@ int run_verify(const VerifyArgs& a) {
   options.sanitizer = !a.no_sanitizer;
   options.time = !a.no_timing;
   apply_no_compile(a.no_compile, options);
+  apply_no_max_autotune(a.no_max_autotune, options);
   if (a.watchdog_s > 0)
     options.watchdog = std::chrono::milliseconds(static_cast<int64_t>(a.watchdog_s * 1000));
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
@@ -158,6 +185,7 @@ void add_verify_command(CLI::App& app, int& exit_code) {
                 "Do not re-run faulting candidates under compute-sanitizer memcheck");
   cmd->add_flag("--no-timing", a->no_timing, "Correctness only: no timing, baselines or roofline");
   add_no_compile_flag(cmd, a->no_compile);
+  add_no_max_autotune_flag(cmd, a->no_max_autotune);
   cmd->add_flag(
       "--admit", a->admit,
       "After a correct verdict, admission: a fresh runner, 3 dims configurations never shown, and "

@@ -2,7 +2,7 @@
 # Issue 20 on the GPU machine: torch.compile's baseline.
 #   scripts/gpu-compiled.sh build SUITE...   # every task's AOTInductor package, KFORGE_JOBS at a time (no timing),
 #                                            # for at most KFORGE_BUILD_LIMIT s; then the cache packed into $OUT
-#   scripts/gpu-compiled.sh bench SUITE...   # build cost, kforge's three baselines, torch.compile from Python
+#   scripts/gpu-compiled.sh bench SUITE...   # build cost, kforge's baselines, torch.compile from Python
 # The machine is fresh on every call, so the packages travel: `build` packs the cache into
 # $OUT/compiled-cache.tgz; put it in .gpu-in/ (git-ignored, carried) and the next call's scripts
 # (gpu-common.sh) unpack it into $KFORGE_CACHE_DIR. Writes $OUT/compiled-MODE.log and the bench's

@@ -16,7 +16,8 @@ namespace kforge::test {
 class FakeGpu : public evolve::Gpu {
  public:
   // A tunables point's time: 0.5 to 1.5 ms, from a hash of the point (eager takes 1 ms, scripted
-  // 1.1 ms and torch.compile 0.9 ms, unless `compiled_absent` says why it has no time).
+  // 1.1 ms, torch.compile 0.9 ms and its max-autotune 0.8 ms, unless `compiled_absent` says why
+  // the compiled kinds have no time).
   static double time_of(const compile::Tunables& t) {
     std::string text;
     for (const auto& [k, v] : t) text += k + "=" + std::to_string(v) + ";";
@@ -35,10 +36,7 @@ class FakeGpu : public evolve::Gpu {
   std::optional<verify::Baselines> baselines(const tasks::Task& task) override {
     ++baselined;
     verify::Baselines b;
-    b.eager.median_ms = 1.0;
-    b.scripted.median_ms = 1.1;
-    if (compiled_absent.empty()) b.compiled = stats(0.9);
-    b.compiled_absent = compiled_absent;
+    b.list = baselines();
     b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
     return b;
   }
@@ -92,8 +90,8 @@ class FakeGpu : public evolve::Gpu {
   // Kernels (as plans name them) this GPU finds wrong: a candidate launching one screens and
   // judges wrong_result, with evidence shaped as the judge's (kWrongSummary in its summary).
   std::set<std::string> wrong_kernels;
-  // Set: torch.compile's baseline is absent, for this reason (as the judge says where no Python
-  // with PyTorch 2 is found); empty: it takes 0.9 ms.
+  // Set: torch.compile's baselines (both modes) are absent, for this reason (as the judge says
+  // where no Python with PyTorch 2 is found); empty: they take 0.9 and 0.8 ms.
   std::string compiled_absent;
   static constexpr const char* kWrongSummary = "differs from the reference (fake GPU)";
 
@@ -128,18 +126,38 @@ class FakeGpu : public evolve::Gpu {
     t.reps = 1;
     return t;
   }
+  // Every kind, as the judge lists them.
+  std::vector<verify::BaselineTiming> baselines() const {
+    std::vector<verify::BaselineTiming> list;
+    for (const BaselineKindInfo& info : baseline_kinds()) {
+      verify::BaselineTiming b;
+      b.kind = info.kind;
+      switch (info.kind) {
+        case BaselineKind::Eager:
+          b.stats = stats(1.0);
+          break;
+        case BaselineKind::Scripted:
+          b.stats = stats(1.1);
+          break;
+        case BaselineKind::Compiled:
+        case BaselineKind::CompiledMaxAutotune:
+          if (compiled_absent.empty())
+            b.stats = stats(info.kind == BaselineKind::Compiled ? 0.9 : 0.8);
+          else
+            b.absent = compiled_absent;
+          break;
+      }
+      list.push_back(b);
+    }
+    return list;
+  }
   verify::Verdict correct(double ms) const {
     verify::Verdict v;
     v.outcome = verify::Outcome::Correct;
     v.summary = "correct (fake GPU)";
     verify::TimingResult t;
     t.time = stats(ms);
-    t.eager.median_ms = 1.0;
-    t.scripted.median_ms = 1.1;
-    t.speedup_eager = 1.0 / ms;
-    t.speedup_scripted = 1.1 / ms;
-    if (compiled_absent.empty()) t.compiled = stats(0.9), t.speedup_compiled = 0.9 / ms;
-    t.compiled_absent = compiled_absent;
+    t.baselines = baselines();
     t.floor_ms = 0.25;
     t.roofline_fraction = 0.25 / ms;
     v.timing = t;

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "archive_schema.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/run_log.h"
 #include "kforge/common/files.h"
@@ -41,8 +42,7 @@ EvaluationRecord eval(const std::string& outcome, std::optional<double> ms, bool
   EvaluationRecord e;
   e.outcome = outcome;
   e.time_ms = ms;
-  e.eager_ms = 2.0;
-  if (ms) e.speedup_eager = 2.0 / *ms;
+  e.baselines.set(kforge::BaselineKind::Eager, 2.0);
   e.admitted = admitted;
   e.flags = std::move(flags);
   e.harness_version = 1;
@@ -69,6 +69,18 @@ NewCandidate candidate(TaskId task, const std::string& source) {
   return c;
 }
 
+// Reference times as the judge gives them: eager and scripted, torch.compile's or why it has none.
+BaselineTimes times(std::optional<double> eager, std::optional<double> scripted,
+                    std::optional<double> compiled = std::nullopt,
+                    const std::string& compiled_absent = "") {
+  BaselineTimes b;
+  if (eager) b.set(kforge::BaselineKind::Eager, eager);
+  if (scripted) b.set(kforge::BaselineKind::Scripted, scripted);
+  if (compiled || !compiled_absent.empty())
+    b.set(kforge::BaselineKind::Compiled, compiled, compiled_absent);
+  return b;
+}
+
 int64_t count(Archive& a, const std::string& sql) {
   Statement s = a.db().prepare(sql);
   s.step();
@@ -92,30 +104,107 @@ TEST(Archive, MigratesEveryOlderSchemaAndPinsTheCount) {
   std::string path = (dir.path() / "old.db").string();
   { Database raw(path, true); }
   Archive a = Archive::open(path);
-  EXPECT_EQ(a.schema_version(), 6);
-  EXPECT_EQ(kSchemaVersion, 6)
+  EXPECT_EQ(a.schema_version(), 7);
+  EXPECT_EQ(kSchemaVersion, 7)
       << "a new schema version needs a migration test from the previous one "
          "(1 to 2: ArchiveImport.MigratesAVersionOneArchive; 2 to 3: "
          "Evolve.MigratesAVersionTwoArchive; 3 to 4: Evolve.MigratesAVersionThreeArchive; "
          "4 to 5: CompiledColumns.AVersionFourArchiveMigratesWithNoCompiledTimes; "
-         "5 to 6: MemoryPlan.AVersionFiveArchiveMigratesAndStoresDoesNotFit)";
+         "5 to 6: MemoryPlan.AVersionFiveArchiveMigratesAndStoresDoesNotFit; "
+         "6 to 7: Archive.AVersionSixArchivesBaselinesBecomeListsKeyedByKind)";
+}
+
+// Schema 7: a version 6 archive's baseline columns become lists keyed by kind, the reason
+// torch.compile has no time included (an evaluation's from its evidence, a baseline's from its
+// column), and the columns are gone.
+TEST(Archive, AVersionSixArchivesBaselinesBecomeListsKeyedByKind) {
+  using kforge::BaselineKind;
+  const std::string no_python = "no Python with PyTorch 2 found";
+  TempDir dir;
+  std::string path = (dir.path() / "v6.db").string();
+  {
+    Database raw(path, true);
+    for (std::string_view v :
+         {kforge::embedded::archive_schema_v1, kforge::embedded::archive_schema_v2,
+          kforge::embedded::archive_schema_v3, kforge::embedded::archive_schema_v4,
+          kforge::embedded::archive_schema_v5, kforge::embedded::archive_schema_v6})
+      raw.exec(std::string(v));
+    raw.exec("PRAGMA user_version = 6");
+    raw.exec("INSERT INTO tasks (suite, name, version) VALUES ('s', 'relu', 'v1')");
+    raw.exec("INSERT INTO devices (uuid, name, arch) VALUES ('GPU-1', 'NVIDIA H200', 'sm_90a')");
+    std::string source = "__global__ void k() {}";
+    Statement c = raw.prepare(
+        "INSERT INTO candidates (task_id, identity, source, prompt_kind) VALUES (1, ?, ?, 'seed')");
+    c.bind(1, kforge::content_hash(source)).bind(2, source).run();
+    raw.exec(
+        "INSERT INTO evaluations (candidate_id, device_id, outcome, dims, time_ms, eager_ms, "
+        "scripted_ms, speedup_eager, speedup_scripted, compiled_ms, speedup_compiled, admitted, "
+        "harness_version, created_at) VALUES (1, 1, 'correct', '{\"N\":8}', 0.5, 1.0, 1.1, 2.0, "
+        "2.2, 0.9, 1.8, 1, 7, '2026-12-01T00:00:00.000Z')");
+    raw.exec(
+        "INSERT INTO evaluations (candidate_id, device_id, outcome, evidence, dims, time_ms, "
+        "eager_ms, scripted_ms, speedup_eager, speedup_scripted, admitted, harness_version, "
+        "created_at) VALUES (1, 1, 'correct', '{\"timing\":{\"compiled_absent\":\"" +
+        no_python +
+        "\"}}', '{\"N\":8}', 0.4, 1.0, 1.2, 2.5, 3.0, 1, 7, '2026-12-02T00:00:00.000Z')");
+    raw.exec(
+        "INSERT INTO evaluations (candidate_id, device_id, outcome, harness_version) VALUES (1, 1, "
+        "'wrong_result', 7)");
+    raw.exec(
+        "INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms, "
+        "compiled_absent) VALUES (1, '{\"N\":8}', 1, 'ieee', 1.0, 1.1, '" +
+        no_python + "')");
+    raw.exec(
+        "INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, compiled_ms) VALUES "
+        "(1, '{\"N\":8}', 1, 'tf32', 0.8, 0.7)");
+  }
+  Archive a = Archive::open(path);
+  EXPECT_EQ(a.schema_version(), 7);
+  json dims = {{"N", 8}};
+  EXPECT_EQ(a.baseline(TaskId{1}, dims, DeviceId{1}, "ieee")->to_json(),
+            json({{"eager", 1.0}, {"scripted", 1.1}, {"absent", {{"compiled", no_python}}}}));
+  EXPECT_EQ(a.baseline(TaskId{1}, dims, DeviceId{1}, "tf32")->to_json(),
+            json({{"eager", 0.8}, {"compiled", 0.7}}));
+  json evaluations = a.show(CandidateId{1})["evaluations"];
+  ASSERT_EQ(evaluations.size(), 3u);
+  EXPECT_EQ(evaluations[0]["baselines"],
+            json({{"eager", 1.0}, {"scripted", 1.1}, {"compiled", 0.9}}));
+  EXPECT_DOUBLE_EQ(evaluations[0]["speedup"]["best"].get<double>(), 0.9 / 0.5) << "compiled's";
+  EXPECT_EQ(evaluations[1]["baselines"],
+            json({{"eager", 1.0}, {"scripted", 1.2}, {"absent", {{"compiled", no_python}}}}));
+  EXPECT_TRUE(evaluations[1]["speedup"]["compiled"].is_null());
+  EXPECT_EQ(evaluations[2]["baselines"], json::object());
+  // The read models read the lists: the fastest correct evaluation (0.4 ms) is the best.
+  std::optional<KernelSummary> best = a.best(TaskId{1});
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->baselines.ms(BaselineKind::Scripted), 1.2);
+  EXPECT_EQ(best->baselines.absent(BaselineKind::Compiled), no_python);
+  json row = a.results("s", "").at(0);
+  EXPECT_DOUBLE_EQ(row["speedup"]["eager"].get<double>(), 2.5);
+  EXPECT_EQ(row["baselines"]["absent"]["compiled"], no_python);
+  for (const char* table : {"evaluations", "baselines"})
+    EXPECT_EQ(count(a, std::string("SELECT count(*) FROM pragma_table_info('") + table +
+                           "') WHERE name LIKE '%eager%' OR name LIKE '%scripted%' OR name LIKE "
+                           "'%compiled%'"),
+              0)
+        << table;
 }
 
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {
   TempDir dir;
   std::string path = (dir.path() / "new.db").string();
-  { Archive::open(path).db().exec("PRAGMA user_version = 7"); }
+  { Archive::open(path).db().exec("PRAGMA user_version = 8"); }
   try {
     Archive::open(path);
     FAIL();
   } catch (const ArchiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 7, newer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("schema version 8, newer"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
   Database raw(path, false);
   Statement v = raw.prepare("PRAGMA user_version");
   v.step();
-  EXPECT_EQ(v.integer(0), 7);
+  EXPECT_EQ(v.integer(0), 8);
 }
 
 TEST(Archive, RefusesDamagedAndForeignFiles) {
@@ -309,53 +398,63 @@ TEST(Archive, BaselinesAreKeyedByTaskDimsDeviceAndMathMode) {
   TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
   DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
   json dims = {{"B", 4096}, {"N", 196608}};
-  a.store_baseline(t, dims, d, "ieee", {1.57, 1.50});
-  a.store_baseline(t, dims, d, "tf32", {1.2, std::nullopt});
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
-  EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->scripted_ms.has_value());
+  a.store_baseline(t, dims, d, "ieee", times(1.57, 1.50));
+  a.store_baseline(t, dims, d, "tf32", times(1.2, std::nullopt));
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->ms(kforge::BaselineKind::Eager), 1.57);
+  EXPECT_FALSE(a.baseline(t, dims, d, "tf32")->ms(kforge::BaselineKind::Scripted).has_value());
   EXPECT_FALSE(a.baseline(t, {{"B", 1}, {"N", 1}}, d, "ieee").has_value());
   a.store_baseline(t, dims, d, "ieee",
-                   {1.60, 1.52});  // timed again in a judgment: the first timing stays
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.57);
-  a.store_baseline(t, dims, d, "ieee", {1.55, 1.49},
+                   times(1.60, 1.52));  // timed again in a judgment: the first timing stays
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->ms(kforge::BaselineKind::Eager), 1.57);
+  a.store_baseline(t, dims, d, "ieee", times(1.55, 1.49),
                    /*replace=*/true);  // re-timed by `kforge baseline`
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.55);
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->ms(kforge::BaselineKind::Eager), 1.55);
   EXPECT_EQ(count(a, "SELECT count(*) FROM baselines"), 2);
   // Another H200 reads the first H200's timing, also once it timed its own (a run resumed on
   // another machine renders the same prompts); another kind of GPU never does.
   DeviceId same_kind = a.upsert_device("GPU-2", "H200", "sm_90a", 132, std::nullopt, "580");
   DeviceId other_kind = a.upsert_device("GPU-3", "A100", "sm_80", 108, std::nullopt, "580");
-  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->eager_ms, 1.55);
+  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->ms(kforge::BaselineKind::Eager), 1.55);
   EXPECT_FALSE(a.baseline(t, dims, other_kind, "ieee").has_value());
-  a.store_baseline(t, dims, same_kind, "ieee", {1.51, 1.47});
-  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->eager_ms, 1.55);
-  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->eager_ms, 1.55);
+  a.store_baseline(t, dims, same_kind, "ieee", times(1.51, 1.47));
+  EXPECT_EQ(a.baseline(t, dims, same_kind, "ieee")->ms(kforge::BaselineKind::Eager), 1.55);
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->ms(kforge::BaselineKind::Eager), 1.55);
 }
 
-// Schema 5: torch.compile's time, or why there is none, beside eager and scripted; re-timing
-// replaces both, a judgment's timing never does.
-TEST(Archive, BaselinesKeepTorchCompileOrWhyItIsAbsent) {
+// Each kind's time, or why there is none, is a row of its own (schema 7); re-timing replaces the
+// whole list, a judgment's timing never does.
+TEST(Archive, BaselinesKeepEachKindsTimeOrWhyItIsAbsent) {
+  using kforge::BaselineKind;
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
   TaskId t = a.upsert_task(make_task("s", "relu", {}, "ReLU"));
   DeviceId d = a.upsert_device("GPU-1", "H200", "sm_90a", 132, std::nullopt, "580");
   json dims = {{"N", 4096}};
-  a.store_baseline(t, dims, d, "ieee",
-                   {1.0, 1.1, std::nullopt, "no Python with PyTorch 2 on this machine"});
+  BaselineTimes first = times(1.0, 1.1, std::nullopt, "no Python with PyTorch 2 on this machine");
+  first.set(BaselineKind::CompiledMaxAutotune, std::nullopt, "autotuning failed");
+  a.store_baseline(t, dims, d, "ieee", first);
   std::optional<BaselineTimes> b = a.baseline(t, dims, d, "ieee");
   ASSERT_TRUE(b.has_value());
-  EXPECT_FALSE(b->compiled_ms.has_value());
-  EXPECT_EQ(b->compiled_absent, "no Python with PyTorch 2 on this machine");
-  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, 0.9, ""});  // a judgment's: the first stays
-  EXPECT_FALSE(a.baseline(t, dims, d, "ieee")->compiled_ms.has_value());
-  a.store_baseline(t, dims, d, "ieee", {1.0, 1.1, 0.9, ""}, /*replace=*/true);  // `kforge baseline`
+  EXPECT_EQ(b->to_json(), first.to_json());
+  EXPECT_FALSE(b->ms(BaselineKind::Compiled).has_value());
+  EXPECT_EQ(b->absent(BaselineKind::Compiled), "no Python with PyTorch 2 on this machine");
+  EXPECT_EQ(b->absent(BaselineKind::CompiledMaxAutotune), "autotuning failed");
+  EXPECT_EQ(b->best()->kind, BaselineKind::Eager);
+  BaselineTimes all = times(1.0, 1.1, 0.9);
+  all.set(BaselineKind::CompiledMaxAutotune, 0.8);
+  a.store_baseline(t, dims, d, "ieee", all);  // a judgment's: the first stays
+  EXPECT_FALSE(a.baseline(t, dims, d, "ieee")->ms(BaselineKind::Compiled).has_value());
+  a.store_baseline(t, dims, d, "ieee", all, /*replace=*/true);  // `kforge baseline`
   b = a.baseline(t, dims, d, "ieee");
-  EXPECT_EQ(b->compiled_ms, 0.9);
-  EXPECT_EQ(b->compiled_absent, "");
-  EXPECT_EQ(
-      count(a,
-            "SELECT count(*) FROM baselines WHERE compiled_absent IS NULL AND compiled_ms = 0.9"),
-      1);
+  EXPECT_EQ(b->ms(BaselineKind::Compiled), 0.9);
+  EXPECT_EQ(b->absent(BaselineKind::Compiled), "");
+  EXPECT_EQ(b->best()->kind, BaselineKind::CompiledMaxAutotune);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM baseline_times"), 4);
+  EXPECT_EQ(count(a, "SELECT count(*) FROM baseline_times WHERE absent IS NOT NULL"), 0);
+  // A kind a newer kforge stored is skipped, not an error.
+  a.db().exec(
+      "INSERT INTO baseline_times (baseline_id, kind, ms) VALUES (1, 'from_the_future', 0.1)");
+  EXPECT_EQ(a.baseline(t, dims, d, "ieee")->to_json(), all.to_json());
 }
 
 TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
@@ -457,7 +556,11 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
     EXPECT_TRUE(seeds[0]["time_ms"].is_null());
     EXPECT_EQ(seeds[1]["task"], "level1/softmax");
     EXPECT_DOUBLE_EQ(seeds[1]["time_ms"].get<double>(), 0.9);
-    EXPECT_DOUBLE_EQ(seeds[1]["eager_ms"].get<double>(), 2.0);
+    EXPECT_EQ(seeds[1]["baselines"], json({{"eager", 2.0}}));
+    EXPECT_DOUBLE_EQ(seeds[1]["speedup"]["eager"].get<double>(), 2.0 / 0.9);
+    EXPECT_DOUBLE_EQ(seeds[1]["speedup"]["best"].get<double>(), 2.0 / 0.9);
+    EXPECT_TRUE(seeds[1]["speedup"]["compiled"].is_null()) << seeds.dump(1);
+    EXPECT_TRUE(seeds[0]["baselines"].is_null() && seeds[0]["speedup"].is_null()) << "no kernel";
     EXPECT_DOUBLE_EQ(a.results("level1", "")[1]["time_ms"].get<double>(), 0.3);
     // Winners only: the not-admitted 0.9 and a flagged 0.2 do not count.
     NewCandidate flagged = candidate(softmax, "flagged");
@@ -476,14 +579,14 @@ TEST(Archive, ResultsGiveEachTaskItsFastestCorrectKernelOfAKind) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
-  EXPECT_NE(out.find("| task | eager ms | scripted ms | compile ms | seed ms | x eager | x "
-                     "scripted | x compile |"),
+  EXPECT_NE(out.find("| task | eager ms | scripted ms | compile ms | max-autotune ms | seed ms | "
+                     "x eager | x scripted | x compile | x max-autotune | x best |"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | - | 0.9000 | 2.22 | - | - |"),
+  EXPECT_NE(out.find("| level1/softmax | 2.0000 | - | - | - | 0.9000 | 2.22 | - | - | - | 2.22 |"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("| level1/relu | - | - | - |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| level1/relu | - | - | - | - | - |"), std::string::npos) << out;
   EXPECT_NE(out.find("Geometric mean over the 1 of 2 tasks with a kernel: 2.22x eager"),
             std::string::npos)
       << out;

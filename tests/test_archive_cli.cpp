@@ -1,13 +1,19 @@
 // Issue 17, the archive and tables as a new user meets them: `archive import` reads gzip (by its
 // bytes, not its name) and a failed import leaves no empty archive behind; `archive top` and
 // `archive tasks` say why nothing is listed; an unknown suite is a usage error; tables fit COLUMNS
-// (or the terminal) and `--wide` prints them whole. The real `kforge` binary and real SQLite files.
+// (or the terminal) and `--wide` prints them whole; every table of baselines has a column per kind
+// of baseline_kinds() and x best. The real `kforge` binary and real SQLite files.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <map>
 #include <sstream>
 
+#include "kforge/archive/archive.h"
+#include "kforge/archive/run_log.h"
+#include "kforge/common/baseline.h"
 #include "test_util.h"
 
 namespace {
@@ -235,6 +241,159 @@ TEST(Tables, ArchiveTablesFitToo) {
   auto [rc2, wide] = sh("COLUMNS=50 $K archive tasks --wide --db " + db);
   EXPECT_EQ(rc2, 0) << wide;
   EXPECT_NE(wide.find("imported_1/" + long_name), std::string::npos) << wide;
+}
+
+// ---- Baselines in the tables ----
+
+// Heading -> cell of `task`'s row in the first markdown table of `out` whose heading starts with
+// "| task |" and holds `column`; empty when there is none.
+std::map<std::string, std::string> markdown_row(const std::string& out, const std::string& task,
+                                                const std::string& column) {
+  auto cells = [](const std::string& line) {
+    std::vector<std::string> v;
+    std::istringstream in(line.substr(1));
+    for (std::string c; std::getline(in, c, '|');) {
+      size_t from = c.find_first_not_of(' ');
+      v.push_back(from == std::string::npos ? ""
+                                            : c.substr(from, c.find_last_not_of(' ') + 1 - from));
+    }
+    return v;
+  };
+  std::istringstream lines(out);
+  std::vector<std::string> heading;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("| task |", 0) == 0 && l.find("| " + column + " |") != std::string::npos)
+      heading = cells(l);
+    else if (!heading.empty() && l.rfind("| " + task + " |", 0) == 0) {
+      std::vector<std::string> row = cells(l);
+      std::map<std::string, std::string> out_row;
+      for (size_t i = 0; i < heading.size() && i < row.size(); ++i) out_row[heading[i]] = row[i];
+      return out_row;
+    }
+  }
+  return {};
+}
+
+std::string two(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+// An archive with a run and two tasks whose kernels ran 1 ms, each kind of baseline slower than
+// the next (the last kind the fastest): t/all has every kind, t/missing lacks the fastest (with
+// why).
+struct BaselineArchive {
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  int64_t run = 0, all = 0, missing = 0;
+  kforge::BaselineTimes times;  // t/all's
+
+  BaselineArchive() {
+    namespace ar_ns = kforge::archive;
+    ar_ns::Archive ar = ar_ns::Archive::open(db);
+    ar_ns::DeviceId gpu =
+        ar.upsert_device("GPU-h100", "NVIDIA H100", "sm_90a", 132, int64_t{80} << 30, "1");
+    run = ar_ns::RunLog(ar).start(nlohmann::json::object()).value;
+    double ms = 1.0 + 0.5 * static_cast<double>(kforge::baseline_kinds().size());
+    for (const kforge::BaselineKindInfo& info : kforge::baseline_kinds())
+      times.set(info.kind, ms), ms -= 0.5;
+    kforge::BaselineTimes without = times;
+    without.set(kforge::baseline_kinds().back().kind, std::nullopt,
+                "turned off (--no-max-autotune)");
+    all = kernel(ar, gpu, "all", times);
+    missing = kernel(ar, gpu, "missing", without);
+  }
+
+  int64_t kernel(kforge::archive::Archive& ar, kforge::archive::DeviceId gpu,
+                 const std::string& name, const kforge::BaselineTimes& b) {
+    kforge::tasks::Task t;
+    t.suite = "t";
+    t.name = name;
+    t.summary = name;
+    t.reference = "def forward(x: Tensor) -> Tensor:\n    return x\n";
+    t.content_hash = name + "-v1";
+    kforge::archive::NewCandidate c;
+    c.task = ar.upsert_task(t);
+    c.run = kforge::archive::RunId{run};
+    c.identity = "identity-" + name;
+    c.source = "__global__ void " + name + "() {}";
+    c.prompt_kind = "seed";
+    kforge::archive::EvaluationRecord e;
+    e.device = gpu;
+    e.outcome = "correct";
+    e.time_ms = 1.0;
+    e.baselines = b;
+    e.admitted = true;
+    e.harness_version = 1;
+    return ar.add_candidate(c, std::nullopt, {e}).value;
+  }
+};
+
+// `kforge archive results` and `kforge report`: a column per kind (a kind added to
+// baseline_kinds() shows up without an edit to the tables), and x best, the fastest kind measured
+// over the kernel's time; a kind not measured is "-" and its reason is listed.
+TEST(BaselineColumns, EveryKindIsAColumnAndXBestIsTheFastestKindsRatio) {
+  BaselineArchive a;
+  const kforge::BaselineKindInfo& fastest = kforge::baseline_kinds().back();
+  const kforge::BaselineKindInfo& second = kforge::baseline_kinds().end()[-2];
+  auto [rc, results] = sh("$K archive results t --db " + a.db);
+  ASSERT_EQ(rc, 0) << results;
+  auto [rc2, report] = sh("$K report " + std::to_string(a.run) + " --db " + a.db);
+  ASSERT_EQ(rc2, 0) << report;
+  for (const std::string* out : {&results, &report}) {
+    std::map<std::string, std::string> row = markdown_row(*out, "t/all", "x best");
+    ASSERT_FALSE(row.empty()) << *out;
+    for (const kforge::BaselineKindInfo& info : kforge::baseline_kinds()) {
+      std::string label(info.label);
+      ASSERT_TRUE(row.count(label + " ms") && row.count("x " + label)) << label << "\n" << *out;
+      EXPECT_EQ(row["x " + label], two(*a.times.ms(info.kind))) << label << "\n" << *out;
+    }
+    EXPECT_EQ(row["x best"], two(*a.times.ms(fastest.kind))) << *out;
+    EXPECT_EQ(row["x best"], two(*a.times.best_speedup(1.0))) << *out;
+    std::map<std::string, std::string> lacking = markdown_row(*out, "t/missing", "x best");
+    EXPECT_EQ(lacking["x " + std::string(fastest.label)], "-") << *out;
+    EXPECT_EQ(lacking["x best"], two(*a.times.ms(second.kind))) << *out;
+    EXPECT_NE(out->find("- t/missing: " + std::string(fastest.label) +
+                        ": turned off (--no-max-autotune)"),
+              std::string::npos)
+        << *out;
+  }
+  double mean = std::sqrt(*a.times.ms(fastest.kind) * *a.times.ms(second.kind));
+  EXPECT_NE(results.find(", " + two(mean) + "x best"), std::string::npos)
+      << "the geometric mean over the best baseline\n"
+      << results;
+}
+
+// The plain-text lists and one candidate's page: a column (or a figure) per kind and x best.
+TEST(BaselineColumns, TheListsAndShowHaveEveryKindAndTheBest) {
+  BaselineArchive a;
+  auto [rc, top] = sh("$K archive top --suite t --wide --db " + a.db);
+  ASSERT_EQ(rc, 0) << top;
+  std::string heading = top.substr(0, top.find('\n'));
+  size_t at = 0;
+  for (const kforge::BaselineKindInfo& info : kforge::baseline_kinds()) {
+    std::string label(info.label);
+    for (char& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    at = heading.find("x " + label, at);
+    EXPECT_NE(at, std::string::npos) << label << " in order\n" << top;
+  }
+  EXPECT_NE(heading.find("x BEST", at), std::string::npos) << top;
+  std::string best = two(*a.times.best_speedup(1.0)) + "x";
+  EXPECT_NE(top.find(best), std::string::npos) << top;
+  auto [rc2, show] = sh("$K archive show " + std::to_string(a.missing) + " --db " + a.db);
+  ASSERT_EQ(rc2, 0) << show;
+  for (const kforge::BaselineKindInfo& info : kforge::baseline_kinds())
+    EXPECT_NE(show.find("vs " + std::string(info.label) + " "), std::string::npos)
+        << info.label << "\n"
+        << show;
+  EXPECT_NE(show.find("vs " + std::string(kforge::baseline_kinds().back().label) +
+                      " - (not measured: turned off (--no-max-autotune))"),
+            std::string::npos)
+      << show;
+  EXPECT_NE(show.find("vs best " + two(*a.times.ms(kforge::baseline_kinds().end()[-2].kind)) + "x"),
+            std::string::npos)
+      << show;
 }
 
 }  // namespace

@@ -110,10 +110,7 @@ json kforge_line(const std::string& source = "__global__ void k() {}", double ti
                   {"time_ms", time_ms},
                   {"time_iqr_ms", 0.0},
                   {"time_min_ms", time_ms},
-                  {"eager_ms", 2.0},
-                  {"scripted_ms", 1.9},
-                  {"speedup_eager", 2.0 / time_ms},
-                  {"speedup_scripted", 1.9 / time_ms},
+                  {"baselines", {{"eager", 2.0}, {"scripted", 1.9}}},
                   {"roofline_fraction", 0.5},
                   {"admitted", true},
                   {"harness_version", 2},
@@ -328,6 +325,92 @@ TEST(ArchiveImport, ReRunningAnImportAddsNothingTwice) {
       1);
 }
 
+// Lines an older kforge wrote (schema 6 and before) have a column per baseline kind, and said why
+// torch.compile had no time in the judge's evidence only: they import as lists keyed by kind, and
+// export in the new shape.
+TEST(ArchiveImport, AnOlderKforgesBaselineColumnsImportAsLists) {
+  using kforge::BaselineKind;
+  json old = kforge_line();
+  json& e = old["evaluations"][0];
+  e.erase("baselines");
+  e["eager_ms"] = 2.0, e["scripted_ms"] = 1.9, e["speedup_eager"] = 2000.0;
+  e["evidence"]["timing"] = {{"compiled_absent", "no Python with PyTorch 2"}};
+  old["task"]["baselines"] = {{{"dims", {{"N", 1024}}},
+                               {"device", e["device"]},
+                               {"math_mode", "ieee"},
+                               {"eager_ms", 2.0},
+                               {"scripted_ms", nullptr},
+                               {"compiled_ms", 1.5},
+                               {"compiled_absent", nullptr},
+                               {"created_at", "2026-12-01T00:00:03.000Z"}}};
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  std::stringstream in(old.dump() + "\n");
+  ImportReport r = a.import_jsonl(in, "old.jsonl", {/*trust=*/true});
+  EXPECT_EQ(r.evaluations, 1u);
+  EXPECT_EQ(r.records, 1u);
+  json shown = a.show(CandidateId{1})["evaluations"][0];
+  EXPECT_EQ(shown["baselines"], json({{"eager", 2.0},
+                                      {"scripted", 1.9},
+                                      {"absent", {{"compiled", "no Python with PyTorch 2"}}}}));
+  EXPECT_DOUBLE_EQ(shown["speedup"]["eager"].get<double>(), 2.0 / 0.001);
+  std::optional<BaselineTimes> b = a.baseline(TaskId{1}, {{"N", 1024}}, DeviceId{1}, "ieee");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->to_json(), json({{"eager", 2.0}, {"compiled", 1.5}}));
+  std::stringstream exported;
+  a.export_jsonl(exported);
+  json line = json::parse(exported.str());
+  EXPECT_EQ(line["evaluations"][0]["baselines"], shown["baselines"]);
+  EXPECT_EQ(line["task"]["baselines"][0]["baselines"], b->to_json());
+  for (const char* key : {"eager_ms", "scripted_ms", "speedup_eager", "compiled_ms", "speedup"})
+    EXPECT_FALSE(line["evaluations"][0].contains(key)) << key;
+  EXPECT_FALSE(line["task"]["baselines"][0].contains("eager_ms"));
+  // Importing the old line again adds nothing: it is the same evaluation.
+  std::stringstream again(old.dump() + "\n");
+  EXPECT_EQ(a.import_jsonl(again, "old.jsonl", {true}).evaluations, 0u);
+}
+
+// The published results (docs/results/*.jsonl.gz) are exports of schema 5 and 6: they import, and
+// every evaluation's baselines come back as rows of their kinds.
+TEST(ArchiveImport, ThePublishedResultsImportWithTheirBaselinesAsLists) {
+  struct Published {
+    const char* file;
+    int64_t evaluations, eager, scripted, compiled;
+  };
+  for (const Published& p :
+       {Published{"evolve-level1-level2-2026-12-03.jsonl.gz", 131, 131, 131, 0},
+        Published{"seeds-compile-2026-12-04.jsonl.gz", 79, 79, 79, 79}}) {
+    TempDir dir;
+    Archive a = Archive::open((dir.path() / "a.db").string());
+    std::ifstream in(kforge::test::source_dir() / "docs/results" / p.file, std::ios::binary);
+    ASSERT_TRUE(in) << p.file;
+    a.import_jsonl(in, p.file, {/*trust=*/true});
+    EXPECT_EQ(count(a.db(), "SELECT count(*) FROM evaluations"), p.evaluations) << p.file;
+    auto kind = [&](const char* k) {
+      return count(a.db(), std::string("SELECT count(*) FROM evaluation_baselines WHERE ms > 0 "
+                                       "AND kind = '") +
+                               k + "'");
+    };
+    EXPECT_EQ(kind("eager"), p.eager) << p.file;
+    EXPECT_EQ(kind("scripted"), p.scripted) << p.file;
+    EXPECT_EQ(kind("compiled"), p.compiled) << p.file;
+  }
+  // One evaluation's numbers, as the file has them (eager_ms, scripted_ms, speedup_eager).
+  TempDir dir;
+  Archive a = Archive::open((dir.path() / "a.db").string());
+  std::ifstream in(
+      kforge::test::source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz",
+      std::ios::binary);
+  a.import_jsonl(in, "evolve.jsonl.gz", {true});
+  Statement c = a.db().prepare(
+      "SELECT id FROM candidates WHERE identity = '2c11d21463b6d63515c7fc2f7f7e40db'");
+  ASSERT_TRUE(c.step());
+  json e = a.show(CandidateId{c.integer(0)})["evaluations"][0];
+  EXPECT_EQ(e["baselines"], json({{"eager", 1.1581759452819824}, {"scripted", 1.158784031867981}}));
+  EXPECT_NEAR(e["speedup"]["eager"].get<double>(), 1.2689057372775028, 1e-12);
+  EXPECT_NEAR(e["speedup"]["best"].get<double>(), 1.2689057372775028, 1e-12);
+}
+
 TEST(ArchiveImport, AiCudaEngineerRowsStayRetrievalTextEvenWithTrust) {
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
@@ -397,8 +480,8 @@ TEST(ArchiveImport, MalformedLinesNameTheirFileLineAndField) {
        ":2: evaluations[0].time_ms: must be a number or null"},
       {edit([](json& l) { l["evaluations"][0]["time_ms"] = 0; }),
        ":2: evaluations[0].time_ms: 0 is not positive"},
-      {edit([](json& l) { l["evaluations"][0]["speedup_eager"] = -3; }),
-       ":2: evaluations[0].speedup_eager: -3 is not positive"},
+      {edit([](json& l) { l["evaluations"][0]["baselines"]["eager"] = -3; }),
+       ":2: evaluations[0].baselines.eager: -3 is not positive"},
       {edit([](json& l) { l["evaluations"][0]["harness_version"] = 1e300; }),
        ":2: evaluations[0].harness_version: must be an integer"},
       {edit([](json& l) { l["evaluations"][0]["device"]["sms"] = -4; }),
@@ -413,8 +496,19 @@ TEST(ArchiveImport, MalformedLinesNameTheirFileLineAndField) {
   cases.push_back(
       {big_time, ":2: evaluations[0].time_ms: not JSON: number overflow parsing '1e400'"});
   std::string cut = kforge_line().dump();
-  cases.push_back({cut.substr(0, cut.find("\"speedup_eager\"") + 17),
-                   ":2: evaluations[0].speedup_eager: not JSON: "});
+  cases.push_back(
+      {cut.substr(0, cut.find("\"eager\"") + 9), ":2: evaluations[0].baselines.eager: not JSON: "});
+  cases.push_back({edit([](json& l) { l["evaluations"][0]["baselines"] = json::array(); }),
+                   ":2: evaluations[0].baselines: must be an object of times keyed by kind"});
+  cases.push_back({edit([](json& l) {
+                     l["evaluations"][0]["baselines"]["absent"] = {{"compiled", 3}};
+                   }),
+                   ":2: evaluations[0].baselines.absent.compiled: must be a string"});
+  cases.push_back({edit([](json& l) {
+                     l["evaluations"][0].erase("baselines");
+                     l["evaluations"][0]["scripted_ms"] = "slow";
+                   }),
+                   ":2: evaluations[0].scripted_ms: must be a number or null"});
   TempDir dir;
   std::string db = (dir.path() / "a.db").string();
   std::string first = kforge_line("__global__ void first() {}").dump() + "\n";

@@ -79,8 +79,7 @@ class BestKernel : public ::testing::Test {
     e.outcome = outcome;
     e.flags = flags;
     e.time_ms = time_ms;
-    e.eager_ms = eager_ms;
-    e.speedup_eager = eager_ms / time_ms;
+    e.baselines.set(BaselineKind::Eager, eager_ms);
     e.admitted = admitted;
     e.harness_version = kHarness;
     if (claimed) e.import_source = "their-export.jsonl", e.import_trust = "claimed";
@@ -190,8 +189,12 @@ TEST_F(BestKernel, ReportWebViewAndExportAgreeOnEveryTasksBest) {
   std::optional<archive::RunReport> report = archive::run_report(*ar_, run_);
   ASSERT_TRUE(report);
   std::map<std::string, std::optional<int64_t>> from_report;
-  for (const archive::RunTask& t : report->tasks)
+  for (const archive::RunTask& t : report->tasks) {
     from_report[t.task] = t.best ? std::optional<int64_t>(t.best->candidate.value) : std::nullopt;
+    if (t.best) {
+      EXPECT_EQ(t.best->baselines.ms(BaselineKind::Eager), 2.0) << t.task;
+    }
+  }
   EXPECT_EQ(from_report, want);
   // Its best-by-generation curve ends at the best.
   for (const auto& [task, steps] : report->progress)
@@ -213,8 +216,17 @@ TEST_F(BestKernel, ReportWebViewAndExportAgreeOnEveryTasksBest) {
   std::map<std::string, std::optional<int64_t>> from_overview, from_leaderboard, from_curve;
   for (const std::string& n : names) from_overview[n] = from_leaderboard[n] = from_curve[n] = {};
   std::map<int64_t, std::vector<archive::RunBestKernel>> run_bests = archive::run_bests(*ar_);
-  for (const archive::RunBestKernel& k : run_bests[run_.value])
+  std::optional<double> previous;
+  for (const archive::RunBestKernel& k : run_bests[run_.value]) {
     from_overview[k.task] = k.candidate.value;
+    // The largest speedup over the best baseline first.
+    std::optional<double> speedup = k.baselines.best_speedup(k.time_ms);
+    ASSERT_TRUE(speedup) << k.task;
+    if (previous) {
+      EXPECT_GE(*previous, *speedup) << k.task;
+    }
+    previous = speedup;
+  }
   for (const json& row : ar_->results("t", "", true)) {
     if (row["identity"].is_null()) continue;
     for (const Made& made : made_evaluations_)

@@ -126,6 +126,17 @@ TEST(Cli, BadArgumentsExit2) {
   EXPECT_EQ(kforge_cli("tasks show no_such_task --tasks-dir " + tasks_dir()).code, 2);
 }
 
+// Every command that times baselines turns torch.compile off (--no-compile) and its max-autotune
+// mode alone (--no-max-autotune), the slowest package to build.
+TEST(Cli, EveryCommandWithNoCompileHasNoMaxAutotune) {
+  for (const char* command : {"verify", "baseline", "corpus", "evolve", "gpu-worker"}) {
+    Result r = kforge_cli(std::string(command) + " --help");
+    EXPECT_EQ(r.code, 0) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find("--no-compile"), std::string::npos) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find("--no-max-autotune"), std::string::npos) << command << "\n" << r.out;
+  }
+}
+
 // Issue 16: ordinary bad input is exit 2 or the candidate's outcome (exit 1) with a message
 // that names the input, never exit 4 ("a kforge bug") or a signal.
 std::string vector_add_answer() {

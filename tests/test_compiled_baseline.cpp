@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/task.h"
@@ -87,13 +88,43 @@ TEST(CompiledBaseline, ALibTorchThatCannotLoadPackagesSaysSo) {
             std::string::npos)
       << why;
   auto t = task("smoke/relu");
-  verify::CompiledPackage p = verify::compiled_package(*t, {torch::zeros({8})}, 0);
-  EXPECT_TRUE(p.path.empty());
-  EXPECT_EQ(p.absent, why);
+  for (BaselineKind kind : verify::compiled_kinds()) {
+    verify::CompiledPackage p = verify::compiled_package(*t, {torch::zeros({8})}, 0, kind);
+    EXPECT_TRUE(p.path.empty());
+    EXPECT_EQ(p.kind, kind);
+    EXPECT_EQ(p.absent, why);
+  }
 }
 
-// The packages built ahead for a run (compiled_packages): one per task, in the tasks' order, each
-// with its reason where it cannot be built, and `done` told of each once.
+// The compiled kinds are torch.compile's two modes; eager and scripted are no package.
+TEST(CompiledBaseline, EachCompiledKindIsAModeAndMaxAutotuneCanBeTurnedOff) {
+  EXPECT_EQ(verify::compiled_kinds(),
+            (std::vector<BaselineKind>{BaselineKind::Compiled, BaselineKind::CompiledMaxAutotune}));
+  EXPECT_EQ(verify::compiled_mode(BaselineKind::Compiled), "default");
+  EXPECT_EQ(verify::compiled_mode(BaselineKind::CompiledMaxAutotune), "max-autotune");
+  EXPECT_FALSE(verify::compiled_mode(BaselineKind::Eager));
+  auto t = task("smoke/relu");
+  EXPECT_THROW(verify::compiled_package(*t, {torch::zeros({8})}, 0, BaselineKind::Scripted), Error);
+  verify::CompiledOptions o;
+  o.max_autotune = false;
+  verify::CompiledPackage p =
+      verify::compiled_package(*t, {torch::zeros({8})}, 0, BaselineKind::CompiledMaxAutotune, o);
+  EXPECT_TRUE(p.path.empty());
+  EXPECT_EQ(p.absent, "max-autotune turned off");
+  o.max_autotune_off_reason = "turned off (--no-max-autotune)";
+  EXPECT_EQ(
+      verify::compiled_package(*t, {torch::zeros({8})}, 0, BaselineKind::CompiledMaxAutotune, o)
+          .absent,
+      "turned off (--no-max-autotune)");
+  o.enabled = false;  // every kind off: the general reason
+  EXPECT_EQ(
+      verify::compiled_package(*t, {torch::zeros({8})}, 0, BaselineKind::CompiledMaxAutotune, o)
+          .absent,
+      "turned off");
+}
+
+// The packages built ahead for a run (compiled_packages): one per task and compiled kind, in the
+// tasks' order, each with its reason where it cannot be built, and `done` told of each once.
 TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
   std::vector<std::shared_ptr<tasks::Task>> owned = {task("smoke/relu"), task("smoke/softmax"),
                                                      task("level1/matmul_square"),
@@ -104,23 +135,31 @@ TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
   off.enabled = false;
   off.off_reason = "turned off (--no-compile)";
   off.build_jobs = 3;
+  const std::vector<BaselineKind> kinds = verify::compiled_kinds();
   std::vector<std::string> heard;
   std::vector<verify::CompiledPackage> p = verify::compiled_packages(
       ts, 0, off, [&](const tasks::Task& t, const verify::CompiledPackage& c) {
-        heard.push_back(t.id());
+        heard.push_back(t.id() + " " + std::string(to_string(c.kind)));
         EXPECT_EQ(c.absent, "turned off (--no-compile)");
       });
-  ASSERT_EQ(p.size(), ts.size());
-  for (const verify::CompiledPackage& c : p) EXPECT_EQ(c.absent, "turned off (--no-compile)");
+  ASSERT_EQ(p.size(), ts.size() * kinds.size());
+  for (size_t k = 0; k < p.size(); ++k) {
+    EXPECT_EQ(p[k].kind, kinds[k % kinds.size()]);
+    EXPECT_EQ(p[k].absent, "turned off (--no-compile)");
+  }
   std::sort(heard.begin(), heard.end());
-  EXPECT_EQ(heard, (std::vector<std::string>{"level1/matmul_square", "smoke/relu", "smoke/softmax",
-                                             "smoke/vector_add"}));
+  EXPECT_EQ(heard,
+            (std::vector<std::string>{
+                "level1/matmul_square compiled", "level1/matmul_square compiled_max_autotune",
+                "smoke/relu compiled", "smoke/relu compiled_max_autotune", "smoke/softmax compiled",
+                "smoke/softmax compiled_max_autotune", "smoke/vector_add compiled",
+                "smoke/vector_add compiled_max_autotune"}));
 
   std::string why = verify::compiled_unsupported();
   if (why.empty())
     GTEST_SKIP() << "this LibTorch loads packages: building them needs a GPU (tests/gpu/)";
   p = verify::compiled_packages(ts, 0);  // even level1/matmul_square's timed dims take no memory
-  ASSERT_EQ(p.size(), ts.size());
+  ASSERT_EQ(p.size(), ts.size() * kinds.size());
   for (const verify::CompiledPackage& c : p) {
     EXPECT_TRUE(c.path.empty());
     EXPECT_EQ(c.absent, why);
@@ -158,6 +197,39 @@ TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {
   spec["source"] = t->reference;
   EXPECT_NE(reason(run_helper(kDebianPython, "build", spec)).find("sees no CUDA GPU"),
             std::string::npos);
+}
+
+// max-autotune's package is built with torch.compile(mode="max-autotune")'s options less CUDA
+// graphs (AOTInductor has none), or with the options max-autotune always set where PyTorch cannot
+// list them; the default mode's with none. The helper's function, given a stand-in for torch.
+TEST(CompiledBaseline, MaxAutotunesOptionsAreTorchCompilesLessCudaGraphs) {
+  if (::access(kDebianPython.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << kDebianPython;
+  TempDir dir;
+  std::string script = dir.write("options.py", R"(import importlib.util, json, sys, types
+spec = importlib.util.spec_from_file_location("helper", sys.argv[1])
+helper = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(helper)
+def list_mode_options(mode=None, dynamic=None):
+    return {"max-autotune": {"max_autotune": True, "triton.cudagraphs": True,
+                             "coordinate_descent_tuning": True}}[mode]
+new = types.SimpleNamespace(_inductor=types.SimpleNamespace(list_mode_options=list_mode_options))
+old = types.SimpleNamespace(_inductor=types.SimpleNamespace())
+print(json.dumps({"default": helper.inductor_configs(new, "default"),
+                  "max-autotune": helper.inductor_configs(new, "max-autotune"),
+                  "older": helper.inductor_configs(old, "max-autotune")}))
+)")
+                           .string();
+  FILE* p = ::popen((kDebianPython + " " + script + " " + kHelper + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  json j = json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["default"], json::object());
+  json tuned = {{"max_autotune", true}, {"coordinate_descent_tuning", true}};
+  EXPECT_EQ(j["max-autotune"], tuned);
+  EXPECT_EQ(j["older"], tuned);
 }
 
 // torch.compile takes Python: each shipped reference, run as Python by the helper (Debian's

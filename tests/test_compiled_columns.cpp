@@ -1,7 +1,8 @@
-// torch.compile's baseline (issue 20) carried wherever the scripted one goes: the archive (schema
-// 5, its migration, JSONL), the loop's records and prompts, `kforge archive results | show` and
-// `kforge report`. The GPU is the fake one (fake_gpu.h): eager 1.0 ms, scripted 1.1 ms, compiled
-// 0.9 ms, or no compiled time and the reason.
+// torch.compile's baselines (issue 20; max-autotune and the list keyed by kind, issue 36) carried
+// wherever the scripted one goes: the archive (schema 5 and 7, their migrations, JSONL), the loop's
+// records and prompts, `kforge archive results | show` and `kforge report`. The GPU is the fake one
+// (fake_gpu.h): eager 1.0 ms, scripted 1.1 ms, compiled 0.9 ms, max-autotune 0.8 ms, or no compiled
+// times and the reason.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -66,12 +67,12 @@ struct RecordedRun {
     llm->set_target(evolve::PromptGpu{}, s.evaluator->device_id());
     summary = evolve::run_evolution(c, {relu()}, *s.evaluator, std::nullopt, {}, llm.get());
   }
-  std::string eager_line() {
+  std::string baselines_line() {
     for (const std::string& p : model.prompts()) {
-      size_t at = p.find("PyTorch eager time: ");
+      size_t at = p.find("PyTorch baselines: ");
       if (at != std::string::npos) return p.substr(at, p.find('\n', at) - at);
     }
-    return "(no prompt quoted eager's time)";
+    return "(no prompt quoted the baselines)";
   }
 };
 
@@ -80,55 +81,70 @@ TEST(CompiledColumns, ARunRecordsTorchCompileAndEveryViewShowsXCompile) {
   ASSERT_EQ(run.summary.tasks.size(), 1u);
   const evolve::TaskStatus& t = run.summary.tasks[0];
   ASSERT_TRUE(t.best_ms);
-  EXPECT_EQ(t.compiled_ms, 0.9);
-  // The archive: the baseline and every timed evaluation carry it.
-  EXPECT_EQ(run.s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND eager_ms = "
-                        "1.0 AND scripted_ms = 1.1 AND compiled_ms = 0.9 "
-                        "AND compiled_absent IS NULL"),
-            1);
+  EXPECT_EQ(t.baselines.ms(BaselineKind::Compiled), 0.9);
+  EXPECT_EQ(t.baselines.ms(BaselineKind::CompiledMaxAutotune), 0.8);
+  // The archive: the baseline and every timed evaluation carry both, a row per kind.
+  EXPECT_EQ(run.s.count("SELECT count(*) FROM baseline_times x JOIN baselines b ON b.id = "
+                        "x.baseline_id WHERE b.math_mode = 'ieee' AND x.absent IS NULL AND "
+                        "((x.kind = 'eager' AND x.ms = 1.0) OR (x.kind = 'scripted' AND x.ms = "
+                        "1.1) OR (x.kind = 'compiled' AND x.ms = 0.9) OR (x.kind = "
+                        "'compiled_max_autotune' AND x.ms = 0.8))"),
+            4);
   EXPECT_GT(run.s.count("SELECT count(*) FROM evaluations WHERE outcome = 'correct'"), 0);
-  EXPECT_EQ(run.s.count("SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND "
-                        "(compiled_ms IS NOT 0.9 OR "
-                        "abs(speedup_compiled - 0.9 / time_ms) > 1e-9)"),
+  EXPECT_EQ(run.s.count("SELECT count(*) FROM evaluations e WHERE outcome = 'correct' AND (SELECT "
+                        "count(*) FROM evaluation_baselines x WHERE x.evaluation_id = e.id AND "
+                        "x.absent IS NULL AND ((x.kind = 'compiled' AND x.ms = 0.9) OR (x.kind = "
+                        "'compiled_max_autotune' AND x.ms = 0.8))) != 2"),
             0);
-  // The prompt: the number to beat.
+  // The prompt: every kind's time, and the number to beat.
   EXPECT_NE(
-      run.eager_line().find(
-          "PyTorch eager time: 1 ms, TorchScript-scripted 1.1 ms, torch.compile (TorchInductor) "
-          "0.9 ms (measured on "),
+      run.baselines_line().find("PyTorch baselines: eager 1 ms, scripted 1.1 ms, compile 0.9 ms, "
+                                "max-autotune 0.8 ms (measured on "),
       std::string::npos)
-      << run.eager_line();
-  // `kforge archive results`: the compile columns beside eager and scripted, and its mean.
+      << run.baselines_line();
+  EXPECT_NE(
+      run.baselines_line().find("; the best baseline, the time to beat: max-autotune, 0.8 ms"),
+      std::string::npos)
+      << run.baselines_line();
+  // `kforge archive results`: the compile columns beside eager and scripted, and their means.
   kforge::test::CliResult results = run_kforge("archive results smoke --db " + run.db());
   ASSERT_EQ(results.code, 0) << results.out;
   double best = *t.best_ms;
-  std::string row = "| smoke/relu | 1.0000 | 1.1000 | 0.9000 | " + fixed(best, 4) + " | " +
+  std::string row = "| smoke/relu | 1.0000 | 1.1000 | 0.9000 | 0.8000 | " + fixed(best, 4) + " | " +
                     fixed(1.0 / best, 2) + " | " + fixed(1.1 / best, 2) + " | " +
-                    fixed(0.9 / best, 2) + " | ";
-  EXPECT_NE(results.out.find("| task | eager ms | scripted ms | compile ms | best ms | x eager | x "
-                             "scripted | x compile | "
-                             "roofline | tunables |"),
+                    fixed(0.9 / best, 2) + " | " + fixed(0.8 / best, 2) + " | " +
+                    fixed(0.8 / best, 2) + " | ";
+  EXPECT_NE(results.out.find("| task | eager ms | scripted ms | compile ms | max-autotune ms | "
+                             "best ms | x eager | x scripted | x compile | x max-autotune | x "
+                             "best | roofline | tunables |"),
             std::string::npos)
       << results.out;
   EXPECT_NE(results.out.find(row), std::string::npos) << row << "\n" << results.out;
-  EXPECT_NE(results.out.find("x scripted, " + fixed(0.9 / best, 2) + "x compile;"),
+  EXPECT_NE(results.out.find("x scripted, " + fixed(0.9 / best, 2) + "x compile, " +
+                             fixed(0.8 / best, 2) + "x max-autotune, " + fixed(0.8 / best, 2) +
+                             "x best;"),
             std::string::npos)
       << results.out;
-  EXPECT_EQ(results.out.find("No torch.compile time"), std::string::npos) << results.out;
+  EXPECT_EQ(results.out.find("Baselines not measured"), std::string::npos) << results.out;
   kforge::test::CliResult as_json = run_kforge("archive results smoke --json --db " + run.db());
   json rows = json::parse(as_json.out);
-  EXPECT_EQ(rows[0]["compiled_ms"], 0.9) << as_json.out;
-  EXPECT_TRUE(rows[0]["compiled_absent"].is_null()) << as_json.out;
+  EXPECT_EQ(
+      rows[0]["baselines"],
+      json({{"eager", 1.0}, {"scripted", 1.1}, {"compiled", 0.9}, {"compiled_max_autotune", 0.8}}))
+      << as_json.out;
+  EXPECT_DOUBLE_EQ(rows[0]["speedup"]["best"].get<double>(), 0.8 / best) << as_json.out;
   // `kforge report`: compile ms and x compile per task.
   kforge::test::CliResult report =
       run_kforge("report " + std::to_string(run.summary.run) + " --db " + run.db());
   ASSERT_EQ(report.code, 0) << report.out;
-  EXPECT_NE(report.out.find("| scripted ms | x scripted | compile ms | x compile | roofline |"),
+  EXPECT_NE(report.out.find("| scripted ms | x scripted | compile ms | x compile | max-autotune ms "
+                            "| x max-autotune | x best | roofline |"),
             std::string::npos)
       << report.out;
-  EXPECT_NE(report.out.find("| 1.1000 | " + fixed(1.1 / best, 2) + " | 0.9000 | " +
-                            fixed(0.9 / best, 2) + " | "),
-            std::string::npos)
+  EXPECT_NE(
+      report.out.find("| 1.1000 | " + fixed(1.1 / best, 2) + " | 0.9000 | " + fixed(0.9 / best, 2) +
+                      " | 0.8000 | " + fixed(0.8 / best, 2) + " | " + fixed(0.8 / best, 2) + " | "),
+      std::string::npos)
       << report.out;
   // JSONL: exported, imported (--trust) into another archive, shown there the same.
   std::string exported = (run.s.dir.path() / "export.jsonl").string(),
@@ -145,44 +161,50 @@ TEST(CompiledColumns, ARunRecordsTorchCompileAndEveryViewShowsXCompile) {
 TEST(CompiledColumns, WithoutTorchCompileTheColumnIsADashAndTheReasonIsShown) {
   RecordedRun run(kNoPython);
   ASSERT_TRUE(run.summary.tasks.at(0).best_ms);
-  EXPECT_FALSE(run.summary.tasks[0].compiled_ms);
-  EXPECT_EQ(run.s.count(std::string("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND "
-                                    "compiled_ms IS NULL AND compiled_absent = '") +
+  EXPECT_FALSE(run.summary.tasks[0].baselines.ms(BaselineKind::Compiled));
+  EXPECT_EQ(run.summary.tasks[0].baselines.absent(BaselineKind::Compiled), kNoPython);
+  EXPECT_EQ(run.s.count(std::string("SELECT count(*) FROM baseline_times x JOIN baselines b ON "
+                                    "b.id = x.baseline_id WHERE b.math_mode = 'ieee' AND x.kind "
+                                    "IN ('compiled', 'compiled_max_autotune') AND x.ms IS NULL AND "
+                                    "x.absent = '") +
                         kNoPython + "'"),
-            1);
-  EXPECT_EQ(run.s.count("SELECT count(*) FROM evaluations WHERE compiled_ms IS NOT NULL OR "
-                        "speedup_compiled IS NOT NULL"),
+            2);
+  EXPECT_EQ(run.s.count("SELECT count(*) FROM evaluation_baselines WHERE kind IN ('compiled', "
+                        "'compiled_max_autotune') AND ms IS NOT NULL"),
             0);
   // The prompt says it was not measured and why, never a number.
-  std::string eager = run.eager_line();
-  EXPECT_NE(eager.find(std::string("TorchScript-scripted 1.1 ms, torch.compile not measured (") +
-                       kNoPython + ")"),
+  std::string quoted = run.baselines_line();
+  EXPECT_NE(quoted.find(std::string("scripted 1.1 ms, compile not measured (") + kNoPython +
+                        "), max-autotune not measured (" + kNoPython + ")"),
             std::string::npos)
-      << eager;
-  EXPECT_EQ(eager.find("TorchInductor"), std::string::npos) << eager;
+      << quoted;
+  EXPECT_NE(quoted.find("the best baseline, the time to beat: eager, 1 ms"), std::string::npos)
+      << quoted;
+  EXPECT_EQ(quoted.find("TorchInductor"), std::string::npos) << quoted;
   // `kforge archive results`: "-" in the compile columns, the reason under the table.
   kforge::test::CliResult results = run_kforge("archive results smoke --db " + run.db());
   ASSERT_EQ(results.code, 0) << results.out;
   double best = *run.summary.tasks[0].best_ms;
-  EXPECT_NE(results.out.find("| smoke/relu | 1.0000 | 1.1000 | - | " + fixed(best, 4) + " | " +
-                             fixed(1.0 / best, 2) + " | " + fixed(1.1 / best, 2) + " | - | "),
+  EXPECT_NE(results.out.find("| smoke/relu | 1.0000 | 1.1000 | - | - | " + fixed(best, 4) + " | " +
+                             fixed(1.0 / best, 2) + " | " + fixed(1.1 / best, 2) + " | - | - | " +
+                             fixed(1.0 / best, 2) + " | "),
+            std::string::npos)
+      << "the best baseline is eager's\n"
+      << results.out;
+  EXPECT_NE(results.out.find(std::string("Baselines not measured (their columns \"-\"):\n- "
+                                         "smoke/relu: compile: ") +
+                             kNoPython + "\n- smoke/relu: max-autotune: " + kNoPython),
             std::string::npos)
       << results.out;
-  EXPECT_NE(
-      results.out.find(std::string("No torch.compile time (x compile \"-\"):\n- smoke/relu: ") +
-                       kNoPython),
-      std::string::npos)
-      << results.out;
-  EXPECT_EQ(results.out.find("x compile;"), std::string::npos) << "no mean over nothing\n"
-                                                               << results.out;
+  for (const char* mean : {"x compile,", "x max-autotune,"})
+    EXPECT_EQ(results.out.find(mean), std::string::npos) << "no mean over nothing\n" << results.out;
   // `kforge archive show`: the evaluation says why.
   int64_t id = run.s.count(
       "SELECT candidate_id FROM evaluations WHERE outcome = 'correct' ORDER BY id LIMIT 1");
   kforge::test::CliResult show =
       run_kforge("archive show " + std::to_string(id) + " --db " + run.db());
-  EXPECT_NE(
-      show.out.find(std::string("vs compile - (torch.compile not measured: ") + kNoPython + ")"),
-      std::string::npos)
+  EXPECT_NE(show.out.find(std::string("vs compile - (not measured: ") + kNoPython + ")"),
+            std::string::npos)
       << show.out;
 }
 
@@ -227,26 +249,33 @@ TEST(CompiledColumns, AVersionFourArchiveMigratesWithNoCompiledTimes) {
   std::optional<archive::BaselineTimes> b =
       a.baseline(archive::TaskId{1}, json{{"N", 8}}, archive::DeviceId{1}, "ieee");
   ASSERT_TRUE(b);
-  EXPECT_EQ(b->eager_ms, 1.0);
-  EXPECT_FALSE(b->compiled_ms);
-  EXPECT_EQ(b->compiled_absent, "") << "timed before version 5: no reason known";
+  EXPECT_EQ(b->ms(BaselineKind::Eager), 1.0);
+  EXPECT_FALSE(b->ms(BaselineKind::Compiled));
+  EXPECT_EQ(b->absent(BaselineKind::Compiled), "") << "timed before version 5: no reason known";
   json e = a.show(archive::CandidateId{1})["evaluations"][0];
-  EXPECT_TRUE(e["compiled_ms"].is_null() && e["speedup_compiled"].is_null()) << e.dump();
+  EXPECT_EQ(e["baselines"], json({{"eager", 1.0}, {"scripted", 1.1}})) << e.dump();
+  EXPECT_TRUE(e["speedup"]["compiled"].is_null()) << e.dump();
   kforge::test::CliResult results = run_kforge("archive results s --db " + path);
-  EXPECT_NE(results.out.find("| s/relu | 1.0000 | 1.1000 | - | 0.5000 | 2.00 | 2.20 | - | "),
+  EXPECT_NE(results.out.find(
+                "| s/relu | 1.0000 | 1.1000 | - | - | 0.5000 | 2.00 | 2.20 | - | - | 2.00 | "),
             std::string::npos)
       << results.out;
-  EXPECT_EQ(results.out.find("No torch.compile time"), std::string::npos) << "no reason to show\n"
-                                                                          << results.out;
-  // Its export, and the same lines without the new fields (an older kforge's), import.
+  EXPECT_EQ(results.out.find("Baselines not measured"), std::string::npos) << "no reason to show\n"
+                                                                           << results.out;
+  // Its export, and the same lines as a version 4 kforge wrote them (a column per kind, no
+  // compiled one), import.
   std::ostringstream out;
   a.export_jsonl(out);
   json line = json::parse(out.str());
-  EXPECT_TRUE(line["evaluations"][0]["compiled_ms"].is_null()) << out.str();
+  EXPECT_EQ(line["evaluations"][0]["baselines"], e["baselines"]) << out.str();
   for (bool strip : {false, true}) {
     json l = line;
     if (strip)
-      for (auto& ev : l["evaluations"]) ev.erase("compiled_ms"), ev.erase("speedup_compiled");
+      for (auto& ev : l["evaluations"]) {
+        ev["eager_ms"] = ev["baselines"]["eager"], ev["scripted_ms"] = ev["baselines"]["scripted"];
+        ev["speedup_eager"] = 2.0, ev["speedup_scripted"] = 2.2;
+        ev.erase("baselines");
+      }
     std::istringstream in(l.dump() + "\n");
     archive::Archive fresh =
         archive::Archive::open((dir.path() / (strip ? "b.db" : "a.db")).string());

@@ -214,9 +214,11 @@ TEST(Evolve, OfflineRunRecordsEveryChildWithItsLineage) {
   // The task's references were timed once, before generation 0, and kept for the prompts; a second
   // run on this GPU does not time them again.
   EXPECT_EQ(s.gpu.baselined, 1);
-  EXPECT_EQ(s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee' AND eager_ms = 1.0 "
-                    "AND scripted_ms = 1.1"),
-            1);
+  EXPECT_EQ(s.count("SELECT count(*) FROM baselines WHERE math_mode = 'ieee'"), 1);
+  EXPECT_EQ(s.count("SELECT count(*) FROM baselines b JOIN baseline_times t ON t.baseline_id = "
+                    "b.id WHERE b.math_mode = 'ieee' AND (t.kind, t.ms) IN (VALUES ('eager', 1.0), "
+                    "('scripted', 1.1), ('compiled', 0.9), ('compiled_max_autotune', 0.8))"),
+            4);
   evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator, std::nullopt);
   EXPECT_EQ(s.gpu.baselined, 1);
 }
@@ -398,7 +400,7 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
   // Where the speed came from: the best after each generation and who proposed each new best.
   EXPECT_NE(report.out.find("## Best by generation"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("| g0 | g1 | g2 |"), std::string::npos) << report.out;
-  EXPECT_NE(report.out.find("x (seed) |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("x best (seed) |"), std::string::npos) << report.out;
   // Every child recorded with its lineage: the broken ones too, with their compile failure.
   EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind = 'optimize' AND model = "
                     "'scripted' AND generation = 1"),
@@ -1046,20 +1048,24 @@ TEST(Evolve, RunConfigNamesTheBadField) {
   }
 }
 
-// What schema 5 added (torch.compile's baseline), dropped to make an older archive from today's.
-constexpr const char* kDropVersionFive =
-    "ALTER TABLE evaluations DROP COLUMN compiled_ms; ALTER TABLE evaluations DROP COLUMN "
-    "speedup_compiled; "
-    "ALTER TABLE baselines DROP COLUMN compiled_ms; ALTER TABLE baselines DROP COLUMN "
-    "compiled_absent; ";
+// Schema 7's baselines (rows keyed by kind) undone back to schema 4's columns (eager and scripted;
+// schema 5 added torch.compile's), to make an older archive from today's.
+constexpr const char* kBeforeVersionFive =
+    "DROP TABLE evaluation_baselines; DROP TABLE baseline_times; "
+    "ALTER TABLE evaluations ADD COLUMN eager_ms REAL; "
+    "ALTER TABLE evaluations ADD COLUMN scripted_ms REAL; "
+    "ALTER TABLE evaluations ADD COLUMN speedup_eager REAL; "
+    "ALTER TABLE evaluations ADD COLUMN speedup_scripted REAL; "
+    "ALTER TABLE baselines ADD COLUMN eager_ms REAL; "
+    "ALTER TABLE baselines ADD COLUMN scripted_ms REAL; ";
 
 TEST(Evolve, MigratesAVersionTwoArchive) {
   TempDir dir;
   std::string path = (dir.path() / "v2.db").string();
   {
-    // A version 2 archive: today's, less what versions 3 to 5 added.
+    // A version 2 archive: today's, less what versions 3 to 7 changed.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec(std::string(kDropVersionFive) +
+    a.db().exec(std::string(kBeforeVersionFive) +
                 "DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA "
                 "user_version = 2");
   }
@@ -1073,9 +1079,9 @@ TEST(Evolve, MigratesAVersionThreeArchive) {
   TempDir dir;
   std::string path = (dir.path() / "v3.db").string();
   {
-    // A version 3 archive: today's, less version 4's profiles and version 5's columns.
+    // A version 3 archive: today's, less version 4's profiles and versions 5 to 7's baselines.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec(std::string(kDropVersionFive) + "DROP TABLE profiles; PRAGMA user_version = 3");
+    a.db().exec(std::string(kBeforeVersionFive) + "DROP TABLE profiles; PRAGMA user_version = 3");
   }
   archive::Archive a = archive::Archive::open(path);
   EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);

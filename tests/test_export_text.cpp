@@ -15,6 +15,7 @@
 #include <map>
 
 #include "fuzz_util.h"
+#include "kforge/common/baseline.h"
 #include "kforge/common/expr.h"
 #include "kforge/common/files.h"
 #include "kforge/common/identity.h"
@@ -277,10 +278,14 @@ struct OpFixture {
                   {"finish", "finish", "", {}, {ptr, ptr, i64, i64}}};
     op.images = {{"sm_90a", 90, false, "cubin"},
                  {"compute_90a", 90, true, std::string("ptx\0", 4)}};
-    op.manifest = {
-        {"candidate", {{"identity", "0123456789abcdef0123456789abcdef"}}},
-        {"judged", {{"device", "NVIDIA H100"}, {"speedup_eager", 1.5}, {"speedup_compiled", 1.2}}},
-        {"reference_torchscript", "def forward(x):\n  return x\n"}};
+    op.manifest = {{"candidate", {{"identity", "0123456789abcdef0123456789abcdef"}}},
+                   {"judged",
+                    {{"device", "NVIDIA H100"},
+                     {"time_ms", 2.0},
+                     {"baselines", {{"eager", 3.0}, {"compiled", 2.4}}},
+                     {"speedup", {{"eager", 1.5}, {"compiled", 1.2}, {"best", 1.2}}},
+                     {"best_baseline", "compiled"}}},
+                   {"reference_torchscript", "def forward(x):\n  return x\n"}};
     exporter::Op fb = op;
     fb.op = "softmax_ref";
     fb.fallback = true;
@@ -291,6 +296,12 @@ struct OpFixture {
     return f;
   }
 };
+
+std::string printf_fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
 
 // Each file of the package written for `r`, by name.
 std::map<std::string, std::string> package_files(const exporter::ExportResult& r,
@@ -363,6 +374,42 @@ TEST(ExportText, EveryTextFieldStaysInsideCommentsAndLiterals) {
   std::string torch = *read_file((dir.path() / "hostile/torch/kfk_torch.cpp").string());
   EXPECT_NE(torch.find("torch::jit::compile(\"0123\\134x41\\134101\")"), std::string::npos)
       << torch;
+}
+
+// The README's table has a column per kind of baseline (a kind added to baseline_kinds() too) and
+// x best, read from the manifest's "speedup"; each op's Python docstring says the same, the best
+// baseline named.
+TEST(ExportText, TheSpeedupsOverEveryBaselineAndTheBestAreShown) {
+  TempDir dir;
+  OpFixture f = OpFixture::make();
+  std::map<std::string, std::string> files = package_files(f.result, dir.path() / "pkg");
+  const json& speedup = f.result.ops[0].manifest["judged"]["speedup"];
+  std::string heading = "| op | task |", row = "| softmax | smoke/softmax |";
+  for (const BaselineKindInfo& info : baseline_kinds()) {
+    heading += " x " + std::string(info.label) + " |";
+    const json x = speedup.value(std::string(info.name), json());
+    row += " " + (x.is_number() ? printf_fixed(x.get<double>()) : std::string("-")) + " |";
+  }
+  heading += " x best | judged on |";
+  row += " 1.20 | NVIDIA H100 |";
+  const std::string& readme = files["README.md"];
+  EXPECT_NE(readme.find(heading), std::string::npos) << readme;
+  EXPECT_NE(readme.find(row), std::string::npos) << readme;
+  EXPECT_NE(readme.find("| softmax_ref | smoke/softmax |"), std::string::npos) << readme;
+  json manifest = json::parse(files["manifest.json"]);
+  ASSERT_EQ(manifest["baseline_kinds"].size(), baseline_kinds().size());
+  for (size_t i = 0; i < baseline_kinds().size(); ++i)
+    EXPECT_EQ(manifest["baseline_kinds"][i]["label"], std::string(baseline_kinds()[i].label));
+  // The docstring's words, from __init__.py's _speedups (torch is not needed for it).
+  auto [rc, words] =
+      run("python3 -c 'import ast, json, sys; tree = ast.parse(open(sys.argv[1]).read()); ns = "
+          "{\"manifest\": json.load(open(sys.argv[2]))}; exec(compile(ast.Module([n for n in "
+          "tree.body if isinstance(n, ast.FunctionDef) and n.name == \"_speedups\"], []), \"i\", "
+          "\"exec\"), ns); print(ns[\"_speedups\"](ns[\"manifest\"][\"ops\"][0][\"judged\"]))' " +
+          (dir.path() / "pkg/python/kfk/__init__.py").string() + " " +
+          (dir.path() / "pkg/manifest.json").string());
+  EXPECT_EQ(rc, 0) << words;
+  EXPECT_EQ(words, "1.50x vs eager, 1.20x vs compile, 1.20x vs compile, the best baseline\n");
 }
 
 // Names that the generated C++ uses as identifiers (the op, tensors, dims, tunables, workspaces,

@@ -5,6 +5,7 @@
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/evolve/prompt.h"
 #include "test_util.h"
@@ -12,7 +13,38 @@
 namespace {
 
 using namespace kforge::evolve;
+using kforge::BaselineKind;
+using kforge::BaselineTimes;
 using kforge::test::TempDir;
+
+// Baseline times by kind: eager's, then the others where given (compiled's reason when it has
+// none).
+BaselineTimes times(double eager, std::optional<double> scripted = std::nullopt,
+                    std::optional<double> compiled = std::nullopt,
+                    const std::string& compiled_absent = "") {
+  BaselineTimes b;
+  b.set(BaselineKind::Eager, eager);
+  if (scripted) b.set(BaselineKind::Scripted, scripted);
+  if (compiled || !compiled_absent.empty())
+    b.set(BaselineKind::Compiled, compiled, compiled_absent);
+  return b;
+}
+
+// The prompt's line of baselines, from "PyTorch baselines: " to the end of the line.
+std::string baselines_line(const std::string& prompt) {
+  size_t at = prompt.find("PyTorch baselines: ");
+  return at == std::string::npos ? "" : prompt.substr(at, prompt.find('\n', at) - at);
+}
+
+std::string printed(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string about(BaselineKind kind) {
+  return std::string(kforge::baseline_info(kind).about);
+}
 
 std::string prompts_dir() {
   return (kforge::test::source_dir() / "prompts").string();
@@ -162,34 +194,32 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
   EXPECT_NE(fix.find("first_bad_index"), std::string::npos);
   EXPECT_NE(fix.find("wrong_result"), std::string::npos);
   // Before any candidate of the task was timed, a translation says so; after one was (any
-  // candidate of this task version), it quotes eager, scripted and the roofline floor.
+  // candidate of this task version), it quotes its baselines and the roofline floor.
   in.parent.reset();
-  EXPECT_NE(
-      render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: not measured yet"),
-      std::string::npos);
+  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch baselines: not measured yet"),
+            std::string::npos);
   kforge::archive::EvaluationRecord measured;
   measured.outcome = "correct";
-  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.scripted_ms = 0.07,
+  measured.time_ms = 0.05, measured.baselines = times(0.08, 0.07);
   measured.roofline_fraction = 0.5;
   auto tid = add_kernel(ar, t1, "softmax_timed", measured);
   std::string tr = render_prompt(t, PromptKind::Translate, in);
   EXPECT_NE(
-      tr.find(
-          "PyTorch eager time: 0.08 ms, TorchScript-scripted 0.07 ms (measured beside candidate " +
-          std::to_string(tid.value)),
+      tr.find("PyTorch baselines: eager 0.08 ms, scripted 0.07 ms (measured beside candidate " +
+              std::to_string(tid.value)),
       std::string::npos)
       << tr.substr(0, 1500);
   EXPECT_NE(tr.find("Roofline floor: 0.025 ms"), std::string::npos);
   // A run's own measurements are left out of its prompts (a resumed run asks the same).
   ar.db().prepare("INSERT INTO runs (config) VALUES ('{}')").run();
   int64_t run = ar.db().last_insert_id();
-  measured.eager_ms = 0.5;
+  measured.baselines.set(BaselineKind::Eager, 0.5);
   add_kernel(ar, t1, "softmax_this_run", measured, run);
   in.run = run;
-  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: 0.08 ms"),
+  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch baselines: eager 0.08 ms"),
             std::string::npos);
   in.run.reset();
-  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch eager time: 0.5 ms"),
+  EXPECT_NE(render_prompt(t, PromptKind::Translate, in).find("PyTorch baselines: eager 0.5 ms"),
             std::string::npos);
 }
 
@@ -342,36 +372,31 @@ TEST(Prompt, EagerTimesComeFromTheBaselinesTableFirst) {
   auto other = ar.upsert_device("GPU-other", "NVIDIA A100", "sm_80", 108, std::nullopt, "580");
   kforge::archive::EvaluationRecord measured;
   measured.outcome = "correct";
-  measured.time_ms = 0.05, measured.eager_ms = 0.08, measured.roofline_fraction = 0.5;
+  measured.time_ms = 0.05, measured.baselines = times(0.08), measured.roofline_fraction = 0.5;
   add_kernel(ar, task, "softmax_timed", measured);
   PromptTemplates t = PromptTemplates::load(prompts_dir());
   PromptInputs in = inputs(f, &ar);
   in.device_id = h200.value;
-  auto eager = [&] {
-    std::string p = render_prompt(t, PromptKind::Translate, in);
-    size_t at = p.find("PyTorch eager time: ");
-    return p.substr(at, p.find('\n', at) - at);
-  };
+  auto eager = [&] { return baselines_line(render_prompt(t, PromptKind::Translate, in)); };
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos)
       << "no baseline yet: the fallback";
-  ar.store_baseline(task, f.task.dims, other, "ieee", {0.2, 0.19});           // another GPU
-  ar.store_baseline(task, f.task.dims, h200, "tf32", {0.03, 0.03});           // another math mode
-  ar.store_baseline(task, {{"B", 1}, {"N", 3}}, h200, "ieee", {0.01, 0.01});  // other dims
+  ar.store_baseline(task, f.task.dims, other, "ieee", times(0.2, 0.19));  // another GPU
+  ar.store_baseline(task, f.task.dims, h200, "tf32", times(0.03, 0.03));  // another math mode
+  ar.store_baseline(task, {{"B", 1}, {"N", 3}}, h200, "ieee", times(0.01, 0.01));  // other dims
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos) << eager();
-  ar.store_baseline(task, f.task.dims, h200, "ieee", {0.123, 0.111, 0.097});
+  ar.store_baseline(task, f.task.dims, h200, "ieee", times(0.123, 0.111, 0.097));
   EXPECT_EQ(eager(),
-            "PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile "
-            "(TorchInductor) 0.097 ms "
-            "(measured on NVIDIA H200, "
-            "TF32 off). "
-            "Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
+            "PyTorch baselines: eager 0.123 ms, scripted 0.111 ms, compile 0.097 ms (measured on "
+            "NVIDIA H200, TF32 off); the best baseline, the time to beat: compile, 0.097 ms (" +
+                about(BaselineKind::Compiled) +
+                "). Roofline floor: 0.025 ms (measured beside candidate 1 on a GPU).");
   // Another H200 (a run resumed on another machine) quotes the same first timing of the kind, also
   // once its own judgments timed the references: the prompt, and the answer cached under it, stay.
   std::string first = eager();
   auto h200_b = ar.upsert_device("GPU-h200-b", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
   in.device_id = h200_b.value;
   EXPECT_EQ(eager(), first);
-  ar.store_baseline(task, f.task.dims, h200_b, "ieee", {0.125, 0.112});
+  ar.store_baseline(task, f.task.dims, h200_b, "ieee", times(0.125, 0.112));
   EXPECT_EQ(eager(), first);
   in.device_id.reset();  // no target GPU: no baselines
   EXPECT_NE(eager().find("0.08 ms (measured beside candidate"), std::string::npos);
@@ -387,25 +412,92 @@ TEST(Prompt, AMissingTorchCompileTimeIsSaidWithItsReason) {
     auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
     auto task = ar.upsert_task(f.task);
     auto h200 = ar.upsert_device("GPU-h200", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
-    ar.store_baseline(task, f.task.dims, h200, "ieee",
-                      {0.123, 0.111, std::nullopt,
-                       with_reason ? "no Python with PyTorch 2 found (python3: torch 1.13)" : ""});
+    ar.store_baseline(
+        task, f.task.dims, h200, "ieee",
+        times(0.123, 0.111, std::nullopt,
+              with_reason ? "no Python with PyTorch 2 found (python3: torch 1.13)" : ""));
     PromptInputs in = inputs(f, &ar);
     in.device_id = h200.value;
-    std::string p = render_prompt(t, PromptKind::Translate, in);
-    size_t at = p.find("PyTorch eager time: ");
-    std::string line = p.substr(at, p.find('\n', at) - at);
+    std::string line = baselines_line(render_prompt(t, PromptKind::Translate, in));
     if (with_reason)
-      EXPECT_NE(
-          line.find("PyTorch eager time: 0.123 ms, TorchScript-scripted 0.111 ms, torch.compile "
-                    "not measured (no "
-                    "Python with PyTorch 2 found (python3: torch 1.13)) (measured on NVIDIA H200"),
-          std::string::npos)
+      EXPECT_NE(line.find("PyTorch baselines: eager 0.123 ms, scripted 0.111 ms, compile not "
+                          "measured (no Python with PyTorch 2 found (python3: torch 1.13)) "
+                          "(measured on NVIDIA H200"),
+                std::string::npos)
           << line;
     else
-      EXPECT_EQ(line.find("torch.compile"), std::string::npos) << line;
+      EXPECT_EQ(line.find("compile"), std::string::npos) << line;
     EXPECT_EQ(line.find("TorchInductor"), std::string::npos) << line;
+    EXPECT_NE(line.find("the best baseline, the time to beat: scripted, 0.111 ms"),
+              std::string::npos)
+        << line;
   }
+}
+
+// Every kind of baseline measured is quoted (a kind added to baseline_kinds() too), a missing one
+// with why, and the best (the fastest kind measured) is named as the time to beat; a parent's
+// numbers give its speedup over each kind and over the best.
+TEST(Prompt, NamesTheBestBaselineAsTheTimeToBeat) {
+  Fixture f = Fixture::load("smoke/softmax");
+  PromptTemplates t = PromptTemplates::load(prompts_dir());
+  TempDir dir;
+  auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+  auto task = ar.upsert_task(f.task);
+  auto h200 = ar.upsert_device("GPU-h200", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
+  // Each kind twice as fast as the one before: the last kind is the best.
+  BaselineTimes all;
+  std::vector<std::string> quoted;
+  double ms = 0.2;
+  for (const kforge::BaselineKindInfo& info : kforge::baseline_kinds()) {
+    all.set(info.kind, ms);
+    quoted.push_back(std::string(info.label) + " " + printed("%.4g", ms) + " ms");
+    ms /= 2;
+  }
+  const kforge::BaselineKindInfo& fastest = kforge::baseline_kinds().back();
+  ar.store_baseline(task, f.task.dims, h200, "ieee", all);
+  PromptInputs in = inputs(f, &ar);
+  in.device_id = h200.value;
+  std::string line = baselines_line(render_prompt(t, PromptKind::Translate, in));
+  EXPECT_NE(line.find("PyTorch baselines: " + kforge::join(quoted, ", ") + " (measured on"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("the best baseline, the time to beat: " + std::string(fastest.label) + ", " +
+                      printed("%.4g", 2 * ms) + " ms (" + std::string(fastest.about) + ")"),
+            std::string::npos)
+      << line;
+
+  // The fastest kind missing, with its reason: the next fastest is the best.
+  const kforge::BaselineKindInfo& second = kforge::baseline_kinds().end()[-2];
+  all.set(fastest.kind, std::nullopt, "turned off (--no-max-autotune)");
+  auto h100 = ar.upsert_device("GPU-h100", "NVIDIA H100", "sm_90a", 132, std::nullopt, "580");
+  ar.store_baseline(task, f.task.dims, h100, "ieee", all);
+  in.device_id = h100.value;
+  line = baselines_line(render_prompt(t, PromptKind::Translate, in));
+  EXPECT_NE(
+      line.find(std::string(fastest.label) + " not measured (turned off (--no-max-autotune))"),
+      std::string::npos)
+      << line;
+  EXPECT_NE(line.find("the best baseline, the time to beat: " + std::string(second.label) + ", " +
+                      printed("%.4g", 4 * ms) + " ms"),
+            std::string::npos)
+      << line;
+
+  // A parent timed at the best baseline's half: its speedups over each kind, and 2x the best.
+  kforge::archive::EvaluationRecord e;
+  e.outcome = "correct";
+  e.baselines = all;
+  e.time_ms = 2 * ms;
+  in.parent = add_kernel(ar, task, "softmax_fast", e);
+  std::string numbers = render_prompt_parts(t, PromptKind::Optimize, in).body;
+  std::vector<std::string> speedups;
+  for (const kforge::BaselineMs& b : all.items)
+    if (b.ms)
+      speedups.push_back(printed("%.2f", *b.ms / *e.time_ms) + "x " +
+                         std::string(kforge::baseline_info(b.kind).label));
+  EXPECT_NE(numbers.find(kforge::join(speedups, ", ") + ", 2.00x the best baseline (" +
+                         std::string(second.label) + ")"),
+            std::string::npos)
+      << numbers;
 }
 
 // ---- Failure memory ----
@@ -668,7 +760,7 @@ std::map<PromptKind, PromptParts> every_kind(const PromptTemplates& t, PromptInp
 kforge::archive::EvaluationRecord timed(double eager_ms, double roofline_fraction) {
   kforge::archive::EvaluationRecord e;
   e.outcome = "correct";
-  e.time_ms = 0.05, e.eager_ms = eager_ms, e.roofline_fraction = roofline_fraction;
+  e.time_ms = 0.05, e.baselines = times(eager_ms), e.roofline_fraction = roofline_fraction;
   return e;
 }
 
@@ -710,7 +802,7 @@ TEST(Prompt, TheContextIsTheSameForEveryKindParentAndGeneration) {
       << "quoted whole";
   for (const char* shared :
        {"torch.softmax(x, dim=-1)", "Memory bandwidth, measured: 4000 GB/s",
-        "## The operation: smoke/softmax", "PyTorch eager time: not measured yet",
+        "## The operation: smoke/softmax", "PyTorch baselines: not measured yet",
         "Roofline floor: 0.0302 ms", "## How it is judged", "TF32 is off"})
     EXPECT_NE(context.find(shared), std::string::npos) << shared << "\n" << context;
   for (const char* per_request :
@@ -752,7 +844,7 @@ TEST(Prompt, TheContextDiffersBetweenTasksAfterWhatTheyShare) {
   std::string cb = render_prompt_parts(t, PromptKind::Translate, b).context;
   EXPECT_NE(ca, cb);
   EXPECT_NE(cb.find("M=2048, K=8192, N=4096"), std::string::npos);
-  size_t task_a = ca.find("PyTorch eager time: "), task_b = cb.find("PyTorch eager time: ");
+  size_t task_a = ca.find("PyTorch baselines: "), task_b = cb.find("PyTorch baselines: ");
   ASSERT_NE(task_a, std::string::npos);
   EXPECT_EQ(ca.substr(0, task_a), cb.substr(0, task_b))
       << "the answer format and the GPU come first, shared";
@@ -787,9 +879,9 @@ TEST(Prompt, AFolderWithoutContextRendersTheOldWay) {
   PromptParts opt = render_prompt_parts(t, PromptKind::Optimize, in);
   EXPECT_EQ(opt.context, "");
   EXPECT_EQ(opt.body, t.render(PromptKind::Optimize, prompt_context(in)));
-  EXPECT_NE(
-      opt.body.find("Eager: 0.08 ms (measured beside candidate " + std::to_string(parent.value)),
-      std::string::npos)
+  EXPECT_NE(opt.body.find("Eager: eager 0.08 ms (measured beside candidate " +
+                          std::to_string(parent.value)),
+            std::string::npos)
       << opt.body;
 }
 
@@ -806,16 +898,15 @@ TEST(Prompt, AParentsOwnMeasurementsAreQuotedInTheRequest) {
   in.parent = parent;
   PromptParts p =
       render_prompt_parts(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, in);
-  EXPECT_NE(
-      p.context.find("PyTorch eager time: not measured yet. Roofline floor: not measured yet"),
-      std::string::npos);
+  EXPECT_NE(p.context.find("PyTorch baselines: not measured yet. Roofline floor: not measured yet"),
+            std::string::npos);
   std::string beside = "(measured beside candidate " + std::to_string(parent.value);
-  EXPECT_NE(p.body.find("PyTorch eager time 0.08 ms " + beside), std::string::npos) << p.body;
+  EXPECT_NE(p.body.find("eager 0.08 ms " + beside), std::string::npos) << p.body;
   EXPECT_NE(p.body.find("roofline floor 0.025 ms " + beside), std::string::npos) << p.body;
   // Where the context has them, the request does not repeat the parent's.
   in.gpu = h200();
   p = render_prompt_parts(PromptTemplates::load(prompts_dir()), PromptKind::Optimize, in);
-  EXPECT_NE(p.body.find("PyTorch eager time 0.08 ms " + beside), std::string::npos);
+  EXPECT_NE(p.body.find("eager 0.08 ms " + beside), std::string::npos);
   EXPECT_EQ(p.body.find("roofline floor 0.025"), std::string::npos) << p.body;
 }
 

@@ -79,7 +79,9 @@ TEST(RunLog, AScreenIsReadBackOnAGpuOfTheSameKindAtTheSameHarnessVersion) {
 // The rows of every table of the archive at `path`, each table's rows as sorted lines of quoted
 // values: ids left out and references given by what identifies the row they name (a task by
 // suite, name and version, a device by UUID, a run by start and config, a candidate by task and
-// identity), so two archives that hold the same rows compare equal whatever ids they gave them.
+// identity, an evaluation by its candidate, device, dims and time judged, a baselines row by its
+// task, dims, device and math mode), so two archives that hold the same rows compare equal whatever
+// ids they gave them.
 // Left out too: import_source and import_trust, which say that (and from where) a row was imported.
 std::map<std::string, std::vector<std::string>> every_row(const std::string& path) {
   archive::Database db(path, archive::Access::ReadOnly);
@@ -89,7 +91,16 @@ std::map<std::string, std::vector<std::string>> every_row(const std::string& pat
       {"runs", "started_at || ' ' || config"},
       {"candidates",
        "(SELECT suite || '/' || name || '@' || version FROM tasks WHERE tasks.id = task_id) || "
-       "'#' || identity"}};
+       "'#' || identity"},
+      {"evaluations",
+       "(SELECT t.suite || '/' || t.name || '@' || t.version || '#' || c.identity FROM candidates "
+       "c JOIN tasks t ON t.id = c.task_id WHERE c.id = r.candidate_id) || ' ' || coalesce((SELECT "
+       "uuid FROM devices WHERE devices.id = r.device_id), '') || ' ' || r.dims || ' ' || "
+       "r.created_at"},
+      {"baselines",
+       "(SELECT suite || '/' || name || '@' || version FROM tasks WHERE tasks.id = r.task_id) || "
+       "' ' || (SELECT uuid FROM devices WHERE devices.id = r.device_id) || ' ' || r.dims || ' ' "
+       "|| r.math_mode"}};
   auto named = [&](const std::string& table, const std::string& column) {
     return "(SELECT " + key.at(table) + " FROM " + table + " r WHERE r.id = " + column + ")";
   };
@@ -178,14 +189,18 @@ TEST(ArchiveJsonl, AnEvolveRunsArchiveComesBackRowForRowInAFreshFile) {
   archive::RunLog(a).start({{"tasks", {"smoke/softmax"}}});
   a.upsert_device("GPU-idle", "Idle GPU", "sm_80", 108, int64_t{80} << 30, "550");
   std::shared_ptr<const tasks::Task> softmax = task("smoke/softmax");
-  a.store_baseline(a.upsert_task(*softmax), softmax->dims, archive::DeviceId{1}, "ieee",
-                   {1.5, std::nullopt, std::nullopt, "no Python with PyTorch 2"});
+  BaselineTimes times;
+  times.set(BaselineKind::Eager, 1.5);
+  times.set(BaselineKind::Compiled, std::nullopt, "no Python with PyTorch 2");
+  times.set(BaselineKind::CompiledMaxAutotune, 1.25);
+  a.store_baseline(a.upsert_task(*softmax), softmax->dims, archive::DeviceId{1}, "ieee", times);
 
   std::string path = (s.dir.path() / "a.db").string();
   std::map<std::string, std::vector<std::string>> before = every_row(path);
   for (const char* table :
        {"tasks", "devices", "runs", "candidates", "candidate_parents", "compiles", "evaluations",
-        "screens", "profiles", "baselines", "llm_calls", "task_text", "kernel_text"})
+        "evaluation_baselines", "screens", "profiles", "baselines", "baseline_times", "llm_calls",
+        "task_text", "kernel_text"})
     EXPECT_FALSE(before[table].empty()) << table << ": the run left it empty, so it proves nothing";
   EXPECT_GT(s.count("SELECT count(*) FROM screens WHERE outcome = 'wrong_result'"), 0);
   EXPECT_GT(s.count("SELECT count(*) FROM compiles WHERE ok = 0"), 0);
@@ -223,8 +238,10 @@ TEST(ArchiveJsonl, AnEvolveRunsArchiveComesBackRowForRowInAFreshFile) {
   EXPECT_EQ(report.skipped, before["screens"].size() + before["profiles"].size() +
                                 before["baselines"].size() + before["llm_calls"].size());
   std::map<std::string, std::vector<std::string>> kept = every_row(claims);
-  for (const char* table : {"screens", "profiles", "baselines", "llm_calls"})
+  for (const char* table : {"screens", "profiles", "baselines", "baseline_times", "llm_calls"})
     EXPECT_TRUE(kept[table].empty()) << table;
+  EXPECT_EQ(kept["evaluation_baselines"].size(), before["evaluation_baselines"].size())
+      << "a claim keeps its baselines";
   EXPECT_EQ(kept["candidates"].size(), before["candidates"].size());
 }
 
@@ -246,6 +263,10 @@ TEST(ArchiveJsonl, AMalformedRecordNamesItsField) {
        R"([{"dims": {}, "device": {"uuid": "GPU-1"}, "math_mode": "ieee", "eager_ms": 0, )"
        R"("created_at": "2026-12-01T00:00:00Z"}]}})",
        ":1: task.baselines[0].eager_ms: 0 is not positive"},
+      {R"({"kforge_archive": 1, "task": {"suite": "s", "name": "t", "version": "v", "baselines": )"
+       R"([{"dims": {}, "device": {"uuid": "GPU-1"}, "math_mode": "ieee", "baselines": )"
+       R"({"compiled_max_autotune": "fast"}, "created_at": "2026-12-01T00:00:00Z"}]}})",
+       ":1: task.baselines[0].baselines.compiled_max_autotune: must be a number or null"},
   };
   for (const Case& c : cases) {
     std::stringstream in(c.line + "\n");

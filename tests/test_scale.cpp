@@ -135,11 +135,19 @@ TEST(Scale, APoolOfWorkersFindsWhatOneGpuFindsAndRecordsWhichGpuMeasured) {
                   "SELECT count(*) FROM baselines b JOIN devices d ON d.id = b.device_id WHERE "
                   "d.uuid NOT LIKE 'GPU-fake-worker-%'"),
             0);
-  // A judgment's baselines are the ones its own GPU timed beside it (the fake's: 1 ms eager).
-  EXPECT_EQ(
-      count(*ev,
-            "SELECT count(*) FROM evaluations WHERE outcome = 'correct' AND eager_ms IS NOT 1.0"),
-      0);
+  // A judgment's baselines are the ones its own GPU timed beside it (the fake's: 1 ms eager), every
+  // kind of them come over the wire.
+  EXPECT_EQ(count(*ev,
+                  "SELECT count(*) FROM evaluations e WHERE outcome = 'correct' AND (SELECT ms "
+                  "FROM evaluation_baselines b WHERE b.evaluation_id = e.id AND b.kind = 'eager') "
+                  "IS NOT 1.0"),
+            0);
+  EXPECT_EQ(count(*ev,
+                  "SELECT count(*) FROM evaluations e WHERE outcome = 'correct' AND (SELECT "
+                  "count(*) FROM evaluation_baselines b WHERE b.evaluation_id = e.id AND b.ms IS "
+                  "NOT NULL) != " +
+                      std::to_string(baseline_kinds().size())),
+            0);
   int jobs = 0;
   for (const evolve::WorkerState& w : gpu.workers()) {
     EXPECT_TRUE(w.alive) << w.out_reason;

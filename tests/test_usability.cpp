@@ -191,10 +191,9 @@ TEST(Usability, PromptParentMustBeOfTheTaskAndQuotesItsEagerTime) {
   EXPECT_TRUE(has(wrong.out, "is a kernel of smoke/relu, not of smoke/softmax")) << wrong.out;
   auto right = run_kforge(render + " --task smoke/relu");
   EXPECT_EQ(right.code, 0) << right.out;
-  EXPECT_TRUE(has(right.out, "PyTorch eager time: ")) << right.out;
+  EXPECT_TRUE(has(right.out, "PyTorch baselines: ")) << right.out;
   // The task's context has no measurement (claims are none); the request quotes the parent's.
-  EXPECT_TRUE(
-      has(right.out, "where the operation above says not measured yet: PyTorch eager time "))
+  EXPECT_TRUE(has(right.out, "where the operation above says not measured yet: PyTorch "))
       << right.out;
   EXPECT_TRUE(has(right.out, "ms (measured beside candidate " + std::to_string(relu))) << right.out;
 }

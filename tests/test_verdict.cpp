@@ -1,5 +1,5 @@
 // Verdict plumbing that needs no GPU: outcome names (the archive's), compile-stage verdicts, the
-// watchdog default and the reading of compute-sanitizer logs.
+// watchdog default, the timing's baselines as JSON and the reading of compute-sanitizer logs.
 #include <gtest/gtest.h>
 
 #include "kforge/common/files.h"
@@ -151,8 +151,13 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
   auto timing = [](double ms, double eager_ms, std::optional<double> floor_ms) {
     TimingResult t;
     t.time.median_ms = ms;
-    t.eager.median_ms = eager_ms;
-    t.speedup_eager = eager_ms / ms;
+    TimeStats eager;
+    eager.median_ms = eager_ms;
+    // A faster baseline of another kind changes nothing: the rule is about eager.
+    TimeStats autotuned;
+    autotuned.median_ms = ms / 2;
+    t.baselines = {{BaselineKind::Eager, eager, "", 0},
+                   {BaselineKind::CompiledMaxAutotune, autotuned, "", 0}};
     t.floor_ms = floor_ms;
     assess_speed(t);
     return t;
@@ -179,6 +184,11 @@ TEST(Verdict, LargeSpeedupsAreExplainedOrAwaitReview) {
       << unexplained.suspicion;
   EXPECT_FALSE(timing(1.0, 15.0, 0.8).suspicious);  // eager at 5.3 % of its floor: explained
   EXPECT_TRUE(timing(1.0, 12.0, 2.0).suspicious);   // eager at 17 %: 12x awaits review
+  // Without an eager time there is no speedup over eager to doubt.
+  TimingResult no_eager = timing(1.0, 15.0, std::nullopt);
+  no_eager.baselines.erase(no_eager.baselines.begin());
+  assess_speed(no_eager);
+  EXPECT_FALSE(no_eager.suspicious);
 }
 
 // Profile feedback (docs/evolve.md): what kforge keeps of an `ncu --csv --metrics` log. The file
@@ -227,6 +237,19 @@ TEST(Profile, AnNcuLogGivesEachLaunchItsKeyMetricsAndTopStalls) {
 
 namespace {
 
+// A timing with every kind of baseline: eager, scripted and max-autotune timed (max-autotune's
+// package built now), compiled absent with its reason.
+TimingResult four_kinds() {
+  TimingResult t;
+  t.time = {0.7144, 0.0018, 0.7123, 140, true};
+  t.baselines = {
+      {BaselineKind::Eager, TimeStats{3.7517, 0.01, 3.74, 23, true}, "", 0},
+      {BaselineKind::Scripted, TimeStats{3.7510, 0.002, 3.75, 39, false}, "", 0},
+      {BaselineKind::Compiled, std::nullopt, "turned off (--no-compile)", 0},
+      {BaselineKind::CompiledMaxAutotune, TimeStats{1.4288, 0.003, 1.42, 70, true}, "", 93.5}};
+  return t;
+}
+
 // A GPU worker's answer (docs/scale.md): a verdict as JSON and back is the same verdict, and a
 // malformed one is refused naming the field.
 TEST(Verdict, JsonRoundTripForTheWorkersAnswers) {
@@ -236,12 +259,7 @@ TEST(Verdict, JsonRoundTripForTheWorkersAnswers) {
   correct.flags = {kFlagClockSlowdown};
   correct.summary = "correct on 5 configuration(s)";
   correct.evidence = {{"seed", 7}, {"harness_version", 3}};
-  TimingResult t;
-  t.time = {0.7144, 0.0018, 0.7123, 140, true};
-  t.eager = {3.7517, 0.01, 3.74, 23, true};
-  t.scripted = {3.7510, 0.002, 3.75, 39, false};
-  t.speedup_eager = 5.25, t.speedup_scripted = 5.25;
-  t.compiled_absent = "turned off (--no-compile)";
+  TimingResult t = four_kinds();
   t.bytes = 3221225476.0, t.floor_ms = 0.6237, t.roofline_fraction = 0.87;
   t.math_mode = "ieee";
   t.device = {{"name", "NVIDIA H200"}};
@@ -259,7 +277,7 @@ TEST(Verdict, JsonRoundTripForTheWorkersAnswers) {
   }
   Verdict back = verdict_from_json(to_json(correct));
   EXPECT_DOUBLE_EQ(back.timing->time.median_ms, 0.7144);
-  EXPECT_FALSE(back.timing->compiled);
+  EXPECT_FALSE(back.timing->speedup(BaselineKind::Compiled));
   EXPECT_FALSE(back.timing->flops);
   auto refused = [](nlohmann::json j, const std::string& says) {
     try {
@@ -279,6 +297,117 @@ TEST(Verdict, JsonRoundTripForTheWorkersAnswers) {
   nlohmann::json bad_reps = j;
   bad_reps["timing"]["time"]["reps"] = "many";
   refused(bad_reps, "time.reps: \"many\" is not of the expected type");
+  nlohmann::json bad_baseline = j;
+  bad_baseline["timing"]["baselines"][3]["median_ms"] = "fast";
+  refused(bad_baseline,
+          "verdict.timing.baselines[3].median_ms: \"fast\" is not of the expected type");
+}
+
+// The baselines as the worker wire and the evidence carry them: one entry per kind, a time's
+// statistics or why there is none, and the speedups for a human; read back to the same list.
+TEST(Verdict, TimingJsonCarriesEveryKindOfBaselineAndWhyOneIsAbsent) {
+  TimingResult t = four_kinds();
+  nlohmann::json j = t.to_json();
+  ASSERT_EQ(j["baselines"].size(), 4u) << j.dump();
+  EXPECT_EQ(j["baselines"][0], (nlohmann::json{{"kind", "eager"},
+                                               {"median_ms", 3.7517},
+                                               {"iqr_ms", 0.01},
+                                               {"min_ms", 3.74},
+                                               {"reps", 23},
+                                               {"held", true}}));
+  EXPECT_EQ(j["baselines"][2],
+            (nlohmann::json{{"kind", "compiled"}, {"absent", "turned off (--no-compile)"}}));
+  EXPECT_EQ(j["baselines"][3]["kind"], "compiled_max_autotune");
+  EXPECT_EQ(j["baselines"][3]["build_s"], 93.5);
+  EXPECT_FALSE(j["baselines"][0].contains("build_s")) << "only where a package was built now";
+  EXPECT_DOUBLE_EQ(j["speedup"]["eager"].get<double>(), 3.7517 / 0.7144);
+  EXPECT_DOUBLE_EQ(j["speedup"]["best"].get<double>(), 2.0);  // max-autotune's 1.4288 ms
+  EXPECT_FALSE(j["speedup"].contains("compiled"));
+  for (const char* old : {"eager", "scripted", "compiled", "speedup_eager", "speedup_scripted",
+                          "speedup_compiled", "compiled_absent"})
+    EXPECT_FALSE(j.contains(old)) << old;
+
+  TimingResult back = timing_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(back.to_json(), j);
+  ASSERT_EQ(back.baselines.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(back.baselines[k].kind, t.baselines[k].kind);
+    EXPECT_EQ(back.baselines[k].stats.has_value(), t.baselines[k].stats.has_value());
+    EXPECT_EQ(back.baselines[k].absent, t.baselines[k].absent);
+    EXPECT_EQ(back.baselines[k].build_s, t.baselines[k].build_s);
+  }
+  EXPECT_FALSE(back.baselines[2].stats);
+  EXPECT_EQ(find_baseline(back.baselines, BaselineKind::Compiled)->absent,
+            "turned off (--no-compile)");
+  EXPECT_EQ(find_baseline(back.baselines, BaselineKind::Scripted)->stats->reps, 39);
+  EXPECT_FALSE(find_baseline(back.baselines, BaselineKind::Scripted)->stats->held);
+
+  // The medians as the archive stores them, the absent kind with its reason.
+  BaselineTimes m = medians(back.baselines);
+  EXPECT_EQ(m.to_json(), (nlohmann::json{{"eager", 3.7517},
+                                         {"scripted", 3.7510},
+                                         {"compiled_max_autotune", 1.4288},
+                                         {"absent", {{"compiled", "turned off (--no-compile)"}}}}));
+
+  // A newer kforge's kind is skipped; the kinds come back in the list's order.
+  nlohmann::json newer = j;
+  newer["baselines"].push_back({{"kind", "tensorrt"}, {"absent", "not here"}});
+  std::swap(newer["baselines"][0], newer["baselines"][3]);
+  TimingResult read = timing_from_json(newer);
+  ASSERT_EQ(read.baselines.size(), 4u);
+  EXPECT_EQ(read.baselines[0].kind, BaselineKind::Eager);
+  EXPECT_EQ(read.baselines[3].kind, BaselineKind::CompiledMaxAutotune);
+}
+
+TEST(Verdict, ABadBaselineIsRefusedNamingTheField) {
+  nlohmann::json j = four_kinds().to_json();
+  auto refused = [](const nlohmann::json& bad, const std::string& says) {
+    try {
+      timing_from_json(bad);
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const kforge::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json no_list = j;
+  no_list.erase("baselines");
+  refused(no_list, "timing: no field \"baselines\"");
+  nlohmann::json not_a_list = j;
+  not_a_list["baselines"] = {{"eager", 1.0}};
+  refused(not_a_list, "timing.baselines: {\"eager\":1.0} is not a list of baselines");
+  nlohmann::json no_kind = j;
+  no_kind["baselines"][1].erase("kind");
+  refused(no_kind, "timing.baselines[1]: no field \"kind\"");
+  nlohmann::json bad_reps = j;
+  bad_reps["baselines"][0]["reps"] = 2.5;
+  refused(bad_reps, "timing.baselines[0].reps: 2.5 is not of the expected type");
+  nlohmann::json neither = j;
+  neither["baselines"][2].erase("absent");
+  refused(neither, "timing.baselines[2]: no field \"absent\"");
+  nlohmann::json bad_reason = j;
+  bad_reason["baselines"][2]["absent"] = 7;
+  refused(bad_reason, "timing.baselines[2].absent: 7 is not of the expected type");
+  nlohmann::json bad_build = j;
+  bad_build["baselines"][3]["build_s"] = "long";
+  refused(bad_build, "timing.baselines[3].build_s: \"long\" is not of the expected type");
+  nlohmann::json twice = j;
+  twice["baselines"][1]["kind"] = "eager";
+  refused(twice, "timing.baselines[1].kind: \"eager\" comes twice");
+}
+
+// "x best": the speedup over the fastest kind measured; an absent kind is never the best.
+TEST(Verdict, TheBestSpeedupIsOverTheFastestKindMeasured) {
+  TimingResult t = four_kinds();
+  t.time.median_ms = 0.5;
+  EXPECT_DOUBLE_EQ(*t.best_speedup(), 1.4288 / 0.5);  // max-autotune
+  EXPECT_DOUBLE_EQ(*t.speedup(BaselineKind::Eager), 3.7517 / 0.5);
+  EXPECT_FALSE(t.speedup(BaselineKind::Compiled));  // absent
+  t.baselines[3].stats.reset();
+  t.baselines[3].absent = "max-autotune turned off";
+  EXPECT_DOUBLE_EQ(*t.best_speedup(), 3.7510 / 0.5);  // scripted, a hair faster than eager
+  t.baselines[2] = {BaselineKind::Compiled, TimeStats{0.25, 0, 0.25, 10, true}, "", 0};
+  EXPECT_DOUBLE_EQ(*t.best_speedup(), 0.5);  // torch.compile beats the kernel
+  EXPECT_FALSE(TimingResult{}.best_speedup()) << "no baseline, no best";
 }
 
 }  // namespace

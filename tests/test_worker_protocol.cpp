@@ -490,6 +490,57 @@ TEST(WorkerProtocol, AVerdictWithAMissingOrWrongFieldTakesTheWorkerOutAndTheJobI
   }
 }
 
+// Baselines come over the wire as one list keyed by kind (verify::BaselineTiming::to_json): a
+// malformed entry takes the worker out naming it, and the job is timed by the other worker, whose
+// list arrives whole (the fake GPU's four kinds).
+TEST(WorkerProtocol, ABaselinesAnswerWithAMissingOrWrongFieldTakesTheWorkerOut) {
+  json eager = {{"kind", "eager"}, {"median_ms", 1.0}, {"iqr_ms", 0.0},
+                {"min_ms", 1.0},   {"reps", 10},       {"held", true}};
+  auto answer = [](json list) {
+    json b = {{"math_mode", "ieee"}, {"clocks", json::object()}};
+    if (!list.is_null()) b["list"] = list;
+    return json{{"baselines", b}};
+  };
+  json slow = eager;
+  slow["median_ms"] = "slow";
+  std::vector<std::pair<json, std::string>> cases = {
+      {answer(nullptr), "baselines.list: missing"},
+      {answer(json::array({slow})), "baselines.list[0].median_ms: \"slow\""},
+      {answer(json::array({eager, {{"kind", "compiled"}}})),
+       "baselines.list[1]: no field \"absent\""},
+      {answer(json::array({eager, {{"kind", "compiled"}, {"absent", std::string(70000, 'x')}}})),
+       "baselines.list: the compiled baseline's reason is a string of more than 65536 bytes"},
+  };
+  for (const auto& [bad, expected] : cases) {
+    SCOPED_TRACE(expected);
+    PlayedRemoteGpu played([](json h) { return h; });
+    std::shared_ptr<const tasks::Task> task = relu();
+    std::thread w0([&, a = bad] {
+      std::optional<std::string> job = played.w0->line();
+      if (job)
+        played.w0->send(
+            json{{"op", "result"}, {"id", json::parse(*job)["id"]}, {"answer", a}}.dump() + "\n");
+    });
+    std::optional<verify::Baselines> b;
+    try {
+      b = played.gpu->baselines(*task);
+    } catch (const std::exception& e) {
+      w0.join();
+      FAIL() << "the run ended: " << e.what();
+    }
+    w0.join();
+    ASSERT_TRUE(b);
+    test::FakeGpu local;
+    ASSERT_EQ(b->list.size(), baseline_kinds().size());
+    EXPECT_EQ(verify::medians(b->list).to_json(),
+              verify::medians(local.baselines(*task)->list).to_json());
+    EXPECT_EQ(b->gpu_uuid, "GPU-fake-worker-1");
+    std::vector<evolve::WorkerState> workers = played.gpu->workers();
+    EXPECT_FALSE(workers[0].alive);
+    EXPECT_TRUE(has(workers[0].out_reason, expected)) << workers[0].out_reason;
+  }
+}
+
 // ---- kforge evolve: a worker failure is exit 1 with the reasons, never exit 4 ----
 
 TEST(WorkerProtocol, KforgeEvolveEndsWithExit1WhenNoGpuWorkerIsLeftOrNoneStarts) {
@@ -683,10 +734,12 @@ TEST(Fuzz, WorkerProtocolHelloLines) {
 TEST(Fuzz, WorkerProtocolAnswerLines) {
   verify::TimeStats t{0.5, 0.01, 0.49, 100, true};
   verify::TimingResult timing;
-  timing.time = timing.eager = timing.scripted = t;
-  timing.compiled = t;
-  timing.speedup_eager = 2, timing.speedup_scripted = 2.2, timing.bytes = 1e9,
-  timing.floor_ms = 0.3;
+  timing.time = t;
+  timing.baselines = {{BaselineKind::Eager, t, "", 0},
+                      {BaselineKind::Scripted, t, "", 0},
+                      {BaselineKind::Compiled, t, "", 61.5},
+                      {BaselineKind::CompiledMaxAutotune, std::nullopt, "no", 0}};
+  timing.bytes = 1e9, timing.floor_ms = 0.3;
   timing.math_mode = "ieee";
   timing.device = {{"name", "Fake GPU"}};
   verify::Verdict v;
@@ -695,9 +748,9 @@ TEST(Fuzz, WorkerProtocolAnswerLines) {
   v.summary = "correct";
   v.evidence = {{"max_abs_err", 0.0}};
   v.timing = timing;
-  json baselines = {{"eager", t.to_json()},    {"scripted", t.to_json()}, {"compiled", nullptr},
-                    {"compiled_absent", "no"}, {"compiled_build_s", 0.0}, {"math_mode", "ieee"},
-                    {"clocks", json::object()}};
+  json list = json::array();
+  for (const verify::BaselineTiming& b : timing.baselines) list.push_back(b.to_json());
+  json baselines = {{"list", list}, {"math_mode", "ieee"}, {"clocks", json::object()}};
   auto result = [](const json& answer) {
     return json{{"op", "result"}, {"id", 3}, {"answer", answer}}.dump() + "\n";
   };

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <istream>
 #include <ostream>
 
+#include "baseline_rows.h"
 #include "best.h"
 #include "evaluation_columns.h"
 #include "kforge/common/files.h"
@@ -21,8 +23,8 @@ nlohmann::json to_json(const KernelSummary& k) {
           {"prompt_kind", k.prompt_kind},
           {"outcome", k.outcome},
           {"time_ms", k.time_ms ? nlohmann::json(*k.time_ms) : nlohmann::json(nullptr)},
-          {"speedup_eager",
-           k.speedup_eager ? nlohmann::json(*k.speedup_eager) : nlohmann::json(nullptr)},
+          {"baselines", k.baselines.to_json()},
+          {"speedup", detail::speedup_json(k.baselines, k.time_ms)},
           {"verified", k.verified},
           {"created_at", k.created_at},
           {"score", k.score}};
@@ -37,7 +39,8 @@ using nlohmann::json;
 const std::vector<std::string_view>& migrations() {
   static const std::vector<std::string_view> m = {
       embedded::archive_schema_v1, embedded::archive_schema_v2, embedded::archive_schema_v3,
-      embedded::archive_schema_v4, embedded::archive_schema_v5, embedded::archive_schema_v6};
+      embedded::archive_schema_v4, embedded::archive_schema_v5, embedded::archive_schema_v6,
+      embedded::archive_schema_v7};
   return m;
 }
 
@@ -45,7 +48,8 @@ const std::vector<std::string_view>& migrations() {
 // never wins (only an import the user trusted, and recorded as such, may).
 const std::string kWinner = winner_condition();
 
-// Summaries show what was measured here (or trusted): an import's claimed times are not.
+// Summaries show what was measured here (or trusted): an import's claimed times are not. Column 7
+// is the fastest correct time, column 8 that evaluation (its baselines are summaries').
 constexpr const char* kSummaryColumns =
     "c.id, t.suite || '/' || t.name, c.model, c.prompt_kind, "
     "(SELECT outcome FROM evaluations WHERE candidate_id = c.id AND import_trust IS NOT 'claimed' "
@@ -53,9 +57,9 @@ constexpr const char* kSummaryColumns =
     "LIMIT 1), c.created_at, "
     "(SELECT MIN(time_ms) FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND "
     "import_trust IS NOT "
-    "'claimed'), (SELECT MAX(speedup_eager) FROM evaluations WHERE candidate_id = c.id AND outcome "
-    "= 'correct' AND "
-    "import_trust IS NOT 'claimed'), c.verified";
+    "'claimed'), (SELECT id FROM evaluations WHERE candidate_id = c.id AND outcome = 'correct' AND "
+    "time_ms IS NOT NULL AND import_trust IS NOT 'claimed' ORDER BY time_ms, id LIMIT 1), "
+    "c.verified";
 
 std::string fts_query(const std::string& text) {
   // Words only, OR-ed: FTS5 syntax characters in a task name must not become operators.
@@ -233,20 +237,18 @@ DeviceId Archive::upsert_device(const std::string& uuid, const std::string& name
 static void insert_evaluation(Database& db, CandidateId c, const EvaluationRecord& e) {
   Statement s = db.prepare(
       "INSERT INTO evaluations (candidate_id, device_id, outcome, flags, evidence, dims, time_ms, "
-      "time_iqr_ms, time_min_ms, "
-      "eager_ms, scripted_ms, speedup_eager, speedup_scripted, roofline_fraction, admitted, "
-      "harness_version, toolchain, "
-      "created_at, compiled_ms, speedup_compiled, import_source, import_trust) VALUES (?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?, ?, ?)");
+      "time_iqr_ms, time_min_ms, roofline_fraction, admitted, harness_version, toolchain, "
+      "created_at, import_source, import_trust) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "COALESCE(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?, ?)");
   s.bind(1, c.value);
   if (e.device)
     s.bind(2, e.device->value);
   else
     s.bind_null(2);
   bind_evaluation_columns(s, e);
-  s.bind(21, e.import_source).bind(22, e.import_trust);
+  s.bind(15, e.import_source).bind(16, e.import_trust);
   s.run();
+  detail::store_evaluation_baselines(db, db.last_insert_id(), e.baselines);
 }
 
 CandidateId Archive::add_candidate(const NewCandidate& c,
@@ -345,27 +347,22 @@ void Archive::record_llm_call(const LlmCall& call) {
 void Archive::store_baseline(TaskId task, const json& dims, DeviceId device,
                              const std::string& math_mode, const BaselineTimes& times,
                              bool replace) {
+  Transaction t(*db_);
+  // RETURNING gives the row's id when it was inserted or (with `replace`) re-timed; none when the
+  // first timing stays.
   Statement s = db_->prepare(
-      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, "
-                  "scripted_ms, compiled_ms, "
-                  "compiled_absent) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ") +
-      (replace ? "ON CONFLICT (task_id, dims, device_id, math_mode) DO UPDATE SET eager_ms = "
-                 "excluded.eager_ms, "
-                 "scripted_ms = excluded.scripted_ms, compiled_ms = excluded.compiled_ms, "
-                 "compiled_absent = excluded.compiled_absent, created_at = "
-                 "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-               : "ON CONFLICT (task_id, dims, device_id, math_mode) DO NOTHING"));
-  s.bind(1, task.value)
-      .bind(2, dims.dump())
-      .bind(3, device.value)
-      .bind(4, math_mode)
-      .bind(5, times.eager_ms);
-  s.bind(6, times.scripted_ms).bind(7, times.compiled_ms);
-  if (times.compiled_absent.empty())
-    s.bind_null(8);
-  else
-    s.bind(8, times.compiled_absent);
-  s.run();
+      std::string("INSERT INTO baselines (task_id, dims, device_id, math_mode) VALUES (?, ?, ?, ?) "
+                  "ON CONFLICT (task_id, dims, device_id, math_mode) ") +
+      (replace ? "DO UPDATE SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+               : "DO NOTHING") +
+      " RETURNING id");
+  s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
+  if (s.step()) {
+    int64_t id = s.integer(0);
+    s.run();
+    detail::store_baseline_times(*db_, id, times);
+  }
+  t.commit();
 }
 
 std::optional<BaselineTimes> Archive::baseline(TaskId task, const json& dims, DeviceId device,
@@ -373,29 +370,36 @@ std::optional<BaselineTimes> Archive::baseline(TaskId task, const json& dims, De
   // The first timed on a GPU of this device's kind (the same name and arch), whichever machine
   // asks.
   Statement s = db_->prepare(
-      "SELECT b.eager_ms, b.scripted_ms, b.compiled_ms, b.compiled_absent FROM baselines b JOIN "
-      "devices d ON "
-      "d.id = b.device_id JOIN devices k ON k.name = d.name AND k.arch = d.arch WHERE b.task_id = "
-      "? AND b.dims = ? "
-      "AND k.id = ? AND b.math_mode = ? ORDER BY b.id LIMIT 1");
+      "SELECT b.id FROM baselines b JOIN devices d ON d.id = b.device_id JOIN devices k ON k.name "
+      "= d.name AND k.arch = d.arch WHERE b.task_id = ? AND b.dims = ? AND k.id = ? AND "
+      "b.math_mode = ? ORDER BY b.id LIMIT 1");
   s.bind(1, task.value).bind(2, dims.dump()).bind(3, device.value).bind(4, math_mode);
   if (!s.step()) return std::nullopt;
-  return BaselineTimes{s.maybe_real(0), s.maybe_real(1), s.maybe_real(2),
-                       s.is_null(3) ? "" : s.text(3)};
+  int64_t id = s.integer(0);
+  return detail::baseline_times(*db_, {id})[id];
 }
 
-KernelSummary Archive::summary_row(Statement& s) {
-  KernelSummary k;
-  k.id = CandidateId{s.integer(0)};
-  k.task = s.text(1);
-  k.model = s.text(2);
-  k.prompt_kind = s.text(3);
-  k.outcome = s.is_null(4) ? "unevaluated" : s.text(4);
-  k.created_at = s.text(5);
-  k.time_ms = s.maybe_real(6);
-  k.speedup_eager = s.maybe_real(7);
-  k.verified = s.integer(8) != 0;
-  return k;
+std::vector<KernelSummary> Archive::summaries(
+    Statement& s, const std::function<void(KernelSummary&, Statement&)>& more) {
+  std::vector<KernelSummary> out;
+  std::vector<std::optional<int64_t>> evaluations;
+  while (s.step()) {
+    KernelSummary k;
+    k.id = CandidateId{s.integer(0)};
+    k.task = s.text(1);
+    k.model = s.text(2);
+    k.prompt_kind = s.text(3);
+    k.outcome = s.is_null(4) ? "unevaluated" : s.text(4);
+    k.created_at = s.text(5);
+    k.time_ms = s.maybe_real(6);
+    evaluations.push_back(s.is_null(7) ? std::nullopt : std::optional<int64_t>(s.integer(7)));
+    k.verified = s.integer(8) != 0;
+    if (more) more(k, s);
+    out.push_back(std::move(k));
+  }
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(*db_, evaluations);
+  for (size_t i = 0; i < out.size(); ++i) out[i].baselines = std::move(baselines[i]);
+  return out;
 }
 
 std::optional<KernelSummary> Archive::best(TaskId task, std::optional<DeviceId> device) {
@@ -408,13 +412,14 @@ std::optional<KernelSummary> Archive::best(TaskId task, std::optional<DeviceId> 
   Statement s = db_->prepare(sql);
   s.bind(1, task.value);
   if (device) s.bind(2, device->value);
-  if (!s.step()) return std::nullopt;
-  return summary_row(s);
+  std::vector<KernelSummary> found = summaries(s);
+  if (found.empty()) return std::nullopt;
+  return found[0];
 }
 
 std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t limit) {
-  // One task: its winners, fastest first. A suite (or everything): each task's best winner, best
-  // speedup over eager first.
+  // One task: its winners, fastest first. A suite (or everything): each task's best winner, the
+  // largest speedup over its best baseline first (then the fastest).
   bool one_task = task_or_suite.find('/') != std::string::npos;
   std::string winners =
       std::string(
@@ -428,15 +433,20 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
                               : "c.id IN (SELECT (SELECT candidate_id FROM w WHERE w.task_id = "
                                 "t2.id ORDER BY time_ms, id LIMIT 1) "
                                 "FROM tasks t2)";
-  std::string sql =
-      "WITH w AS (" + winners + ") SELECT " + kSummaryColumns +
-      " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE " + filter + " AND " + pick +
-      (one_task ? " ORDER BY 7 ASC" : " ORDER BY 8 DESC NULLS LAST, 7 ASC") + " LIMIT ?2";
+  std::string sql = "WITH w AS (" + winners + ") SELECT " + kSummaryColumns +
+                    " FROM candidates c JOIN tasks t ON t.id = c.task_id WHERE " + filter +
+                    " AND " + pick + " ORDER BY 7 ASC, c.id" + (one_task ? " LIMIT ?2" : "");
   Statement s = db_->prepare(sql);
   if (!task_or_suite.empty()) s.bind(1, task_or_suite);
-  s.bind(2, static_cast<int64_t>(limit));
-  std::vector<KernelSummary> out;
-  while (s.step()) out.push_back(summary_row(s));
+  if (one_task) s.bind(2, static_cast<int64_t>(limit));
+  std::vector<KernelSummary> out = summaries(s);
+  if (one_task) return out;
+  // The speedup is computed from the baselines, so a suite is ordered here (no speedup: last).
+  std::stable_sort(out.begin(), out.end(), [](const KernelSummary& a, const KernelSummary& b) {
+    return detail::larger_speedup_first(a.baselines.best_speedup(a.time_ms),
+                                        b.baselines.best_speedup(b.time_ms));
+  });
+  if (out.size() > limit) out.resize(limit);
   return out;
 }
 
@@ -457,50 +467,54 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
       "  WHERE " +
       which +
       " AND (?2 = '' OR c.prompt_kind = ?2)) "
-      "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.eager_ms, b.scripted_ms, "
-      "b.speedup_eager, b.speedup_scripted, "
-      "  b.roofline_fraction, b.tunables, b.identity, b.flags, b.admitted, b.harness_version, "
-      "d.name, b.dims, b.created_at "
-      "  , b.id, b.candidate_id, b.compiled_ms, b.speedup_compiled, "
-      "  CASE WHEN json_valid(b.evidence) THEN json_extract(b.evidence, "
-      "'$.timing.compiled_absent') END "
+      "SELECT n.name, n.version, b.time_ms, b.time_iqr_ms, b.roofline_fraction, b.tunables, "
+      "b.identity, b.flags, b.admitted, b.harness_version, d.name, b.dims, b.created_at, b.id, "
+      "b.candidate_id "
       "  FROM newest n LEFT JOIN best b ON b.task_id = n.id AND b.k = 1 LEFT JOIN devices d ON "
       "d.id = b.device_id "
       "ORDER BY n.name");
   s.bind(1, suite).bind(2, prompt_kind);
   nlohmann::json out = nlohmann::json::array();
+  std::vector<std::optional<int64_t>> evaluations;
   auto real = [&](int i) {
     return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.real(i));
   };
+  auto text = [&](int i) {
+    return s.is_null(i) ? nlohmann::json(nullptr) : nlohmann::json(s.text(i));
+  };
   auto text_json = [&](int i) {
     if (s.is_null(i)) return nlohmann::json(nullptr);
-    if (i == 9) return stored_json(*db_, s, i, "candidates", "tunables", s.integer(18));
-    return stored_json(*db_, s, i, "evaluations", i == 11 ? "flags" : "dims", s.integer(17));
+    if (i == 5) return stored_json(*db_, s, i, "candidates", "tunables", s.integer(14));
+    return stored_json(*db_, s, i, "evaluations", i == 7 ? "flags" : "dims", s.integer(13));
   };
-  while (s.step())
+  while (s.step()) {
+    evaluations.push_back(s.is_null(13) ? std::nullopt : std::optional<int64_t>(s.integer(13)));
     out.push_back(
         {{"task", suite + "/" + s.text(0)},
          {"version", s.text(1)},
          {"time_ms", real(2)},
          {"time_iqr_ms", real(3)},
-         {"eager_ms", real(4)},
-         {"scripted_ms", real(5)},
-         {"speedup_eager", real(6)},
-         {"speedup_scripted", real(7)},
-         {"roofline_fraction", real(8)},
-         {"tunables", text_json(9)},
-         {"identity", s.is_null(10) ? nlohmann::json(nullptr) : nlohmann::json(s.text(10))},
-         {"flags", text_json(11)},
-         {"admitted", s.is_null(12) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(12) != 0)},
-         {"harness_version",
-          s.is_null(13) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(13))},
-         {"device", s.is_null(14) ? nlohmann::json(nullptr) : nlohmann::json(s.text(14))},
-         {"dims", text_json(15)},
-         {"measured_at", s.is_null(16) ? nlohmann::json(nullptr) : nlohmann::json(s.text(16))},
-         {"compiled_ms", real(19)},
-         {"speedup_compiled", real(20)},
-         {"compiled_absent", s.is_null(21) || s.text(21).empty() ? nlohmann::json(nullptr)
-                                                                 : nlohmann::json(s.text(21))}});
+         {"roofline_fraction", real(4)},
+         {"tunables", text_json(5)},
+         {"identity", text(6)},
+         {"flags", text_json(7)},
+         {"admitted", s.is_null(8) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(8) != 0)},
+         {"harness_version", s.is_null(9) ? nlohmann::json(nullptr) : nlohmann::json(s.integer(9))},
+         {"device", text(10)},
+         {"dims", text_json(11)},
+         {"measured_at", text(12)}});
+  }
+  // A task without a kernel has null baselines and speedups, as its other columns are.
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(*db_, evaluations);
+  for (size_t i = 0; i < out.size(); ++i) {
+    bool kernel = evaluations[i].has_value();
+    std::optional<double> time_ms = out[i]["time_ms"].is_number()
+                                        ? std::optional(out[i]["time_ms"].get<double>())
+                                        : std::nullopt;
+    out[i]["baselines"] = kernel ? baselines[i].to_json() : nlohmann::json(nullptr);
+    out[i]["speedup"] =
+        kernel ? detail::speedup_json(baselines[i], time_ms) : nlohmann::json(nullptr);
+  }
   return out;
 }
 
@@ -523,10 +537,9 @@ std::vector<KernelSummary> Archive::similar(const tasks::Task& task, size_t k,
                      "AND (?2 IS NULL OR c.run_id IS NULL OR c.run_id < ?2) "
                      "ORDER BY 7 ASC NULLS LAST, c.verified DESC, c.id DESC LIMIT 1");
     s.bind(1, tasks.integer(0)).bind(2, before_run);
-    if (s.step()) {
-      KernelSummary ks = summary_row(s);
+    for (KernelSummary& ks : summaries(s)) {
       ks.score = tasks.real(1);
-      out.push_back(ks);
+      out.push_back(std::move(ks));
     }
   }
   return out;
@@ -541,8 +554,11 @@ std::vector<std::pair<KernelSummary, std::string>> Archive::notable_failures(Tas
       "AND e.import_trust IS NOT 'claimed' "
       "ORDER BY e.id DESC LIMIT ?");
   s.bind(1, task.value).bind(2, static_cast<int64_t>(k));
+  std::vector<std::string> evidence;
+  std::vector<KernelSummary> failed =
+      summaries(s, [&](KernelSummary&, Statement& row) { evidence.push_back(row.text(9)); });
   std::vector<std::pair<KernelSummary, std::string>> out;
-  while (s.step()) out.emplace_back(summary_row(s), s.text(9));
+  for (size_t i = 0; i < failed.size(); ++i) out.emplace_back(failed[i], evidence[i]);
   return out;
 }
 
@@ -555,12 +571,7 @@ std::vector<KernelSummary> Archive::search(const std::string& query, size_t limi
       ", k.rank FROM kernel_text k JOIN candidates c ON c.id = k.candidate_id "
       "JOIN tasks t ON t.id = c.task_id WHERE kernel_text MATCH ? ORDER BY k.rank LIMIT ?");
   s.bind(1, q).bind(2, static_cast<int64_t>(limit));
-  while (s.step()) {
-    KernelSummary ks = summary_row(s);
-    ks.score = s.real(9);
-    out.push_back(ks);
-  }
-  return out;
+  return summaries(s, [](KernelSummary& ks, Statement& row) { ks.score = row.real(9); });
 }
 
 json Archive::search_tasks(const std::string& query, size_t limit) {
@@ -637,16 +648,15 @@ json Archive::show(CandidateId id) {
   j["evaluations"] = json::array();
   Statement es = db_->prepare(
       "SELECT d.uuid, e.outcome, e.flags, e.evidence, e.dims, e.time_ms, e.time_iqr_ms, "
-      "e.time_min_ms, e.eager_ms, "
-      "e.scripted_ms, e.speedup_eager, e.speedup_scripted, e.roofline_fraction, e.admitted, "
-      "e.harness_version, e.toolchain, "
-      "e.created_at, e.import_source, e.import_trust, e.id, e.compiled_ms, e.speedup_compiled FROM "
-      "evaluations e LEFT JOIN devices d ON d.id = e.device_id "
-      "WHERE e.candidate_id = ? ORDER BY e.id");
+      "e.time_min_ms, e.roofline_fraction, e.admitted, e.harness_version, e.toolchain, "
+      "e.created_at, e.import_source, e.import_trust, e.id FROM evaluations e LEFT JOIN devices d "
+      "ON d.id = e.device_id WHERE e.candidate_id = ? ORDER BY e.id");
   es.bind(1, id.value);
   auto real = [&](int col) { return es.is_null(col) ? json(nullptr) : json(es.real(col)); };
+  std::vector<std::optional<int64_t>> rows;
   while (es.step()) {
-    int64_t row = es.integer(19);
+    int64_t row = es.integer(15);
+    rows.push_back(row);
     j["evaluations"].push_back({{"device", es.is_null(0) ? json(nullptr) : json(es.text(0))},
                                 {"outcome", es.text(1)},
                                 {"flags", stored(es, 2, "evaluations", "flags", row)},
@@ -655,18 +665,20 @@ json Archive::show(CandidateId id) {
                                 {"time_ms", real(5)},
                                 {"time_iqr_ms", real(6)},
                                 {"time_min_ms", real(7)},
-                                {"eager_ms", real(8)},
-                                {"scripted_ms", real(9)},
-                                {"speedup_eager", real(10)},
-                                {"speedup_scripted", real(11)},
-                                {"compiled_ms", real(20)},
-                                {"speedup_compiled", real(21)},
-                                {"roofline_fraction", real(12)},
-                                {"admitted", es.integer(13) != 0},
-                                {"harness_version", es.integer(14)},
-                                {"toolchain", stored(es, 15, "evaluations", "toolchain", row)},
-                                {"created_at", es.text(16)},
-                                {"import", provenance(es, 17, 18)}});
+                                {"roofline_fraction", real(8)},
+                                {"admitted", es.integer(9) != 0},
+                                {"harness_version", es.integer(10)},
+                                {"toolchain", stored(es, 11, "evaluations", "toolchain", row)},
+                                {"created_at", es.text(12)},
+                                {"import", provenance(es, 13, 14)}});
+  }
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(*db_, rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    json& e = j["evaluations"][i];
+    std::optional<double> time_ms =
+        e["time_ms"].is_number() ? std::optional(e["time_ms"].get<double>()) : std::nullopt;
+    e["baselines"] = baselines[i].to_json();
+    e["speedup"] = detail::speedup_json(baselines[i], time_ms);
   }
   j["profiles"] = json::array();
   Statement ps = db_->prepare(

@@ -1,5 +1,6 @@
 #include "best.h"
 
+#include "baseline_rows.h"
 #include "kforge/archive/winner.h"
 
 namespace kforge::archive::detail {
@@ -32,7 +33,8 @@ std::string best_evaluations(const BestScope& scope) {
          ") WHERE k = 1";
 }
 
-std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Statement& winners) {
+std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Database& db,
+                                                                        Statement& winners) {
   std::vector<std::pair<std::string, std::vector<BestSoFar>>> out;
   while (winners.step()) {
     std::string group = winners.text(0);
@@ -43,9 +45,7 @@ std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Statemen
     p.candidate = winners.integer(2);
     p.evaluation = winners.integer(3);
     p.time_ms = winners.real(4);
-    p.eager_ms = winners.maybe_real(5);
-    p.speedup_eager = winners.maybe_real(6);
-    p.prompt_kind = winners.text(7);
+    p.prompt_kind = winners.text(5);
     // Rows come best first within a generation: the first of a generation decides it.
     if (!curve.empty() && curve.back().generation == p.generation) continue;
     const BestSoFar* best = curve.empty() ? nullptr : &curve.back();
@@ -59,6 +59,13 @@ std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Statemen
     }
     curve.push_back(p);
   }
+  std::vector<std::optional<int64_t>> evaluations;
+  for (const auto& [group, curve] : out)
+    for (const BestSoFar& p : curve) evaluations.push_back(p.evaluation);
+  std::vector<BaselineTimes> baselines = evaluation_baselines(db, evaluations);
+  size_t i = 0;
+  for (auto& [group, curve] : out)
+    for (BestSoFar& p : curve) p.baselines = std::move(baselines[i++]);
   return out;
 }
 

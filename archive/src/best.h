@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kforge/archive/sqlite.h"
+#include "kforge/common/baseline.h"
 
 namespace kforge::archive::detail {
 
@@ -38,14 +39,16 @@ struct BestSoFar {
   int64_t generation = 0;
   int64_t candidate = 0, evaluation = 0;
   double time_ms = 0;
-  std::optional<double> eager_ms, speedup_eager;
+  BaselineTimes baselines;  // the evaluation's
   std::string prompt_kind;
   bool improved = false;
 };
 
-// Reads winners (columns: group key text, generation, candidate, evaluation, time_ms, eager_ms,
-// speedup_eager, prompt_kind) ordered by group, generation and then kBestOrder, into each group's
-// curve: a point for every generation that has a winner; the last point is the group's best.
-std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Statement& winners);
+// Reads winners (columns: group key text, generation, candidate, evaluation, time_ms, prompt_kind)
+// ordered by group, generation and then kBestOrder, into each group's curve: a point for every
+// generation that has a winner, with its evaluation's baselines; the last point is the group's
+// best.
+std::vector<std::pair<std::string, std::vector<BestSoFar>>> best_so_far(Database& db,
+                                                                        Statement& winners);
 
 }  // namespace kforge::archive::detail

@@ -1,5 +1,6 @@
 #include "kforge/archive/export_view.h"
 
+#include "baseline_rows.h"
 #include "best.h"
 #include "database_of.h"
 #include "stored_json.h"
@@ -26,13 +27,13 @@ std::vector<ExportKernel> export_kernels(Archive& ar, const ExportScope& scope) 
       detail::best_evaluations(best_scope(scope)) +
       ") SELECT t.suite || '/' || t.name, t.definition, t.version, c.id, c.identity, c.source, "
       "c.plan, c.tunables, c.model, c.prompt_kind, c.run_id, c.generation, e.admitted, e.time_ms, "
-      "e.eager_ms, e.scripted_ms, e.compiled_ms, e.speedup_eager, e.speedup_scripted, "
-      "e.speedup_compiled, e.roofline_fraction, d.name, d.arch, d.driver, e.toolchain, "
-      "e.harness_version, e.created_at, e.id "
+      "e.roofline_fraction, d.name, d.arch, d.driver, e.toolchain, e.harness_version, "
+      "e.created_at, e.id "
       "FROM newest t JOIN best b ON b.task_id = t.id JOIN evaluations e ON e.id = b.evaluation_id "
       "JOIN candidates c ON c.id = e.candidate_id JOIN devices d ON d.id = e.device_id "
       "ORDER BY t.suite, t.name");
   std::vector<ExportKernel> out;
+  std::vector<std::optional<int64_t>> evaluations;
   while (s.step()) {
     ExportKernel k;
     k.task = s.text(0);
@@ -49,21 +50,18 @@ std::vector<ExportKernel> export_kernels(Archive& ar, const ExportScope& scope) 
     k.generation = s.integer(11);
     k.admitted = s.integer(12) != 0;
     k.time_ms = s.maybe_real(13);
-    k.eager_ms = s.maybe_real(14);
-    k.scripted_ms = s.maybe_real(15);
-    k.compiled_ms = s.maybe_real(16);
-    k.speedup_eager = s.maybe_real(17);
-    k.speedup_scripted = s.maybe_real(18);
-    k.speedup_compiled = s.maybe_real(19);
-    k.roofline_fraction = s.maybe_real(20);
-    k.device = s.text(21);
-    k.arch = s.text(22);
-    k.driver = s.is_null(23) ? "" : s.text(23);
-    k.toolchain = stored_json(db, s, 24, "evaluations", "toolchain", s.integer(27));
-    k.harness_version = s.integer(25);
-    k.judged_at = s.text(26);
+    k.roofline_fraction = s.maybe_real(14);
+    k.device = s.text(15);
+    k.arch = s.text(16);
+    k.driver = s.is_null(17) ? "" : s.text(17);
+    k.toolchain = stored_json(db, s, 18, "evaluations", "toolchain", s.integer(21));
+    k.harness_version = s.integer(19);
+    k.judged_at = s.text(20);
+    evaluations.push_back(s.integer(21));
     out.push_back(std::move(k));
   }
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(db, evaluations);
+  for (size_t i = 0; i < out.size(); ++i) out[i].baselines = std::move(baselines[i]);
   return out;
 }
 

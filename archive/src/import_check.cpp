@@ -75,6 +75,18 @@ bool is_timestamp(const std::string& s) {
   return true;
 }
 
+// An older kforge's evaluation said why torch.compile has no time only in the judge's evidence
+// (timing.compiled_absent): read where the line's baselines say nothing of the kind, as schema 7's
+// migration reads it.
+void compiled_absent_from_evidence(EvaluationRecord& r) {
+  if (r.baselines.find(BaselineKind::Compiled)) return;
+  const json* timing = r.evidence.contains("timing") ? &r.evidence["timing"] : nullptr;
+  if (!timing || !timing->is_object()) return;
+  auto why = timing->find("compiled_absent");
+  if (why != timing->end() && why->is_string() && !why->get<std::string>().empty())
+    r.baselines.set(BaselineKind::Compiled, std::nullopt, why->get<std::string>());
+}
+
 }  // namespace
 
 void LineChecker::fail(const std::string& field, const std::string& problem) const {
@@ -250,6 +262,39 @@ std::optional<std::string> LineChecker::timestamp(const json& o, const std::stri
   return s;
 }
 
+BaselineTimes LineChecker::baselines(const json& o, const std::string& at) const {
+  BaselineTimes out;
+  const json* list = get(o, at, "baselines", false);
+  if (!list || list->is_null()) {
+    // Schema 6 and before: a column per kind.
+    const std::pair<BaselineKind, const char*> columns[] = {
+        {BaselineKind::Eager, "eager_ms"},
+        {BaselineKind::Scripted, "scripted_ms"},
+        {BaselineKind::Compiled, "compiled_ms"}};
+    for (const auto& [kind, key] : columns)
+      if (std::optional<double> ms = measure(o, at, key, false)) out.set(kind, ms);
+    const json* why = get(o, at, "compiled_absent", false);
+    if (why && !why->is_null() && !out.ms(BaselineKind::Compiled)) {
+      std::string reason = text(o, at, "compiled_absent", true);
+      if (!reason.empty()) out.set(BaselineKind::Compiled, std::nullopt, reason);
+    }
+    return out;
+  }
+  std::string lat = field_name(at, "baselines");
+  if (!list->is_object())
+    fail(lat, std::string("must be an object of times keyed by kind, not ") + list->type_name());
+  json absent = object(*list, lat, "absent");
+  for (const BaselineKindInfo& info : baseline_kinds()) {
+    std::string kind(info.name);
+    std::optional<double> ms = measure(*list, lat, kind.c_str(), false);
+    std::string why;
+    if (const json* w = get(absent, lat + ".absent", kind.c_str(), false); w && !w->is_null())
+      why = text(absent, lat + ".absent", kind.c_str(), true);
+    if (ms || !why.empty()) out.set(info.kind, ms, why);
+  }
+  return out;
+}
+
 bool known_outcome(const std::string& outcome) {
   return kOutcomes.count(outcome) != 0;
 }
@@ -379,13 +424,8 @@ ImportedLine check_kforge_line(const json& j, const LineChecker& f, const std::s
     r.time_ms = f.measure(e, at, "time_ms", false);
     r.time_iqr_ms = f.measure(e, at, "time_iqr_ms", true);
     r.time_min_ms = f.measure(e, at, "time_min_ms", false);
-    r.eager_ms = f.measure(e, at, "eager_ms", false);
-    r.scripted_ms = f.measure(e, at, "scripted_ms", false);
-    r.speedup_eager = f.measure(e, at, "speedup_eager", false);
-    r.speedup_scripted = f.measure(e, at, "speedup_scripted", false);
-    // torch.compile's (schema 5): absent from lines an older kforge wrote.
-    r.compiled_ms = f.measure(e, at, "compiled_ms", false);
-    r.speedup_compiled = f.measure(e, at, "speedup_compiled", false);
+    r.baselines = f.baselines(e, at);
+    compiled_absent_from_evidence(r);
     r.roofline_fraction = f.measure(e, at, "roofline_fraction", true);
     r.admitted = f.boolean(e, at, "admitted", false);
     r.harness_version = static_cast<int>(f.integer(e, at, "harness_version", true, 0, 0, INT_MAX));

@@ -63,6 +63,10 @@ class LineChecker {
                                    const char* key) const;
   std::optional<std::string> timestamp(const nlohmann::json& o, const std::string& at,
                                        const char* key, bool required) const;
+  // The object's "baselines" (BaselineTimes::to_json's shape: positive times keyed by kind, and
+  // "absent": reasons keyed by kind), or where it has none an older kforge's columns (eager_ms,
+  // scripted_ms, compiled_ms, compiled_absent). Kinds this kforge does not know are skipped.
+  BaselineTimes baselines(const nlohmann::json& o, const std::string& at) const;
 
  private:
   std::string file_;

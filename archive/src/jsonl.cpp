@@ -10,6 +10,7 @@
 #include <ostream>
 #include <set>
 
+#include "baseline_rows.h"
 #include "database_of.h"
 #include "evaluation_columns.h"
 #include "gzip_input.h"
@@ -160,6 +161,7 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
       // plain, so export(import --trust(export(a))) equals export(a).
       json from = e["import"];
       e.erase("import");
+      e.erase("speedup");  // for people; computed from the baselines again
       if (!from.is_null() && from["trust"] == "claimed" && from["from"].is_string())
         e["claimed_from"] = from["from"];
       if (e["device"].is_null()) continue;
@@ -204,12 +206,17 @@ size_t Archive::export_jsonl(std::ostream& out, const std::string& destination) 
     line["Task_ID"] = t.text(0) + "/" + t.text(1);
     line["Kernel_Name"] = c["identity"];
     line["CUDA_Code"] = c["source"];
-    line["CUDA_Runtime"] = best.is_null() ? json(nullptr) : best["time_ms"];
-    line["PyTorch_Native_Runtime"] = best.is_null() ? json(nullptr) : best["eager_ms"];
-    line["CUDA_Speedup_Native"] = best.is_null() ? json(nullptr) : best["speedup_eager"];
-    line["PyTorch_Compile_Runtime"] =
-        best.is_null() ? json(nullptr) : best["compiled_ms"];  // torch.compile's
-    line["CUDA_Speedup_Compile"] = best.is_null() ? json(nullptr) : best["speedup_compiled"];
+    BaselineTimes baselines =
+        best.is_null() ? BaselineTimes{} : BaselineTimes::from_json(best["baselines"]);
+    std::optional<double> time_ms =
+        best.is_null() ? std::nullopt : std::optional(best["time_ms"].get<double>());
+    auto number = [](std::optional<double> x) { return x ? json(*x) : json(nullptr); };
+    line["CUDA_Runtime"] = number(time_ms);
+    line["PyTorch_Native_Runtime"] = number(baselines.ms(BaselineKind::Eager));
+    line["CUDA_Speedup_Native"] = number(baselines.speedup(BaselineKind::Eager, time_ms));
+    // torch.compile's (default mode)
+    line["PyTorch_Compile_Runtime"] = number(baselines.ms(BaselineKind::Compiled));
+    line["CUDA_Speedup_Compile"] = number(baselines.speedup(BaselineKind::Compiled, time_ms));
     line["Correct"] = !best.is_null();
     line["Max_Diff"] = best.is_null() || !best["evidence"].is_object() ||
                                !best["evidence"].contains("max_abs_error")
@@ -313,23 +320,23 @@ void Archive::store_imported(const detail::ImportedLine& l, ImportReport& report
     EvaluationRecord e = ie.record;
     if (known) {
       Statement s = db_->prepare(
-          "SELECT 1 FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE "
-          "e.candidate_id = ? AND d.uuid IS ? "
-          "AND e.outcome = ? AND e.flags = ? AND e.evidence = ? AND e.dims = ? AND e.time_ms IS ? "
-          "AND e.time_iqr_ms IS ? "
-          "AND e.time_min_ms IS ? AND e.eager_ms IS ? AND e.scripted_ms IS ? AND e.speedup_eager "
-          "IS ? "
-          "AND e.speedup_scripted IS ? AND e.roofline_fraction IS ? AND e.admitted = ? AND "
-          "e.harness_version = ? "
-          "AND e.toolchain = ? AND e.created_at = ? AND e.compiled_ms IS ? AND e.speedup_compiled "
-          "IS ?");
+          "SELECT e.id FROM evaluations e LEFT JOIN devices d ON d.id = e.device_id WHERE "
+          "e.candidate_id = ? AND d.uuid IS ? AND e.outcome = ? AND e.flags = ? AND e.evidence = ? "
+          "AND e.dims = ? AND e.time_ms IS ? AND e.time_iqr_ms IS ? AND e.time_min_ms IS ? AND "
+          "e.roofline_fraction IS ? AND e.admitted = ? AND e.harness_version = ? AND e.toolchain "
+          "= ? AND e.created_at = ?");
       s.bind(1, known->value);
       if (ie.device)
         s.bind(2, ie.device->uuid);
       else
         s.bind_null(2);
       bind_evaluation_columns(s, e);
-      if (s.step()) {
+      std::vector<std::optional<int64_t>> same;
+      while (s.step()) same.push_back(s.integer(0));
+      bool duplicate = false;
+      for (const BaselineTimes& b : detail::evaluation_baselines(*db_, same))
+        duplicate = duplicate || b.to_json() == e.baselines.to_json();
+      if (duplicate) {
         ++report.duplicates;
         continue;
       }

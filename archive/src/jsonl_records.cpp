@@ -1,5 +1,6 @@
 #include "jsonl_records.h"
 
+#include "baseline_rows.h"
 #include "stored_json.h"
 
 namespace kforge::archive::detail {
@@ -56,19 +57,20 @@ json task_json(Database& db, int64_t id) {
 
 json baselines_of(Database& db, int64_t task) {
   json out = json::array();
+  std::vector<int64_t> ids;
   Statement b = db.prepare(
-      "SELECT dims, device_id, math_mode, eager_ms, scripted_ms, compiled_ms, compiled_absent, "
-      "created_at, id FROM baselines WHERE task_id = ? ORDER BY id");
+      "SELECT dims, device_id, math_mode, created_at, id FROM baselines WHERE task_id = ? ORDER BY "
+      "id");
   b.bind(1, task);
-  while (b.step())
-    out.push_back({{"dims", stored_json(db, b, 0, "baselines", "dims", b.integer(8))},
+  while (b.step()) {
+    ids.push_back(b.integer(4));
+    out.push_back({{"dims", stored_json(db, b, 0, "baselines", "dims", b.integer(4))},
                    {"device", device_json(db, b.integer(1))},
                    {"math_mode", b.text(2)},
-                   {"eager_ms", real_or_null(b, 3)},
-                   {"scripted_ms", real_or_null(b, 4)},
-                   {"compiled_ms", real_or_null(b, 5)},
-                   {"compiled_absent", b.is_null(6) ? json(nullptr) : json(b.text(6))},
-                   {"created_at", b.text(7)}});
+                   {"created_at", b.text(3)}});
+  }
+  std::map<int64_t, BaselineTimes> times = baseline_times(db, ids);
+  for (size_t i = 0; i < ids.size(); ++i) out[i]["baselines"] = times[ids[i]].to_json();
   return out;
 }
 

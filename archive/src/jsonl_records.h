@@ -46,8 +46,7 @@ struct LineRecords {
     nlohmann::json dims;
     ImportedLine::Device device;
     std::string math_mode, created_at;
-    std::optional<double> eager_ms, scripted_ms, compiled_ms;
-    std::optional<std::string> compiled_absent;
+    BaselineTimes times;
   };
   struct LlmCall {
     std::optional<ImportedLine::Run> run;

@@ -2,6 +2,7 @@
 // without adding what is there already.
 #include <climits>
 
+#include "baseline_rows.h"
 #include "database_of.h"
 #include "jsonl_records.h"
 #include "kforge/archive/run_log.h"
@@ -54,11 +55,7 @@ std::vector<LineRecords::Baseline> check_baselines(const json& task, const LineC
     r.dims = f.object(b, at, "dims", true);
     r.device = check_device(b, at, f);
     r.math_mode = f.text(b, at, "math_mode", true);
-    r.eager_ms = f.measure(b, at, "eager_ms", false);
-    r.scripted_ms = f.measure(b, at, "scripted_ms", false);
-    r.compiled_ms = f.measure(b, at, "compiled_ms", false);
-    if (const json* why = f.get(b, at, "compiled_absent", false); why && !why->is_null())
-      r.compiled_absent = f.text(b, at, "compiled_absent", true);
+    r.times = f.baselines(b, at);
     r.created_at = *f.timestamp(b, at, "created_at", true);
     out.push_back(std::move(r));
   }
@@ -113,14 +110,20 @@ void count(Database& db, ImportReport& report) {
 void store_baselines(Database& db, int64_t task, const std::vector<LineRecords::Baseline>& list,
                      ImportReport& report) {
   for (const LineRecords::Baseline& b : list) {
+    int64_t device = device_id(db, b.device);
     Statement s = db.prepare(
-        "INSERT INTO baselines (task_id, dims, device_id, math_mode, eager_ms, scripted_ms, "
-        "compiled_ms, compiled_absent, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-        "(task_id, dims, device_id, math_mode) DO NOTHING");
-    s.bind(1, task).bind(2, b.dims.dump()).bind(3, device_id(db, b.device)).bind(4, b.math_mode);
-    s.bind(5, b.eager_ms).bind(6, b.scripted_ms).bind(7, b.compiled_ms);
-    s.bind(8, b.compiled_absent).bind(9, b.created_at).run();
-    count(db, report);
+        "INSERT INTO baselines (task_id, dims, device_id, math_mode, created_at) VALUES (?, ?, ?, "
+        "?, ?) ON CONFLICT (task_id, dims, device_id, math_mode) DO NOTHING RETURNING id");
+    s.bind(1, task).bind(2, b.dims.dump()).bind(3, device).bind(4, b.math_mode);
+    s.bind(5, b.created_at);
+    if (!s.step()) {
+      ++report.duplicates;
+      continue;
+    }
+    int64_t id = s.integer(0);
+    s.run();
+    store_baseline_times(db, id, b.times);
+    ++report.records;
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "baseline_rows.h"
 #include "database_of.h"
 
 namespace kforge::archive {
@@ -19,56 +20,48 @@ const char* kTaskVersion =
     " JOIN candidates c ON c.id = x.candidate_id JOIN tasks k ON k.id = c.task_id "
     "WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND c.import_trust IS NOT 'claimed'";
 
-std::string text_or_empty(const Statement& s, int col) {
-  return s.is_null(col) ? "" : s.text(col);
-}
-
 }  // namespace
 
 std::optional<QuotedBaseline> PromptMemory::baseline(const tasks::Task& task, DeviceId device,
                                                      const std::string& math_mode) {
-  Statement b = detail::database_of(archive_).prepare(
-      "SELECT b.eager_ms, b.scripted_ms, d.name, b.compiled_ms, b.compiled_absent FROM baselines "
-      "b JOIN tasks k ON k.id = b.task_id JOIN devices d ON d.id = b.device_id WHERE k.suite = ?1 "
-      "AND k.name = ?2 AND k.version = ?3 AND b.dims = ?4 AND b.device_id IN (SELECT o.id FROM "
-      "devices m JOIN devices o ON o.name = m.name AND o.arch = m.arch WHERE m.id = ?5) AND "
-      "b.math_mode = ?6 AND b.eager_ms IS NOT NULL ORDER BY b.id LIMIT 1");
+  Database& db = detail::database_of(archive_);
+  Statement b = db.prepare(
+      "SELECT b.id, d.name FROM baselines b JOIN tasks k ON k.id = b.task_id JOIN devices d ON "
+      "d.id = b.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND b.dims = ?4 "
+      "AND b.device_id IN (SELECT o.id FROM devices m JOIN devices o ON o.name = m.name AND "
+      "o.arch = m.arch WHERE m.id = ?5) AND b.math_mode = ?6 AND EXISTS (SELECT 1 FROM "
+      "baseline_times x WHERE x.baseline_id = b.id AND x.kind = ?7 AND x.ms IS NOT NULL) ORDER BY "
+      "b.id LIMIT 1");
   b.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
   b.bind(4, json(task.dims).dump()).bind(5, device.value).bind(6, math_mode);
+  b.bind(7, std::string(to_string(BaselineKind::Eager)));
   if (!b.step()) return std::nullopt;
-  QuotedBaseline q;
-  q.eager_ms = b.real(0);
-  q.scripted_ms = b.maybe_real(1);
-  q.device_name = b.text(2);
-  q.compiled_ms = b.maybe_real(3);
-  q.compiled_absent = text_or_empty(b, 4);
-  return q;
+  int64_t id = b.integer(0);
+  return QuotedBaseline{detail::baseline_times(db, {id})[id], b.text(1)};
 }
 
 std::optional<JudgedReferences> PromptMemory::newest_judged(const tasks::Task& task,
                                                             std::optional<RunId> before_run) {
-  Statement s = detail::database_of(archive_).prepare(
-      "SELECT e.eager_ms, e.scripted_ms, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a "
-      "GPU'), c.id, e.compiled_ms, CASE WHEN json_valid(e.evidence) THEN "
-      "json_extract(e.evidence, '$.timing.compiled_absent') END FROM evaluations e JOIN "
-      "candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = c.task_id LEFT JOIN devices d "
-      "ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND k.version = ?3 AND "
-      "e.eager_ms IS NOT NULL AND e.import_trust IS NOT 'claimed' AND (?4 IS NULL OR c.run_id IS "
-      "NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
+  Database& db = detail::database_of(archive_);
+  Statement s = db.prepare(
+      "SELECT e.id, e.roofline_fraction * e.time_ms, coalesce(d.name, 'a GPU'), c.id FROM "
+      "evaluations e JOIN candidates c ON c.id = e.candidate_id JOIN tasks k ON k.id = c.task_id "
+      "LEFT JOIN devices d ON d.id = e.device_id WHERE k.suite = ?1 AND k.name = ?2 AND "
+      "k.version = ?3 AND EXISTS (SELECT 1 FROM evaluation_baselines x WHERE x.evaluation_id = "
+      "e.id AND x.kind = ?5 AND x.ms IS NOT NULL) AND e.import_trust IS NOT 'claimed' AND (?4 IS "
+      "NULL OR c.run_id IS NULL OR c.run_id < ?4) ORDER BY e.id DESC LIMIT 1");
   s.bind(1, task.suite).bind(2, task.name).bind(3, task.content_hash);
   if (before_run)
     s.bind(4, before_run->value);
   else
     s.bind_null(4);
+  s.bind(5, std::string(to_string(BaselineKind::Eager)));
   if (!s.step()) return std::nullopt;
   JudgedReferences j;
-  j.eager_ms = s.real(0);
-  j.scripted_ms = s.maybe_real(1);
-  j.floor_ms = s.maybe_real(2);
-  j.device_name = s.text(3);
-  j.candidate = CandidateId{s.integer(4)};
-  j.compiled_ms = s.maybe_real(5);
-  j.compiled_absent = text_or_empty(s, 6);
+  j.candidate = CandidateId{s.integer(3)};
+  j.device_name = s.text(2);
+  j.baselines = detail::evaluation_baselines(db, {s.integer(0)})[0];
+  j.floor_ms = s.maybe_real(1);
   return j;
 }
 

@@ -1,5 +1,6 @@
 #include "kforge/archive/report.h"
 
+#include "baseline_rows.h"
 #include "best.h"
 #include "database_of.h"
 #include "stored_json.h"
@@ -13,8 +14,7 @@ std::vector<RunTask> run_tasks(Database& db, RunId run) {
   scope.run = run.value;
   Statement s = db.prepare(
       "WITH best AS (" + detail::best_evaluations(scope) +
-      ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.eager_ms, e.scripted_ms, "
-      "e.compiled_ms, e.roofline_fraction, "
+      ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.id, e.roofline_fraction, "
       "(SELECT count(*) FROM candidates c WHERE c.task_id = t.id AND c.run_id = ?1), "
       "(SELECT count(*) FROM screens s JOIN candidates c ON c.id = s.candidate_id WHERE "
       "c.task_id = t.id AND s.run_id = ?1 AND s.median_ms IS NULL) "
@@ -23,16 +23,22 @@ std::vector<RunTask> run_tasks(Database& db, RunId run) {
       "ORDER BY 1, t.id");
   s.bind(1, run.value);
   std::vector<RunTask> out;
+  std::vector<std::optional<int64_t>> evaluations;
   while (s.step()) {
     RunTask t;
     t.task = s.text(0);
-    if (!s.is_null(1))
-      t.best = RunBest{CandidateId{s.integer(1)}, s.real(2),       s.maybe_real(3),
-                       s.maybe_real(4),           s.maybe_real(5), s.maybe_real(6)};
-    t.candidates = s.integer(7);
-    t.failed_screens = s.integer(8);
+    evaluations.push_back(std::nullopt);
+    if (!s.is_null(1)) {
+      t.best = RunBest{CandidateId{s.integer(1)}, s.real(2), s.maybe_real(4), {}};
+      evaluations.back() = s.integer(3);
+    }
+    t.candidates = s.integer(5);
+    t.failed_screens = s.integer(6);
     out.push_back(t);
   }
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(db, evaluations);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].best) out[i].best->baselines = std::move(baselines[i]);
   return out;
 }
 
@@ -62,17 +68,17 @@ std::vector<RunProposer> run_proposers(Database& db, RunId run) {
 std::vector<std::pair<std::string, std::vector<RunProgress>>> run_progress(Database& db,
                                                                            RunId run) {
   Statement s = db.prepare(
-      "SELECT t.suite || '/' || t.name, c.generation, c.id, e.id, e.time_ms, e.eager_ms, "
-      "e.speedup_eager, c.prompt_kind FROM evaluations e JOIN candidates c ON c.id = "
+      "SELECT t.suite || '/' || t.name, c.generation, c.id, e.id, e.time_ms, c.prompt_kind FROM "
+      "evaluations e JOIN candidates c ON c.id = "
       "e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE c.run_id = ? AND " +
       winner_condition() + " ORDER BY 1, c.generation, " + detail::kBestOrder);
   s.bind(1, run.value);
   std::vector<std::pair<std::string, std::vector<RunProgress>>> out;
-  for (const auto& [task, curve] : detail::best_so_far(s)) {
+  for (const auto& [task, curve] : detail::best_so_far(db, s)) {
     std::vector<RunProgress> steps;
     for (const detail::BestSoFar& p : curve)
-      steps.push_back({p.generation, CandidateId{p.candidate}, p.time_ms, p.eager_ms, p.prompt_kind,
-                       p.improved});
+      steps.push_back({p.generation, CandidateId{p.candidate}, p.time_ms, p.baselines,
+                       p.prompt_kind, p.improved});
     out.emplace_back(task, std::move(steps));
   }
   return out;

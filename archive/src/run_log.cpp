@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "baseline_rows.h"
 #include "database_of.h"
 #include "stored_json.h"
 
@@ -97,8 +98,8 @@ void RunLog::add_screen(CandidateId candidate, DeviceId device, RunId run, int h
 std::optional<JudgmentRecord> RunLog::find_judgment(CandidateId candidate, DeviceId device,
                                                     int harness_version) {
   Statement s = detail::database_of(archive_).prepare(
-      "SELECT outcome, time_ms, eager_ms, scripted_ms, speedup_eager, roofline_fraction, "
-      "admitted, flags, compiled_ms FROM evaluations WHERE candidate_id = ? AND device_id IN " +
+      "SELECT outcome, time_ms, roofline_fraction, admitted, flags, id FROM evaluations WHERE "
+      "candidate_id = ? AND device_id IN " +
       kSameKind +
       " AND harness_version = ? AND import_source IS NULL ORDER BY device_id = ? DESC, id DESC "
       "LIMIT 1");
@@ -107,11 +108,10 @@ std::optional<JudgmentRecord> RunLog::find_judgment(CandidateId candidate, Devic
   if (!s.step()) return std::nullopt;
   JudgmentRecord j;
   j.outcome = s.text(0);
-  j.time_ms = s.maybe_real(1), j.eager_ms = s.maybe_real(2), j.scripted_ms = s.maybe_real(3);
-  j.speedup_eager = s.maybe_real(4), j.roofline_fraction = s.maybe_real(5);
-  j.admitted = s.integer(6) != 0;
-  j.flagged = s.text(7) != "[]";
-  j.compiled_ms = s.maybe_real(8);
+  j.time_ms = s.maybe_real(1), j.roofline_fraction = s.maybe_real(2);
+  j.admitted = s.integer(3) != 0;
+  j.flagged = s.text(4) != "[]";
+  j.baselines = detail::evaluation_baselines(detail::database_of(archive_), {s.integer(5)})[0];
   return j;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "baseline_rows.h"
 #include "best.h"
 #include "database_of.h"
 
@@ -16,7 +17,7 @@ const std::string kLineColumns =
     "1), "
     "(SELECT 'screened: ' || outcome FROM screens WHERE candidate_id = c.id ORDER BY id DESC LIMIT "
     "1), (SELECT 'compile_error' FROM compiles WHERE candidate_id = c.id AND ok = 0 ORDER BY id "
-    "DESC LIMIT 1), 'not judged'), e.time_ms, e.speedup_eager";
+    "DESC LIMIT 1), 'not judged'), e.time_ms, e.id";
 const std::string kNewestEvaluation =
     " LEFT JOIN evaluations e ON e.id = (SELECT max(id) FROM evaluations WHERE candidate_id = "
     "c.id)";
@@ -32,13 +33,19 @@ CandidateLine line_of(Statement& s) {
   l.created_at = s.text(6);
   l.outcome = s.text(7);
   l.time_ms = s.maybe_real(8);
-  l.speedup_eager = s.maybe_real(9);
   return l;
 }
 
-std::vector<CandidateLine> lines(Statement& s) {
+// The lines of a query over kLineColumns, each with its newest evaluation's baselines.
+std::vector<CandidateLine> lines(Database& db, Statement& s) {
   std::vector<CandidateLine> out;
-  while (s.step()) out.push_back(line_of(s));
+  std::vector<std::optional<int64_t>> evaluations;
+  while (s.step()) {
+    out.push_back(line_of(s));
+    evaluations.push_back(s.is_null(9) ? std::nullopt : std::optional<int64_t>(s.integer(9)));
+  }
+  std::vector<BaselineTimes> baselines = detail::evaluation_baselines(db, evaluations);
+  for (size_t i = 0; i < out.size(); ++i) out[i].baselines = std::move(baselines[i]);
   return out;
 }
 
@@ -51,12 +58,25 @@ std::map<int64_t, std::vector<RunBestKernel>> run_bests(Archive& ar) {
     detail::BestScope scope;
     scope.run = runs.integer(0);
     Statement s = db.prepare("WITH best AS (" + detail::best_evaluations(scope) +
-                             ") SELECT t.suite || '/' || t.name, e.candidate_id, e.speedup_eager "
+                             ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.id "
                              "FROM best b JOIN evaluations e ON e.id = b.evaluation_id JOIN tasks "
-                             "t ON t.id = b.task_id ORDER BY 3 DESC NULLS LAST, 1, t.id");
-    std::vector<RunBestKernel>& bests = out[*scope.run];
-    while (s.step()) bests.push_back({s.text(0), CandidateId{s.integer(1)}, s.maybe_real(2)});
-    if (bests.empty()) out.erase(*scope.run);
+                             "t ON t.id = b.task_id ORDER BY 1, t.id");
+    std::vector<RunBestKernel> bests;
+    std::vector<std::optional<int64_t>> evaluations;
+    while (s.step()) {
+      bests.push_back({s.text(0), CandidateId{s.integer(1)}, s.maybe_real(2), {}});
+      evaluations.push_back(s.integer(3));
+    }
+    if (bests.empty()) continue;
+    std::vector<BaselineTimes> baselines = detail::evaluation_baselines(db, evaluations);
+    for (size_t i = 0; i < bests.size(); ++i) bests[i].baselines = std::move(baselines[i]);
+    // The largest speedup over the best baseline first (none: last), then by task.
+    std::stable_sort(bests.begin(), bests.end(),
+                     [](const RunBestKernel& a, const RunBestKernel& b) {
+                       return detail::larger_speedup_first(a.baselines.best_speedup(a.time_ms),
+                                                           b.baselines.best_speedup(b.time_ms));
+                     });
+    out[*scope.run] = std::move(bests);
   }
   return out;
 }
@@ -66,7 +86,7 @@ std::vector<CandidateLine> newest_candidates(Archive& ar, RunId run, size_t limi
       "SELECT " + kLineColumns + " FROM candidates c JOIN tasks t ON t.id = c.task_id" +
       kNewestEvaluation + " WHERE c.run_id = ? ORDER BY c.id DESC LIMIT ?");
   s.bind(1, run.value).bind(2, static_cast<int64_t>(limit));
-  return lines(s);
+  return lines(detail::database_of(ar), s);
 }
 
 std::vector<std::string> suites(Archive& ar) {
@@ -93,7 +113,7 @@ std::vector<CandidateLine> task_candidates(Archive& ar, const std::string& suite
       "SELECT " + kLineColumns + " FROM candidates c JOIN tasks t ON t.id = c.task_id" +
       kNewestEvaluation + " WHERE t.suite = ? AND t.name = ? ORDER BY c.id");
   s.bind(1, suite).bind(2, name);
-  return lines(s);
+  return lines(detail::database_of(ar), s);
 }
 
 std::map<int64_t, std::vector<GenerationBest>> task_best_by_generation(Archive& ar,
@@ -103,16 +123,17 @@ std::map<int64_t, std::vector<GenerationBest>> task_best_by_generation(Archive& 
   const std::string newest_version = "t.suite = ?1 AND t.name = ?2 AND t.id IN (SELECT id FROM (" +
                                      std::string(detail::kNewestTasks) + "))";
   Statement s = db.prepare(
-      "SELECT CAST(c.island AS TEXT), c.generation, c.id, e.id, e.time_ms, e.eager_ms, "
-      "e.speedup_eager, c.prompt_kind FROM evaluations e JOIN candidates c ON c.id = "
+      "SELECT CAST(c.island AS TEXT), c.generation, c.id, e.id, e.time_ms, c.prompt_kind FROM "
+      "evaluations e JOIN candidates c ON c.id = "
       "e.candidate_id JOIN tasks t ON t.id = c.task_id WHERE " +
       newest_version + " AND " + winner_condition() + " ORDER BY c.island, c.generation, " +
       detail::kBestOrder);
   s.bind(1, suite).bind(2, name);
   std::map<int64_t, std::vector<GenerationBest>> out;
-  for (const auto& [island, curve] : detail::best_so_far(s))
+  for (const auto& [island, curve] : detail::best_so_far(db, s))
     for (const detail::BestSoFar& p : curve)
-      out[std::stoll(island)].push_back({p.generation, CandidateId{p.candidate}, p.speedup_eager});
+      out[std::stoll(island)].push_back(
+          {p.generation, CandidateId{p.candidate}, p.time_ms, p.baselines});
   // The best so far holds until the island's last generation: a point for each generation after.
   Statement last = db.prepare(
       "SELECT c.island, max(c.generation) FROM candidates c JOIN tasks t ON t.id = c.task_id "
@@ -127,7 +148,8 @@ std::map<int64_t, std::vector<GenerationBest>> task_best_by_generation(Archive& 
       int64_t until =
           i + 1 < it->second.size() ? it->second[i + 1].generation : last.integer(1) + 1;
       for (int64_t g = it->second[i].generation; g < until; ++g)
-        filled.push_back({g, it->second[i].candidate, it->second[i].speedup_eager});
+        filled.push_back(
+            {g, it->second[i].candidate, it->second[i].time_ms, it->second[i].baselines});
     }
     it->second = std::move(filled);
   }
@@ -142,7 +164,7 @@ std::vector<CandidateLine> relatives(Archive& ar, CandidateId id, bool parents) 
       other_end + " JOIN tasks t ON t.id = c.task_id" + kNewestEvaluation + " WHERE p." + this_end +
       " = ? ORDER BY c.id");
   s.bind(1, id.value);
-  return lines(s);
+  return lines(detail::database_of(ar), s);
 }
 
 }  // namespace kforge::archive

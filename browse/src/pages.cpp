@@ -6,6 +6,7 @@
 
 #include "html.h"
 #include "kforge/archive/web_view.h"
+#include "kforge/common/baseline.h"
 #include "kforge/common/strings.h"
 
 namespace kforge::browse {
@@ -21,6 +22,51 @@ std::optional<double> num(const json& j, const char* key) {
 std::string str(const json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+// The baselines of a JSON row (the archive's "baselines": BaselineTimes::to_json).
+BaselineTimes baselines_of(const json& j) {
+  return BaselineTimes::from_json(j.value("baselines", json()));
+}
+
+// {"eager": x, "scripted": x, ..., "best": x}: the speedups over each kind measured and the best.
+json speedups(const BaselineTimes& b, const std::optional<double>& time_ms) {
+  json out = json::object();
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (std::optional<double> x = b.speedup(info.kind, time_ms)) out[std::string(info.name)] = *x;
+  if (std::optional<double> x = b.best_speedup(time_ms)) out[std::string(kBestBaselineLabel)] = *x;
+  return out;
+}
+
+// A kernel's baselines and speedups, for the pages' JSON.
+void add_baselines(json& j, const BaselineTimes& b, const std::optional<double>& time_ms) {
+  j["baselines"] = b.to_json();
+  j["speedup"] = speedups(b, time_ms);
+}
+
+// "<th>x eager</th>...<th>x best</th>": a column per kind of baseline_kinds(), then the best's.
+std::string speedup_headings() {
+  std::string out;
+  for (const BaselineKindInfo& info : baseline_kinds())
+    out += "<th>x " + escape(std::string(info.label)) + "</th>";
+  return out + "<th>x " + std::string(kBestBaselineLabel) + "</th>";
+}
+
+std::string speedup_cells(const BaselineTimes& b, const std::optional<double>& time_ms) {
+  std::string out;
+  for (const BaselineKindInfo& info : baseline_kinds())
+    out += "<td class=\"n\">" + ratio(b.speedup(info.kind, time_ms)) + "</td>";
+  return out + "<td class=\"n\">" + ratio(b.best_speedup(time_ms)) + "</td>";
+}
+
+// "1.50x eager, 1.20x best" (each where known): where one line holds the speedups.
+std::string short_speedups(const BaselineTimes& b, const std::optional<double>& time_ms) {
+  std::string out;
+  if (std::optional<double> x = b.speedup(BaselineKind::Eager, time_ms))
+    out = ratio(x) + " " + std::string(baseline_info(BaselineKind::Eager).label);
+  if (std::optional<double> x = b.best_speedup(time_ms))
+    out += (out.empty() ? "" : ", ") + ratio(x) + " " + std::string(kBestBaselineLabel);
+  return out;
 }
 
 std::string task_link(const std::string& task) {
@@ -44,10 +90,10 @@ std::string lineage(archive::Archive& ar, int64_t id, bool up, int& budget,
   std::string items;
   std::vector<std::pair<int64_t, std::string>> next;
   for (const archive::CandidateLine& l : archive::relatives(ar, {id}, up)) {
+    std::string x = short_speedups(l.baselines, l.time_ms);
     std::string label = candidate_link(l.id.value) + " generation " + std::to_string(l.generation) +
                         ", <span class=\"" + outcome_class(l.outcome) + "\">" + escape(l.outcome) +
-                        "</span>" +
-                        (l.speedup_eager ? ", " + ratio(*l.speedup_eager) + " eager" : "");
+                        "</span>" + (x.empty() ? "" : ", " + x);
     next.push_back({l.id.value, label});
   }
   for (const auto& [other, label] : next) {
@@ -77,23 +123,29 @@ View not_found(const std::string& what) {
 
 View overview(archive::Archive& ar) {
   json runs = ar.runs();
-  // Each run's best kernel per task (the winner rule), best speedup over eager first.
+  // Each run's best kernel per task (the winner rule), the largest speedup over the best baseline
+  // first (archive::run_bests' order).
   std::map<int64_t, json> best;
+  std::map<int64_t, std::vector<std::string>> best_text;
   for (const auto& [run, kernels] : archive::run_bests(ar))
-    for (const archive::RunBestKernel& k : kernels)
-      best[run].push_back({{"task", k.task},
-                           {"speedup_eager", k.speedup_eager ? json(*k.speedup_eager) : json()},
-                           {"candidate", k.candidate.value}});
+    for (const archive::RunBestKernel& k : kernels) {
+      json j = {{"task", k.task},
+                {"candidate", k.candidate.value},
+                {"time_ms", k.time_ms ? json(*k.time_ms) : json()}};
+      add_baselines(j, k.baselines, k.time_ms);
+      best[run].push_back(j);
+      std::string x = short_speedups(k.baselines, k.time_ms);
+      best_text[run].push_back(task_link(k.task) + " " + (x.empty() ? "-" : x));
+    }
   std::string rows, live;
   for (json& r : runs) {
     json tasks_best =
         best.count(r["id"].get<int64_t>()) ? best[r["id"].get<int64_t>()] : json::array();
     r["best"] = tasks_best;
     std::string shown;
-    for (size_t i = 0; i < tasks_best.size() && i < 5; ++i)
-      shown += (i ? ", " : "") + task_link(str(tasks_best[i], "task")) + " " +
-               ratio(num(tasks_best[i], "speedup_eager"));
-    if (tasks_best.size() > 5) shown += ", ... (" + std::to_string(tasks_best.size()) + " tasks)";
+    const std::vector<std::string>& texts = best_text[r["id"].get<int64_t>()];
+    for (size_t i = 0; i < texts.size() && i < 5; ++i) shown += (i ? "; " : "") + texts[i];
+    if (tasks_best.size() > 5) shown += "; ... (" + std::to_string(tasks_best.size()) + " tasks)";
     rows += "<tr><td class=\"n\">" + str(r, "id") + "</td><td>" + escape(str(r, "status")) +
             "</td><td>" + escape(str(r, "started_at")) + "</td><td>" +
             escape(str(r, "finished_at")) + "</td><td class=\"n\">" + str(r, "candidates") +
@@ -131,8 +183,8 @@ View overview(archive::Archive& ar) {
       "<h2>Runs</h2>\n" +
       (runs.empty() ? "<p>No runs yet (kforge evolve starts one).</p>"
                     : "<table><tr><th>run</th><th>status</th><th>started</th><th>finished</th>"
-                      "<th>candidates</th><th>LLM calls</th><th>budget used</th><th>best (x "
-                      "eager)</th></tr>\n" +
+                      "<th>candidates</th><th>LLM calls</th><th>budget used</th><th>best (x eager, "
+                      "x best)</th></tr>\n" +
                           rows + "</table>");
   return {{{"runs", runs},
            {"tasks", s.tasks},
@@ -157,10 +209,8 @@ View leaderboard(archive::Archive& ar, const std::string& suite, const std::stri
         continue;
       r["suite"] = s;
       table += "<tr><td>" + task_link(str(r, "task")) + "</td><td class=\"n\">" +
-               millis(num(r, "time_ms")) + "</td><td class=\"n\">" +
-               ratio(num(r, "speedup_eager")) + "</td><td class=\"n\">" +
-               ratio(num(r, "speedup_compiled")) + "</td><td class=\"n\">" +
-               ratio(num(r, "speedup_scripted")) + "</td><td class=\"n\">" +
+               millis(num(r, "time_ms")) + "</td>" +
+               speedup_cells(baselines_of(r), num(r, "time_ms")) + "<td class=\"n\">" +
                (num(r, "roofline_fraction")
                     ? std::to_string(int(*num(r, "roofline_fraction") * 100 + 0.5)) + " %"
                     : "-") +
@@ -176,10 +226,8 @@ View leaderboard(archive::Archive& ar, const std::string& suite, const std::stri
       filter +
       (rows.empty()
            ? std::string("<p>No winners yet.</p>")
-           : "<table class=\"leaderboard\"><tr><th>task</th><th>time</th><th>x eager</th>"
-             "<th>x torch.compile</th><th>x TorchScript</th><th>roofline</th><th>device</th>"
-             "<th>harness</th></tr>\n" +
-                 table + "</table>");
+           : "<table class=\"leaderboard\"><tr><th>task</th><th>time</th>" + speedup_headings() +
+                 "<th>roofline</th><th>device</th><th>harness</th></tr>\n" + table + "</table>");
   return {{{"winners", rows}}, page("Leaderboard", body)};
 }
 
@@ -213,16 +261,15 @@ View task_page(archive::Archive& ar, const std::string& id) {
               {"model", l.model},
               {"prompt_kind", l.prompt_kind},
               {"outcome", l.outcome},
-              {"time_ms", l.time_ms ? json(*l.time_ms) : json(nullptr)},
-              {"speedup_eager", l.speedup_eager ? json(*l.speedup_eager) : json(nullptr)}};
+              {"time_ms", l.time_ms ? json(*l.time_ms) : json(nullptr)}};
+    add_baselines(c, l.baselines, l.time_ms);
     outcomes[l.outcome]++;
-    if (l.outcome == "correct" && l.speedup_eager && l.time_ms)
+    if (l.outcome == "correct" && l.time_ms)
       times[l.island].push_back({double(l.generation), *l.time_ms});
     rows += "<tr><td>" + candidate_link(l.id.value) + "</td><td class=\"n\">" +
             std::to_string(l.generation) + "</td><td class=\"n\">" + std::to_string(l.island) +
-            "</td>" + outcome_cell(l.outcome) + "<td class=\"n\">" + millis(l.time_ms) +
-            "</td><td class=\"n\">" + ratio(l.speedup_eager) + "</td><td>" + escape(l.model) +
-            "</td></tr>\n";
+            "</td>" + outcome_cell(l.outcome) + "<td class=\"n\">" + millis(l.time_ms) + "</td>" +
+            speedup_cells(l.baselines, l.time_ms) + "<td>" + escape(l.model) + "</td></tr>\n";
     candidates.push_back(c);
   }
   if (candidates.empty()) return not_found("no candidates for task " + id);
@@ -231,7 +278,8 @@ View task_page(archive::Archive& ar, const std::string& id) {
   for (const auto& [island, curve] : archive::task_best_by_generation(ar, suite, name)) {
     Series s{"island " + std::to_string(island), {}};
     for (const archive::GenerationBest& p : curve)
-      if (p.speedup_eager) s.points.push_back({double(p.generation), *p.speedup_eager});
+      if (std::optional<double> x = p.baselines.best_speedup(p.time_ms))
+        s.points.push_back({double(p.generation), *x});
     if (!s.points.empty()) best_series.push_back(s);
   }
   for (const auto& [island, points] : times)
@@ -240,14 +288,14 @@ View task_page(archive::Archive& ar, const std::string& id) {
   for (const auto& [outcome, n] : outcomes)
     breakdown +=
         "<tr>" + outcome_cell(outcome) + "<td class=\"n\">" + std::to_string(n) + "</td></tr>";
-  std::string body =
-      svg_plot("Best speedup over eager by generation", "generation", "x eager", best_series) +
-      " " + svg_plot("Time of correct candidates", "generation", "ms", time_series) +
-      "\n<h2>Outcomes</h2><table>" + breakdown +
-      "</table>\n<h2>Candidates</h2>\n"
-      "<table><tr><th>candidate</th><th>generation</th><th>island</th><th>outcome</th><th>time</th>"
-      "<th>x eager</th><th>model</th></tr>\n" +
-      rows + "</table>";
+  std::string body = svg_plot("Best kernel's speedup over the best baseline by generation",
+                              "generation", "x best", best_series) +
+                     " " + svg_plot("Time of correct candidates", "generation", "ms", time_series) +
+                     "\n<h2>Outcomes</h2><table>" + breakdown +
+                     "</table>\n<h2>Candidates</h2>\n"
+                     "<table><tr><th>candidate</th><th>generation</th><th>island</th><th>outcome</"
+                     "th><th>time</th>" +
+                     speedup_headings() + "<th>model</th></tr>\n" + rows + "</table>";
   json counts = outcomes;
   return {{{"task", id}, {"candidates", candidates}, {"outcomes", counts}}, page(id, body)};
 }
@@ -268,7 +316,7 @@ View candidate_page(archive::Archive& ar, int64_t id) {
   for (const json& e : c.value("evaluations", json::array()))
     verdicts +=
         "<tr>" + outcome_cell(str(e, "outcome")) + "<td class=\"n\">" + millis(num(e, "time_ms")) +
-        "</td><td class=\"n\">" + ratio(num(e, "speedup_eager")) + "</td><td>" +
+        "</td>" + speedup_cells(baselines_of(e), num(e, "time_ms")) + "<td>" +
         escape(str(e, "created_at")) + "</td><td><details><summary>evidence</summary><pre>" +
         escape(e.value("evidence", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
         "</pre></details></td></tr>\n";
@@ -323,9 +371,8 @@ View candidate_page(archive::Archive& ar, int64_t id) {
       "</pre>\n<h2>Tunables</h2><pre>" +
       escape(c.value("tunables", json()).dump(2, ' ', false, json::error_handler_t::replace)) +
       "</pre>\n<h2>Resources</h2>" + resources +
-      "\n<h2>Verdicts</h2>\n<table><tr><th>outcome</th><th>time</th>"
-      "<th>x eager</th><th>at</th><th></th></tr>\n" +
-      verdicts + "</table>";
+      "\n<h2>Verdicts</h2>\n<table><tr><th>outcome</th><th>time</th>" + speedup_headings() +
+      "<th>at</th><th></th></tr>\n" + verdicts + "</table>";
   return {c, page("Candidate #" + std::to_string(id), body)};
 }
 

@@ -333,15 +333,9 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
     if (v.timing) {
       const verify::TimingResult& t = *v.timing;
       e.time_ms = t.time.median_ms, e.time_iqr_ms = t.time.iqr_ms, e.time_min_ms = t.time.min_ms;
-      e.eager_ms = t.eager.median_ms, e.scripted_ms = t.scripted.median_ms;
-      e.speedup_eager = t.speedup_eager, e.speedup_scripted = t.speedup_scripted;
-      if (t.compiled) e.compiled_ms = t.compiled->median_ms;
-      e.speedup_compiled = t.speedup_compiled;
+      e.baselines = verify::medians(t.baselines);
       e.roofline_fraction = t.roofline_fraction;
-      if (e.device)
-        ar.store_baseline(nc.task, task.dims, *e.device, t.math_mode,
-                          {t.eager.median_ms, t.scripted.median_ms, e.compiled_ms,
-                           t.compiled ? "" : t.compiled_absent});
+      if (e.device) ar.store_baseline(nc.task, task.dims, *e.device, t.math_mode, e.baselines);
     }
     evaluations.push_back(std::move(e));
   }
@@ -352,12 +346,7 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
 }
 
 archive::BaselineTimes baseline_times(const verify::Baselines& b) {
-  archive::BaselineTimes t{b.eager.median_ms, b.scripted.median_ms, std::nullopt, ""};
-  if (b.compiled)
-    t.compiled_ms = b.compiled->median_ms;
-  else
-    t.compiled_absent = b.compiled_absent;
-  return t;
+  return verify::medians(b.list);
 }
 
 json admission_json(const verify::Verdict& a) {

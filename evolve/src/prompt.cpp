@@ -320,7 +320,7 @@ namespace {
 void quote_parent_measurements(Context& c) {
   if (!c.values.count("parent_numbers")) return;
   static const std::pair<std::string, std::string> kNumbers[] = {
-      {"eager_time", "PyTorch eager time "}, {"roofline_floor", "roofline floor "}};
+      {"eager_time", "PyTorch baselines "}, {"roofline_floor", "roofline floor "}};
   std::string measured;
   for (const auto& [key, words] : kNumbers)
     if (c.shared.at(key).rfind("not measured yet", 0) == 0 && c.values.at(key) != c.shared.at(key))

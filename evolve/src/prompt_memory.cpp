@@ -27,16 +27,43 @@ std::string trim_lines(const std::string& text, size_t max_lines) {
   return out;
 }
 
+std::string two_decimals(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+// An evaluation's baselines (the archive's "baselines": BaselineTimes::to_json).
+BaselineTimes baselines_of(const json& e) {
+  return BaselineTimes::from_json(e.value("baselines", json()));
+}
+
+std::optional<double> time_of(const json& e) {
+  return e.value("time_ms", json()).is_number() ? std::optional<double>(e["time_ms"].get<double>())
+                                                : std::nullopt;
+}
+
+// "; 1.50x eager, 1.40x scripted, 1.20x compile, 1.20x the best baseline (compile)": the speedup
+// over each kind measured and over the best; "" without any.
+std::string speedup_words(const BaselineTimes& b, std::optional<double> time_ms) {
+  std::vector<std::string> parts;
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (std::optional<double> x = b.speedup(info.kind, time_ms))
+      parts.push_back(two_decimals(*x) + "x " + std::string(info.label));
+  std::optional<BaselineMs> best = b.best();
+  if (std::optional<double> x = b.best_speedup(time_ms))
+    parts.push_back(two_decimals(*x) + "x the best baseline (" +
+                    std::string(baseline_info(best->kind).label) + ")");
+  return parts.empty() ? "" : "; " + join(parts, ", ");
+}
+
 std::string numbers_of(const json& c) {
   if (c["evaluations"].empty()) return "Not evaluated yet.";
   const json& e = c["evaluations"].back();
   std::string s = "Outcome: " + e["outcome"].get<std::string>();
   if (!e["flags"].empty()) s += " (flags: " + e["flags"].dump() + ")";
   if (!e["time_ms"].is_null()) s += "; time " + std::to_string(e["time_ms"].get<double>()) + " ms";
-  if (!e["speedup_eager"].is_null())
-    s += "; " + std::to_string(e["speedup_eager"].get<double>()) + "x eager";
-  if (e.value("speedup_compiled", json()).is_number())
-    s += "; " + std::to_string(e["speedup_compiled"].get<double>()) + "x torch.compile";
+  s += speedup_words(baselines_of(e), time_of(e));
   if (!e["roofline_fraction"].is_null())
     s += "; " + std::to_string(e["roofline_fraction"].get<double>()) + " of the roofline floor";
   return s + ".";
@@ -94,12 +121,19 @@ std::string profile_words(const std::optional<json>& p) {
   return out;
 }
 
-// The newest evaluation of `c` that was timed and measured `field` (eager_ms, roofline_fraction),
-// or null.
+// The newest evaluation of `c` that was timed and measured `field` (roofline_fraction), or null.
 const json* newest_with(const json& c, const char* field) {
   const json* found = nullptr;
   for (const auto& e : c["evaluations"])
     if (!e[field].is_null() && !e["time_ms"].is_null()) found = &e;
+  return found;
+}
+
+// The newest evaluation of `c` that was timed beside a baseline, or null.
+const json* newest_with_baselines(const json& c) {
+  const json* found = nullptr;
+  for (const auto& e : c["evaluations"])
+    if (!e["time_ms"].is_null() && baselines_of(e).best()) found = &e;
   return found;
 }
 
@@ -308,17 +342,25 @@ std::string label(const std::string& kind) {
   return kind == "compile" ? "compile error" : kind;
 }
 
-// Beside eager's time: torch.compile's (the number to beat), or, where the judge said why it has
-// none, that it was not measured and why; nothing where neither is known (older rows).
-std::string compiled_words(const std::optional<double>& ms, const std::string& absent) {
-  if (ms) return ", torch.compile (TorchInductor) " + format_ms(*ms) + " ms";
-  if (!absent.empty()) return ", torch.compile not measured (" + one_line(absent, 160) + ")";
-  return "";
-}
-
-std::optional<double> number(const json& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
+// "eager 0.123 ms, scripted 0.111 ms, compile not measured (why)`on`; the best baseline, the time
+// to beat: scripted, 0.111 ms (about)": every kind the list has (a kind with neither a time nor a
+// reason, as in rows older than it, is left out), then the best, which a kernel has to beat.
+std::string baseline_words(const BaselineTimes& b, const std::string& on) {
+  std::vector<std::string> kinds;
+  for (const BaselineMs& m : b.items) {
+    std::string label(baseline_info(m.kind).label);
+    if (m.ms)
+      kinds.push_back(label + " " + format_ms(*m.ms) + " ms");
+    else if (!m.absent.empty())
+      kinds.push_back(label + " not measured (" + one_line(m.absent, 160) + ")");
+  }
+  std::string out = join(kinds, ", ") + on;
+  if (std::optional<BaselineMs> best = b.best()) {
+    const BaselineKindInfo& info = baseline_info(best->kind);
+    out += "; the best baseline, the time to beat: " + std::string(info.label) + ", " +
+           format_ms(*best->ms) + " ms (" + std::string(info.about) + ")";
+  }
+  return out;
 }
 
 }  // namespace
@@ -332,10 +374,8 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
     if (std::optional<archive::QuotedBaseline> b =
             memory.baseline(t, archive::DeviceId{*in.device_id}, math_mode(t))) {
       v["eager_time"] =
-          format_ms(b->eager_ms) + " ms" +
-          (b->scripted_ms ? ", TorchScript-scripted " + format_ms(*b->scripted_ms) + " ms" : "") +
-          compiled_words(b->compiled_ms, b->compiled_absent) + " (measured on " + b->device_name +
-          ", " + (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")";
+          baseline_words(b->baselines, " (measured on " + b->device_name + ", " +
+                                           (t.allow_tf32 ? "TF32 allowed" : "TF32 off") + ")");
       baselines = true;
     }
   }
@@ -347,11 +387,7 @@ bool fill_measured(const PromptInputs& in, bool floor_known,
   if (!j) return baselines;
   std::string on = " (measured beside candidate " + std::to_string(j->candidate.value) + " on " +
                    j->device_name + ")";
-  if (!baselines)
-    v["eager_time"] =
-        format_ms(j->eager_ms) + " ms" +
-        (j->scripted_ms ? ", TorchScript-scripted " + format_ms(*j->scripted_ms) + " ms" : "") +
-        compiled_words(j->compiled_ms, j->compiled_absent) + on;
+  if (!baselines) v["eager_time"] = baseline_words(j->baselines, on);
   if (j->floor_ms && !floor_known) v["roofline_floor"] = format_ms(*j->floor_ms) + " ms" + on;
   return baselines;
 }
@@ -376,9 +412,8 @@ void fill_parent(const PromptInputs& in, const std::string& prefix,
       c["compiles"].empty() ? "no compile report" : c["compiles"].back()["resources"].dump();
   v[prefix + "profile"] = profile_words(in.archive->profile(*id, in.device_id));
   if (prefix != "parent_") return;
-  if (const json* e = newest_with(c, "eager_ms"); e && !baselines_measured)
-    v["eager_time"] = format_ms((*e)["eager_ms"].get<double>()) + " ms" +
-                      compiled_words(number(*e, "compiled_ms"), "") + measured_on(*e, *id);
+  if (const json* e = newest_with_baselines(c); e && !baselines_measured)
+    v["eager_time"] = baseline_words(baselines_of(*e), measured_on(*e, *id));
   if (const json* e = newest_with(c, "roofline_fraction"))
     v["roofline_floor"] =
         format_ms((*e)["roofline_fraction"].get<double>() * (*e)["time_ms"].get<double>()) + " ms" +

@@ -134,34 +134,20 @@ verify::MeasuredFacts measured_from_json(const json& j) {
 }
 
 json baselines_json(const verify::Baselines& b) {
-  return {{"eager", b.eager.to_json()},
-          {"scripted", b.scripted.to_json()},
-          {"compiled", b.compiled ? b.compiled->to_json() : json(nullptr)},
-          {"compiled_absent", b.compiled_absent},
-          {"compiled_build_s", b.compiled_build_s},
-          {"math_mode", b.math_mode},
-          {"clocks", b.clocks}};
-}
-
-// time_stats_from_json of j[key], its errors naming where.key.
-verify::TimeStats time_stats_at(const json& j, const std::string& where, const char* key) {
-  const json& v = wire::at(j, where, key);
-  try {
-    return verify::time_stats_from_json(v);
-  } catch (const Error& e) {
-    throw Error(wire::path(where, key) + ": " + e.what());
-  }
+  json list = json::array();
+  for (const verify::BaselineTiming& t : b.list) list.push_back(t.to_json());
+  return {{"list", list}, {"math_mode", b.math_mode}, {"clocks", b.clocks}};
 }
 
 // A worker's baselines; throws kforge::Error naming the field.
 verify::Baselines baselines_from_json(const json& j) {
   const std::string w = "baselines";
   verify::Baselines b;
-  b.eager = time_stats_at(j, w, "eager");
-  b.scripted = time_stats_at(j, w, "scripted");
-  if (!wire::at(j, w, "compiled").is_null()) b.compiled = time_stats_at(j, w, "compiled");
-  b.compiled_absent = wire::text(j, w, "compiled_absent", 65536);
-  b.compiled_build_s = wire::number(j, w, "compiled_build_s");
+  b.list = verify::baselines_from_json(wire::at(j, w, "list"), wire::path(w, "list"));
+  for (const verify::BaselineTiming& t : b.list)
+    if (t.absent.size() > 65536)
+      throw Error(wire::path(w, "list") + ": the " + std::string(to_string(t.kind)) +
+                  " baseline's reason is a string of more than 65536 bytes");
   b.math_mode = wire::text(j, w, "math_mode", 64);
   b.clocks = wire::at(j, w, "clocks");
   return b;

@@ -220,8 +220,9 @@ class Loop {
     else
       generation(s, g, pending);
     if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
-    if (config_.target_speedup > 0 && s.status.best_ms && s.status.eager_ms &&
-        *s.status.eager_ms / *s.status.best_ms >= config_.target_speedup)
+    std::optional<double> over_eager =
+        s.status.baselines.speedup(BaselineKind::Eager, s.status.best_ms);
+    if (config_.target_speedup > 0 && over_eager && *over_eager >= config_.target_speedup)
       s.status.stopped = "target speedup reached";
     if (hooks_.on_progress) hooks_.on_progress(s.status);
   }
@@ -409,9 +410,7 @@ class Loop {
       s.best = m;
       s.status.best = id;
       s.status.best_ms = j.time_ms;
-      s.status.eager_ms = j.eager_ms;
-      s.status.scripted_ms = j.scripted_ms;
-      s.status.compiled_ms = j.compiled_ms;
+      s.status.baselines = j.baselines;
       s.status.roofline_fraction = j.roofline_fraction;
     }
   }

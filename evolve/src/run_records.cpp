@@ -39,9 +39,8 @@ std::optional<Judgment> find_judgment(archive::RunLog& log, int64_t candidate, i
   if (!r) return std::nullopt;
   Judgment j;
   j.outcome = outcome_of(r->outcome);
-  j.time_ms = r->time_ms, j.eager_ms = r->eager_ms, j.scripted_ms = r->scripted_ms;
-  j.compiled_ms = r->compiled_ms;
-  j.speedup_eager = r->speedup_eager, j.roofline_fraction = r->roofline_fraction;
+  j.time_ms = r->time_ms, j.roofline_fraction = r->roofline_fraction;
+  j.baselines = r->baselines;
   j.admitted = r->admitted;
   j.flagged = r->flagged;
   return j;
@@ -54,10 +53,8 @@ Judgment judgment_of(const Evaluation& e) {
   j.flagged = !e.verdict.flags.empty();
   j.admitted = e.admitted();
   if (const auto& t = e.verdict.timing) {
-    j.time_ms = t->time.median_ms, j.eager_ms = t->eager.median_ms,
-    j.scripted_ms = t->scripted.median_ms;
-    j.speedup_eager = t->speedup_eager, j.roofline_fraction = t->roofline_fraction;
-    if (t->compiled) j.compiled_ms = t->compiled->median_ms;
+    j.time_ms = t->time.median_ms, j.roofline_fraction = t->roofline_fraction;
+    j.baselines = verify::medians(t->baselines);
   }
   return j;
 }

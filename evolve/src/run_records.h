@@ -20,8 +20,8 @@ struct Screen {
 
 struct Judgment {
   verify::Outcome outcome = verify::Outcome::HarnessError;
-  std::optional<double> time_ms, eager_ms, scripted_ms, compiled_ms, speedup_eager,
-      roofline_fraction;
+  std::optional<double> time_ms, roofline_fraction;
+  BaselineTimes baselines;  // medians by kind, absent kinds with their reason
   bool admitted = false;
   bool flagged = false;
   std::string summary;

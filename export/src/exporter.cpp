@@ -9,6 +9,7 @@
 #include "kforge/archive/archive.h"
 #include "kforge/archive/export_view.h"
 #include "kforge/archive/location.h"
+#include "kforge/common/baseline.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -30,6 +31,22 @@ struct Winner {
   std::string identity, source, plan, model, prompt_kind;
   json tunables, evaluation;
 };
+
+// {"eager": x, "scripted": x, ..., "best": x}: a kernel's speedup over each kind of baseline
+// measured and over the best (the fastest kind measured).
+json speedups(const BaselineTimes& b, const std::optional<double>& time_ms) {
+  json out = json::object();
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (std::optional<double> x = b.speedup(info.kind, time_ms)) out[std::string(info.name)] = *x;
+  if (std::optional<double> x = b.best_speedup(time_ms)) out[std::string(kBestBaselineLabel)] = *x;
+  return out;
+}
+
+// The best baseline's kind ("compiled"), the one "speedup"."best" is over; null without one.
+json best_baseline(const BaselineTimes& b) {
+  std::optional<BaselineMs> best = b.best();
+  return best ? json(std::string(to_string(best->kind))) : json(nullptr);
+}
 
 bool selected(const ExportOptions& o, const std::string& task) {
   if (o.suites.empty() && o.tasks.empty()) return true;
@@ -72,12 +89,9 @@ std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o,
                     {"harness_version", k.harness_version},
                     {"judged_at", k.judged_at},
                     {"time_ms", real(k.time_ms)},
-                    {"eager_ms", real(k.eager_ms)},
-                    {"scripted_ms", real(k.scripted_ms)},
-                    {"compiled_ms", real(k.compiled_ms)},
-                    {"speedup_eager", real(k.speedup_eager)},
-                    {"speedup_scripted", real(k.speedup_scripted)},
-                    {"speedup_compiled", real(k.speedup_compiled)},
+                    {"baselines", k.baselines.to_json()},
+                    {"speedup", speedups(k.baselines, k.time_ms)},
+                    {"best_baseline", best_baseline(k.baselines)},
                     {"roofline_fraction", real(k.roofline_fraction)},
                     {"run", k.run ? json(*k.run) : json(nullptr)},
                     {"generation", k.generation},
@@ -416,7 +430,8 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
   }
   for (const Winner& w : ws) {
     if (o.min_speedup) {  // the fastest correct kernel, but not fast enough to be worth shipping
-      const json& speedup = w.evaluation["speedup_eager"];
+      const json speedup =
+          w.evaluation["speedup"].value(std::string(to_string(BaselineKind::Eager)), json());
       if (!speedup.is_number() || speedup.get<double>() < *o.min_speedup) {
         char why[160];
         if (speedup.is_number())

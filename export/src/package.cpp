@@ -7,6 +7,7 @@
 #include "export_cpp.h"
 #include "export_python.h"
 #include "generated_text.h"
+#include "kforge/common/baseline.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
@@ -185,13 +186,28 @@ std::string cmake(const ExportOptions& o) {
   return replace_all(std::string(embedded::export_cpp_CMakeLists), "KFORGE_NS", o.name);
 }
 
+// The kinds of baseline the ops' speedups are over ("judged": "baselines", "speedup"), in
+// baseline_kinds() order: the Python package reads their labels from here.
+json baseline_kinds_json() {
+  json out = json::array();
+  for (const BaselineKindInfo& info : baseline_kinds())
+    out.push_back({{"name", std::string(info.name)},
+                   {"label", std::string(info.label)},
+                   {"about", std::string(info.about)}});
+  return out;
+}
+
 std::string readme(const ExportOptions& o, const ExportResult& r) {
   std::ostringstream s;
   s << "# " << o.name << "\n\nGPU kernels exported by kforge from its archive: " << r.ops.size()
     << " op(s), each the fastest correct kernel kforge judged for its task. `manifest.json` says "
        "where each came from "
        "(candidate, task version, GPU, toolchain, the speedups measured).\n\n"
-    << "| op | task | x eager | x compile | judged on |\n|---|---|---:|---:|---|\n";
+    << "| op | task |";
+  for (const BaselineKindInfo& info : baseline_kinds()) s << " x " << info.label << " |";
+  s << " x " << kBestBaselineLabel << " | judged on |\n|---|---|";
+  for (size_t i = 0; i <= baseline_kinds().size(); ++i) s << "---:|";
+  s << "---|\n";
   auto num = [](const json& v) {
     if (!v.is_number()) return std::string("-");
     char buf[32];
@@ -199,14 +215,14 @@ std::string readme(const ExportOptions& o, const ExportResult& r) {
     return std::string(buf);
   };
   for (const Op& op : r.ops) {
-    if (op.fallback) {
-      s << "| " << op.op << " | " << op.task->id()
-        << " | - | - | no kernel: the reference (--fallback) |\n";
-      continue;
-    }
+    s << "| " << op.op << " | " << op.task->id() << " |";
     const json& judged = op.manifest["judged"];
-    s << "| " << op.op << " | " << op.task->id() << " | " << num(judged["speedup_eager"]) << " | "
-      << num(judged["speedup_compiled"]) << " | " << judged.value("device", "") << " |\n";
+    const json speedup = op.fallback ? json::object() : judged.value("speedup", json::object());
+    for (const BaselineKindInfo& info : baseline_kinds())
+      s << " " << num(speedup.value(std::string(info.name), json())) << " |";
+    s << " " << num(speedup.value(std::string(kBestBaselineLabel), json())) << " | "
+      << (op.fallback ? "no kernel: the reference (--fallback)" : judged.value("device", ""))
+      << " |\n";
   }
   if (!r.missing.empty()) {
     s << "\nNot in the package:\n\n";
@@ -244,7 +260,7 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
   const std::filesystem::path& d = o.out;
   const std::string& ns = o.name;
   json manifest = {{"name", ns},
-                   {"format", 1},
+                   {"format", 2},
                    {"kforge_version", KFORGE_VERSION},
                    {"exported_at", now_utc()},
                    {"archs", o.archs},
@@ -253,6 +269,7 @@ void write_package(const ExportOptions& o, const ExportResult& r) {
                    {"admission_required", !o.include_unadmitted},
                    {"min_speedup", o.min_speedup ? json(*o.min_speedup) : json(nullptr)},
                    {"source", o.from_jsonl.empty() ? "archive" : o.from_jsonl},
+                   {"baseline_kinds", baseline_kinds_json()},
                    {"ops", json::array()},
                    {"missing", json::array()}};
   for (const Op& op : r.ops) manifest["ops"].push_back(op.manifest);

@@ -66,8 +66,11 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
     ASSERT_TRUE(v.timing) << path;
     EXPECT_GE(v.timing->time.reps, 10);
     EXPECT_GT(v.timing->time.median_ms, 0);
-    EXPECT_GT(v.timing->eager.median_ms, 0);
-    EXPECT_GT(v.timing->scripted.median_ms, 0);
+    BaselineTimes baselines = verify::medians(v.timing->baselines);
+    EXPECT_GT(baselines.ms(BaselineKind::Eager).value_or(0), 0);
+    EXPECT_GT(baselines.ms(BaselineKind::Scripted).value_or(0), 0);
+    for (BaselineKind kind : verify::compiled_kinds())
+      EXPECT_EQ(baselines.absent(kind), "turned off") << "every compiled kind, with the reason";
     // NVML read the SM clock after timed launches (at most every 5 ms), inside the GPU's range.
     const nlohmann::json& clocks = v.timing->clocks;
     ASSERT_TRUE(clocks.contains("sm_mhz")) << path << ": " << clocks.dump();
@@ -78,9 +81,10 @@ TEST(GpuVerify, HonestCandidatesAreCorrect) {
         << path;
     std::cout << "    SM clock " << verify::clock_text(clocks) << std::endl;
     std::cout << "    time " << v.timing->time.median_ms << " ms (" << v.timing->time.reps
-              << " reps), eager " << v.timing->eager.median_ms << " ms, scripted "
-              << v.timing->scripted.median_ms << " ms, floor " << v.timing->floor_ms.value_or(-1)
-              << " ms" << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;
+              << " reps), eager " << *baselines.ms(BaselineKind::Eager) << " ms, scripted "
+              << *baselines.ms(BaselineKind::Scripted) << " ms, floor "
+              << v.timing->floor_ms.value_or(-1) << " ms"
+              << (v.timing->suspicious ? " SUSPICIOUS" : "") << std::endl;
   }
   EXPECT_EQ(judge.runner().runners_started(), 1);  // honest work never costs a runner
 }
@@ -172,7 +176,7 @@ TEST(GpuVerify, ScreenChecksTheTimedDimsOnceAndTimesWithoutBaselines) {
   ASSERT_TRUE(s.timing);
   EXPECT_GT(s.timing->time.median_ms, 0);
   EXPECT_LE(s.timing->time.reps, verify::Judge::screen_timing().max_reps);
-  EXPECT_EQ(s.timing->eager.reps, 0);  // no baselines
+  EXPECT_TRUE(s.timing->baselines.empty());  // no baselines
   ASSERT_EQ(s.evidence["configs"].size(), 1u);
   EXPECT_TRUE(s.evidence["configs"][0]["timed"].get<bool>());
   EXPECT_EQ(s.evidence["configs"][0]["seeds"].size(), 1u);

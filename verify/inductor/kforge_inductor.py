@@ -1,16 +1,20 @@
-"""torch.compile's baseline for kforge's judge (docs/decisions.md, "The torch.compile baseline").
+"""torch.compile's baselines for kforge's judge (docs/decisions.md, "The torch.compile baseline").
 
 A task's reference is Python as much as TorchScript: run as Python (torch, F = torch.nn.functional,
 Tensor and typing's names in scope) it is what a PyTorch user would hand to torch.compile. This
 script compiles it with TorchInductor ahead of time into an AOTInductor package (.pt2) that the
 judge loads from C++ (torch::inductor::AOTIModelPackageLoader) and times the way it times eager.
+The spec's mode is torch.compile's: "default", or "max-autotune" (Triton's GEMM templates
+autotuned against ATen, coordinate-descent tuning of every kernel) without CUDA graphs, which an
+AOTInductor package does not have: its kernels are launched one by one, as a candidate's are.
 
     kforge_inductor.py build SPEC.json   # writes spec["out"]; prints one JSON line
     kforge_inductor.py time SPEC.json    # torch.compile timed from Python (the fidelity bench)
     kforge_inductor.py check SPECS.json  # a list of specs: each reference run as Python on the CPU
 
 SPEC: {"task": id, "source": the reference, "inputs": [{"name", "shape", "dtype"}],
-       "allow_tf32": bool, "device": index, "out": path, "expect_torch": LibTorch's version,
+       "allow_tf32": bool, "mode": "default" | "max-autotune" (absent: "default"), "device": index,
+       "out": path, "expect_torch": LibTorch's version,
        "inputs_file": (time) the judge's input set saved by kforge, "reps": (time) repetitions}
 The line printed: {"ok": true, "torch": version, "build_s": s} or {"ok": false, "reason": why}.
 """
@@ -101,6 +105,23 @@ def on_gpu(spec):
     return torch, forward, device
 
 
+def inductor_configs(torch, mode):
+    """TorchInductor's options for torch.compile's `mode`, as aoti_compile_and_package takes them:
+    max-autotune's are torch.compile(mode="max-autotune")'s less "triton.cudagraphs", since
+    AOTInductor has no CUDA graphs (a package launches its kernels one by one)."""
+    if mode == "default":
+        return {}
+    if mode != "max-autotune":
+        raise ValueError(f"no torch.compile mode {mode!r} (default, max-autotune)")
+    list_mode_options = getattr(torch._inductor, "list_mode_options", None)
+    if list_mode_options is None:  # an older PyTorch: the options max-autotune has always set
+        configs = {"max_autotune": True, "coordinate_descent_tuning": True}
+    else:
+        configs = dict(list_mode_options("max-autotune"))
+    configs.pop("triton.cudagraphs", None)
+    return configs
+
+
 def build(spec):
     torch, forward, device = on_gpu(spec)
 
@@ -108,6 +129,7 @@ def build(spec):
         def forward(self, *inputs):
             return forward(*inputs)
 
+    configs = inductor_configs(torch, spec.get("mode", "default"))
     inputs = tuple(example_inputs(spec, torch, device))
     t0 = time.time()
     try:
@@ -117,7 +139,7 @@ def build(spec):
     out = spec["out"]
     partial = f"{out[:-len('.pt2')]}.{os.getpid()}.part.pt2"  # AOTInductor wants the .pt2 ending
     try:
-        torch._inductor.aoti_compile_and_package(program, package_path=partial)
+        torch._inductor.aoti_compile_and_package(program, package_path=partial, inductor_configs=configs)
     except Exception as e:
         fail(f"AOTInductor failed: {first_line(e)}")
     os.replace(partial, out)
@@ -127,9 +149,11 @@ def build(spec):
 
 def time_compiled(spec):
     """torch.compile(forward) timed from Python as kforge's judge times a baseline (the fidelity
-    bench): the judge's own pool of input sets (saved by kforge), each copied into the same tensors
-    before a run, then the stream held by a spin while the host queues the L2 flush (a read of twice
-    the L2), the events and the call; the median of as many runs as 100 ms needs (10..200)."""
+    bench) in the spec's mode, with the package's options (inductor_configs: max-autotune without
+    CUDA graphs): the judge's own pool of input sets (saved by kforge), each copied into the same
+    tensors before a run, then the stream held by a spin while the host queues the L2 flush (a read
+    of twice the L2), the events and the call; the median of as many runs as 100 ms needs
+    (10..200)."""
     import statistics
     torch, forward, device = on_gpu(spec)
     flat = torch.load(spec["inputs_file"], weights_only=False)  # kforge wrote it: tensors only
@@ -137,7 +161,7 @@ def time_compiled(spec):
     pool = [[t.to(device) for t in flat[k:k + per_set]] for k in range(0, len(flat), per_set)]
     fixed = [t.clone() for t in pool[0]]
     t0 = time.time()
-    compiled = torch.compile(forward)
+    compiled = torch.compile(forward, options=inductor_configs(torch, spec.get("mode", "default")))
     for _ in range(3):
         compiled(*fixed)
     torch.cuda.synchronize()

@@ -112,11 +112,38 @@ std::string compiled_unsupported() {
   return "";
 }
 
+std::optional<std::string_view> compiled_mode(BaselineKind kind) {
+  switch (kind) {
+    case BaselineKind::Compiled:
+      return "default";
+    case BaselineKind::CompiledMaxAutotune:
+      return "max-autotune";
+    case BaselineKind::Eager:
+    case BaselineKind::Scripted:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::vector<BaselineKind> compiled_kinds() {
+  std::vector<BaselineKind> out;
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (compiled_mode(info.kind)) out.push_back(info.kind);
+  return out;
+}
+
 CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torch::Tensor>& inputs,
-                                 int device, const CompiledOptions& options) {
+                                 int device, BaselineKind kind, const CompiledOptions& options) {
+  std::optional<std::string_view> mode = compiled_mode(kind);
+  if (!mode) throw Error("the " + std::string(to_string(kind)) + " baseline is no package");
   CompiledPackage out;
+  out.kind = kind;
   if (!options.enabled) {
     out.absent = options.off_reason;
+    return out;
+  }
+  if (kind == BaselineKind::CompiledMaxAutotune && !options.max_autotune) {
+    out.absent = options.max_autotune_off_reason;
     return out;
   }
   if (out.absent = compiled_unsupported(); !out.absent.empty()) return out;
@@ -132,6 +159,7 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
   json key = {{"task", task.content_hash},
               {"inputs", spec_inputs},
               {"tf32", task.allow_tf32},
+              {"mode", *mode},
               {"gpu", gpu_kind(device)},
               {"torch", torch_version},
               {"helper", content_hash(embedded::inductor_helper_kforge_inductor)}};
@@ -150,13 +178,10 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
   }
   std::string script = base + ".py";
   write_file_atomic(script, std::string(embedded::inductor_helper_kforge_inductor));
-  json spec = {{"task", task.id()},
-               {"source", task.reference},
-               {"inputs", spec_inputs},
-               {"allow_tf32", task.allow_tf32},
-               {"device", device},
-               {"out", base + ".pt2"},
-               {"expect_torch", torch_version}};
+  json spec = {{"task", task.id()},     {"source", task.reference},
+               {"inputs", spec_inputs}, {"allow_tf32", task.allow_tf32},
+               {"mode", *mode},         {"device", device},
+               {"out", base + ".pt2"},  {"expect_torch", torch_version}};
   write_file_atomic(base + ".json", spec.dump(2));
   std::vector<std::string> tried;
   auto started = std::chrono::steady_clock::now();
@@ -200,15 +225,17 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
 std::vector<CompiledPackage> compiled_packages(
     const std::vector<const tasks::Task*>& tasks, int device, const CompiledOptions& options,
     const std::function<void(const tasks::Task&, const CompiledPackage&)>& done) {
-  std::vector<CompiledPackage> out(tasks.size());
+  const std::vector<BaselineKind> kinds = compiled_kinds();
+  std::vector<CompiledPackage> out(tasks.size() * kinds.size());
   int jobs = options.build_jobs > 0
                  ? options.build_jobs
                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   std::mutex report;
   auto work = [&] {
-    for (size_t k; (k = next++) < tasks.size();) {
-      const tasks::Task& t = *tasks[k];
+    for (size_t k; (k = next++) < out.size();) {
+      const tasks::Task& t = *tasks[k / kinds.size()];
+      out[k].kind = kinds[k % kinds.size()];
       try {
         // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
         std::vector<torch::Tensor> inputs;
@@ -216,7 +243,7 @@ std::vector<CompiledPackage> compiled_packages(
           inputs.push_back(torch::empty(
               t.shape_of(in, t.dims),
               torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype)).device(torch::kMeta)));
-        out[k] = compiled_package(t, inputs, device, options);
+        out[k] = compiled_package(t, inputs, device, out[k].kind, options);
       } catch (const std::exception& e) {
         out[k].absent = e.what();
       }
@@ -227,7 +254,7 @@ std::vector<CompiledPackage> compiled_packages(
     }
   };
   std::vector<std::thread> workers;
-  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(tasks.size())); ++w)
+  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(out.size())); ++w)
     workers.emplace_back(work);
   work();
   for (std::thread& w : workers) w.join();

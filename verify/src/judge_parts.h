@@ -35,13 +35,15 @@ namespace kforge::verify {
 using Clock = std::chrono::steady_clock;
 
 namespace parts {
-// torch.compile's package of a task's reference, loaded and checked against the reference (as a
-// candidate is), or why there is none.
+// A torch.compile package of a task's reference (one compiled kind), loaded and checked against the
+// reference (as a candidate is), or why there is none.
 struct CompiledBaseline {
   std::shared_ptr<CompiledReference> reference;
   std::string absent;
   double build_s = 0;
 };
+// A task's packages at some input shapes, by compiled kind (compiled_kinds()).
+using CompiledBaselines = std::map<BaselineKind, CompiledBaseline>;
 }  // namespace parts
 
 struct Judge::Session {
@@ -54,7 +56,7 @@ struct Judge::Session {
   // The references this judge runs and times: its own cache, never the process's
   // (tasks/reference_cache.h); unbounded, so a reference lives as long as the session.
   tasks::ReferenceCache references;
-  std::map<std::string, parts::CompiledBaseline> compiled;  // by task version and input shapes
+  std::map<std::string, parts::CompiledBaselines> compiled;  // by task version and input shapes
 
   TimingGate& gate(int device) {
     if (!gate_) gate_ = std::make_unique<TimingGate>(device);
@@ -218,7 +220,7 @@ Verdict runner_failure(const Verification& j, const RunResult& r, Config* c,
 // ---- Timing and baselines (judge_timing.cpp) -------------------------------------------------
 
 // docs/design.md, Verification 3-5: the candidate on the timed dims over a pool of input sets
-// (`pool`, topped up to options.timing.pool), then eager and scripted the same way in this
+// (`pool`, topped up to options.timing.pool), then every kind of baseline the same way in this
 // session, then the roofline floor.
 std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
                                                    std::vector<PoolSet> pool);

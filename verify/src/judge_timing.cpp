@@ -1,5 +1,6 @@
 // Timing and baselines (docs/design.md, Verification 3-5; judge_parts.h): the candidate over a
-// pool of input sets, eager and scripted timed the same way, and the roofline floor.
+// pool of input sets, every kind of baseline (eager, scripted, torch.compile's packages) timed the
+// same way, and the roofline floor.
 #include <algorithm>
 
 #include "judge_parts.h"
@@ -16,14 +17,14 @@ namespace {
 
 using parts::synchronize;
 
-// torch.compile's package for the task at `inputs`' shapes (built or taken from the cache),
-// loaded, and its outputs on `inputs` compared with the reference as a candidate's are: a
-// compiled baseline that computes something else is no baseline.
+// torch.compile's package of kind `kind` for the task at `inputs`' shapes (built or taken from
+// the cache), loaded, and its outputs on `inputs` compared with the reference as a candidate's
+// are: a compiled baseline that computes something else is no baseline.
 parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Reference& ref,
                                       const std::vector<torch::Tensor>& inputs,
-                                      const VerifyOptions& o) {
+                                      const VerifyOptions& o, BaselineKind kind) {
   parts::CompiledBaseline out;
-  CompiledPackage package = compiled_package(task, inputs, o.device, o.compiled);
+  CompiledPackage package = compiled_package(task, inputs, o.device, kind, o.compiled);
   out.build_s = package.build_s;
   if (package.path.empty()) {
     out.absent = package.absent;
@@ -59,30 +60,59 @@ parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Refe
     }
   } catch (const std::exception& e) {
     out.reference.reset();
-    out.absent =
-        std::string("torch.compile's package (") + package.path + ") is not usable: " + e.what();
+    out.absent = "torch.compile's package (" + std::string(*compiled_mode(kind)) + " mode, " +
+                 package.path + ") is not usable: " + e.what();
   }
   return out;
 }
 
-// Eager, scripted and (where it exists) torch.compile's, timed like candidates: the pool's sets
-// copied into the same tensors, then hold, flush, events around the call, release.
+// Every compiled kind's package (load_compiled), loaded before any baseline is timed.
+parts::CompiledBaselines load_compiled(const tasks::Task& task, const tasks::Reference& ref,
+                                       const std::vector<torch::Tensor>& inputs,
+                                       const VerifyOptions& o) {
+  parts::CompiledBaselines out;
+  for (BaselineKind kind : compiled_kinds())
+    out.emplace(kind, load_compiled(task, ref, inputs, o, kind));
+  return out;
+}
+
+// The package that a compiled kind runs; nullptr for eager and scripted (the reference itself).
+const parts::CompiledBaseline* package_of(BaselineKind kind,
+                                          const parts::CompiledBaselines& compiled) {
+  if (kind == BaselineKind::Eager || kind == BaselineKind::Scripted) return nullptr;
+  auto it = compiled.find(kind);
+  if (it == compiled.end())
+    throw Error("the judge has no way to time the " + std::string(to_string(kind)) + " baseline");
+  return &it->second;
+}
+
+// Every kind of baseline (baseline_kinds()) timed like candidates: the pool's sets copied into the
+// same tensors, then hold, flush, events around the call, release. A compiled kind without a
+// package is absent with its reason.
 Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
                           const std::vector<std::vector<torch::Tensor>>& pool, TimingGate& gate,
                           const TimingOptions& o, ClockMonitor& clocks,
-                          const parts::CompiledBaseline& compiled) {
+                          const parts::CompiledBaselines& compiled) {
   std::vector<torch::Tensor> fixed;
   for (const torch::Tensor& in : pool.at(0)) fixed.push_back(in.clone());
   Baselines b;
   b.math_mode = task.allow_tf32 ? "tf32" : "ieee";
-  b.compiled_absent = compiled.absent;
-  b.compiled_build_s = compiled.build_s;
-  enum Kind { kEager, kScripted, kCompiled };
-  for (Kind kind : {kEager, kScripted, kCompiled}) {
-    if (kind == kCompiled && !compiled.reference) break;
+  for (const BaselineKindInfo& info : baseline_kinds()) {
+    const BaselineKind kind = info.kind;
+    const parts::CompiledBaseline* package = package_of(kind, compiled);
+    BaselineTiming timing;
+    timing.kind = kind;
+    if (package) {
+      timing.build_s = package->build_s;
+      if (!package->reference) {
+        timing.absent = package->absent;
+        b.list.push_back(std::move(timing));
+        continue;
+      }
+    }
     EventTimer timer(&gate);
     TimingOptions bo = o;
-    if (kind == kScripted)
+    if (kind == BaselineKind::Scripted)
       bo.warmups = std::max(bo.warmups, 5);  // the profiling executor optimises after 2 runs
     TimeStats s = time_repeatedly(
         [&](int rep) {
@@ -92,11 +122,11 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
         },
         [&](int) {
           timer.start();
-          if (kind == kCompiled) {
+          if (package) {
             tasks::MathModeGuard mode(task.allow_tf32);
-            compiled.reference->run(fixed);
+            package->reference->run(fixed);
           } else {
-            parts::run_reference(task, ref, fixed, kind == kScripted);
+            parts::run_reference(task, ref, fixed, kind == BaselineKind::Scripted);
           }
           double ms = timer.stop_ms();
           clocks.sample();
@@ -104,7 +134,8 @@ Baselines time_references(const tasks::Task& task, const tasks::Reference& ref,
         },
         [](int) {}, bo);
     s.held = timer.held();
-    (kind == kEager ? b.eager : kind == kScripted ? b.scripted : b.compiled.emplace()) = s;
+    timing.stats = s;
+    b.list.push_back(std::move(timing));
   }
   return b;
 }
@@ -127,7 +158,7 @@ Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& option
   }
   TimingGate gate(options.device);
   ClockMonitor clocks = clock_monitor(options.device);
-  parts::CompiledBaseline compiled = load_compiled(task, ref, pool.at(0), options);
+  parts::CompiledBaselines compiled = load_compiled(task, ref, pool.at(0), options);
   Baselines b = time_references(task, ref, pool, gate, options.timing, clocks, compiled);
   b.clocks = clocks.summary();
   return b;
@@ -144,8 +175,9 @@ struct TimedWrong {
   json detail;
 };
 
-// Eager, scripted and torch.compile's on the timed dims: timed now, or reused from this judge's
-// last timing of the same task version, dims and math mode within options.baseline_reuse.
+// Every kind of baseline on the timed dims: timed now, or reused from this judge's last timing of
+// the same task version, dims and math mode within options.baseline_reuse. A package's build time
+// is told once, with the first timing that waited for it.
 Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>& pool,
                     ClockMonitor& clocks) {
   const tasks::Task& task = j.task;
@@ -169,7 +201,10 @@ Baselines baselines(Verification& j, const Config& c, const std::vector<PoolSet>
                    .first;
   Baselines b = time_references(task, j.reference, inputs, j.session.gate(j.options.device),
                                 j.options.timing, clocks, compiled->second);
-  j.session.baselines[key] = {b, Clock::now()};
+  for (auto& [kind, package] : compiled->second) package.build_s = 0;
+  Baselines kept = b;
+  for (BaselineTiming& timing : kept.list) timing.build_s = 0;
+  j.session.baselines[key] = {kept, Clock::now()};
   return b;
 }
 
@@ -260,13 +295,7 @@ std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
   if (options.baselines) {
     Baselines b = baselines(j, c, pool, clocks);
     note_phase(j.evidence, "baselines", phase);
-    t.eager = b.eager;
-    t.scripted = b.scripted;
-    t.speedup_eager = t.eager.median_ms / t.time.median_ms;
-    t.speedup_scripted = t.scripted.median_ms / t.time.median_ms;
-    t.compiled = b.compiled;
-    t.compiled_absent = b.compiled_absent;
-    if (b.compiled) t.speedup_compiled = b.compiled->median_ms / t.time.median_ms;
+    t.baselines = b.list;
   }
 
   MeasuredFacts facts = device_facts(options.device);

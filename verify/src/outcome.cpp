@@ -1,5 +1,6 @@
 #include "kforge/verify/outcome.h"
 
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -65,18 +66,49 @@ nlohmann::json TimeStats::to_json() const {
           {"held", held}};
 }
 
+nlohmann::json BaselineTiming::to_json() const {
+  nlohmann::json j = stats ? stats->to_json() : nlohmann::json{{"absent", absent}};
+  j["kind"] = kforge::to_string(kind);
+  if (build_s > 0) j["build_s"] = build_s;
+  return j;
+}
+
+BaselineTimes medians(const std::vector<BaselineTiming>& list) {
+  BaselineTimes out;
+  for (const BaselineTiming& b : list)
+    if (b.stats || !b.absent.empty())
+      out.set(b.kind, b.stats ? std::optional<double>(b.stats->median_ms) : std::nullopt,
+              b.stats ? "" : b.absent);
+  return out;
+}
+
+const BaselineTiming* find_baseline(const std::vector<BaselineTiming>& list, BaselineKind kind) {
+  for (const BaselineTiming& b : list)
+    if (b.kind == kind) return &b;
+  return nullptr;
+}
+
+std::optional<double> TimingResult::speedup(BaselineKind kind) const {
+  return medians(baselines).speedup(kind, time.median_ms);
+}
+
+std::optional<double> TimingResult::best_speedup() const {
+  return medians(baselines).best_speedup(time.median_ms);
+}
+
 nlohmann::json TimingResult::to_json() const {
   auto opt = [](const std::optional<double>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
+  nlohmann::json list = nlohmann::json::array(), speedups = nlohmann::json::object();
+  for (const BaselineTiming& b : baselines) list.push_back(b.to_json());
+  // Derived, for a human reading the evidence: timing_from_json recomputes them from the list.
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (std::optional<double> x = speedup(info.kind)) speedups[std::string(info.name)] = *x;
+  if (std::optional<double> x = best_speedup()) speedups[std::string(kBestBaselineLabel)] = *x;
   return {{"time", time.to_json()},
-          {"eager", eager.to_json()},
-          {"scripted", scripted.to_json()},
-          {"speedup_eager", speedup_eager},
-          {"speedup_scripted", speedup_scripted},
-          {"compiled", compiled ? compiled->to_json() : nlohmann::json(nullptr)},
-          {"speedup_compiled", opt(speedup_compiled)},
-          {"compiled_absent", compiled_absent},
+          {"baselines", list},
+          {"speedup", speedups},
           {"bytes", opt(bytes)},
           {"flops", opt(flops)},
           {"floor_ms", opt(floor_ms)},
@@ -136,18 +168,47 @@ TimeStats time_stats_at(const nlohmann::json& j, const std::string& where) {
   return t;
 }
 
-// The timing at j, `w` naming it.
+// The baselines at j (an array of BaselineTiming::to_json), `where` naming it: each kind once,
+// in baseline_kinds() order, the kinds this kforge does not know left out.
+std::vector<BaselineTiming> baselines_at(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array())
+    throw Error(where + ": " +
+                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 80) +
+                " is not a list of baselines");
+  std::vector<BaselineTiming> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::string w = where + "[" + std::to_string(i) + "]";
+    std::string name = field<std::string>(j[i], "kind", w);
+    std::optional<BaselineKind> kind = baseline_kind_from_string(name);
+    if (!kind) continue;  // a newer kforge's kind
+    if (find_baseline(out, *kind))
+      throw Error(w + ".kind: \"" + name.substr(0, 80) + "\" comes twice");
+    BaselineTiming b;
+    b.kind = *kind;
+    if (j[i].contains("median_ms"))
+      b.stats = time_stats_at(j[i], w);
+    else
+      b.absent = field<std::string>(j[i], "absent", w);
+    b.build_s = optional_number(j[i], "build_s", w).value_or(0);
+    out.push_back(std::move(b));
+  }
+  auto order = [](BaselineKind k) {
+    const auto& kinds = baseline_kinds();
+    return std::find_if(kinds.begin(), kinds.end(),
+                        [&](const BaselineKindInfo& info) { return info.kind == k; }) -
+           kinds.begin();
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const BaselineTiming& a, const BaselineTiming& b) {
+    return order(a.kind) < order(b.kind);
+  });
+  return out;
+}
+
+// The timing at j, `w` naming it. Its "speedup" is derived from the baselines and not read.
 TimingResult timing_at(const nlohmann::json& j, const std::string& w) {
   TimingResult t;
   t.time = time_stats_at(field<nlohmann::json>(j, "time", w), w + ".time");
-  t.eager = time_stats_at(field<nlohmann::json>(j, "eager", w), w + ".eager");
-  t.scripted = time_stats_at(field<nlohmann::json>(j, "scripted", w), w + ".scripted");
-  t.speedup_eager = field<double>(j, "speedup_eager", w);
-  t.speedup_scripted = field<double>(j, "speedup_scripted", w);
-  if (j.contains("compiled") && !j["compiled"].is_null())
-    t.compiled = time_stats_at(j["compiled"], w + ".compiled");
-  t.speedup_compiled = optional_number(j, "speedup_compiled", w);
-  t.compiled_absent = field<std::string>(j, "compiled_absent", w);
+  t.baselines = baselines_at(field<nlohmann::json>(j, "baselines", w), w + ".baselines");
   t.bytes = optional_number(j, "bytes", w);
   t.flops = optional_number(j, "flops", w);
   t.floor_ms = optional_number(j, "floor_ms", w);
@@ -168,6 +229,10 @@ TimeStats time_stats_from_json(const nlohmann::json& j) {
 
 TimingResult timing_from_json(const nlohmann::json& j) {
   return timing_at(j, "timing");
+}
+
+std::vector<BaselineTiming> baselines_from_json(const nlohmann::json& j, const std::string& where) {
+  return baselines_at(j, where);
 }
 
 nlohmann::json to_json(const Verdict& v) {
@@ -203,9 +268,10 @@ void assess_speed(TimingResult& t) {
     t.suspicious = true;
     t.suspicion = std::string(kSuspicionBelowFloor) + " (" + pct(*t.floor_ms / ms) +
                   " of it): impossible, so the kernel skipped work or the timing is wrong";
-  } else if (t.speedup_eager > kSuspiciousSpeedup) {
-    double eager_fraction =
-        t.floor_ms && t.eager.median_ms > 0 ? *t.floor_ms / t.eager.median_ms : 1.0;
+  } else if (std::optional<double> over_eager = t.speedup(BaselineKind::Eager);
+             over_eager && *over_eager > kSuspiciousSpeedup) {
+    double eager_ms = *medians(t.baselines).ms(BaselineKind::Eager);
+    double eager_fraction = t.floor_ms && eager_ms > 0 ? *t.floor_ms / eager_ms : 1.0;
     if (t.floor_ms && eager_fraction * kSuspiciousSpeedup < 1.0) {
       t.suspicion = "explained: eager runs at " + pct(eager_fraction) +
                     " of the roofline floor, the kernel at " + pct(*t.floor_ms / ms) +

@@ -51,9 +51,17 @@ def _shape(shape):
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
-def _speedup(judged, key):
-    value = judged.get(key)
-    return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
+def _speedups(judged):
+    """'1.55x vs eager, ..., 1.38x vs compile, the best baseline': each kind of baseline in the
+    manifest's baseline_kinds, then the best (the fastest kind kforge measured)."""
+    speedup = judged.get("speedup") or {}
+    kinds = manifest.get("baseline_kinds", [])
+    parts = [f"{speedup[k['name']]:.2f}x vs {k['label']}" for k in kinds
+             if isinstance(speedup.get(k["name"]), (int, float))]
+    best = next((k["label"] for k in kinds if k["name"] == judged.get("best_baseline")), None)
+    if best and isinstance(speedup.get("best"), (int, float)):
+        parts.append(f"{speedup['best']:.2f}x vs {best}, the best baseline")
+    return ", ".join(parts) or "no speedup recorded"
 
 
 def _docstring(entry):
@@ -67,9 +75,7 @@ def _docstring(entry):
     judged = entry.get("judged") or {}
     if judged:
         lines += ["", f"Judged on {judged.get('device', '?')} ({judged.get('arch', '?')}): "
-                      f"{_speedup(judged, 'speedup_eager')} vs eager, "
-                      f"{_speedup(judged, 'speedup_scripted')} vs TorchScript, "
-                      f"{_speedup(judged, 'speedup_compiled')} vs torch.compile."]
+                      f"{_speedups(judged)}."]
     lines += ["", f"Same as torch.ops.{_NAME}.{entry['op']}."]
     return "\n".join(lines)
 

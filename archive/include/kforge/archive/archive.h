@@ -2,6 +2,7 @@
 // lineage, compile report and evaluations. The only module that talks to SQLite.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "kforge/archive/error.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/archive/winner.h"
+#include "kforge/common/baseline.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::archive {
@@ -33,7 +35,7 @@ struct DeviceId {
   int64_t value = 0;
 };
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // PRAGMA application_id of a kforge archive ("kfor"); version 1 files have 0 and kforge's tables.
 inline constexpr int64_t kApplicationId = 0x6B666F72;
 
@@ -55,11 +57,10 @@ struct EvaluationRecord {
   std::vector<std::string> flags;
   nlohmann::json evidence = nlohmann::json::object();
   nlohmann::json dims = nlohmann::json::object();
-  std::optional<double> time_ms, time_iqr_ms, time_min_ms, eager_ms, scripted_ms, speedup_eager,
-      speedup_scripted, roofline_fraction;
-  // torch.compile's baseline (schema 5): none where it was not measured (the reason is in the
-  // evidence's timing, "compiled_absent") or the row is older than schema 5.
-  std::optional<double> compiled_ms, speedup_compiled;
+  std::optional<double> time_ms, time_iqr_ms, time_min_ms, roofline_fraction;
+  // The baselines' medians by kind, each with why it is absent where the judge said (schema 7's
+  // evaluation_baselines rows); speedups are baselines.speedup(kind, time_ms).
+  BaselineTimes baselines;
   bool admitted = false;
   int harness_version = 0;
   nlohmann::json toolchain = nlohmann::json::object();
@@ -68,13 +69,9 @@ struct EvaluationRecord {
   std::optional<std::string> import_source, import_trust;
 };
 
-// A task's reference times at some dims on a GPU kind, in one math mode: eager, TorchScript's fuser
-// and torch.compile's (TorchInductor); `compiled_absent` says why there is no compiled time (""
-// when there is one, or when it was timed before schema 5).
-struct BaselineTimes {
-  std::optional<double> eager_ms = {}, scripted_ms = {}, compiled_ms = {};
-  std::string compiled_absent = {};
-};
+// A task's reference times at some dims on a GPU kind, in one math mode are a kforge::BaselineTimes
+// (common/baseline.h): one entry per kind, with why a kind has no time.
+using kforge::BaselineTimes;
 
 struct NewCandidate {
   TaskId task;
@@ -104,7 +101,8 @@ struct KernelSummary {
   CandidateId id;
   std::string task;  // suite/name
   std::string model, prompt_kind, outcome, created_at;
-  std::optional<double> time_ms, speedup_eager;
+  std::optional<double> time_ms;
+  BaselineTimes baselines;  // of the evaluation of time_ms (its fastest correct, not a claim)
   bool verified = true;
   double score = 0;  // retrieval rank (lower BM25 is better) where it applies
 };
@@ -198,10 +196,11 @@ class Archive {
   nlohmann::json tasks_overview();
   // docs/results.md's rows: per task of `suite` (its newest version in the archive), the fastest
   // correct evaluation of a candidate made as `prompt_kind` (empty: any), with its baselines
-  // (eager, scripted, compiled; "compiled_absent": why compiled is null, as the judge said),
-  // speedups, roofline fraction, tunables, device and harness version; tasks without one too
-  // (nulls), so a table shows what is missing. `winners_only`: admitted and unflagged evaluations
-  // only (what `kforge evolve` and export count as a winner).
+  // ("baselines": BaselineTimes::to_json, absent kinds with their reason), speedups by kind and
+  // over the best baseline ("speedup": {"eager": x, ..., "best": x}, every kind of
+  // baseline_kinds(), null where it has no time), roofline fraction, tunables, device and harness
+  // version; tasks without one too (nulls), so a table shows what is missing. `winners_only`:
+  // admitted and unflagged evaluations only (what `kforge evolve` and export count as a winner).
   nlohmann::json results(const std::string& suite, const std::string& prompt_kind,
                          bool winners_only = false);
   nlohmann::json runs();
@@ -232,7 +231,10 @@ class Archive {
   int check_file();  // the schema version of a kforge archive (0: an empty file), before any write
   void migrate(int from);
   void store_imported(const detail::ImportedLine& line, ImportReport& report);
-  KernelSummary summary_row(Statement& s);
+  // The rows of a query over kSummaryColumns, each with its evaluation's baselines (one query for
+  // all); `more` reads a row's columns after them.
+  std::vector<KernelSummary> summaries(
+      Statement& s, const std::function<void(KernelSummary&, Statement&)>& more = {});
   std::unique_ptr<Database> db_;
 };
 

@@ -30,8 +30,8 @@ struct ExportKernel {
   std::optional<int64_t> run;
   int64_t generation = 0, harness_version = 0;
   bool admitted = false;
-  std::optional<double> time_ms, eager_ms, scripted_ms, compiled_ms, speedup_eager,
-      speedup_scripted, speedup_compiled, roofline_fraction;
+  std::optional<double> time_ms, roofline_fraction;
+  BaselineTimes baselines;  // speedups: baselines.speedup(kind, time_ms), best_speedup(time_ms)
   std::string device, arch, driver, judged_at;
 };
 

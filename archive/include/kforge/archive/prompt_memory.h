@@ -14,22 +14,18 @@
 
 namespace kforge::archive {
 
-// The reference times that prompts quote, from the baselines table.
+// The reference times that prompts quote, from the baselines table (an eager time always).
 struct QuotedBaseline {
-  double eager_ms = 0;
-  std::optional<double> scripted_ms, compiled_ms;
-  std::string compiled_absent;  // why there is no compiled time ("" when there is, or not known)
-  std::string device_name;      // the GPU that timed them
+  BaselineTimes baselines;  // each kind's time or why it has none
+  std::string device_name;  // the GPU that timed them
 };
 
 // The references' times as the newest judgment of the task measured them beside a candidate.
 struct JudgedReferences {
   CandidateId candidate;
-  std::string device_name;  // "a GPU" where the evaluation names none
-  double eager_ms = 0;
-  std::optional<double> scripted_ms, compiled_ms;
+  std::string device_name;         // "a GPU" where the evaluation names none
+  BaselineTimes baselines;         // an eager time always; absent kinds as the judge said
   std::optional<double> floor_ms;  // the roofline floor: roofline_fraction x time
-  std::string compiled_absent;     // as the judge's evidence said
 };
 
 // Where a failure was recorded; ties at one instant sort in this order.

@@ -16,7 +16,8 @@ namespace kforge::archive {
 struct RunBest {
   CandidateId candidate;
   double time_ms = 0;
-  std::optional<double> eager_ms, scripted_ms, compiled_ms, roofline_fraction;
+  std::optional<double> roofline_fraction;
+  BaselineTimes baselines;  // speedups: baselines.speedup(kind, time_ms), best_speedup(time_ms)
 };
 
 struct RunTask {
@@ -35,13 +36,13 @@ struct RunProposer {
   int64_t candidates = 0, correct = 0;  // correct: a screen or a judgment said so
 };
 
-// A task's best after a generation of the run: the kernel, its time, eager's, and whether the
+// A task's best after a generation of the run: the kernel, its time, its baselines, and whether the
 // generation improved on the one before (then `prompt_kind` made the new best).
 struct RunProgress {
   int64_t generation = 0;
   CandidateId candidate;
   double time_ms = 0;
-  std::optional<double> eager_ms;
+  BaselineTimes baselines;
   std::string prompt_kind;
   bool improved = false;
 };

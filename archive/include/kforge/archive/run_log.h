@@ -30,8 +30,8 @@ struct ScreenRecord {
 // What the loop reads back of a recorded judgment.
 struct JudgmentRecord {
   std::string outcome;
-  std::optional<double> time_ms, eager_ms, scripted_ms, compiled_ms, speedup_eager,
-      roofline_fraction;
+  std::optional<double> time_ms, roofline_fraction;
+  BaselineTimes baselines;
   bool admitted = false;
   bool flagged = false;  // the evaluation carries a flag
 };

@@ -22,17 +22,19 @@ struct CandidateLine {
   // Its newest verdict, else "screened: " and its newest screen's, else "compile_error" when a
   // compile failed, else "not judged".
   std::string outcome;
-  std::optional<double> time_ms, speedup_eager;  // of its newest evaluation
+  std::optional<double> time_ms;  // of its newest evaluation
+  BaselineTimes baselines;        // of its newest evaluation
 };
 
 // A task's best kernel of one run (the winner rule over the run's candidates).
 struct RunBestKernel {
   std::string task;
   CandidateId candidate;
-  std::optional<double> speedup_eager;
+  std::optional<double> time_ms;
+  BaselineTimes baselines;
 };
 
-// Per run id, each task's best kernel of the run, the best speedup over eager first.
+// Per run id, each task's best kernel of the run, the largest speedup over the best baseline first.
 std::map<int64_t, std::vector<RunBestKernel>> run_bests(Archive& ar);
 // The run's newest candidates, newest first.
 std::vector<CandidateLine> newest_candidates(Archive& ar, RunId run, size_t limit);
@@ -44,11 +46,13 @@ std::set<std::string> tasks_tagged(Archive& ar, const std::string& tag);
 std::vector<CandidateLine> task_candidates(Archive& ar, const std::string& suite,
                                            const std::string& name);
 
-// A point of a best-so-far curve: after `generation`, the best kernel so far's speedup over eager.
+// A point of a best-so-far curve: after `generation`, the best kernel so far, its time and
+// baselines.
 struct GenerationBest {
   int64_t generation = 0;
   CandidateId candidate;
-  std::optional<double> speedup_eager;
+  std::optional<double> time_ms;
+  BaselineTimes baselines;
 };
 // Per island, the best so far (the winner rule) of the task's newest version after each generation,
 // from the island's first winner to its last generation.

@@ -75,7 +75,7 @@ std::string recorded_identity(const Checked& c);
 // The admission verdict as stored in the evaluation's evidence and printed by --json.
 nlohmann::json admission_json(const verify::Verdict& admission);
 
-// The reference times as the archive stores them (eager, scripted, torch.compile's or why not).
+// The reference times as the archive stores them: each kind's median, or why it has none.
 archive::BaselineTimes baseline_times(const verify::Baselines& b);
 
 // The GPU side of an evaluation, behind an interface so that the loop's tests fake only the GPU.

@@ -84,9 +84,9 @@ struct TaskStatus {
   int64_t screened = 0, judged = 0, correct = 0, failed = 0;
   std::optional<int64_t>
       best;  // candidate id of the best admitted (or, without admission, correct) kernel
-  std::optional<double> best_ms, eager_ms, scripted_ms, roofline_fraction;
-  std::optional<double> compiled_ms;  // torch.compile's time; none where it was not measured
-  std::string stopped;                // why it stopped ("" while it runs)
+  std::optional<double> best_ms, roofline_fraction;
+  BaselineTimes baselines;  // the best kernel's baselines by kind (absent kinds: why)
+  std::string stopped;      // why it stopped ("" while it runs)
 };
 
 // RunSummary::stopped when a batch folder has not answered yet: the run pauses (recorded as

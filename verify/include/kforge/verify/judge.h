@@ -34,8 +34,8 @@ struct VerifyOptions {
   bool sanitizer = true;  // refine runtime errors with compute-sanitizer memcheck where present
   std::string sanitizer_path;  // default: found on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
   bool time = true;            // time a correct candidate, its baselines and roofline
-  bool baselines = true;  // with time: eager, scripted and torch.compile too (speedups need them)
-  CompiledOptions compiled;  // torch.compile's baseline (compiled_reference.h)
+  bool baselines = true;       // with time: every kind of baseline too (speedups need them)
+  CompiledOptions compiled;    // torch.compile's baselines (compiled_reference.h)
   TimingOptions timing;
   // Baselines of a (task version, dims, math mode) timed within this long by the same judge are
   // reused (docs/design.md, Verification 4); 0 times them for every candidate.
@@ -74,17 +74,15 @@ std::optional<Outcome> classify_memcheck_log(const std::string& log);
 std::optional<int64_t> sanitizer_errors(const std::string& log);
 
 struct Baselines {
-  TimeStats eager, scripted;
-  std::optional<TimeStats> compiled;  // torch.compile's (TimingResult::compiled)
-  std::string compiled_absent;        // why there is none
-  double compiled_build_s = 0;        // building its package now (0: it was in the cache)
-  std::string math_mode;              // "ieee" (TF32 off) or "tf32"
+  std::vector<BaselineTiming> list;  // every kind, in baseline_kinds() order (TimingResult's)
+  std::string math_mode;             // "ieee" (TF32 off) or "tf32"
   nlohmann::json clocks =
       nlohmann::json::object();  // SM clock while timing (clocks.h), measure_baselines only
   std::string gpu_uuid;  // the GPU that timed them, where there are several (evolve::Gpu::devices)
 };
-// The task's reference at its timed dims, eager and scripted, timed the way candidates are (the
-// same pool of input sets, L2 flush and events). Needs a GPU.
+// The task's reference at its timed dims as every kind of baseline (a compiled kind absent where
+// its package cannot be had, with the reason), timed the way candidates are (the same pool of
+// input sets, L2 flush and events). Needs a GPU.
 Baselines measure_baselines(const tasks::Task& task, const VerifyOptions& options);
 
 // The verdict on a candidate stopped before the GPU (answer, plan, compile, signature, limits).

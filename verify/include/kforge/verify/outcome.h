@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kforge/common/baseline.h"
+
 namespace kforge::verify {
 
 // Bumped by hand whenever a verdict could change for the same candidate (stored with every
@@ -53,16 +55,32 @@ struct TimeStats {
   nlohmann::json to_json() const;
 };
 
+// One kind of baseline (common/baseline.h) timed like candidates, or why it was not: the compiled
+// kinds (AOTInductor packages, compiled_reference.h) are absent where they cannot be built or
+// loaded.
+struct BaselineTiming {
+  BaselineKind kind = BaselineKind::Eager;
+  std::optional<TimeStats> stats;
+  std::string absent;  // why there are no stats ("" when there are)
+  double build_s = 0;  // seconds spent building its package now (0: none, or from the cache)
+  nlohmann::json to_json() const;
+};
+// The list's medians by kind, with the absent kinds' reasons.
+BaselineTimes medians(const std::vector<BaselineTiming>& list);
+const BaselineTiming* find_baseline(const std::vector<BaselineTiming>& list, BaselineKind kind);
+// A list as TimingResult::to_json writes its "baselines" (an array of BaselineTiming::to_json),
+// read back in baseline_kinds() order; kinds this kforge does not know (a newer one's) are
+// skipped. Throws kforge::Error naming the field (`where`[2].median_ms) on a bad entry.
+std::vector<BaselineTiming> baselines_from_json(const nlohmann::json& j,
+                                                const std::string& where = "baselines");
+
 // Timing of a correct candidate on the timed dims, with its baselines and roofline (issue 6).
 struct TimingResult {
-  TimeStats time, eager, scripted;
-  double speedup_eager = 0, speedup_scripted = 0;
-  // torch.compile's baseline: the reference compiled ahead of time by TorchInductor (an AOTInductor
-  // package, compiled_reference.h), timed the same way; absent where it cannot be built or loaded,
-  // `compiled_absent` saying why.
-  std::optional<TimeStats> compiled;
-  std::optional<double> speedup_compiled;
-  std::string compiled_absent;
+  TimeStats time;
+  std::vector<BaselineTiming> baselines;  // every kind, in baseline_kinds() order
+  // baseline / time for a kind with stats, and over the fastest kind measured ("x best").
+  std::optional<double> speedup(BaselineKind kind) const;
+  std::optional<double> best_speedup() const;
   std::optional<double> bytes, flops, floor_ms, roofline_fraction;  // fraction = floor / time
   bool suspicious = false;                                          // see assess_speed
   std::string suspicion;  // why it is suspicious, or why a large speedup stands ("" when neither)
