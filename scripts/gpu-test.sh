@@ -47,6 +47,12 @@ fi
 cat "$OUT/doctor.log"
 # GpuLoop.* (the loop against the exploit corpus) adds ~2 min; KFORGE_GPU_FILTER picks tests.
 step gpu-tests 480 "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_FILTER:-*}"
+# KFORGE_GPU_EXTRAS=0: the GPU tests only (a session short of device time), none of the steps below.
+if [ "${KFORGE_GPU_EXTRAS:-1}" = 0 ]; then
+  grep -E "FAIL|Failure" "$OUT"/gpu-tests.log | head -40
+  printf '%s\n' "== summary ==" "${summary[@]}"
+  exit 0
+fi
 # Untrusted input on this machine's kernel (Landlock or not) and toolkit: always, they are quick.
 [ -x "$BUILD_DIR"/tests/kforge_tests ] && step security 300 "$BUILD_DIR"/tests/kforge_tests --gtest_filter='SourceCheck.*:Sandbox.*:Secrets.*:Cli.NoRoute*:Fuzz.*:WorkerProtocol.*'
 # The first verify builds smoke/softmax's torch.compile package (48-60 s cold).
