@@ -1,10 +1,12 @@
 // The search loop's CPU test rig: the fake GPU (fake_gpu.h) behind a real Evaluator (real NVRTC
-// compiles, a real archive file in a fresh folder), and a count() over that archive.
+// compiles, a real archive file in a fresh folder), and raw SQL over that archive file (a
+// connection of its own: it sees what the evaluator's archive has committed).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "archive_sql.h"
 #include "fake_gpu.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/compile/plan.h"
@@ -24,12 +26,14 @@ struct Rig {
     eo.compiler.workers = 2;
     evaluator = std::make_unique<evolve::Evaluator>(eo, &gpu);
   }
-  archive::Database& db() { return evaluator->archive().db(); }
-  int64_t count(const std::string& sql) {
-    archive::Statement s = db().prepare(sql);
-    s.step();
-    return s.integer(0);
+  ArchiveSql& sql() {
+    if (!sql_) sql_ = std::make_unique<ArchiveSql>(evaluator->archive());
+    return *sql_;
   }
+  int64_t count(const std::string& query) { return sql().count(query); }
+
+ private:
+  std::unique_ptr<ArchiveSql> sql_;
 };
 
 }  // namespace kforge::test

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "archive_schema.h"
+#include "archive_sql.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/run_log.h"
 #include "kforge/common/files.h"
@@ -22,6 +23,7 @@
 namespace {
 
 using namespace kforge::archive;
+using kforge::test::ArchiveSql;
 using kforge::test::TempDir;
 using nlohmann::json;
 
@@ -82,18 +84,14 @@ BaselineTimes times(std::optional<double> eager, std::optional<double> scripted,
 }
 
 int64_t count(Archive& a, const std::string& sql) {
-  Statement s = a.db().prepare(sql);
-  s.step();
-  return s.integer(0);
+  return ArchiveSql(a).count(sql);
 }
 
 TEST(Archive, CreatesTheSchemaWithWalAndForeignKeys) {
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
   EXPECT_EQ(a.schema_version(), kSchemaVersion);
-  Statement wal = a.db().prepare("PRAGMA journal_mode");
-  wal.step();
-  EXPECT_EQ(wal.text(0), "wal");
+  EXPECT_EQ(ArchiveSql(a).text("PRAGMA journal_mode"), "wal");
   // A candidate for a task that does not exist violates a foreign key.
   EXPECT_THROW(a.add_candidate(candidate(TaskId{42}, "x"), std::nullopt, {}), kforge::Error);
 }
@@ -193,7 +191,10 @@ TEST(Archive, AVersionSixArchivesBaselinesBecomeListsKeyedByKind) {
 TEST(Archive, RefusesANewerSchemaAndChangesNothing) {
   TempDir dir;
   std::string path = (dir.path() / "new.db").string();
-  { Archive::open(path).db().exec("PRAGMA user_version = 8"); }
+  {
+    Archive::open(path);
+    ArchiveSql(path).exec("PRAGMA user_version = 8");
+  }
   try {
     Archive::open(path);
     FAIL();
@@ -233,19 +234,18 @@ TEST(Archive, RefusesDamagedAndForeignFiles) {
 TEST(Archive, LockedFileIsAClearError) {
   TempDir dir;
   std::string path = (dir.path() / "a.db").string();
-  Archive writer = Archive::open(path);
+  Archive writer = Archive::open(path, true, /*busy_timeout_ms=*/100);
   TaskId t = writer.upsert_task(make_task("s", "relu", {"activation"}, "ReLU"));
-  Archive other = Archive::open(path, true, /*busy_timeout_ms=*/100);
-  other.db().exec("BEGIN IMMEDIATE");
+  ArchiveSql other(path);
+  other.exec("BEGIN IMMEDIATE");
   try {
-    writer.db().exec("PRAGMA busy_timeout = 100");
     writer.add_candidate(candidate(t, "k"), std::nullopt, {});
     FAIL();
   } catch (const ArchiveError& e) {
     EXPECT_NE(std::string(e.what()).find("locked by another process"), std::string::npos)
         << e.what();
   }
-  other.db().exec("ROLLBACK");
+  other.exec("ROLLBACK");
   EXPECT_NO_THROW(writer.add_candidate(candidate(t, "k"), std::nullopt, {}));
 }
 
@@ -452,7 +452,7 @@ TEST(Archive, BaselinesKeepEachKindsTimeOrWhyItIsAbsent) {
   EXPECT_EQ(count(a, "SELECT count(*) FROM baseline_times"), 4);
   EXPECT_EQ(count(a, "SELECT count(*) FROM baseline_times WHERE absent IS NOT NULL"), 0);
   // A kind a newer kforge stored is skipped, not an error.
-  a.db().exec(
+  ArchiveSql(a).exec(
       "INSERT INTO baseline_times (baseline_id, kind, ms) VALUES (1, 'from_the_future', 0.1)");
   EXPECT_EQ(a.baseline(t, dims, d, "ieee")->to_json(), all.to_json());
 }
@@ -460,9 +460,8 @@ TEST(Archive, BaselinesKeepEachKindsTimeOrWhyItIsAbsent) {
 TEST(Archive, LlmCallsHaveNoPlaceForKeys) {
   TempDir dir;
   Archive a = Archive::open((dir.path() / "a.db").string());
-  Statement cols = a.db().prepare("SELECT name FROM pragma_table_info('llm_calls')");
-  while (cols.step()) {
-    std::string c = cols.text(0);
+  for (const std::string& c :
+       ArchiveSql(a).column("SELECT name FROM pragma_table_info('llm_calls')")) {
     for (const char* bad : {"key", "auth", "header", "token_value", "secret"})
       EXPECT_EQ(c.find(bad), std::string::npos) << c;
   }
@@ -496,9 +495,7 @@ TEST(Archive, KillDuringWritesLosesNothingCommitted) {
   ASSERT_TRUE(WIFSIGNALED(status));
   int committed = std::stoi(*kforge::read_file(progress));
   Archive a = Archive::open(path);
-  Statement ok = a.db().prepare("PRAGMA integrity_check");
-  ok.step();
-  EXPECT_EQ(ok.text(0), "ok");
+  EXPECT_EQ(ArchiveSql(a).text("PRAGMA integrity_check"), "ok");
   int64_t n = count(a, "SELECT count(*) FROM candidates");
   EXPECT_GE(n, committed);      // nothing committed is lost
   EXPECT_LE(n, committed + 1);  // at most the one whose progress note the kill beat

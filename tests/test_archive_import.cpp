@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "archive_schema.h"
+#include "archive_sql.h"
 #include "kforge/archive/archive.h"
 #include "kforge/common/identity.h"
 #include "test_util.h"
@@ -19,6 +20,7 @@
 namespace {
 
 using namespace kforge::archive;
+using kforge::test::ArchiveSql;
 using kforge::test::TempDir;
 using nlohmann::json;
 
@@ -34,10 +36,8 @@ std::pair<int, std::string> kforge_cli(const std::string& args, const std::strin
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), out};
 }
 
-int64_t count(Database& db, const std::string& sql) {
-  Statement s = db.prepare(sql);
-  s.step();
-  return s.integer(0);
+int64_t count(Archive& a, const std::string& sql) {
+  return ArchiveSql(a).count(sql);
 }
 
 std::string scalar(const std::string& path, const std::string& sql) {
@@ -119,13 +119,17 @@ json kforge_line(const std::string& source = "__global__ void k() {}", double ti
   return line;
 }
 
-std::string rows(Database& db) {
+std::string rows(const std::string& path, Access access = Access::ReadWrite) {
+  ArchiveSql sql(path, access);
   std::string out;
   for (const char* t : {"tasks", "runs", "devices", "candidates", "compiles", "evaluations",
                         "kernel_text", "task_text"})
     out += std::string(t) + "=" +
-           std::to_string(count(db, std::string("SELECT count(*) FROM ") + t)) + " ";
+           std::to_string(sql.count(std::string("SELECT count(*) FROM ") + t)) + " ";
   return out;
+}
+std::string rows(Archive& a) {
+  return rows(a.path());
 }
 
 TEST(ArchiveImport, AHandWrittenLineNeverMakesAWinner) {
@@ -199,7 +203,7 @@ TEST(ArchiveImport, TrustIsExplicitAndRecordedOnTheRows) {
   auto [rc_show, show] = kforge_cli("archive show 1 --db " + db);
   EXPECT_NE(show.find("(trusted import)"), std::string::npos) << show;
   // A claim stays a claim through an export, even into an import the user trusts.
-  Archive::open(db).db().exec(
+  ArchiveSql(db).exec(
       "UPDATE evaluations SET import_trust = 'claimed', import_source = 'theirs.jsonl'");
   auto [rc_exp, exported] = kforge_cli("archive export --db " + db);
   ASSERT_EQ(rc_exp, 0) << exported;
@@ -218,7 +222,7 @@ TEST(ArchiveImport, TheIdentityIsRecomputedNotBelieved) {
   json honest = kforge_line("__global__ void honest() {}", 3.0);
   std::stringstream first(honest.dump() + "\n");
   a.import_jsonl(first, "honest.jsonl", {true});
-  std::string before = rows(a.db());
+  std::string before = rows(a);
   // Another source under the honest candidate's identity: it would lend its 0.001 ms to it.
   json forged = kforge_line("__global__ void other() {}", 0.001);
   forged["candidate"]["identity"] = honest["candidate"]["identity"];
@@ -234,7 +238,7 @@ TEST(ArchiveImport, TheIdentityIsRecomputedNotBelieved) {
     EXPECT_EQ(e.line(), 1);
     EXPECT_EQ(e.field(), "candidate.identity");
   }
-  EXPECT_EQ(rows(a.db()), before);
+  EXPECT_EQ(rows(a), before);
   EXPECT_EQ(a.best(TaskId{1})->time_ms, 3.0);
 }
 
@@ -259,14 +263,14 @@ TEST(ArchiveImport, ARejectedLineLeavesNoRowsAndTheMessageSaysWhatHappened) {
       << out;
   {
     Archive a = Archive::open_read_only(db);
-    EXPECT_EQ(rows(a.db()),
+    EXPECT_EQ(rows(db, Access::ReadOnly),
               "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 "
               "task_text=1 ");
   }
   // A line that fails while it is being written (here a trigger refuses its evaluation, after its
   // task, run, device, candidate and compile went in) leaves nothing either: one transaction.
   Archive a = Archive::open(db);
-  a.db().exec(
+  ArchiveSql(a).exec(
       "CREATE TRIGGER refuse BEFORE INSERT ON evaluations WHEN NEW.time_ms = 7 BEGIN SELECT "
       "RAISE(ABORT, 'no'); END");
   json late = kforge_line("__global__ void c() {}", 7);
@@ -275,7 +279,7 @@ TEST(ArchiveImport, ARejectedLineLeavesNoRowsAndTheMessageSaysWhatHappened) {
   std::stringstream in(late.dump() + "\n");
   EXPECT_THROW(a.import_jsonl(in, "late.jsonl"), kforge::Error);
   EXPECT_EQ(
-      rows(a.db()),
+      rows(a),
       "tasks=1 runs=1 devices=1 candidates=1 compiles=1 evaluations=1 kernel_text=1 task_text=1 ");
 }
 
@@ -306,7 +310,7 @@ TEST(ArchiveImport, ReRunningAnImportAddsNothingTwice) {
   a.export_jsonl(export1);
   std::stringstream again(lines);
   a.import_jsonl(again, "all.jsonl");
-  EXPECT_EQ(rows(a.db()),
+  EXPECT_EQ(rows(a),
             "tasks=1 runs=1 devices=1 candidates=6 compiles=12 evaluations=12 kernel_text=6 "
             "task_text=1 ");
   std::stringstream export2;
@@ -320,7 +324,7 @@ TEST(ArchiveImport, ReRunningAnImportAddsNothingTwice) {
   a.import_jsonl(sakana1, "sakana.jsonl");
   a.import_jsonl(sakana2, "sakana.jsonl");
   EXPECT_EQ(
-      count(a.db(),
+      count(a,
             "SELECT count(*) FROM candidates WHERE origin = 'imported' AND prompt_kind = 'import'"),
       1);
 }
@@ -385,11 +389,11 @@ TEST(ArchiveImport, ThePublishedResultsImportWithTheirBaselinesAsLists) {
     std::ifstream in(kforge::test::source_dir() / "docs/results" / p.file, std::ios::binary);
     ASSERT_TRUE(in) << p.file;
     a.import_jsonl(in, p.file, {/*trust=*/true});
-    EXPECT_EQ(count(a.db(), "SELECT count(*) FROM evaluations"), p.evaluations) << p.file;
+    EXPECT_EQ(count(a, "SELECT count(*) FROM evaluations"), p.evaluations) << p.file;
     auto kind = [&](const char* k) {
-      return count(a.db(), std::string("SELECT count(*) FROM evaluation_baselines WHERE ms > 0 "
-                                       "AND kind = '") +
-                               k + "'");
+      return count(a, std::string("SELECT count(*) FROM evaluation_baselines WHERE ms > 0 "
+                                  "AND kind = '") +
+                          k + "'");
     };
     EXPECT_EQ(kind("eager"), p.eager) << p.file;
     EXPECT_EQ(kind("scripted"), p.scripted) << p.file;
@@ -402,8 +406,9 @@ TEST(ArchiveImport, ThePublishedResultsImportWithTheirBaselinesAsLists) {
       kforge::test::source_dir() / "docs/results/evolve-level1-level2-2026-12-03.jsonl.gz",
       std::ios::binary);
   a.import_jsonl(in, "evolve.jsonl.gz", {true});
-  Statement c = a.db().prepare(
-      "SELECT id FROM candidates WHERE identity = '2c11d21463b6d63515c7fc2f7f7e40db'");
+  ArchiveSql sql(a);
+  Statement c =
+      sql.prepare("SELECT id FROM candidates WHERE identity = '2c11d21463b6d63515c7fc2f7f7e40db'");
   ASSERT_TRUE(c.step());
   json e = a.show(CandidateId{c.integer(0)})["evaluations"][0];
   EXPECT_EQ(e["baselines"], json({{"eager", 1.1581759452819824}, {"scripted", 1.158784031867981}}));
@@ -573,7 +578,10 @@ TEST(ArchiveDamage, ANegativeOrAbsurdSchemaVersionIsAClearError) {
   TempDir dir;
   for (const char* version : {"-1", "-2147483648", "2147483647"}) {
     std::string path = (dir.path() / (std::string("v") + version + ".db")).string();
-    { Archive::open(path).db().exec(std::string("PRAGMA user_version = ") + version); }
+    {
+      Archive::open(path);
+      ArchiveSql(path).exec(std::string("PRAGMA user_version = ") + version);
+    }
     EXPECT_THROW(Archive::open(path), ArchiveError) << version;
     EXPECT_THROW(Archive::open_read_only(path), ArchiveError) << version;
     if (version[0] == '-') {
@@ -597,7 +605,7 @@ TEST(ArchiveDamage, StoredTextThatIsNotJsonNamesTheRowAndColumn) {
     Archive a = Archive::open(path);
     std::stringstream in(kforge_line().dump() + "\n");
     a.import_jsonl(in, "x.jsonl", {true});
-    a.db().exec("UPDATE candidates SET plan = 'not json {'");
+    ArchiveSql(a).exec("UPDATE candidates SET plan = 'not json {'");
   }
   for (const char* cmd : {"show 1", "export"}) {
     auto [rc, out] = kforge_cli(std::string("archive ") + cmd + " --db " + path);
@@ -607,14 +615,12 @@ TEST(ArchiveDamage, StoredTextThatIsNotJsonNamesTheRowAndColumn) {
         std::string::npos)
         << out;
   }
-  {
-    Archive::open(path).db().exec(
-        "UPDATE candidates SET plan = '{}'; UPDATE evaluations SET evidence = '[1,'");
-  }
+  ArchiveSql(path).exec(
+      "UPDATE candidates SET plan = '{}'; UPDATE evaluations SET evidence = '[1,'");
   auto [rc, out] = kforge_cli("archive export --db " + path);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("table evaluations, row 1, column evidence"), std::string::npos) << out;
-  { Archive::open(path).db().exec("UPDATE evaluations SET evidence = '{}', dims = 'x'"); }
+  ArchiveSql(path).exec("UPDATE evaluations SET evidence = '{}', dims = 'x'");
   auto [rc_r, results] = kforge_cli("archive results level1 --db " + path);
   EXPECT_EQ(rc_r, 1) << results;
   EXPECT_NE(results.find("table evaluations, row 1, column dims"), std::string::npos) << results;
@@ -663,7 +669,7 @@ TEST(ArchiveDamage, ReadCommandsNeverWrite) {
     Archive a = Archive::open(path);
     std::stringstream in(kforge_line().dump() + "\n");
     a.import_jsonl(in, "x.jsonl");
-    a.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    ArchiveSql(a).exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
   std::ifstream before_in(path, std::ios::binary);
   std::string before((std::istreambuf_iterator<char>(before_in)), {});
@@ -679,7 +685,9 @@ TEST(ArchiveDamage, ReadCommandsNeverWrite) {
     EXPECT_EQ(a.results("level1", "").size(), 1u);
     std::stringstream out;
     a.export_jsonl(out);
-    EXPECT_THROW(a.db().exec("DELETE FROM tasks"), ArchiveError);  // read-only indeed
+    // Read-only indeed: a write through the archive's own connection is refused.
+    EXPECT_THROW(a.record_llm_call({std::nullopt, std::nullopt, "m", "ok", 1, 1, 0, std::nullopt}),
+                 ArchiveError);
   }
   std::ifstream after_in(path, std::ios::binary);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after_in)), {}), before);

@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 
+#include "archive_sql.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/browse/server.h"
@@ -27,6 +28,7 @@ namespace kforge {
 namespace {
 
 using nlohmann::json;
+using test::ArchiveSql;
 using test::source_dir;
 using test::TempDir;
 
@@ -80,8 +82,8 @@ class Browse : public ::testing::Test {
     return r->body;
   }
   int64_t first_winner() {
-    archive::Archive ar = archive::Archive::open_read_only(db_);
-    archive::Statement q = ar.db().prepare(
+    ArchiveSql sql(db_, archive::Access::ReadOnly);
+    archive::Statement q = sql.prepare(
         "SELECT c.id FROM candidates c JOIN evaluations e ON e.candidate_id = c.id WHERE " +
         archive::winner_condition() + " ORDER BY c.id LIMIT 1");
     return q.step() ? q.integer(0) : 0;
@@ -172,8 +174,8 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
 
   // A candidate with a parent: its changes against the parent, as a diff.
   {
-    archive::Archive ar = archive::Archive::open_read_only(db_);
-    archive::Statement q = ar.db().prepare(
+    ArchiveSql sql(db_, archive::Access::ReadOnly);
+    archive::Statement q = sql.prepare(
         "SELECT candidate_id, parent_id FROM candidate_parents ORDER BY candidate_id LIMIT 1");
     ASSERT_TRUE(q.step()) << "the evolve archive has children";
     json child = api("/candidate/" + std::to_string(q.integer(0)));
@@ -213,23 +215,21 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
 TEST_F(Browse, ArchiveStringsShowAsText) {
   const std::string evil = "</script><img src=x onerror=alert(1)>";
   {
-    archive::Archive ar = archive::Archive::open(db_, false);
-    archive::Statement up = ar.db().prepare(
+    ArchiveSql sql(db_);
+    archive::Statement up = sql.prepare(
         "UPDATE candidates SET source = ?, model = ? WHERE id = (SELECT min(id) FROM candidates)");
     up.bind(1, "// " + evil + "\n__global__ void k() {}")
         .bind(2, "<b onmouseover=x>model</b>")
         .run();
-    ar.db()
-        .prepare("UPDATE tasks SET summary = ? WHERE id = (SELECT min(id) FROM tasks)")
+    sql.prepare("UPDATE tasks SET summary = ? WHERE id = (SELECT min(id) FROM tasks)")
         .bind(1, "<script>alert('t')</script>")
         .run();
-    ar.db()
-        .prepare("UPDATE tasks SET name = ? WHERE id = (SELECT max(id) FROM tasks)")
+    sql.prepare("UPDATE tasks SET name = ? WHERE id = (SELECT max(id) FROM tasks)")
         .bind(1, "<img src=y onerror=alert(2)>")
         .run();
   }
-  archive::Archive ar = archive::Archive::open_read_only(db_);
-  archive::Statement q = ar.db().prepare("SELECT min(id) FROM candidates");
+  ArchiveSql sql(db_, archive::Access::ReadOnly);
+  archive::Statement q = sql.prepare("SELECT min(id) FROM candidates");
   ASSERT_TRUE(q.step());
   std::string page = html("/candidate/" + std::to_string(q.integer(0)));
   EXPECT_EQ(page.find("<img"), std::string::npos);
@@ -268,13 +268,13 @@ TEST_F(Browse, NothingWritesTheArchive) {
 }
 
 TEST_F(Browse, BrowsableWhileARunWrites) {
-  archive::Archive writer = archive::Archive::open(db_, false);
-  writer.db().exec("BEGIN IMMEDIATE");
-  writer.db().exec("UPDATE candidates SET model = 'being written' WHERE id = 1");
+  ArchiveSql writer(db_);  // a run's connection, in the middle of a transaction
+  writer.exec("BEGIN IMMEDIATE");
+  writer.exec("UPDATE candidates SET model = 'being written' WHERE id = 1");
   json c = api("/candidate/1");  // the reader sees the last committed state, without waiting
   EXPECT_NE(c["model"], "being written");
   EXPECT_EQ(get("/leaderboard")->status, 200);
-  writer.db().exec("COMMIT");
+  writer.exec("COMMIT");
   EXPECT_EQ(api("/candidate/1")["model"], "being written");
 }
 
@@ -284,10 +284,10 @@ TEST_F(Browse, ARunInProgressIsShownLive) {
   int64_t failed = 0, screened = 0;
   std::string task_id;
   {
-    archive::Archive w = archive::Archive::open(db_, false);
-    w.db().exec("UPDATE runs SET status = 'running', finished_at = NULL");
+    ArchiveSql w(db_);
+    w.exec("UPDATE runs SET status = 'running', finished_at = NULL");
     // Two never-judged candidates of one task (the tuner's points that were not chosen).
-    archive::Statement q = w.db().prepare(
+    archive::Statement q = w.prepare(
         "SELECT min(c.id), max(c.id), t.suite || '/' || t.name FROM candidates c JOIN tasks t ON "
         "t.id = c.task_id "
         "WHERE NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id = c.id) GROUP BY t.id "
@@ -297,16 +297,14 @@ TEST_F(Browse, ARunInProgressIsShownLive) {
     failed = q.integer(0);
     screened = q.integer(1);
     task_id = q.text(2);
-    w.db()
-        .prepare(
-            "INSERT INTO compiles (candidate_id, ok, stage, errors) VALUES (?, 0, 'nvrtc', "
-            "'[\"error: x\"]')")
+    w.prepare(
+         "INSERT INTO compiles (candidate_id, ok, stage, errors) VALUES (?, 0, 'nvrtc', "
+         "'[\"error: x\"]')")
         .bind(1, failed)
         .run();
-    w.db()
-        .prepare(
-            "INSERT INTO screens (candidate_id, device_id, harness_version, outcome) "
-            "VALUES (?, (SELECT min(id) FROM devices), 3, 'wrong_result')")
+    w.prepare(
+         "INSERT INTO screens (candidate_id, device_id, harness_version, outcome) "
+         "VALUES (?, (SELECT min(id) FROM devices), 3, 'wrong_result')")
         .bind(1, screened)
         .run();
   }
@@ -491,8 +489,8 @@ TEST_F(Browse, ChromiumRendersThePages) {
   // A child's candidate page: the source highlighted (keywords in #d73a49), the lineage tree.
   int64_t child = 0;
   {
-    archive::Archive ar = archive::Archive::open_read_only(db_);
-    archive::Statement q = ar.db().prepare("SELECT min(candidate_id) FROM candidate_parents");
+    ArchiveSql sql(db_, archive::Access::ReadOnly);
+    archive::Statement q = sql.prepare("SELECT min(candidate_id) FROM candidate_parents");
     ASSERT_TRUE(q.step());
     child = q.integer(0);
   }

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "archive_sql.h"
 #include "fake_gpu.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
@@ -456,7 +457,7 @@ TEST(Evolve, AModelThatAnswersWithoutCodeOrIsDownLosesNothingAndTheRunGoesOn) {
         << mode;
     EXPECT_EQ(s.count("SELECT count(*) FROM candidates WHERE prompt_kind LIKE 'repair%'"), 0)
         << mode;
-    archive::Statement why = s.db().prepare(
+    archive::Statement why = s.sql().prepare(
         "SELECT r.errors FROM compiles r JOIN candidates c ON c.id = r.candidate_id WHERE c.model "
         "= 'scripted' LIMIT 1");
     ASSERT_TRUE(why.step()) << mode;
@@ -1065,13 +1066,14 @@ TEST(Evolve, MigratesAVersionTwoArchive) {
   {
     // A version 2 archive: today's, less what versions 3 to 7 changed.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec(std::string(kBeforeVersionFive) +
-                "DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE screens; PRAGMA "
-                "user_version = 2");
+    test::ArchiveSql(path).exec(std::string(kBeforeVersionFive) +
+                                "DROP TABLE profiles; DROP INDEX screens_by_run; DROP TABLE "
+                                "screens; PRAGMA user_version = 2");
   }
   archive::Archive a = archive::Archive::open(path);
   EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);
-  archive::Statement s = a.db().prepare("SELECT count(*) FROM screens");
+  test::ArchiveSql sql(path);
+  archive::Statement s = sql.prepare("SELECT count(*) FROM screens");
   EXPECT_TRUE(s.step());
 }
 
@@ -1081,11 +1083,13 @@ TEST(Evolve, MigratesAVersionThreeArchive) {
   {
     // A version 3 archive: today's, less version 4's profiles and versions 5 to 7's baselines.
     archive::Archive a = archive::Archive::open(path);
-    a.db().exec(std::string(kBeforeVersionFive) + "DROP TABLE profiles; PRAGMA user_version = 3");
+    test::ArchiveSql(path).exec(std::string(kBeforeVersionFive) +
+                                "DROP TABLE profiles; PRAGMA user_version = 3");
   }
   archive::Archive a = archive::Archive::open(path);
   EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);
-  archive::Statement s = a.db().prepare("SELECT count(*) FROM profiles");
+  test::ArchiveSql sql(path);
+  archive::Statement s = sql.prepare("SELECT count(*) FROM profiles");
   EXPECT_TRUE(s.step());
 }
 

@@ -263,7 +263,7 @@ struct Candidate {
 std::vector<Candidate> candidates(Rig& rig, int64_t run, const std::string& source,
                                   const std::string& kind) {
   std::vector<Candidate> out;
-  archive::Statement s = rig.db().prepare(
+  archive::Statement s = rig.sql().prepare(
       "SELECT c.id, c.model, x.ok, x.stage, x.errors,"
       " (SELECT outcome FROM screens WHERE candidate_id = c.id),"
       " (SELECT outcome FROM evaluations WHERE candidate_id = c.id ORDER BY id DESC LIMIT 1)"
@@ -376,7 +376,7 @@ void check_every_answer(Rig& rig, int64_t run, CorpusModel& model,
           << a.id << ": " << c.errors;
     }
     // Its children: a repair for what failed (and can be fixed), none for an answer without code.
-    archive::Statement kids = rig.db().prepare(
+    archive::Statement kids = rig.sql().prepare(
         "SELECT count(*), group_concat(c.prompt_kind) FROM candidate_parents p"
         " JOIN candidates c ON c.id = p.candidate_id"
         " WHERE p.parent_id = ? AND c.prompt_kind LIKE 'repair%'");
@@ -431,7 +431,7 @@ void check_spent(Rig& rig, const evolve::RunSummary& r, CorpusModel& model) {
   double dollars =
       (static_cast<double>(in) * kPriceIn + static_cast<double>(out) * kPriceOut) / 1e6;
   EXPECT_NEAR(r.llm.cost_usd, dollars, 1e-9);
-  archive::Statement s = rig.db().prepare(
+  archive::Statement s = rig.sql().prepare(
       "SELECT json_extract(budgets_used, '$.llm_calls'),"
       " json_extract(budgets_used, '$.llm_tokens_in'),"
       " json_extract(budgets_used, '$.llm_tokens_out'),"

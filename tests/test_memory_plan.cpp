@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "archive_schema.h"
+#include "archive_sql.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/tasks/task.h"
@@ -243,9 +244,8 @@ TEST(MemoryPlan, AVersionFiveArchiveMigratesAndStoresDoesNotFit) {
   }
   archive::Archive a = archive::Archive::open(path);
   EXPECT_EQ(a.schema_version(), archive::kSchemaVersion);
-  std::vector<std::string> after;
-  archive::Statement cols = a.db().prepare("SELECT name FROM pragma_table_info('evaluations')");
-  while (cols.step()) after.push_back(cols.text(0));
+  test::ArchiveSql sql(a);
+  std::vector<std::string> after = sql.column("SELECT name FROM pragma_table_info('evaluations')");
   std::vector<std::string> kept;
   for (const std::string& c : before)
     if (c.find("eager") == std::string::npos && c.find("scripted") == std::string::npos &&
@@ -253,7 +253,7 @@ TEST(MemoryPlan, AVersionFiveArchiveMigratesAndStoresDoesNotFit) {
       kept.push_back(c);
   EXPECT_EQ(kept.size(), before.size() - 6);
   EXPECT_EQ(after, kept) << "the same columns in the same order, less the baselines'";
-  archive::Statement row = a.db().prepare(
+  archive::Statement row = sql.prepare(
       "SELECT outcome, dims, time_ms, import_trust, b.kind, b.ms FROM evaluations e JOIN "
       "evaluation_baselines b ON b.evaluation_id = e.id WHERE e.id = 1");
   ASSERT_TRUE(row.step());
@@ -264,14 +264,14 @@ TEST(MemoryPlan, AVersionFiveArchiveMigratesAndStoresDoesNotFit) {
   EXPECT_EQ(row.text(4), "compiled");
   EXPECT_EQ(row.real(5), 0.9);
   EXPECT_FALSE(row.step()) << "no eager or scripted time: no row";
-  a.db().exec(
+  sql.exec(
       "INSERT INTO evaluations (candidate_id, outcome, harness_version) VALUES (1, 'does_not_fit', "
       "3)");
   EXPECT_THROW(
-      a.db().exec(
+      sql.exec(
           "INSERT INTO evaluations (candidate_id, outcome, harness_version) VALUES (1, 'fast', 3)"),
       Error);
-  archive::Statement indexes = a.db().prepare(
+  archive::Statement indexes = sql.prepare(
       "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'evaluations'");
   ASSERT_TRUE(indexes.step());
   EXPECT_EQ(indexes.integer(0), 2);

@@ -1,6 +1,7 @@
 // Prompt templates: loaded at run time, checked at start, filled from the task and the archive.
 #include <gtest/gtest.h>
 
+#include "archive_sql.h"
 #include "compile_test_util.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
@@ -211,8 +212,9 @@ TEST(Prompt, OptimizeAndRepairUseTheParentAndRetrieval) {
       << tr.substr(0, 1500);
   EXPECT_NE(tr.find("Roofline floor: 0.025 ms"), std::string::npos);
   // A run's own measurements are left out of its prompts (a resumed run asks the same).
-  ar.db().prepare("INSERT INTO runs (config) VALUES ('{}')").run();
-  int64_t run = ar.db().last_insert_id();
+  kforge::test::ArchiveSql sql(ar);
+  sql.prepare("INSERT INTO runs (config) VALUES ('{}')").run();
+  int64_t run = sql.last_insert_id();
   measured.baselines.set(BaselineKind::Eager, 0.5);
   add_kernel(ar, t1, "softmax_this_run", measured, run);
   in.run = run;
@@ -511,11 +513,9 @@ struct FailureArchive {
       ar.upsert_device("GPU-1", "NVIDIA H200", "sm_90a", 132, std::nullopt, "580");
 
   int64_t run(const std::string& started_at) {
-    ar.db()
-        .prepare("INSERT INTO runs (started_at, config) VALUES (?, '{}')")
-        .bind(1, started_at)
-        .run();
-    return ar.db().last_insert_id();
+    kforge::test::ArchiveSql sql(ar);
+    sql.prepare("INSERT INTO runs (started_at, config) VALUES (?, '{}')").bind(1, started_at).run();
+    return sql.last_insert_id();
   }
   // A candidate (of `run`, generation `g`) made at `at`, with a compile report and evaluations.
   kforge::archive::CandidateId candidate(
@@ -571,7 +571,7 @@ struct FailureArchive {
   }
   void screen(kforge::archive::CandidateId c, int64_t run, const std::string& outcome,
               const std::string& summary, const std::string& at) {
-    ar.db()
+    kforge::test::ArchiveSql(ar)
         .prepare(
             "INSERT INTO screens (candidate_id, device_id, harness_version, run_id, outcome, "
             "summary, created_at) "

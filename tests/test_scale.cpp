@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "archive_sql.h"
 #include "fake_gpu.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/error.h"
@@ -74,9 +75,7 @@ evolve::RemoteGpuOptions pool_of(const std::vector<std::string>& args,
 }
 
 int64_t count(evolve::Evaluator& ev, const std::string& sql) {
-  archive::Statement s = ev.archive().db().prepare(sql);
-  s.step();
-  return s.integer(0);
+  return test::ArchiveSql(ev.archive()).count(sql);
 }
 
 // Per task, its best time and its counts, as one GPU finds them.

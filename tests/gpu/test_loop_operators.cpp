@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../archive_sql.h"
 #include "../corpus_util.h"
 #include "../loopback_model.h"
 #include "gpu_test_util.h"
@@ -79,11 +80,8 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
   EXPECT_EQ(summary.llm.failed_calls, 0);
 
   archive::Archive ar = archive::Archive::open_read_only(db_path);
-  auto count = [&](const std::string& sql) {
-    archive::Statement s = ar.db().prepare(sql);
-    s.step();
-    return s.integer(0);
-  };
+  ArchiveSql sql(db_path, archive::Access::ReadOnly);
+  auto count = [&](const std::string& query) { return sql.count(query); };
   // Children of each operator, judged correct by the real judge, with their parents.
   for (const char* kind : {"crossover", "idea"}) {
     SCOPED_TRACE(kind);
@@ -123,7 +121,7 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
     return;
   }
   EXPECT_EQ(profiles, parents);
-  archive::Statement s = ar.db().prepare("SELECT candidate_id, profile FROM profiles ORDER BY id");
+  archive::Statement s = sql.prepare("SELECT candidate_id, profile FROM profiles ORDER BY id");
   while (s.step()) {
     json p = json::parse(s.text(1));
     std::cout << "  profile of candidate " << s.integer(0) << ": " << p.dump() << std::endl;

@@ -18,8 +18,9 @@
 namespace kforge::archive {
 
 namespace detail {
-struct ImportedLine;  // a kforge JSONL line, checked (jsonl.cpp)
-}
+struct ImportedLine;    // a kforge JSONL line, checked (jsonl.cpp)
+struct DatabaseAccess;  // the read models' way to the database (archive/src/database_of.h)
+}  // namespace detail
 
 // Distinct id types: a candidate id cannot be passed where a task id is expected.
 struct TaskId {
@@ -224,9 +225,8 @@ class Archive {
 
   const std::string& path() const;  // the archive's file, for messages
 
-  Database& db() { return *db_; }
-
  private:
+  friend struct detail::DatabaseAccess;
   explicit Archive(std::unique_ptr<Database> db) : db_(std::move(db)) {}
   int check_file();  // the schema version of a kforge archive (0: an empty file), before any write
   void migrate(int from);
