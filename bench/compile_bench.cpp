@@ -17,6 +17,7 @@
 #include "kforge/common/files.h"
 #include "kforge/compile/answer.h"
 #include "kforge/compile/candidate.h"
+#include "kforge/tasks/reference_cache.h"
 
 namespace fs = std::filesystem;
 using namespace kforge;
@@ -60,8 +61,8 @@ int main(int argc, char** argv) {
     std::smatch m;
     std::regex_search(text, m, std::regex(R"(<!-- task: (\S+) -->)"));
     tasks::Task task = tasks::load_task(tasks::resolve_tasks(m[1], root / "tasks").at(0));
-    tasks::Reference ref = tasks::Reference::compile(task);
-    auto tensors = compile::task_tensors(task, ref);
+    // Two answers of one task share its reference (tasks/reference_cache.h).
+    auto tensors = compile::task_tensors(task, tasks::shared_references().outputs(task));
     compile::Plan plan = compile::parse_plan_text(a.plan, task, tensors);
     auto space = compile::tune_space(plan, task.dims, compile::DeviceFacts{});
     compile::ModuleRequest req;

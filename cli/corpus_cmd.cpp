@@ -16,6 +16,7 @@
 #include "command_list.h"
 #include "commands.h"
 #include "compiled_baselines.h"
+#include "kforge/archive/lineage.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/evolve/corpus.h"
@@ -139,6 +140,10 @@ class Printer : public evolve::CorpusObserver {
 };
 
 int run_corpus(const CorpusArgs& a) {
+  std::optional<archive::LineageKind> kind = archive::lineage_kind_from_string(a.kind);
+  if (!kind)
+    throw UsageError("kforge corpus: --kind '" + printable(a.kind.substr(0, 64)) +
+                     "' is not a kind (" + archive::lineage_kinds_text() + ")");
   verify::Driver::get().require("kforge corpus");
   bool sanitizer = !verify::find_compute_sanitizer().empty();
   std::vector<evolve::CorpusEntry> entries = evolve::collect_corpus(a.paths, a.expect, sanitizer);
@@ -155,7 +160,7 @@ int run_corpus(const CorpusArgs& a) {
   evolve::Evaluator evaluator(eo, nullptr);
   evolve::CorpusOptions co;
   co.tasks_dir = a.tasks_dir;
-  co.kind = a.kind;
+  co.kind = *kind;
   co.tune_points = a.no_timing ? 1 : a.tune;
   co.admit = a.admit;
   co.store = !a.no_store;
@@ -219,7 +224,7 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
                   "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");
   cmd->add_flag("--no-store", a->no_store, "Do not write the verdicts to the archive");
   cmd->add_option("--kind", a->kind,
-                  "How these candidates were made, as stored (manual, seed, ...)")
+                  "How these candidates were made, as stored: " + archive::lineage_kinds_text())
       ->capture_default_str();
   add_wide_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = run_corpus(*a); });

@@ -659,6 +659,69 @@ TEST(WorkerProtocol, AWorkerRefusesDimsThatAreNotTheTasks) {
       << "the worker still judges what is right: " << a.dump().substr(0, 200);
 }
 
+// A job's kind is one of five spellings on the wire, each read back to its kind: parents and
+// workers of other builds keep understanding each other.
+TEST(WorkerProtocol, GpuJobKindsKeepTheirWireSpellings) {
+  const std::vector<std::pair<evolve::GpuJobKind, std::string>> wire = {
+      {evolve::GpuJobKind::Verify, "verify"},
+      {evolve::GpuJobKind::Screen, "screen"},
+      {evolve::GpuJobKind::Admit, "admit"},
+      {evolve::GpuJobKind::Baselines, "baselines"},
+      {evolve::GpuJobKind::Profile, "profile"}};
+  for (const auto& [kind, name] : wire) {
+    EXPECT_EQ(evolve::to_string(kind), name);
+    EXPECT_EQ(evolve::gpu_job_kind_from_string(name), kind) << name;
+  }
+  EXPECT_EQ(evolve::gpu_job_kinds_text(), "verify, screen, admit, baselines, profile");
+  for (const char* other : {"", "Verify", "verify ", "judge", "baseline", "hello", "job"})
+    EXPECT_EQ(evolve::gpu_job_kind_from_string(other), std::nullopt) << other;
+}
+
+// A job of a kind the worker does not know is refused naming the field "kind" (in its own reading
+// and in the answer the parent gets), and the worker goes on answering jobs.
+TEST(WorkerProtocol, AJobOfAnUnknownKindIsRefusedNamingTheField) {
+  std::string path = (kforge::test::source_dir() / "tasks/smoke/relu.toml").string();
+  std::string text = *read_file(path);
+  tasks::Task task = tasks::load_task(path);
+  json t{{"file", path},
+         {"text", text},
+         {"content_hash", content_hash(text)},
+         {"dims", task.dims},
+         {"check_dims", task.check_dims}};
+  for (const std::string kind : {"judge", "Verify", "baselines "}) {
+    SCOPED_TRACE(kind);
+    try {
+      (void)evolve::read_gpu_job({{"kind", kind}, {"task", t}});
+      ADD_FAILURE() << "a job of kind '" << kind << "' was read";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), "the parent's job");
+      EXPECT_EQ(e.field(), "kind");
+      EXPECT_TRUE(has(e.problem(), json(kind).dump() + " is not a GPU job (verify, screen, admit, "
+                                                       "baselines, profile)"))
+          << e.what();
+    }
+  }
+  try {  // a kind that is no string: named as wire:: names a field of the wrong type
+    (void)evolve::read_gpu_job({{"kind", 3}, {"task", t}});
+    ADD_FAILURE() << "a job of kind 3 was read";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(has(e.what(), "kind")) << e.what();
+  }
+
+  PlayedParent parent;
+  parent.conn->send(
+      json{{"op", "job"}, {"id", 1}, {"job", {{"kind", "judge"}, {"task", t}}}}.dump() + "\n");
+  std::optional<std::string> line = parent.conn->line(30s);
+  ASSERT_TRUE(line) << "the worker ended: " << parent.stderr_text();
+  json r = json::parse(*line);
+  EXPECT_EQ(r["id"], 1);
+  ASSERT_TRUE(r["answer"].contains("error")) << r.dump().substr(0, 200);
+  std::string error = r["answer"]["error"].get<std::string>();
+  EXPECT_TRUE(has(error, "kind: \"judge\" is not a GPU job")) << error;
+  json a = parent.baselines(2, task.dims);
+  EXPECT_TRUE(a.contains("baselines")) << "the worker still answers: " << a.dump().substr(0, 200);
+}
+
 TEST(WorkerProtocol, AWorkerEndsWithAClearMessageOnALineThatIsNotAJob) {
   for (const std::string& line : std::vector<std::string>{
            "{\"op\": 5}", "{\"op\": \"job\", \"id\": 1}", "[1]",
@@ -762,8 +825,9 @@ TEST(Fuzz, WorkerProtocolAnswerLines) {
     for (const std::string& line : lines_of(text, evolve::kMaxLineBytes)) {
       evolve::ResultLine r = evolve::read_result(line, 3);
       if (!r.problem.empty()) continue;
-      for (std::string kind : {"verify", "baselines", "profile"})
-        if (evolve::answer_problem(kind, r.answer).empty() && kind == "verify" &&
+      for (evolve::GpuJobKind kind :
+           {evolve::GpuJobKind::Verify, evolve::GpuJobKind::Baselines, evolve::GpuJobKind::Profile})
+        if (evolve::answer_problem(kind, r.answer).empty() && kind == evolve::GpuJobKind::Verify &&
             !r.answer.contains("error")) {
           try {
             (void)verify::verdict_from_json(r.answer.at("verdict"));

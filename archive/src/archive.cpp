@@ -9,6 +9,7 @@
 #include "baseline_rows.h"
 #include "best.h"
 #include "evaluation_columns.h"
+#include "kforge/archive/lineage.h"
 #include "kforge/common/files.h"
 #include "stored_json.h"
 
@@ -277,7 +278,7 @@ CandidateId Archive::add_candidate(const NewCandidate& c,
         .bind(8, int64_t{c.island})
         .bind(9, c.prompt_kind)
         .bind(10, c.model);
-    ins.bind(11, c.imported ? "imported" : "kforge")
+    ins.bind(11, std::string(to_string(c.imported ? Origin::Imported : Origin::Kforge)))
         .bind(12, int64_t{!c.imported})
         .bind(13, c.imported_claims.dump());
     ins.bind(14, c.created_at).bind(15, c.import_source).bind(16, c.import_trust);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "kforge/archive/lineage.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/identity.h"
 
@@ -346,19 +347,20 @@ ImportedLine check_kforge_line(const json& j, const LineChecker& f, const std::s
   c.island = static_cast<int>(f.integer(cj, "candidate", "island", false, 0, 0, INT_MAX));
   c.prompt_kind = f.text(cj, "candidate", "prompt_kind", false);
   c.model = f.text(cj, "candidate", "model", false);
-  std::string origin = f.text(cj, "candidate", "origin", false, "kforge");
-  if (origin != "kforge" && origin != "imported")
-    f.fail("candidate.origin", "'" + origin + "' is neither kforge nor imported");
-  bool verified = f.boolean(cj, "candidate", "verified", false, origin == "kforge");
-  if (verified != (origin == "kforge"))
+  std::string origin_text =
+      f.text(cj, "candidate", "origin", false, std::string(to_string(Origin::Kforge)));
+  std::optional<Origin> origin = origin_from_string(origin_text);
+  if (!origin) f.fail("candidate.origin", "'" + origin_text + "' is neither kforge nor imported");
+  bool verified = f.boolean(cj, "candidate", "verified", false, origin == Origin::Kforge);
+  if (verified != (origin == Origin::Kforge))
     f.fail("candidate.verified",
-           std::string(verified ? "true" : "false") + " contradicts origin '" + origin +
+           std::string(verified ? "true" : "false") + " contradicts origin '" + origin_text +
                "' (kforge's own candidates are verified, imported ones are not)");
   c.imported_claims = f.object(cj, "candidate", "imported");
   c.created_at = f.timestamp(cj, "candidate", "created_at", false);
   l.parents = f.strings(cj, "candidate", "parents");
   // Claims unless the user trusts the file; either way the rows say where they came from.
-  c.imported = options.trust ? origin == "imported" : true;
+  c.imported = options.trust ? origin == Origin::Imported : true;
   c.import_source = source_name;
   c.import_trust = options.trust ? "trusted" : "claimed";
   if (const json* r = f.get(cj, "candidate", "run", false); r && !r->is_null()) {

@@ -17,6 +17,7 @@
 #include "import_check.h"
 #include "jsonl_records.h"
 #include "kforge/archive/archive.h"
+#include "kforge/archive/lineage.h"
 #include "kforge/common/hash.h"
 #include "stored_json.h"
 
@@ -80,7 +81,7 @@ void import_ai_cuda_engineer_row(Archive& ar, const json& j, const detail::LineC
   c.task = ar.upsert_task(t);
   c.source = source;
   c.identity = content_hash(c.source);
-  c.prompt_kind = "import";
+  c.prompt_kind = std::string(to_string(LineageKind::Import));
   c.model = source_name;
   c.imported = true;
   c.import_source = source_name;

@@ -310,7 +310,7 @@ int64_t Evaluator::record(const Checked& c, const std::optional<Evaluation>& ev,
   for (int64_t parent : p.lineage.parents) nc.parents.push_back(archive::CandidateId{parent});
   nc.generation = p.lineage.generation;
   nc.island = p.lineage.island;
-  nc.prompt_kind = p.lineage.prompt_kind;
+  nc.prompt_kind = std::string(archive::to_string(p.lineage.prompt_kind));
   nc.model = p.lineage.model;
   std::optional<verify::DeviceInfo> gpu;
   if (gpu_) gpu = gpu_->device();

@@ -39,6 +39,25 @@ std::optional<PromptKind> parse_prompt_kind(std::string_view name) {
   return std::nullopt;
 }
 
+archive::LineageKind lineage_kind(PromptKind k) {
+  switch (k) {
+    case PromptKind::Translate:
+      return archive::LineageKind::Translate;
+    case PromptKind::Optimize:
+      return archive::LineageKind::Optimize;
+    case PromptKind::Crossover:
+      return archive::LineageKind::Crossover;
+    case PromptKind::RepairCompile:
+      return archive::LineageKind::RepairCompile;
+    case PromptKind::RepairWrong:
+      return archive::LineageKind::RepairWrong;
+    case PromptKind::Ideas:
+    case PromptKind::Idea:
+      return archive::LineageKind::Idea;
+  }
+  return archive::LineageKind::Manual;
+}
+
 const std::set<std::string>& known_placeholders() {
   static const std::set<std::string> names = {"task_id",
                                               "task_summary",

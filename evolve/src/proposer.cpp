@@ -106,8 +106,7 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(
   Proposal blank;
   blank.task = task;
   blank.lineage = ask.lineage;
-  blank.lineage.prompt_kind =
-      std::string(prompt_kind_name(ask.kind == PromptKind::Ideas ? PromptKind::Idea : ask.kind));
+  blank.lineage.prompt_kind = lineage_kind(ask.kind);
   blank.lineage.model = voice.config.spec;
   // Compile errors name the candidate's own lines (label candidate.cu, from its first line): the
   // code the archive keeps and a repair prompt shows, not the answer around it.

@@ -170,7 +170,32 @@ std::string reasons(const std::vector<WorkerState>& workers) {
   return why;
 }
 
+constexpr std::pair<GpuJobKind, std::string_view> kJobKinds[] = {
+    {GpuJobKind::Verify, "verify"},
+    {GpuJobKind::Screen, "screen"},
+    {GpuJobKind::Admit, "admit"},
+    {GpuJobKind::Baselines, "baselines"},
+    {GpuJobKind::Profile, "profile"}};
+
 }  // namespace
+
+std::string_view to_string(GpuJobKind kind) {
+  for (const auto& [k, name] : kJobKinds)
+    if (k == kind) return name;
+  return "?";
+}
+
+std::optional<GpuJobKind> gpu_job_kind_from_string(std::string_view name) {
+  for (const auto& [k, n] : kJobKinds)
+    if (n == name) return k;
+  return std::nullopt;
+}
+
+std::string gpu_job_kinds_text() {
+  std::string out;
+  for (const auto& [k, name] : kJobKinds) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
 
 std::string gpu_kind(const verify::DeviceInfo& d) {
   return d.name + " (compute capability " + std::to_string(d.cc_major) + "." +
@@ -191,15 +216,15 @@ std::string hello_problem(const json& hello) {
   return "";
 }
 
-std::string answer_problem(const std::string& kind, const json& answer) {
+std::string answer_problem(GpuJobKind kind, const json& answer) {
   try {
     if (!answer.is_object()) throw Error("answer: " + wire::quoted(answer) + " is not an object");
     if (answer.contains("error")) {  // the worker says the job is wrong
       (void)wire::text(answer, "answer", "error", 65536);
-    } else if (kind == "baselines") {
+    } else if (kind == GpuJobKind::Baselines) {
       if (!wire::at(answer, "answer", "baselines").is_null())
         (void)baselines_from_json(answer["baselines"]);
-    } else if (kind == "profile") {
+    } else if (kind == GpuJobKind::Profile) {
       (void)wire::object(answer, "", "profile");
     } else {
       (void)verify::verdict_from_json(wire::at(answer, "answer", "verdict"));
@@ -265,8 +290,8 @@ struct RemoteGpu::Impl {
     return texts.emplace(task.content_hash, std::move(*text)).first->second;
   }
 
-  json job(const std::string& kind, const tasks::Task& task, const Checked* c) {
-    json j{{"kind", kind},
+  json job(GpuJobKind kind, const tasks::Task& task, const Checked* c) {
+    json j{{"kind", std::string(to_string(kind))},
            {"task",
             {{"file", task.file.string()},
              {"text", task_text(task)},
@@ -280,18 +305,19 @@ struct RemoteGpu::Impl {
     return j;
   }
 
-  // The answer of a worker to `job`, checked (answer_problem: a worker whose answer is malformed is
-  // taken out and the job given to another); an error when every worker it was given to failed.
-  // Throws WorkerError when no worker is left, or when a worker says the job is wrong.
-  JobResult call(json job) {
-    std::string kind = job["kind"].get<std::string>();
-    JobResult r = pool.submit(std::move(job), deadline,
+  // The answer of a worker to the job of `kind` on `task` (and `c`), checked (answer_problem: a
+  // worker whose answer is malformed is taken out and the job given to another); an error when
+  // every worker it was given to failed. Throws WorkerError when no worker is left, or when a
+  // worker says the job is wrong.
+  JobResult call(GpuJobKind kind, const tasks::Task& task, const Checked* c) {
+    JobResult r = pool.submit(job(kind, task, c), deadline,
                               [kind](const json& a) { return answer_problem(kind, a); })
                       .get();
     if (r.error && pool.alive() == 0)
       throw WorkerError("no GPU worker is left:" + reasons(pool.workers()));
     if (!r.error && r.answer.contains("error"))
-      throw WorkerError("GPU worker " + std::to_string(r.worker) + " refused a " + kind +
+      throw WorkerError("GPU worker " + std::to_string(r.worker) + " refused a " +
+                        std::string(to_string(kind)) +
                         " job: " + r.answer["error"].get<std::string>());
     return r;
   }
@@ -307,13 +333,13 @@ struct RemoteGpu::Impl {
     }
   }
 
-  verify::Verdict verdict(const std::string& kind, const tasks::Task& task, const Checked& c) {
+  verify::Verdict verdict(GpuJobKind kind, const tasks::Task& task, const Checked& c) {
     // What the checks refused (admission's compile at unseen dims, say) is not sent: the worker
     // would choose other tunables.
     if (!c.report.ok()) return verify::verdict_from_report(c.report);
-    JobResult r = call(job(kind, task, &c));
+    JobResult r = call(kind, task, &c);
     if (r.error)  // every worker it was given to died, hung or broke the protocol on it
-      return harness_error(kind + " on the GPU workers: " + *r.error);
+      return harness_error(std::string(to_string(kind)) + " on the GPU workers: " + *r.error);
     verify::Verdict v =
         read(r, [](const json& a) { return verify::verdict_from_json(a.at("verdict")); });
     v.gpu_uuid = workers.at(r.worker).device.uuid;
@@ -332,17 +358,17 @@ RemoteGpu::RemoteGpu(RemoteGpuOptions options)
 RemoteGpu::~RemoteGpu() = default;
 
 verify::Verdict RemoteGpu::verify(const tasks::Task& task, const Checked& c) {
-  return impl_->verdict("verify", task, c);
+  return impl_->verdict(GpuJobKind::Verify, task, c);
 }
 verify::Verdict RemoteGpu::screen(const tasks::Task& task, const Checked& c) {
-  return impl_->verdict("screen", task, c);
+  return impl_->verdict(GpuJobKind::Screen, task, c);
 }
 verify::Verdict RemoteGpu::admit(const tasks::Task& unseen, const Checked& c) {
-  return impl_->verdict("admit", unseen, c);
+  return impl_->verdict(GpuJobKind::Admit, unseen, c);
 }
 
 std::optional<verify::Baselines> RemoteGpu::baselines(const tasks::Task& task) {
-  JobResult r = impl_->call(impl_->job("baselines", task, nullptr));
+  JobResult r = impl_->call(GpuJobKind::Baselines, task, nullptr);
   if (r.error) return std::nullopt;
   std::optional<verify::Baselines> read =
       Impl::read(r, [](const json& a) -> std::optional<verify::Baselines> {
@@ -356,7 +382,7 @@ std::optional<verify::Baselines> RemoteGpu::baselines(const tasks::Task& task) {
 }
 
 json RemoteGpu::profile(const tasks::Task& task, const Checked& c) {
-  JobResult r = impl_->call(impl_->job("profile", task, &c));
+  JobResult r = impl_->call(GpuJobKind::Profile, task, &c);
   if (r.error) return {{"error", *r.error}};
   json p = Impl::read(r, [](const json& a) { return a.at("profile"); });
   p["gpu_uuid"] = impl_->workers.at(r.worker).device.uuid;
@@ -498,13 +524,14 @@ std::shared_ptr<const tasks::Task> task_of(const json& j) {
 
 GpuJob read_job(const json& j) {
   GpuJob job;
-  job.kind = wire::text(j, "", "kind", 64);
-  if (job.kind != "verify" && job.kind != "screen" && job.kind != "admit" &&
-      job.kind != "baselines" && job.kind != "profile")
-    throw job_error("kind", wire::quoted(job.kind) +
-                                " is not a GPU job (verify, screen, admit, baselines, profile)");
+  std::string kind = wire::text(j, "", "kind", 64);
+  std::optional<GpuJobKind> known = gpu_job_kind_from_string(kind);
+  if (!known)
+    throw job_error("kind",
+                    wire::quoted(kind) + " is not a GPU job (" + gpu_job_kinds_text() + ")");
+  job.kind = *known;
   job.task = task_of(wire::object(j, "", "task"));
-  if (job.kind == "baselines") return job;
+  if (job.kind == GpuJobKind::Baselines) return job;
   const json& c = wire::object(j, "", "candidate");
   job.source = wire::text(c, "candidate", "source", kMaxLineBytes);
   job.plan = wire::text(c, "candidate", "plan", kMaxLineBytes);
@@ -532,7 +559,7 @@ class JobRunner {
  private:
   json answer(const GpuJob& job) {
     const tasks::Task& task = *job.task;
-    if (job.kind == "baselines") {
+    if (job.kind == GpuJobKind::Baselines) {
       std::optional<verify::Baselines> b = gpu_.baselines(task);
       return {{"baselines", b ? baselines_json(*b) : json(nullptr)}};
     }
@@ -543,13 +570,13 @@ class JobRunner {
     c.proposal.tunables = job.tunables;
     c.report = compile::check_candidate(task, tensors(task), c.proposal.source, c.proposal.plan,
                                         c.proposal.tunables, options_.facts, compiler_);
-    if (job.kind == "profile") return {{"profile", gpu_.profile(task, c)}};
+    if (job.kind == GpuJobKind::Profile) return {{"profile", gpu_.profile(task, c)}};
     verify::Verdict v;
     if (!c.report.ok())
       v = verify::verdict_from_report(c.report);  // as the parent's checks would have said
-    else if (job.kind == "verify")
+    else if (job.kind == GpuJobKind::Verify)
       v = gpu_.verify(task, c);
-    else if (job.kind == "screen")
+    else if (job.kind == GpuJobKind::Screen)
       v = gpu_.screen(task, c);
     else
       v = gpu_.admit(task, c);

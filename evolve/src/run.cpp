@@ -455,7 +455,7 @@ class Loop {
       if (ask.kind == PromptKind::Optimize || ask.kind == PromptKind::Crossover ||
           ask.kind == PromptKind::Ideas)
         for (int64_t parent : parents) profile_parent(s, parent);
-      ask.lineage = {run_, parents, g, island, "", ""};
+      ask.lineage = {run_, parents, g, island};  // how and by whom: the proposer says
       std::function<std::vector<Proposal>()> job = llm_->prepare(ask, s.task, ev_.archive());
       Evaluator* ev = &ev_;
       out.children.push_back({std::async(std::launch::async,
@@ -649,7 +649,7 @@ class Loop {
         p.source = f.source;
         p.plan = f.plan;
         p.tunables = t;
-        p.lineage = {run_, {parent.id}, g, i, "tune", "offline-tuner"};
+        p.lineage = {run_, {parent.id}, g, i, archive::LineageKind::Tune, "offline-tuner"};
         out.children.push_back({ev_.check_async(p, 1), parent.family, i});
       }
     }

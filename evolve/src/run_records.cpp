@@ -76,7 +76,7 @@ std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Tas
     } catch (const compile::AnswerError& e) {
       p.answer_error = e.what();
     }
-    p.lineage.prompt_kind = "seed";
+    p.lineage.prompt_kind = archive::LineageKind::Seed;
     out.push_back(std::move(p));
   }
   // The archive's correct kernels of this task version, distinct code, fastest first.
@@ -90,7 +90,7 @@ std::vector<Proposal> starting_population(const std::shared_ptr<const tasks::Tas
     if (!out.empty() && out.front().source == p.source) continue;  // the seed itself
     p.tunables = k.tunables.get<compile::Tunables>();
     p.lineage.parents = {k.id.value};
-    p.lineage.prompt_kind = "archive";
+    p.lineage.prompt_kind = archive::LineageKind::Archive;
     p.lineage.model = "";
     out.push_back(std::move(p));
   }

@@ -33,11 +33,12 @@ std::vector<CorpusEntry> collect_corpus(const std::vector<std::string>& paths,
                                         const std::string& expect, bool sanitizer);
 
 struct CorpusOptions {
-  std::string tasks_dir;        // the suites' folder; "": tasks::default_tasks_root()
-  std::string kind = "manual";  // how the candidates were made, as stored
-  int tune_points = 1;          // screen up to this many points of each tune space
-  bool admit = false;           // admission for every correct candidate
-  bool store = true;            // record every judged candidate in the evaluator's archive
+  std::string tasks_dir;  // the suites' folder; "": tasks::default_tasks_root()
+  // How the candidates were made, as stored.
+  archive::LineageKind kind = archive::LineageKind::Manual;
+  int tune_points = 1;  // screen up to this many points of each tune space
+  bool admit = false;   // admission for every correct candidate
+  bool store = true;    // record every judged candidate in the evaluator's archive
 };
 
 // What became of one answer.

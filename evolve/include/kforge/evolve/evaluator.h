@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/lineage.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/compiler.h"
 #include "kforge/tasks/task.h"
@@ -28,8 +29,10 @@ struct Lineage {
   std::optional<int64_t> run;
   std::vector<int64_t> parents;  // archive candidate ids
   int generation = 0, island = 0;
-  std::string prompt_kind = "manual";  // manual, seed, tune, translate, optimize, ...
-  std::string model = "human";         // who proposed it: a model, "human", "offline-tuner"
+  // How it was made (the prompt_kind column), and who proposed it: a model, "human",
+  // "offline-tuner".
+  archive::LineageKind prompt_kind = archive::LineageKind::Manual;
+  std::string model = "human";
 };
 
 // A candidate as proposed.

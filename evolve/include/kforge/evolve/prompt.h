@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/lineage.h"
 #include "kforge/compile/plan.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/device_facts.h"
@@ -20,6 +21,9 @@ enum class PromptKind { Translate, Optimize, Crossover, RepairCompile, RepairWro
 // translate, optimize, crossover, repair_compile, repair_wrong, ideas, idea
 std::string_view prompt_kind_name(PromptKind k);
 std::optional<PromptKind> parse_prompt_kind(std::string_view name);
+// How an answer to a prompt of `kind` was made, as its candidate is stored: the kind of the same
+// spelling, Ideas' kernels as Idea (each is one idea's implementation).
+archive::LineageKind lineage_kind(PromptKind kind);
 
 // Every placeholder a template may use ({{name}}).
 const std::set<std::string>& known_placeholders();

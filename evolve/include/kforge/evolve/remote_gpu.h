@@ -2,17 +2,18 @@
 // GPU) and `--worker-command` (workers started by srun, ssh, kubectl exec) judge on a pool of GPU
 // workers (worker_pool.h), each a `kforge gpu-worker` with a Judge on one GPU.
 //
-// Each Gpu call is one job: what to do ("verify", "screen", "admit", "baselines", "profile"), the
-// task as its file's text (the worker loads it as the parent did and checks its content hash) with
-// the dims to run, and the candidate's code; the worker compiles the code again for its GPU (of the
-// parent's kind: the same binary) and answers with the verdict as JSON (verify::to_json). A verdict
-// names the GPU that gave it (Verdict::gpu_uuid); its timing holds the baselines that GPU timed
-// beside the candidate. Only the parent writes the archive.
+// Each Gpu call is one job: what to do (a GpuJobKind: "verify", "screen", "admit", "baselines",
+// "profile"), the task as its file's text (the worker loads it as the parent did and checks its
+// content hash) with the dims to run, and the candidate's code; the worker compiles the code again
+// for its GPU (of the parent's kind: the same binary) and answers with the verdict as JSON
+// (verify::to_json). A verdict names the GPU that gave it (Verdict::gpu_uuid); its timing holds the
+// baselines that GPU timed beside the candidate. Only the parent writes the archive.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,15 @@ struct RemoteGpuOptions {
   // another. The judge's own limits (a kernel that hangs) end far sooner.
   std::chrono::milliseconds deadline{std::chrono::minutes(10)};
 };
+
+// What a GPU job asks of a worker: the Gpu call it stands for. The job's "kind" field spells it as
+// to_string does ("verify", "screen", "admit", "baselines", "profile"); parents and workers of
+// other builds read the same spellings.
+enum class GpuJobKind { Verify, Screen, Admit, Baselines, Profile };
+std::string_view to_string(GpuJobKind kind);
+std::optional<GpuJobKind> gpu_job_kind_from_string(std::string_view name);  // none: not a kind
+// "verify, screen, admit, baselines, profile": for messages that list them.
+std::string gpu_job_kinds_text();
 
 // A GPU's kind, "NVIDIA H200 (compute capability 9.0)": GPUs of one kind give comparable times.
 std::string gpu_kind(const verify::DeviceInfo& gpu);
@@ -77,7 +87,7 @@ class RemoteGpu : public Gpu {
 // What the parent checks of a worker's hello and of its answer to a job of `kind`: "" when it is
 // right, else the problem naming the field ("verdict: no field \"flags\"").
 std::string hello_problem(const nlohmann::json& hello);
-std::string answer_problem(const std::string& kind, const nlohmann::json& answer);
+std::string answer_problem(GpuJobKind kind, const nlohmann::json& answer);
 
 // The worker's reading of a line from its parent, {"op":"job","id":N,"job":{...}}. Throws
 // InputError naming "the parent's job line" and the field (the worker then ends: it has no id to
@@ -88,12 +98,13 @@ struct JobLine {
 };
 JobLine read_job_line(std::string_view line);
 
-// A job, read and checked: its kind; its task, loaded from the parent's copy of the file at the
-// job's dims and check dims (the task's own dims, each an integer from 1, its constraints holding,
-// every input's size positive); the candidate's code, plan and tunables. Throws InputError naming
-// "the parent's job" and the field (the worker answers with it).
+// A job, read and checked: its kind (a spelling that is no GpuJobKind is refused, naming the field
+// "kind"); its task, loaded from the parent's copy of the file at the job's dims and check dims
+// (the task's own dims, each an integer from 1, its constraints holding, every input's size
+// positive); the candidate's code, plan and tunables. Throws InputError naming "the parent's job"
+// and the field (the worker answers with it).
 struct GpuJob {
-  std::string kind;  // verify, screen, admit, baselines, profile
+  GpuJobKind kind = GpuJobKind::Verify;
   std::shared_ptr<const tasks::Task> task;
   std::string source, plan;  // the candidate's (not for baselines)
   compile::Tunables tunables;
