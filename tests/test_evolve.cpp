@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -703,6 +704,36 @@ TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompt
 
 // Issue 19: the LLM config's ensemble: models drawn by weight, each role's temperature, prices
 // turned into dollars that stop the run at the budget, and per-task budgets.
+// Requests asked at once each take their call from the budget before they wait for the endpoint:
+// twelve asked together on a budget of five send five (the loop once sent every request that had
+// passed the check before the first answer came back, 50-53 answers on a budget of 48).
+TEST(Evolve, RequestsAskedAtOnceNeverSendMoreCallsThanTheBudget) {
+  Rig s;
+  TempDir cache;
+  kforge::test::LoopbackModel model([](const std::string&) -> std::optional<std::string> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // all twelve are out at once
+    return "ideas, not code";
+  });
+  std::unique_ptr<evolve::LlmProposer> llm = model.proposer(cache.path().string());
+  llm->budget.calls = 5;
+  std::shared_ptr<const tasks::Task> relu = task("smoke/relu");
+  std::vector<std::future<std::vector<evolve::Proposal>>> asked;
+  for (int k = 0; k < 12; ++k) {
+    evolve::Ask ask;
+    ask.kind = evolve::PromptKind::Translate;
+    ask.sample = k;
+    asked.push_back(
+        std::async(std::launch::async, llm->prepare(ask, relu, s.evaluator->archive())));
+  }
+  int unanswered = 0;
+  for (auto& f : asked)
+    for (const evolve::Proposal& p : f.get()) unanswered += p.unanswered;
+  EXPECT_EQ(model.prompts().size(), 5u) << "requests sent past the budget";
+  EXPECT_EQ(llm->spent().calls, 5);
+  EXPECT_EQ(unanswered, 7);
+  EXPECT_TRUE(llm->budget_spent());
+}
+
 TEST(Evolve, AnEnsembleDrawsModelsByWeightAndDollarBudgetsStopTheRun) {
   ScriptedModel model("good");
   TempDir dir;

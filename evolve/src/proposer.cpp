@@ -151,12 +151,28 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
                                           const Proposal& blank, int sample, bool expect_code) {
   Proposal p = blank;
   const std::string& task = blank.task->id();
-  if (budget_spent()) {  // not asked: the loop stops on the same budget, nothing is recorded
-    p.unanswered = true;
-    return {p};
-  }
   ChatResponse r;
+  std::string failed;  // the first ask's failure, where a second ask finds the budget spent
   for (int asked = 1;; ++asked) {
+    // Not asked once the budget is spent: the loop stops on the same budget, nothing is recorded.
+    // A paid failure's second ask also needs the task's budget.
+    if (!take_call(asked == 1 ? "" : task)) {
+      if (asked == 1) p.unanswered = true;
+      if (asked > 1) p.answer_error = failed + " (not asked again: the LLM budget is spent)";
+      return {p};
+    }
+    struct GiveBack {  // the call taken, counted (count) or given back unspent (a throw)
+      LlmProposer& proposer;
+      const std::string& task;
+      bool done = false;
+      void count(const LlmSpent& s) {
+        proposer.give_back_call(task, &s);
+        done = true;
+      }
+      ~GiveBack() {
+        if (!done) proposer.give_back_call(task, nullptr);
+      }
+    } taken{*this, task};
     LlmSpent s;
     try {
       // The second ask is another sample: a batch folder's answer to the first is that answer
@@ -166,7 +182,7 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       s.tokens_cache_read = r.tokens_cache_read, s.tokens_cache_write = r.tokens_cache_write;
       s.cost_usd =
           v.config.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write);
-      count(task, s);
+      taken.count(s);
       break;
     } catch (const LlmError& e) {
       if (e.kind() == LlmError::Kind::Unanswered) {
@@ -177,14 +193,13 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
       s.tokens_cache_read = e.tokens_cache_read, s.tokens_cache_write = e.tokens_cache_write;
       s.cost_usd =
           v.config.cost_usd(e.tokens_in, e.tokens_out, e.tokens_cache_read, e.tokens_cache_write);
-      count(task, s);
+      taken.count(s);
+      failed = std::string("no answer from the model: ") + e.what() +
+               (e.finish_reason.empty() ? "" : " [finish_reason: " + e.finish_reason + "]");
       // A paid failure (cut off at the token limit, no answer text) is asked once more, if the
       // budget allows; the client retried the unpaid ones already.
       if (e.paid() && asked < 2 && !budget_spent(task)) continue;
-      p.answer_error =
-          std::string("no answer from the model: ") + e.what() +
-          (e.finish_reason.empty() ? "" : " [finish_reason: " + e.finish_reason + "]") +
-          (asked > 1 ? " (asked " + std::to_string(asked) + " times)" : "");
+      p.answer_error = failed + (asked > 1 ? " (asked " + std::to_string(asked) + " times)" : "");
       return {p};
     }
   }
@@ -207,23 +222,39 @@ std::vector<Proposal> LlmProposer::answer(const Voice& v, const ChatRequest& req
   return {p};
 }
 
-bool LlmProposer::budget_spent(const std::string& task) const {
-  std::lock_guard<std::mutex> lock(spent_mutex_);
-  const LlmBudget& b = budget;
-  if ((b.calls > 0 && spent_.calls >= b.calls) || (b.tokens > 0 && spent_.tokens() >= b.tokens) ||
-      (b.dollars > 0 && spent_.cost_usd >= b.dollars))
+namespace {
+
+bool spent_by(const LlmBudget& b, const LlmSpent& run, int64_t calls_taken, const LlmSpent* task) {
+  if ((b.calls > 0 && run.calls + calls_taken >= b.calls) ||
+      (b.tokens > 0 && run.tokens() >= b.tokens) || (b.dollars > 0 && run.cost_usd >= b.dollars))
     return true;
-  if (task.empty()) return false;
-  auto it = by_task_.find(task);
-  if (it == by_task_.end()) return false;
-  return (b.task_tokens > 0 && it->second.tokens() >= b.task_tokens) ||
-         (b.task_dollars > 0 && it->second.cost_usd >= b.task_dollars);
+  return task && ((b.task_tokens > 0 && task->tokens() >= b.task_tokens) ||
+                  (b.task_dollars > 0 && task->cost_usd >= b.task_dollars));
 }
 
-void LlmProposer::count(const std::string& task, const LlmSpent& s) {
+}  // namespace
+
+bool LlmProposer::take_call(const std::string& task) {
   std::lock_guard<std::mutex> lock(spent_mutex_);
-  spent_.add(s);
-  by_task_[task].add(s);
+  auto it = task.empty() ? by_task_.end() : by_task_.find(task);
+  if (spent_by(budget, spent_, calls_taken_, it == by_task_.end() ? nullptr : &it->second))
+    return false;
+  ++calls_taken_;
+  return true;
+}
+
+void LlmProposer::give_back_call(const std::string& task, const LlmSpent* s) {
+  std::lock_guard<std::mutex> lock(spent_mutex_);
+  --calls_taken_;  // in the same hold as the count: no moment counts the call twice
+  if (!s) return;
+  spent_.add(*s);
+  by_task_[task].add(*s);
+}
+
+bool LlmProposer::budget_spent(const std::string& task) const {
+  std::lock_guard<std::mutex> lock(spent_mutex_);
+  auto it = task.empty() ? by_task_.end() : by_task_.find(task);
+  return spent_by(budget, spent_, 0, it == by_task_.end() ? nullptr : &it->second);
 }
 
 LlmSpent LlmProposer::spent() const {

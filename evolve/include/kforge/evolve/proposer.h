@@ -98,7 +98,10 @@ class LlmProposer {
   std::string models() const;  // "openai:a x2, anthropic:b x1" or the one spec
   int ideas = 3;               // per ideas child
   // Set before the first prepare(). A request is not sent once the run's budget is spent (its
-  // proposal is `unanswered`; the loop stops on the same budget). A reply cut at the token limit
+  // proposal is `unanswered`; the loop stops on the same budget); a request takes its call from
+  // the budget before it waits for the endpoint, so requests asked at once never send more calls
+  // than the budget holds (tokens and dollars are known only once answered: requests in flight when
+  // they run out still count). A reply cut at the token limit
   // with no answer (LlmError CutOff) or another paid failure is asked again at most once, and not
   // when the run's or the task's budget is spent.
   LlmBudget budget;
@@ -108,7 +111,11 @@ class LlmProposer {
  private:
   std::vector<Proposal> answer(const Voice& v, const ChatRequest& request, const Proposal& blank,
                                int sample, bool expect_code);
-  void count(const std::string& task, const LlmSpent& s);
+  // Takes one call of the run's budget for a request about to be sent (false: the budget, with the
+  // calls already taken, is spent, for the run or for `task` when given); give_back_call() when it
+  // has been answered or failed, with what it spent (counted in the same hold) or none.
+  bool take_call(const std::string& task = "");
+  void give_back_call(const std::string& task, const LlmSpent* spent);
   std::vector<Voice> voices_;
   PromptTemplates templates_;
   std::string answer_format_, device_;
@@ -116,6 +123,7 @@ class LlmProposer {
   std::optional<int64_t> device_id_;
   mutable std::mutex spent_mutex_;
   LlmSpent spent_;
+  int64_t calls_taken_ = 0;  // requests sent and not yet counted
   std::map<std::string, LlmSpent> by_task_;
 };
 
