@@ -74,3 +74,16 @@ TEST(Baseline, JsonRoundTripsTimesAndReasonsAndNamesABadField) {
     EXPECT_NE(std::string(e.what()).find("baselines.scripted"), std::string::npos) << e.what();
   }
 }
+
+TEST(Baseline, SpeedupsNameEachKindMeasuredAndTheBest) {
+  BaselineTimes b;
+  b.set(BaselineKind::Eager, 3.0);
+  b.set(BaselineKind::Compiled, std::nullopt, "absent");
+  b.set(BaselineKind::CompiledMaxAutotune, 1.5);
+  nlohmann::json x = b.speedups_json(0.5);
+  EXPECT_DOUBLE_EQ(x["eager"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(x["compiled_max_autotune"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(x["best"].get<double>(), 3.0);
+  EXPECT_FALSE(x.contains("compiled")) << x.dump();
+  EXPECT_TRUE(b.speedups_json(std::nullopt).empty());
+}

@@ -75,11 +75,11 @@ std::map<int64_t, BaselineTimes> baseline_times(Database& db,
 }
 
 json speedup_json(const BaselineTimes& times, std::optional<double> time_ms) {
-  auto number = [](std::optional<double> x) { return x ? json(*x) : json(nullptr); };
-  json out = json::object();
-  for (const BaselineKindInfo& info : baseline_kinds())
-    out[std::string(info.name)] = number(times.speedup(info.kind, time_ms));
-  out[std::string(kBestBaselineLabel)] = number(times.best_speedup(time_ms));
+  json out = times.speedups_json(time_ms);
+  for (const BaselineKindInfo& info : baseline_kinds())  // every kind named, null where unmeasured
+    if (!out.contains(std::string(info.name))) out[std::string(info.name)] = nullptr;
+  if (!out.contains(std::string(kBestBaselineLabel)))
+    out[std::string(kBestBaselineLabel)] = nullptr;
   return out;
 }
 

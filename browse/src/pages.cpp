@@ -29,19 +29,10 @@ BaselineTimes baselines_of(const json& j) {
   return BaselineTimes::from_json(j.value("baselines", json()));
 }
 
-// {"eager": x, "scripted": x, ..., "best": x}: the speedups over each kind measured and the best.
-json speedups(const BaselineTimes& b, const std::optional<double>& time_ms) {
-  json out = json::object();
-  for (const BaselineKindInfo& info : baseline_kinds())
-    if (std::optional<double> x = b.speedup(info.kind, time_ms)) out[std::string(info.name)] = *x;
-  if (std::optional<double> x = b.best_speedup(time_ms)) out[std::string(kBestBaselineLabel)] = *x;
-  return out;
-}
-
 // A kernel's baselines and speedups, for the pages' JSON.
 void add_baselines(json& j, const BaselineTimes& b, const std::optional<double>& time_ms) {
   j["baselines"] = b.to_json();
-  j["speedup"] = speedups(b, time_ms);
+  j["speedup"] = b.speedups_json(time_ms);
 }
 
 // "<th>x eager</th>...<th>x best</th>": a column per kind of baseline_kinds(), then the best's.

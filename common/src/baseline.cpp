@@ -92,6 +92,14 @@ std::optional<double> BaselineTimes::best_speedup(std::optional<double> time_ms)
   return *b->ms / *time_ms;
 }
 
+nlohmann::json BaselineTimes::speedups_json(std::optional<double> time_ms) const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const BaselineKindInfo& info : baseline_kinds())
+    if (std::optional<double> x = speedup(info.kind, time_ms)) out[std::string(info.name)] = *x;
+  if (std::optional<double> x = best_speedup(time_ms)) out[std::string(kBestBaselineLabel)] = *x;
+  return out;
+}
+
 nlohmann::json BaselineTimes::to_json() const {
   nlohmann::json j = nlohmann::json::object(), absent = nlohmann::json::object();
   for (const BaselineMs& b : items) {

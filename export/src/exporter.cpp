@@ -32,16 +32,6 @@ struct Winner {
   json tunables, evaluation;
 };
 
-// {"eager": x, "scripted": x, ..., "best": x}: a kernel's speedup over each kind of baseline
-// measured and over the best (the fastest kind measured).
-json speedups(const BaselineTimes& b, const std::optional<double>& time_ms) {
-  json out = json::object();
-  for (const BaselineKindInfo& info : baseline_kinds())
-    if (std::optional<double> x = b.speedup(info.kind, time_ms)) out[std::string(info.name)] = *x;
-  if (std::optional<double> x = b.best_speedup(time_ms)) out[std::string(kBestBaselineLabel)] = *x;
-  return out;
-}
-
 // The best baseline's kind ("compiled"), the one "speedup"."best" is over; null without one.
 json best_baseline(const BaselineTimes& b) {
   std::optional<BaselineMs> best = b.best();
@@ -90,7 +80,7 @@ std::vector<Winner> winners(archive::Archive& ar, const ExportOptions& o,
                     {"judged_at", k.judged_at},
                     {"time_ms", real(k.time_ms)},
                     {"baselines", k.baselines.to_json()},
-                    {"speedup", speedups(k.baselines, k.time_ms)},
+                    {"speedup", k.baselines.speedups_json(k.time_ms)},
                     {"best_baseline", best_baseline(k.baselines)},
                     {"roofline_fraction", real(k.roofline_fraction)},
                     {"run", k.run ? json(*k.run) : json(nullptr)},

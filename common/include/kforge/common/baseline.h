@@ -56,6 +56,9 @@ struct BaselineTimes {
   // or a positive kernel time.
   std::optional<double> speedup(BaselineKind kind, std::optional<double> time_ms) const;
   std::optional<double> best_speedup(std::optional<double> time_ms) const;
+  // {"eager": x, "scripted": x, ..., "best": x}: a kernel's speedups over each kind measured and
+  // over the best (kinds without a time are left out).
+  nlohmann::json speedups_json(std::optional<double> time_ms) const;
 
   // {"eager": ms, "scripted": ms, ..., "absent": {"compiled": why}} (kinds without a time and
   // without a reason are left out); from_json reads that shape back and ignores kinds it does not
