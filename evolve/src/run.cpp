@@ -17,12 +17,15 @@
 #include "kforge/compile/answer.h"
 #include "kforge/evolve/features.h"
 #include "kforge/verify/protocol.h"
+#include "loop/budget.h"
 #include "run_records.h"
 
 namespace kforge::evolve {
 namespace {
 
 using namespace records;
+using loop::Budget;
+using loop::StopReason;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -60,9 +63,7 @@ struct TaskState {
   std::map<std::string, Family> families;
   std::vector<Member> members;
   std::optional<Member> best;
-  TaskStatus status;
-  int64_t evaluations = 0;  // screens and judgments, measured or read back
-  double gpu_s = 0;         // spent measuring this task in this process
+  TaskStatus status;  // (what it spent: the loop's Budget, by task id)
   // The LLM's failed children waiting for a repair, and how deep in repairs each child is.
   std::vector<std::pair<int64_t, PromptKind>> repairs;
   std::map<int64_t, int> repair_depth;
@@ -76,8 +77,8 @@ struct Child {
 };
 struct Pending {
   std::vector<Child> children;
-  std::map<size_t, int> repaired;  // child index -> its repair depth (a repair of a repair: 2)
-  std::string stopped;             // why the task cannot go on ("" when it can)
+  std::map<size_t, int> repaired;     // child index -> its repair depth (a repair of a repair: 2)
+  std::optional<StopReason> stopped;  // why the task cannot go on (none when it can)
 };
 
 class Loop {
@@ -91,8 +92,7 @@ class Loop {
         run_(run),
         hooks_(hooks),
         llm_(llm),
-        wall_before_(wall_before),
-        start_(Clock::now()) {
+        budget_(loop::Limits::of(config), wall_before) {
     if (llm_) llm_->ideas = config_.ideas_count;
     if (llm_)
       llm_->budget = {config_.llm_calls, config_.llm_tokens, config_.task_llm_tokens,
@@ -110,23 +110,23 @@ class Loop {
       run_in_step(states);
     RunSummary out;
     out.run = run_;
-    out.evaluations = measured_;
-    out.reused = reused_;
+    out.evaluations = budget_.measured();
+    out.reused = budget_.reused();
     out.wall_s = seconds_since(t0);
-    out.gpu_s = gpu_s_;
-    out.stopped = stopped_;
+    out.gpu_s = budget_.gpu_s();
+    out.stopped = to_string(stopped_.value_or(StopReason::EveryTaskEnded));
     if (llm_) out.llm = llm_->spent();
     for (TaskState& s : states) {
       if (s.status.stopped.empty())
-        s.status.stopped = stopped_.empty() ? "generations done" : stopped_;
+        s.status.stopped = to_string(stopped_.value_or(StopReason::GenerationsDone));
       out.tasks.push_back(s.status);
     }
-    if (out.stopped.empty()) out.stopped = "every task ended";
     return out;
   }
 
-  double wall_s() const { return wall_before_ + seconds_since(start_); }
-  int64_t spent() const { return measured_ + reused_; }
+  double wall_s() const { return budget_.wall_s(); }
+  int64_t spent() const { return budget_.evaluations(); }
+  std::optional<StopReason> stopped() const { return stopped_; }
 
  private:
   // One GPU: generation by generation, every task's children proposed (their compiles queued)
@@ -168,7 +168,7 @@ class Loop {
         }
       } catch (...) {
         if (!failed) failed = std::current_exception();
-        if (stopped_.empty()) stopped_ = "failed";
+        if (!stopped_) stopped_ = StopReason::Failed;
         if (llm_) llm_->cancel();
       }
     };
@@ -195,8 +195,8 @@ class Loop {
   // A task's children for generation g (their compiles queued); none when the task has ended.
   std::optional<Pending> propose(TaskState& s, int g) {
     if (!s.status.stopped.empty()) return std::nullopt;
-    if (std::string why = task_budget_reached(s); !why.empty()) {
-      s.status.stopped = why;
+    if (std::optional<StopReason> why = task_budget_reached(s)) {
+      s.status.stopped = to_string(*why);
       return std::nullopt;
     }
     s.status.generation = g;
@@ -219,44 +219,29 @@ class Loop {
       start(s, pending);
     else
       generation(s, g, pending);
-    if (s.members.empty() && g == 0 && !stopping()) s.status.stopped = "no correct starting kernel";
+    if (s.members.empty() && g == 0 && !stopping())
+      s.status.stopped = to_string(StopReason::NoCorrectStartingKernel);
     std::optional<double> over_eager =
         s.status.baselines.speedup(BaselineKind::Eager, s.status.best_ms);
     if (config_.target_speedup > 0 && over_eager && *over_eager >= config_.target_speedup)
-      s.status.stopped = "target speedup reached";
+      s.status.stopped = to_string(StopReason::TargetSpeedup);
     if (hooks_.on_progress) hooks_.on_progress(s.status);
   }
 
+  // Whether the run stops: the first reason it stopped for stays (the budget's, an interrupt, a
+  // failure, or answers still to come).
   bool stopping() {
-    if (!stopped_.empty()) return true;
-    if (hooks_.stop && hooks_.stop->load() > 0)
-      stopped_ = "interrupted";
-    else if (config_.evaluations > 0 && spent() >= config_.evaluations)
-      stopped_ = "evaluation budget reached";
-    else if (config_.minutes > 0 && wall_s() >= 60 * config_.minutes)
-      stopped_ = "time budget reached";
-    else if (config_.gpu_minutes > 0 && gpu_s_ >= 60 * config_.gpu_minutes)
-      stopped_ = "GPU time budget reached";
-    else if (llm_ && config_.llm_calls > 0 && llm_->spent().calls >= config_.llm_calls)
-      stopped_ = "LLM call budget reached";
-    else if (llm_ && config_.llm_tokens > 0 && llm_->spent().tokens() >= config_.llm_tokens)
-      stopped_ = "LLM token budget reached";
-    else if (llm_ && config_.llm_dollars > 0 && llm_->spent().cost_usd >= config_.llm_dollars)
-      stopped_ = "LLM dollar budget reached";
-    return !stopped_.empty();
+    if (stopped_) return true;
+    if (llm_) budget_.set_llm(usage(llm_->spent()));
+    stopped_ = budget_.run_reached(hooks_.stop && hooks_.stop->load() > 0);
+    return stopped_.has_value();
   }
-  std::string task_budget_reached(const TaskState& s) const {
-    if (config_.task_evaluations > 0 && s.evaluations >= config_.task_evaluations)
-      return "task evaluation budget reached";
-    if (config_.task_gpu_minutes > 0 && s.gpu_s >= 60 * config_.task_gpu_minutes)
-      return "task GPU time budget reached";
-    if (llm_ && config_.task_llm_tokens > 0 &&
-        llm_->spent(s.task->id()).tokens() >= config_.task_llm_tokens)
-      return "task LLM token budget reached";
-    if (llm_ && config_.task_llm_dollars > 0 &&
-        llm_->spent(s.task->id()).cost_usd >= config_.task_llm_dollars)
-      return "task LLM dollar budget reached";
-    return "";
+  std::optional<StopReason> task_budget_reached(const TaskState& s) {
+    if (llm_) budget_.set_task_llm(s.task->id(), usage(llm_->spent(s.task->id())));
+    return budget_.task_reached(s.task->id());
+  }
+  static loop::LlmUsage usage(const LlmSpent& spent) {
+    return {spent.calls, spent.tokens(), spent.cost_usd};
   }
 
   std::mt19937_64 rng_for(const TaskState& s, int generation, int island) const {
@@ -305,7 +290,7 @@ class Loop {
       spent = seconds_since(t0);
       return r;
     });
-    gpu_s_ += spent, s.gpu_s += spent;
+    budget_.add_gpu_s(s.task->id(), spent);
     return result;
   }
 
@@ -313,7 +298,7 @@ class Loop {
   // throughput benchmark reads them).
   void event(const TaskState& s, json e) {
     e["t"] = wall_s();
-    e["gpu_s"] = gpu_s_;
+    e["gpu_s"] = budget_.gpu_s();
     e["evaluations"] = spent();
     if (hooks_.on_event) hooks_.on_event(e, s.status);
   }
@@ -321,11 +306,11 @@ class Loop {
   Screen screen(TaskState& s, const Checked& c, int64_t id, int generation, int island) {
     int64_t device = ev_.device_id();
     if (std::optional<Screen> known = find_screen(log_, id, device)) {
-      ++reused_, ++s.evaluations;
+      budget_.count_read_back(s.task->id());
       return *known;
     }
     verify::Verdict v = on_gpu(s, [&] { return ev_.screen(c); });
-    ++measured_, ++s.evaluations;
+    budget_.count_measured(s.task->id());
     Screen r{
         v.outcome,
         v.correct() && v.timing ? std::optional<double>(v.timing->time.median_ms) : std::nullopt,
@@ -352,7 +337,7 @@ class Loop {
                              !known->admitted && !known->flagged && known->time_ms &&
                              (!s.best || *known->time_ms < s.best->time_ms);
       if (!needs_admission) {
-        ++reused_, ++s.evaluations;
+        budget_.count_read_back(s.task->id());
         return *known;
       }
     }
@@ -369,7 +354,7 @@ class Loop {
           on_gpu(s, [&] { return ev_.admit(c, e.verdict.evidence.value("seed", uint64_t{1})); });
       e.admission_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     }
-    ++measured_, ++s.evaluations;
+    budget_.count_measured(s.task->id());
     ev_.record(c, e, /*with_compile=*/false);  // its compile was recorded with the candidate
     Judgment j = judgment_of(e);
     event(s,
@@ -533,7 +518,7 @@ class Loop {
     if (!stopping())  // a stop request's cancel leaves children unanswered too: that is an
                       // interrupt
       for (const Checked& c : got)
-        if (c.proposal.unanswered && stopped_.empty()) stopped_ = kWaitingForAnswers;
+        if (c.proposal.unanswered && !stopped_) stopped_ = StopReason::WaitingForAnswers;
     return got;
   }
 
@@ -629,7 +614,7 @@ class Loop {
     Pending out;
     if (s.members.empty()) {
       ask_llm(s, g, out);  // fix mode: translations (and repairs) until one kernel is correct
-      if (out.children.empty()) out.stopped = "no correct kernel to start from";
+      if (out.children.empty()) out.stopped = StopReason::NoCorrectKernelToStartFrom;
       return out;
     }
     int islands = std::max(config_.islands, 1);
@@ -654,13 +639,13 @@ class Loop {
       }
     }
     ask_llm(s, g, out);
-    if (out.children.empty()) out.stopped = "tune spaces exhausted";
+    if (out.children.empty()) out.stopped = StopReason::TuneSpacesExhausted;
     return out;
   }
 
   void generation(TaskState& s, int g, Pending& pending) {
-    if (!pending.stopped.empty()) {
-      s.status.stopped = pending.stopped;
+    if (pending.stopped) {
+      s.status.stopped = to_string(*pending.stopped);
       return;
     }
     std::vector<Child>& children = pending.children;
@@ -719,10 +704,8 @@ class Loop {
   int64_t run_;
   const LoopHooks& hooks_;
   LlmProposer* llm_;
-  int64_t measured_ = 0, reused_ = 0;
-  double gpu_s_ = 0, wall_before_ = 0;
-  Clock::time_point start_;
-  std::string stopped_;
+  Budget budget_;  // the limits and what the run and each task spent against them
+  std::optional<StopReason> stopped_;  // why the run stops (none while it goes on)
   std::mutex mu_;  // the loop's state, held by the lane that works on it (run_lanes)
 };
 
@@ -795,7 +778,7 @@ RunSummary run_evolution(const RunConfig& config,
                    {{"wall_s", loop.wall_s()}, {"evaluations", loop.spent()}});
     throw;
   }
-  bool paused = summary.stopped == "interrupted" || summary.stopped == kWaitingForAnswers;
+  bool paused = loop.stopped() && loop::pauses(*loop.stopped());
   log.set_status(run, paused ? archive::RunStatus::Interrupted : archive::RunStatus::Finished,
                  {{"wall_s", loop.wall_s()},
                   {"evaluations", loop.spent()},
