@@ -76,10 +76,11 @@ parts::CompiledBaselines load_compiled(const tasks::Task& task, const tasks::Ref
   return out;
 }
 
-// The package that a compiled kind runs; nullptr for eager and scripted (the reference itself).
+// The package that a compiled kind runs; nullptr for a kind without a torch.compile mode (eager
+// and scripted: the reference itself).
 const parts::CompiledBaseline* package_of(BaselineKind kind,
                                           const parts::CompiledBaselines& compiled) {
-  if (kind == BaselineKind::Eager || kind == BaselineKind::Scripted) return nullptr;
+  if (!compiled_mode(kind)) return nullptr;
   auto it = compiled.find(kind);
   if (it == compiled.end())
     throw Error("the judge has no way to time the " + std::string(to_string(kind)) + " baseline");
