@@ -290,8 +290,9 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
                                                 : "task GPU time budget reached";
     EXPECT_EQ(budget == "task_gpu_minutes" ? r.tasks[0].stopped : r.stopped, why) << budget;
     EXPECT_GE(budget == "minutes" ? r.wall_s : r.gpu_s, 0.25) << budget;
-    // Stopped near the limit: checked before each measurement (per task: between generations).
-    EXPECT_LE(r.evaluations, budget == "task_gpu_minutes" ? 8 + c.children + c.judge_top : 9)
+    // Stopped near the limit: checked after each measurement, the one under way then finishing
+    // (per task: between rounds, `lookahead` of them proposed ahead).
+    EXPECT_LE(r.evaluations, budget == "task_gpu_minutes" ? 8 + 2 * (c.children + c.judge_top) : 10)
         << budget;
   }
   {
@@ -323,7 +324,9 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator,
                                                  std::nullopt, hooks);
     EXPECT_EQ(r.stopped, "interrupted");
-    EXPECT_EQ(r.evaluations, 4);
+    // The measurement the GPU had started when the stop came finishes and counts.
+    EXPECT_GE(r.evaluations, 4);
+    EXPECT_LE(r.evaluations, 5);
     EXPECT_EQ(s.count("SELECT status = 'interrupted' FROM runs"), 1);
   }
 }
@@ -375,7 +378,8 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
   evolve::RunConfig c = small_config();
   c.generations = 2;
   c.llm_children = 2;
-  c.children = 2;  // the tuner's children beside them
+  c.children = 2;   // the tuner's children beside them
+  c.lookahead = 1;  // one round at a time: a failure's repair is asked in the next generation
   {
     auto llm = model.proposer(cache);
     evolve::RunSummary r =
@@ -610,6 +614,7 @@ TEST(Evolve, CrossoverAndIdeasChildrenCarryTheirParentsAndEachIdeaBecomesAChild)
   Rig s;
   evolve::RunConfig c = small_config();
   c.generations = 3;
+  c.lookahead = 1;  // one round at a time: each generation's parents are the last one's kernels
   c.llm_children = 2;
   c.children = 0;  // the LLM's children alone: each correct one is judged and joins the population
   c.operators = {0, 0.5, 0.5};
@@ -663,6 +668,7 @@ TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompt
     s.gpu.ncu = "/opt/fake/ncu";
     evolve::RunConfig c = small_config();
     c.generations = 3;
+    c.lookahead = 1;  // one round at a time: each generation's parents are the last one's kernels
     c.llm_children = 2;
     c.children = 0;
     c.profile = on;
@@ -981,9 +987,9 @@ TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
   TempDir dir;
   SlowModel model;
   auto launch_with = [&](const std::string& cache) {
-    // Seed 2: the model's answers hang on its prompts' hashes, so how many children it proposes
-    // does too (seed 7 fell to 10 once prompts quoted torch.compile, seed 4 to 9 once they put
-    // their shared context first); 2 gives 14.
+    // Seed 2: the model's answers hang on its prompts' hashes, so how many distinct children it
+    // proposes does too: rounds proposed ahead from one population ask the same prompt more than
+    // once, and this model answers a prompt the same each time (one candidate); 2 gives 8.
     return fake_loop(dir, "2",
                      {{"KFORGE_FAKE_LLM_URL", model.base_url()},
                       {"KFORGE_FAKE_LLM_CACHE", (dir.path() / cache).string()}});
@@ -994,7 +1000,7 @@ TEST(Evolve, ResumeAfterKillNineWithAnswersInFlightReAsksNothingAnswered) {
   size_t asked_whole = model.asked();
   std::multiset<std::string> expected = records(whole), proposed = llm_candidates(whole);
   ASSERT_GT(asked_whole, 10u);
-  ASSERT_GT(proposed.size(), 10u);
+  ASSERT_GE(proposed.size(), 6u);
   // Killed only while the model is answering: each kill loses at most what was at risk then.
   int at_risk = 0;
   int kills = run_killed(

@@ -97,7 +97,13 @@ std::vector<FailureRecord> PromptMemory::failures(const tasks::Task& task, std::
     return f;
   };
   const std::string head = "SELECT x.created_at, x.id, c.id, c.run_id, c.generation, ";
-  const std::string tail = " ORDER BY x.created_at DESC, x.id DESC LIMIT 64";
+  // Newest first: the run's own rows by generation (then as recorded), before earlier runs' rows
+  // by time. The run records a generation's rows in an order fixed by its seed and answers, but
+  // rows of two sources, or of generations still under way, by time in an order that hangs on
+  // which answer came first: the prompts must not (docs/evolve.md, "The steady state").
+  const std::string tail =
+      " ORDER BY c.run_id IS ?4 DESC, CASE WHEN c.run_id IS ?4 THEN c.generation END DESC, "
+      "x.created_at DESC, x.id DESC LIMIT 64";
   std::vector<FailureRecord> rows;
   Statement e = query(head + "x.outcome, x.evidence FROM evaluations x" + kTaskVersion +
                       " AND x.outcome NOT IN ('correct', 'harness_error', 'does_not_fit') "
@@ -129,8 +135,11 @@ std::vector<FailureRecord> PromptMemory::failures(const tasks::Task& task, std::
     f.log = co.text(7);
     rows.push_back(std::move(f));
   }
-  std::sort(rows.begin(), rows.end(), [](const FailureRecord& a, const FailureRecord& b) {
-    if (a.created_at != b.created_at) return a.created_at > b.created_at;
+  auto own = [&](const FailureRecord& f) { return run && f.run && f.run->value == run->value; };
+  std::sort(rows.begin(), rows.end(), [&](const FailureRecord& a, const FailureRecord& b) {
+    if (own(a) != own(b)) return own(a);
+    if (own(a) && a.generation != b.generation) return a.generation > b.generation;
+    if (!own(a) && a.created_at != b.created_at) return a.created_at > b.created_at;
     if (a.source != b.source) return a.source < b.source;
     return a.row > b.row;
   });

@@ -76,7 +76,7 @@ std::function<std::vector<Proposal>()> LlmProposer::prepare(
   if (ask.parent) in.parent = archive::CandidateId{*ask.parent};
   if (ask.second_parent) in.second_parent = archive::CandidateId{*ask.second_parent};
   in.run = ask.lineage.run;
-  in.generation = ask.lineage.generation;
+  in.generation = ask.horizon.value_or(ask.lineage.generation);
   in.device = device_;
   in.gpu = gpu_;
   in.device_id = device_id_;

@@ -36,6 +36,7 @@ const std::map<std::string, std::map<std::string, Spec>>& known() {
         {"children", {Kind::Integer, 0, 1000}},
         {"judge_top", {Kind::Integer, 0, 1000}},
         {"islands", {Kind::Integer, 1, 100}},
+        {"lookahead", {Kind::Integer, 0, 64}},
         {"migration_interval", {Kind::Integer, 0, 10000}},
         {"target_speedup", {Kind::Number}},
         {"admit", {Kind::Bool}}}},
@@ -155,6 +156,7 @@ json RunConfig::to_json_settings() const {
           {"children", children},
           {"judge_top", judge_top},
           {"islands", islands},
+          {"lookahead", lookahead},
           {"migration_interval", migration_interval},
           {"target_speedup", target_speedup},
           {"admit", admit},
@@ -203,6 +205,7 @@ RunConfig RunConfig::from_json(const json& recorded) {
   get("", "children", c.children);
   get("", "judge_top", c.judge_top);
   get("", "islands", c.islands);
+  get("", "lookahead", c.lookahead);
   get("", "migration_interval", c.migration_interval);
   get("", "target_speedup", c.target_speedup);
   get("", "admit", c.admit);

@@ -93,6 +93,7 @@ std::unique_ptr<LlmProposer> make_llm_proposer(const RunConfig& config, const Ba
                                                std::shared_ptr<const BatchExchange>& batch) {
   std::vector<Voice> voices;
   auto cache = std::make_shared<ResponseCache>("");
+  int concurrency = 4;  // the loop keeps this many requests in flight
   if (!config.llm_config.empty()) {
     LlmConfig cfg = load_llm_config(config.llm_config);
     // One concurrency limit per provider, and one tokens-per-minute limit per provider that sets
@@ -112,6 +113,11 @@ std::unique_ptr<LlmProposer> make_llm_proposer(const RunConfig& config, const Ba
       voices.push_back({m, std::make_shared<const LlmClient>(cfg.endpoint(m), cfg.policy(m),
                                                              nullptr, limit, cache, rate)});
     }
+    concurrency = 0;
+    for (const auto& [provider, limit] : limits) {
+      auto p = cfg.providers.find(provider);
+      concurrency += p == cfg.providers.end() ? 4 : p->second.concurrency;
+    }
   } else if (config.model.rfind("batch:", 0) == 0) {
     auto wait = choice.wait_s
                     ? std::chrono::milliseconds(static_cast<int64_t>(1000 * *choice.wait_s))
@@ -123,6 +129,7 @@ std::unique_ptr<LlmProposer> make_llm_proposer(const RunConfig& config, const Ba
     else
       batch = std::make_shared<const BatchExchange>(dir, endpoint_from_spec(choice.model), wait);
     voices.push_back({ModelConfig{choice.model.empty() ? "batch" : choice.model}, batch});
+    concurrency = 64;  // a batch folder takes every request the loop has ready
   } else if (!config.model.empty()) {
     auto client =
         std::make_shared<const LlmClient>(endpoint_from_spec(config.model), RetryPolicy{}, nullptr,
@@ -130,7 +137,9 @@ std::unique_ptr<LlmProposer> make_llm_proposer(const RunConfig& config, const Ba
     voices.push_back({ModelConfig{client->model()}, client});
   }
   if (voices.empty()) return nullptr;
-  return std::make_unique<LlmProposer>(std::move(voices), default_prompts_dir(), device);
+  auto proposer = std::make_unique<LlmProposer>(std::move(voices), default_prompts_dir(), device);
+  proposer->concurrency = concurrency;
+  return proposer;
 }
 
 }  // namespace kforge::evolve

@@ -130,4 +130,27 @@ std::optional<StopReason> Budget::task_reached(const std::string& id) const {
   return std::nullopt;
 }
 
+EvaluationGate::EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks)
+    : run_limit_(run_limit),
+      task_limit_(task_limit),
+      tasks_(std::make_unique<std::atomic<int64_t>[]>(tasks)) {}
+
+bool EvaluationGate::take(size_t task) {
+  if (run_limit_ > 0 && run_.fetch_add(1) >= run_limit_) {
+    run_.fetch_sub(1);
+    return false;
+  }
+  if (task_limit_ > 0 && tasks_[task].fetch_add(1) >= task_limit_) {
+    tasks_[task].fetch_sub(1);
+    if (run_limit_ > 0) run_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
+void EvaluationGate::count(size_t task) {
+  run_.fetch_add(1);
+  tasks_[task].fetch_add(1);
+}
+
 }  // namespace kforge::evolve::loop

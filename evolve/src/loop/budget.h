@@ -5,9 +5,11 @@
 // earlier sessions' wall time (the run log's), and its read-back evaluations count as they replay.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +72,22 @@ struct TaskUsage {
   int64_t evaluations = 0;  // screens and judgments, measured or read back
   double gpu_s = 0;         // measuring it in this process
   LlmUsage llm;
+};
+
+// The evaluation budgets as measurements start, on the GPU lanes' threads: a measurement queued
+// before a budget ran out does not start after it did, so the run and each task stop at their
+// evaluation budgets exactly (the time budgets are reached while measurements run: those running
+// then finish and count). Thread-safe.
+class EvaluationGate {
+ public:
+  EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks);
+  bool take(size_t task);   // one measurement may start (and is counted); false once one is spent
+  void count(size_t task);  // one evaluation read back from the archive
+
+ private:
+  int64_t run_limit_, task_limit_;
+  std::atomic<int64_t> run_{0};
+  std::unique_ptr<std::atomic<int64_t>[]> tasks_;
 };
 
 class Budget {

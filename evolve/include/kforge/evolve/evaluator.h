@@ -164,6 +164,7 @@ class Evaluator {
   // The GPU, when it is started after the compiles were queued (so that they overlap).
   void attach_gpu(Gpu* gpu) { gpu_ = gpu; }
   compile::Compiler& compiler() { return *compiler_; }
+  int compile_workers() const { return static_cast<int>(options_.compiler.workers); }
   const compile::DeviceFacts& facts() const { return options_.facts; }
   Gpu* gpu() { return gpu_; }
 

@@ -61,7 +61,10 @@ struct Voice {
 struct Ask {
   PromptKind kind = PromptKind::Optimize;
   std::optional<int64_t> parent, second_parent;
-  Lineage lineage;  // its generation is also the prompt's memory horizon
+  Lineage lineage;
+  // The prompt's memory horizon: this run's rows of generations before it (all of them committed
+  // when the prompt is rendered); none: the lineage's generation.
+  std::optional<int> horizon;
   int sample = 0;
 };
 
@@ -97,6 +100,7 @@ class LlmProposer {
   bool proposes_as(const std::string& model) const;
   std::string models() const;  // "openai:a x2, anthropic:b x1" or the one spec
   int ideas = 3;               // per ideas child
+  int concurrency = 4;  // requests the endpoints take at once (the loop keeps that many in flight)
   // Set before the first prepare(). A request is not sent once the run's budget is spent (its
   // proposal is `unanswered`; the loop stops on the same budget); a request takes its call from
   // the budget before it waits for the endpoint, so requests asked at once never send more calls

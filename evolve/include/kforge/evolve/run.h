@@ -43,6 +43,9 @@ struct RunConfig {
   int children = 8;           // proposals per task and generation, spread over the islands
   int judge_top = 2;  // of a generation's screened children, at most this many judged in full
   int islands = 2;
+  // Rounds a task's proposals run ahead of its oldest round not yet committed (docs/evolve.md, "The
+  // steady state"); 0: chosen at the run's start from the model's concurrency, and recorded.
+  int lookahead = 0;
   int migration_interval = 3;  // generations between migrations (each island's best to the next)
   double select_best = 0.5, select_elite = 0.3;  // the rest: a random member
   bool admit = true;                             // admission of every new best
