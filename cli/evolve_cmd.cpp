@@ -39,7 +39,7 @@ struct EvolveArgs {
   std::optional<double> batch_wait_s;
   std::optional<int64_t> resume;
   std::optional<uint64_t> seed;
-  std::optional<int> generations, jobs;
+  std::optional<int> generations, lookahead, jobs;
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
   bool no_admit = false, no_compile = false, no_max_autotune = false;
@@ -96,6 +96,7 @@ evolve::RunRequest request_of(const EvolveArgs& a) {
   r.model = a.model, r.llm_config = a.llm_config;
   r.offline = a.llm == "none";
   r.generations = a.generations;
+  r.lookahead = a.lookahead;
   r.evaluations = a.budget_evaluations;
   r.minutes = a.budget_minutes, r.target_speedup = a.target_speedup;
   r.no_admit = a.no_admit;
@@ -398,6 +399,9 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
                   "--resume goes on); default 24 h");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
+  cmd->add_option("--lookahead", a->lookahead,
+                  "Rounds a task proposes ahead of its oldest uncommitted one (0: chosen from the "
+                  "model's concurrency; 1: one generation at a time)");
   cmd->add_option("--budget-evaluations", a->budget_evaluations,
                   "Stop after this many screens and judgments");
   cmd->add_option("--budget-minutes", a->budget_minutes,

@@ -17,6 +17,7 @@ using nlohmann::json;
 // The request's numbers over the config's.
 void apply_numbers(const RunRequest& r, RunConfig& c) {
   if (r.generations) c.generations = *r.generations;
+  if (r.lookahead) c.lookahead = *r.lookahead;
   if (r.evaluations) c.evaluations = *r.evaluations;
   if (r.minutes) c.minutes = *r.minutes;
   if (r.target_speedup) c.target_speedup = *r.target_speedup;

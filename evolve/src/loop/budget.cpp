@@ -148,6 +148,10 @@ bool EvaluationGate::take(size_t task) {
   return true;
 }
 
+bool EvaluationGate::task_spent(size_t task) const {
+  return task_limit_ > 0 && tasks_[task].load() >= task_limit_;
+}
+
 void EvaluationGate::count(size_t task) {
   run_.fetch_add(1);
   tasks_[task].fetch_add(1);

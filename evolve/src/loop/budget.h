@@ -83,6 +83,7 @@ class EvaluationGate {
   EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks);
   bool take(size_t task);   // one measurement may start (and is counted); false once one is spent
   void count(size_t task);  // one evaluation read back from the archive
+  bool task_spent(size_t task) const;  // whether the task's own budget refuses (not the run's)
 
  private:
   int64_t run_limit_, task_limit_;

@@ -181,8 +181,8 @@ void Scheduler::screened(const SlotPtr& slot, size_t k, const std::string& ident
   Child& child = slot->children[k];
   if (!child.screen) {
     child.skipped = true;
-    stop_task(tasks_[slot->task],
-              task_budget_reached(slot->task).value_or(StopReason::TaskEvaluationBudget));
+    if (gate_->task_spent(slot->task))  // else the run's budget: the run stops
+      stop_task(tasks_[slot->task], StopReason::TaskEvaluationBudget);
   }
   Screening& screening = screens_[identity];
   screening.done = true;
@@ -241,8 +241,8 @@ void Scheduler::measure(size_t task, std::function<Then()> work, std::function<v
                  [this, task, work = std::move(work), refused = std::move(refused)]() -> Then {
                    if (!gate_->take(task))
                      return [this, task, refused] {
-                       stop_task(tasks_[task], task_budget_reached(task).value_or(
-                                                   StopReason::TaskEvaluationBudget));
+                       if (gate_->task_spent(task))  // else the run's budget: the run stops
+                         stop_task(tasks_[task], StopReason::TaskEvaluationBudget);
                        refused();
                      };
                    auto t0 = Clock::now();

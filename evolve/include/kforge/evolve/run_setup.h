@@ -26,7 +26,7 @@ struct RunRequest {
   std::optional<uint64_t> seed;
   std::string model, llm_config;  // one replaces the other
   bool offline = false;           // no LLM proposer, whatever the config file names
-  std::optional<int> generations;
+  std::optional<int> generations, lookahead;
   std::optional<int64_t> evaluations;
   std::optional<double> minutes, target_speedup;
   bool no_admit = false;
