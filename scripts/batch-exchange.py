@@ -41,7 +41,7 @@ from pathlib import Path
 # The folder may come from elsewhere: what it holds is checked before it is used. Ids become file
 # names, so they are kforge's own form or at least plain names (no '/', no '..', not absolute).
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")
-MAX_FILE_BYTES = 1 << 30  # kforge's own bounds (evolve/src/batch.cpp)
+MAX_FILE_BYTES = 1 << 30  # kforge's own bounds (evolve/src/llm/batch.cpp)
 MAX_LINE_BYTES = 64 << 20
 
 

@@ -30,7 +30,7 @@
 #include "test_util.h"
 // The wire's line reader, which both sides use (internal to evolve/; the fuzz targets read through
 // it).
-#include "../evolve/src/json_lines.h"
+#include "gpu/json_lines.h"
 
 namespace {
 

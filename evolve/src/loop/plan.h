@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../run_records.h"
+#include "run_records.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/run.h"
 #include "population.h"

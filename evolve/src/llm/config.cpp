@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "config_values.h"
+#include "../config_values.h"
 #include "kforge/common/secrets.h"
 
 namespace kforge::evolve {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "config_values.h"
+#include "../config_values.h"
 
 #include "kforge/common/error.h"
 #include "kforge/evolve/run.h"

@@ -17,9 +17,9 @@
 #include "kforge/compile/answer.h"
 #include "kforge/evolve/features.h"
 #include "kforge/verify/protocol.h"
-#include "loop/budget.h"
-#include "loop/proposers.h"
-#include "loop/scheduler.h"
+#include "budget.h"
+#include "proposers.h"
+#include "scheduler.h"
 #include "run_records.h"
 
 namespace kforge::evolve {
