@@ -47,6 +47,12 @@ fi
 cat "$OUT/doctor.log"
 # GpuLoop.* (the loop against the exploit corpus) adds ~2 min; KFORGE_GPU_FILTER picks tests.
 step gpu-tests 480 "$BUILD_DIR"/tests/kforge_gpu_tests --gtest_filter="${KFORGE_GPU_FILTER:-*}"
+# KFORGE_GPU_STEADY=1: `kforge evolve smoke` on this GPU against a loopback model with a 2 s median
+# (bench/evolve_steady.py --real-gpu, issue 37): wall against the model's bound, requests in flight,
+# the GPU busy figure.
+if [ "${KFORGE_GPU_STEADY:-0}" = 1 ]; then
+  step steady 240 python3 bench/evolve_steady.py --real-gpu --kforge "$BUILD_DIR"/kforge --json
+fi
 # KFORGE_GPU_EXTRAS=0: the GPU tests only (a session short of device time), none of the steps below.
 if [ "${KFORGE_GPU_EXTRAS:-1}" = 0 ]; then
   grep -E "FAIL|Failure" "$OUT"/gpu-tests.log | head -40
