@@ -68,7 +68,8 @@ std::string status_line(const evolve::TaskStatus& s) {
 // The live line, the run's budget first (a narrow terminal cuts the end):
 // "45 evals, 0:33/8:00, GPU 96% | g2 level1/softmax 1.71x eager 1.20x best 80%, 3 ok 0 failed"
 // (x eager and x best only: one line).
-std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::RunConfig& c) {
+std::string live_line(const evolve::TaskStatus& s, const evolve::LoopEvent& e,
+                      const evolve::RunConfig& c) {
   auto clock = [](double sec) {
     int t = static_cast<int>(sec);
     return std::to_string(t / 60) + ":" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60);
@@ -76,13 +77,12 @@ std::string live_line(const evolve::TaskStatus& s, const json& e, const evolve::
   std::string best = "no best yet";
   if (std::string x = short_speedups(s.baselines, s.best_ms, " "); !x.empty()) best = x;
   if (s.roofline_fraction) best += " " + fixed(100 * *s.roofline_fraction, 0) + "%";
-  double t = e.value("t", 0.0);
-  std::string evals = std::to_string(e.value("evaluations", int64_t{0})) +
-                      (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
+  double t = e.t;
+  std::string evals =
+      std::to_string(e.evaluations) + (c.evaluations ? "/" + std::to_string(c.evaluations) : "");
   std::string wall = clock(t) + (c.minutes > 0 ? "/" + clock(60 * c.minutes) : "");
-  return evals + " evals, " + wall + ", GPU " +
-         (t > 0 ? fixed(100 * e.value("gpu_s", 0.0) / t, 0) : "0") + "% | g" +
-         std::to_string(s.generation) + " " + s.task + " " + best + ", " +
+  return evals + " evals, " + wall + ", GPU " + (t > 0 ? fixed(100 * e.gpu_s / t, 0) : "0") +
+         "% | g" + std::to_string(s.generation) + " " + s.task + " " + best + ", " +
          std::to_string(s.correct) + " ok " + std::to_string(s.failed) + " failed";
 }
 
@@ -279,9 +279,9 @@ int run_evolve(const EvolveArgs& a) {
     std::cout << "  " << printable(status_line(s))
               << (s.stopped.empty() ? "" : " [" + s.stopped + "]") << std::endl;
   };
-  hooks.on_event = [&](const json& e, const evolve::TaskStatus& s) {
+  hooks.on_event = [&](const evolve::LoopEvent& e, const evolve::TaskStatus& s) {
     if (progress.on()) progress.show(live_line(s, e, config));
-    if (log) *log << e.dump() << "\n" << std::flush;
+    if (log) *log << e.to_json().dump() << "\n" << std::flush;
   };
   std::signal(SIGINT, on_interrupt);
   std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations

@@ -314,12 +314,16 @@ TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {
     hooks.stop = &stop;
     int events = 0;
     double last_t = -1;
-    hooks.on_event = [&](const json& e, const evolve::TaskStatus& st) {
+    hooks.on_event = [&](const evolve::LoopEvent& e, const evolve::TaskStatus& st) {
       EXPECT_EQ(st.task, "smoke/relu");
-      EXPECT_GE(e.at("t").get<double>(), last_t);  // the run's clock, for the throughput benchmark
-      last_t = e.at("t").get<double>();
-      EXPECT_EQ(e.at("evaluations").get<int>(), events + 1);
-      EXPECT_GE(e.at("gpu_s").get<double>(), 0.0);
+      EXPECT_EQ(e.task, "smoke/relu");
+      EXPECT_GE(e.t, last_t);  // the run's clock, for the throughput benchmark
+      last_t = e.t;
+      EXPECT_EQ(e.evaluations, events + 1);
+      EXPECT_GE(e.gpu_s, 0.0);
+      json line = e.to_json();  // the --log-json line
+      EXPECT_EQ(line.at("event"), evolve::to_string(e.kind));
+      EXPECT_EQ(line.at("evaluations").get<int64_t>(), e.evaluations);
       if (++events == 4) stop = 1;  // Ctrl-C: what is in flight finishes, nothing new starts
     };
     evolve::RunSummary r = evolve::run_evolution(small_config(), {task("smoke/relu")}, *s.evaluator,

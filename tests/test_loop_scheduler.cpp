@@ -187,8 +187,8 @@ TEST(LoopScheduler, RecordsInProposalOrderWhateverOrderScreensFinishIn) {
     return true;
   };
   std::vector<Tunables> screen_events;
-  st.hooks.on_event = [&](const json& e, const TaskStatus&) {
-    if (e.at("event") == "screen") screen_events.push_back(e.at("tunables").get<Tunables>());
+  st.hooks.on_event = [&](const LoopEvent& e, const TaskStatus&) {
+    if (e.kind == LoopEvent::Kind::Screen) screen_events.push_back(e.tunables.get<Tunables>());
   };
   std::unique_ptr<Scheduler> scheduler = st.scheduler();
   Script script(st, *scheduler, {{0, 1, 2, 3}, {4, 5, 6}, {7, 8}}, /*ahead=*/2);
@@ -233,8 +233,8 @@ TEST(LoopScheduler, ADuplicateChildIsScreenedOnce) {
   st.gpu.lanes = 2;
   const size_t a = 3, b = 5, c = 7;
   std::atomic<int> duplicates{0};
-  st.hooks.on_event = [&](const json& e, const TaskStatus&) {
-    if (e.at("event") == "duplicate") ++duplicates;
+  st.hooks.on_event = [&](const LoopEvent& e, const TaskStatus&) {
+    if (e.kind == LoopEvent::Kind::Duplicate) ++duplicates;
   };
   st.gpu.may_finish = [&](const Tunables& t) { return t != st.space[a] || duplicates > 0; };
   std::unique_ptr<Scheduler> scheduler = st.scheduler();
@@ -303,8 +303,8 @@ TEST(LoopScheduler, TheStopFlagEndsTheRunAfterTheScreenUnderWay) {
   std::atomic<int> stop{0};
   int screens = 0;
   st.hooks.stop = &stop;
-  st.hooks.on_event = [&](const json& e, const TaskStatus&) {
-    if (e.at("event") == "screen" && ++screens == 1) stop = 1;
+  st.hooks.on_event = [&](const LoopEvent& e, const TaskStatus&) {
+    if (e.kind == LoopEvent::Kind::Screen && ++screens == 1) stop = 1;
   };
   std::unique_ptr<Scheduler> scheduler = st.scheduler();
   Script script(st, *scheduler, {{0, 1, 2, 3, 4, 5}, {6, 7}}, /*ahead=*/2);
@@ -325,7 +325,7 @@ TEST(LoopScheduler, TheStopFlagEndsTheRunAfterTheScreenUnderWay) {
 struct Sink : Slots {
   std::vector<std::pair<int, Proposal>> added;  // island, proposal
   int asked = 0;
-  void event(const TaskState&, json) override {}
+  void event(const TaskState&, LoopEvent) override {}
   void spent_gpu(const TaskState&, double) override {}
   void add(Round&, int island, Proposal p) override { added.emplace_back(island, std::move(p)); }
   void ask(Round&, int, std::optional<int>, std::function<std::vector<Proposal>()>) override {

@@ -8,6 +8,7 @@
 
 #include "kforge/common/error.h"
 #include "kforge/tasks/reference_cache.h"
+#include "kforge/tasks/task.h"
 
 namespace {
 
@@ -79,6 +80,28 @@ TEST(ReferenceCache, TheProcessHasOneSharedCache) {
   EXPECT_EQ(&shared_references(), &shared_references());
   Task relu = task_computing("torch.relu(x)", "shared");
   EXPECT_EQ(shared_references().reference(relu), shared_references().reference(relu));
+}
+
+// A reference compiled elsewhere (load_task's check) is kept and handed out; one the cache has
+// already is not replaced.
+TEST(ReferenceCache, AdoptsAReferenceCompiledElsewhereOnce) {
+  ReferenceCache cache;
+  Task relu = task_computing("torch.relu(x)", "adopted");
+  cache.adopt(relu, Reference::compile(relu));
+  EXPECT_EQ(cache.size(), 1u);
+  std::shared_ptr<const Reference> kept = cache.reference(relu);
+  cache.adopt(relu, Reference::compile(relu));
+  EXPECT_EQ(cache.reference(relu), kept);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+// load_task compiles the reference to check it and leaves it in the shared cache.
+TEST(ReferenceCache, LoadTaskLeavesItsReferenceInTheSharedCache) {
+  Task t = load_task(std::string(KFORGE_SOURCE_DIR) + "/tasks/smoke/relu.toml");
+  size_t before = shared_references().size();
+  std::shared_ptr<const Reference> r = shared_references().reference(t);
+  EXPECT_EQ(shared_references().size(), before) << "reference() compiled it again";
+  EXPECT_EQ(shared_references().reference(t), r);
 }
 
 }  // namespace

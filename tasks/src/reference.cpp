@@ -1,4 +1,5 @@
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_cache.h"
 
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/api/function_impl.h>
@@ -233,7 +234,7 @@ std::string Reference::graph_text() const {
 }
 
 void validate_reference(const Task& task, std::optional<int> first_line) {
-  (void)Reference::compile(task, first_line);
+  shared_references().adopt(task, Reference::compile(task, first_line));
 }
 
 std::vector<std::string> output_names(const Task& task, size_t count) {

@@ -54,6 +54,12 @@ std::vector<OutputInfo> ReferenceCache::outputs(const Task& task) {
   return *e->outputs;
 }
 
+void ReferenceCache::adopt(const Task& task, Reference reference) {
+  std::shared_ptr<Entry> e = entry(task);
+  std::lock_guard<std::mutex> lock(e->mutex);
+  if (!e->reference) e->reference = std::make_shared<const Reference>(std::move(reference));
+}
+
 size_t ReferenceCache::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return entries_.size();

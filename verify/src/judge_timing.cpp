@@ -17,12 +17,31 @@ namespace {
 
 using parts::synchronize;
 
+// The reference's outputs a compiled package is checked against: at the inputs' precision and in
+// float64, run once for every compiled kind.
+struct ReferenceOutputs {
+  std::vector<torch::Tensor> eager, wide;
+};
+
+ReferenceOutputs reference_outputs(const tasks::Task& task, const tasks::Reference& ref,
+                                   const std::vector<torch::Tensor>& inputs) {
+  ReferenceOutputs out;
+  out.eager = parts::run_reference(task, ref, inputs, false);
+  std::vector<torch::Tensor> wide;
+  for (const torch::Tensor& t : inputs)
+    wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  out.wide = parts::run_reference(task, ref, wide, false);
+  return out;
+}
+
 // torch.compile's package of kind `kind` for the task at `inputs`' shapes (built or taken from
-// the cache), loaded, and its outputs on `inputs` compared with the reference as a candidate's
-// are: a compiled baseline that computes something else is no baseline.
+// the cache), loaded, and its outputs on `inputs` compared with the reference's (`expected`,
+// worked out on the first package that loads) as a candidate's are: a compiled baseline that
+// computes something else is no baseline.
 parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Reference& ref,
                                       const std::vector<torch::Tensor>& inputs,
-                                      const VerifyOptions& o, BaselineKind kind) {
+                                      const VerifyOptions& o, BaselineKind kind,
+                                      std::optional<ReferenceOutputs>& expected) {
   parts::CompiledBaseline out;
   CompiledPackage package = compiled_package(task, inputs, o.device, kind, o.compiled);
   out.build_s = package.build_s;
@@ -37,11 +56,9 @@ parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Refe
       tasks::MathModeGuard mode(task.allow_tf32);
       got = out.reference->run(inputs);
     }
-    std::vector<torch::Tensor> eager = parts::run_reference(task, ref, inputs, false);
-    std::vector<torch::Tensor> wide;
-    for (const torch::Tensor& t : inputs)
-      wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
-    std::vector<torch::Tensor> r64 = parts::run_reference(task, ref, wide, false);
+    if (!expected) expected = reference_outputs(task, ref, inputs);
+    const std::vector<torch::Tensor>& eager = expected->eager;
+    const std::vector<torch::Tensor>& r64 = expected->wide;
     if (got.size() != eager.size())
       throw Error("it returns " + std::to_string(got.size()) + " output(s), the reference " +
                   std::to_string(eager.size()));
@@ -66,13 +83,15 @@ parts::CompiledBaseline load_compiled(const tasks::Task& task, const tasks::Refe
   return out;
 }
 
-// Every compiled kind's package (load_compiled), loaded before any baseline is timed.
+// Every compiled kind's package (load_compiled), loaded before any baseline is timed; the
+// reference runs once for all of them.
 parts::CompiledBaselines load_compiled(const tasks::Task& task, const tasks::Reference& ref,
                                        const std::vector<torch::Tensor>& inputs,
                                        const VerifyOptions& o) {
   parts::CompiledBaselines out;
+  std::optional<ReferenceOutputs> expected;
   for (BaselineKind kind : compiled_kinds())
-    out.emplace(kind, load_compiled(task, ref, inputs, o, kind));
+    out.emplace(kind, load_compiled(task, ref, inputs, o, kind, expected));
   return out;
 }
 

@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "run_records.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/run.h"
 #include "population.h"
+#include "run_records.h"
 
 namespace kforge::evolve::loop {
 
@@ -68,7 +68,7 @@ std::mt19937_64 stream(uint64_t seed, const std::string& task, int round, int is
 class Slots {
  public:
   virtual ~Slots() = default;
-  virtual void event(const TaskState& s, nlohmann::json e) = 0;  // --log-json's lines
+  virtual void event(const TaskState& s, LoopEvent e) = 0;  // the hooks' (--log-json's lines)
   virtual void spent_gpu(const TaskState& s, double seconds) = 0;
   // A proposal compiled as it is (a tuner point, a starting kernel).
   virtual void add(Round& round, int island, Proposal p) = 0;

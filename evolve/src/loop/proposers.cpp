@@ -84,11 +84,10 @@ void ModelProposer::profile_parent(TaskState& s, int64_t id, Slots& out) {
   out.spent_gpu(s, took);
   ev_.archive().add_profile(archive::CandidateId{id}, ev_.device_id(profile.value("gpu_uuid", "")),
                             profile);
-  out.event(s, {{"event", "profile"},
-                {"task", s.task->id()},
-                {"candidate", id},
-                {"s", took},
-                {"error", profile.value("error", "")}});
+  LoopEvent e;
+  e.kind = LoopEvent::Kind::Profile;
+  e.candidate = id, e.seconds = took, e.error = profile.value("error", "");
+  out.event(s, std::move(e));
 }
 
 }  // namespace kforge::evolve::loop

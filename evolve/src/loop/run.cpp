@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "budget.h"
 #include "kforge/archive/run_log.h"
 #include "kforge/archive/winner.h"
 #include "kforge/common/files.h"
@@ -17,10 +18,9 @@
 #include "kforge/compile/answer.h"
 #include "kforge/evolve/features.h"
 #include "kforge/verify/protocol.h"
-#include "budget.h"
 #include "proposers.h"
-#include "scheduler.h"
 #include "run_records.h"
+#include "scheduler.h"
 
 namespace kforge::evolve {
 namespace {
@@ -276,19 +276,14 @@ class Loop : public Scheduler::Policy {
           return [this, c, &s, &slot, k, e = std::move(e), then] {
             ev_.record(*c, e, /*with_compile=*/false);  // its compile was recorded with it
             Judgment j = judgment_of(e);
-            scheduler_.event(
-                s, {{"event", "judge"},
-                    {"task", s.task->id()},
-                    {"generation", slot.generation},
-                    {"island", slot.island},
-                    {"candidate", slot.children[k].id},
-                    {"tunables", c->report.tunables},
-                    {"outcome", verify::to_string(j.outcome)},
-                    {"time_ms", j.time_ms ? json(*j.time_ms) : json(nullptr)},
-                    {"admitted", j.admitted},
-                    {"summary", j.summary.substr(0, 200)},
-                    {"admission",
-                     e.admission ? json(e.admission->summary.substr(0, 300)) : json(nullptr)}});
+            LoopEvent ev;
+            ev.kind = LoopEvent::Kind::Judge;
+            ev.generation = slot.generation, ev.island = slot.island;
+            ev.candidate = slot.children[k].id, ev.tunables = c->report.tunables;
+            ev.outcome = verify::to_string(j.outcome), ev.ms = j.time_ms;
+            ev.admitted = j.admitted, ev.summary = j.summary.substr(0, 200);
+            if (e.admission) ev.admission = e.admission->summary.substr(0, 300);
+            scheduler_.event(s, std::move(ev));
             then(j);
           };
         },

@@ -130,7 +130,9 @@ void Scheduler::compiled(const SlotPtr& slot, size_t k) {
   if (!child.checked.report.ok()) return resolved(slot);
   std::string identity = recorded_identity(child.checked);
   if (auto it = screens_.find(identity); it != screens_.end()) {
-    event(s, {{"event", "duplicate"}, {"task", s.task->id()}, {"identity", identity}});
+    LoopEvent e;
+    e.kind = LoopEvent::Kind::Duplicate, e.identity = identity;
+    event(s, std::move(e));
     if (!it->second.done) {
       it->second.waiting.emplace_back(slot, k);
       return;
@@ -162,15 +164,12 @@ void Scheduler::compiled(const SlotPtr& slot, size_t k) {
                  v.summary};
       child.screened_here = true;
       child.gpu_uuid = v.gpu_uuid;
-      const std::optional<double>& median = child.screen->median_ms;
-      event(s, {{"event", "screen"},
-                {"task", s.task->id()},
-                {"generation", slot->generation},
-                {"island", slot->island},
-                {"identity", identity},
-                {"tunables", child.checked.report.tunables},
-                {"outcome", verify::to_string(child.screen->outcome)},
-                {"median_ms", median ? json(*median) : json(nullptr)}});
+      LoopEvent e;
+      e.kind = LoopEvent::Kind::Screen;
+      e.generation = slot->generation, e.island = slot->island, e.identity = identity;
+      e.tunables = child.checked.report.tunables;
+      e.outcome = verify::to_string(child.screen->outcome), e.ms = child.screen->median_ms;
+      event(s, std::move(e));
       screened(slot, k, identity);
     };
   });
@@ -292,10 +291,9 @@ std::optional<StopReason> Scheduler::task_budget_reached(size_t task) {
 
 // Every event carries the run's clock and what it has spent (the --log-json lines; the throughput
 // benchmark reads them).
-void Scheduler::event(const TaskState& s, json e) {
-  e["t"] = budget_.wall_s();
-  e["gpu_s"] = budget_.gpu_s();
-  e["evaluations"] = budget_.evaluations();
+void Scheduler::event(const TaskState& s, LoopEvent e) {
+  e.task = s.task->id();
+  e.t = budget_.wall_s(), e.gpu_s = budget_.gpu_s(), e.evaluations = budget_.evaluations();
   if (hooks_.on_event) hooks_.on_event(e, s.status);
 }
 

@@ -48,7 +48,7 @@ class Scheduler : public Slots {
   void add(Round& round, int island, Proposal p) override;
   void ask(Round& round, int island, std::optional<int> repair_depth,
            std::function<std::vector<Proposal>()> job) override;
-  void event(const TaskState& s, nlohmann::json e) override;
+  void event(const TaskState& s, LoopEvent e) override;
   void spent_gpu(const TaskState& s, double seconds) override;
   // A measurement of the task (a judgment) on a GPU lane ahead of screens, counted against the
   // evaluation budgets as it starts: `work` returns what to do with its result; `refused` runs

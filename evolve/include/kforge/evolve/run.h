@@ -106,11 +106,40 @@ struct RunSummary {
   LlmSpent llm;                  // this process's requests (cached answers included)
 };
 
+// What the loop did, as LoopHooks::on_event gets it; to_json() is its --log-json line.
+struct LoopEvent {
+  enum class Kind {
+    Screen,     // a child screened on the GPU (its candidate id comes when it is recorded)
+    Judge,      // a child judged in full (and admitted, when it would be the best)
+    Profile,    // a parent's Nsight Compute profile
+    Duplicate,  // a child with the identity of one the run screened: takes its screen
+  };
+  Kind kind = Kind::Screen;
+  std::string task;
+  int generation = 0, island = 0;        // screen, judge
+  std::optional<int64_t> candidate;      // judge, profile: the archive id
+  std::string identity;                  // screen, duplicate
+  nlohmann::json tunables = nullptr;     // screen, judge
+  std::string outcome;                   // screen, judge
+  std::optional<double> ms;              // screen: its median; judge: the time
+  bool admitted = false;                 // judge
+  std::string summary;                   // judge: the verdict's (cut at 200 characters)
+  std::optional<std::string> admission;  // judge: admission's summary, when it ran (cut at 300)
+  double seconds = 0;                    // profile: how long it took
+  std::string error;                     // profile: why there is none ("" when there is)
+  // The run's wall clock, GPU time and evaluations so far, when it happened.
+  double t = 0, gpu_s = 0;
+  int64_t evaluations = 0;
+
+  nlohmann::json to_json() const;
+};
+std::string to_string(LoopEvent::Kind kind);  // "screen", "judge", "profile", "duplicate"
+
 struct LoopHooks {
   std::function<void(const TaskStatus&)> on_progress;  // after each task's generation
-  // Every screen and judgment (the --log-json lines: with the run's wall clock `t`, `gpu_s` and
-  // `evaluations` so far), with the task's status before the event counts in it.
-  std::function<void(const nlohmann::json&, const TaskStatus&)> on_event;
+  // Every screen, judgment, profile and duplicate, with the task's status before the event counts
+  // in it (the loop never prints: the command decides what to show and log).
+  std::function<void(const LoopEvent&, const TaskStatus&)> on_event;
   std::atomic<int>* stop = nullptr;  // 1: drain what is in flight and end; checked between steps
 };
 

@@ -50,7 +50,9 @@ class Reference {
   size_t output_count_ = 1;
 };
 
-// Called by load_task: compiles the reference and checks forward()'s signature.
+// Called by load_task: compiles the reference and checks forward()'s signature (errors name the
+// task file's lines), and keeps what it compiled in shared_references() (reference_cache.h), so
+// that the parts that need the reference later do not compile it again.
 void validate_reference(const Task& task, std::optional<int> first_line);
 
 // Names of a task's outputs: [[outputs]] if declared, else "out" or out0..outK.

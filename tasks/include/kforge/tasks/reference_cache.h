@@ -38,6 +38,8 @@ class ReferenceCache {
   // describe_outputs(task, reference), worked out once per task (names, dtypes and ranks do not
   // depend on the dims).
   std::vector<OutputInfo> outputs(const Task& task);
+  // Keeps `reference`, compiled from `task` elsewhere (load_task's check), unless the task has one.
+  void adopt(const Task& task, Reference reference);
   size_t size() const;
 
  private:
