@@ -10,6 +10,7 @@
 #include "archive_cmd.h"
 #include "baseline_columns.h"
 #include "commands.h"
+#include "kforge/archive/field_metrics.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/task.h"
 #include "table.h"
@@ -211,8 +212,34 @@ int top(const ArchiveOptions& a, const TopOptions& o) {
 
 struct ResultsOptions {
   std::string suite, kind;
-  bool winners = false;
+  bool winners = false, metrics_only = false;
+  size_t problems = 0;  // the metrics' denominator; 0: the suite's tasks
 };
+
+// The suite's problems: its task files in the tasks folder, or the tasks the archive has of it
+// (`rows`, one per task), whichever is more.
+size_t suite_problems(const std::string& suite, const json& rows) {
+  size_t files = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(tasks::default_tasks_root() / suite, ec))
+    files += f.path().extension() == ".toml";
+  return std::max(files, rows.size());
+}
+
+// The field's metrics (archive/field_metrics.h) over the results' rows: a task without a kernel
+// is a problem without a correct one.
+archive::FieldMetrics metrics_of(const json& rows, size_t problems) {
+  std::vector<archive::ProblemResult> results;
+  for (const auto& r : rows) {
+    archive::ProblemResult p;
+    p.task = r["task"].get<std::string>();
+    p.time_ms = time_of(r);
+    p.correct = p.time_ms.has_value();
+    p.baselines = baselines_of(r);
+    results.push_back(std::move(p));
+  }
+  return archive::field_metrics(results, problems);
+}
 
 std::string results_table(const json& rows, const std::string& kind) {
   auto num = [](const json& v, int digits, double scale = 1, const char* unit = "") {
@@ -265,10 +292,18 @@ int results(const ArchiveOptions& a, const ResultsOptions& o) {
   auto ar = open_existing(a);
   require_suite(ar, "suite", o.suite);
   json rows = ar.results(o.suite, o.kind, o.winners);
-  if (a.json)
+  archive::FieldMetrics m =
+      metrics_of(rows, o.problems ? o.problems : suite_problems(o.suite, rows));
+  if (o.metrics_only && a.json)
+    std::cout << m.to_json().dump(2) << "\n";
+  else if (a.json)
     std::cout << rows.dump(2) << "\n";
+  else if (o.metrics_only)
+    std::cout << m.to_markdown();
   else
-    std::cout << results_table(rows, o.kind);
+    std::cout << results_table(rows, o.kind) << "\nThe field's metrics (KernelBench's fast_p; "
+              << "docs/results.md):\n\n"
+              << m.to_markdown();
   return kExitOk;
 }
 
@@ -325,6 +360,13 @@ void add_archive_results(CLI::App* archive, SharedArchiveOptions a, int& exit_co
                   "only candidates made as this kind (seed, optimize, manual, ...)");
   cmd->add_flag("--winners", o->winners,
                 "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
+  cmd->add_flag("--metrics", o->metrics_only,
+                "only the field's metrics: correctness rate, fast_p (p = 0, 1, 1.5, 2) and the "
+                "geometric mean speedup against eager, torch.compile and the best baseline");
+  cmd->add_option("--problems", o->problems,
+                  "the metrics' denominator (e.g. 100 for a KernelBench level); default: the "
+                  "suite's tasks")
+      ->check(CLI::Range(size_t{1}, size_t{1000000}));
   cmd->callback([&exit_code, a, o] { exit_code = results(*a, *o); });
 }
 

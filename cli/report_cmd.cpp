@@ -7,6 +7,7 @@
 
 #include "baseline_columns.h"
 #include "commands.h"
+#include "kforge/archive/field_metrics.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/error.h"
 #include "table.h"
@@ -129,6 +130,15 @@ std::string report_markdown(const archive::RunReport& r) {
   }
   md << "\nBaselines: " << baseline_legend() << "; roofline = floor / time.\n"
      << absent_baselines(r);
+  // The field's metrics over the run's tasks (a task without a best is not correct).
+  std::vector<archive::ProblemResult> results;
+  for (const archive::RunTask& t : r.tasks)
+    results.push_back(t.best
+                          ? archive::ProblemResult{t.task, true, t.best->time_ms, t.best->baselines}
+                          : archive::ProblemResult{t.task, false, std::nullopt, {}});
+  md << "\n## The field's metrics\n\nKernelBench's correctness rate, fast_p and geometric means "
+        "over the run's tasks (docs/results.md):\n\n"
+     << archive::field_metrics(results, results.size()).to_markdown();
   md << "\n## Outcomes\n\n";
   for (const archive::RunOutcome& o : r.outcomes)
     md << "- " << o.outcome << ": " << o.count << "\n";

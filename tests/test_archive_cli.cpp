@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/field_metrics.h"
 #include "kforge/archive/run_log.h"
 #include "kforge/common/baseline.h"
 #include "test_util.h"
@@ -397,3 +398,78 @@ TEST(BaselineColumns, TheListsAndShowHaveEveryKindAndTheBest) {
 }
 
 }  // namespace
+
+// The field's metrics (archive/field_metrics.h, KernelBench's src/score.py), each figure worked
+// out by hand on BaselineArchive: both kernels take 1 ms; t/all's baselines are eager 3, scripted
+// 2.5, compile 2 and max-autotune 1.5 ms (best 1.5), t/missing's the same without max-autotune
+// (best 2).
+TEST(FieldMetrics, ArchiveResultsPrintsKernelBenchsFiguresWorkedOutByHand) {
+  BaselineArchive a;
+  ASSERT_EQ(kforge::baseline_kinds().size(), 4u) << "the figures below assume four kinds";
+  auto [rc, out] = sh("$K archive results t --metrics --json --db " + a.db);
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json m = nlohmann::json::parse(out);
+  EXPECT_EQ(m["problems"], 2);
+  EXPECT_EQ(m["correct"], 2);
+  EXPECT_DOUBLE_EQ(m["correctness"].get<double>(), 1.0);
+  const nlohmann::json& eager = m["against"]["eager"];
+  EXPECT_EQ(eager["timed"], 2);
+  for (const char* p : {"fast_0", "fast_1", "fast_1.5", "fast_2"})
+    EXPECT_DOUBLE_EQ(eager["fast_p"][p].get<double>(), 1.0) << p;  // 3x each
+  EXPECT_DOUBLE_EQ(eager["geomean_speedup_correct"].get<double>(), 3.0);
+  const nlohmann::json& compile = m["against"]["compile"];
+  EXPECT_DOUBLE_EQ(compile["fast_p"]["fast_1.5"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(compile["fast_p"]["fast_2"].get<double>(), 0.0);  // 2x is not more than 2
+  EXPECT_DOUBLE_EQ(compile["geomean_speedup_correct"].get<double>(), 2.0);
+  const nlohmann::json& best = m["against"]["best"];  // 1.5x and 2x
+  EXPECT_DOUBLE_EQ(best["fast_p"]["fast_1"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(best["fast_p"]["fast_1.5"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(best["fast_p"]["fast_2"].get<double>(), 0.0);
+  EXPECT_NEAR(best["geomean_speedup_correct"].get<double>(), std::sqrt(3.0), 1e-12);
+  EXPECT_NEAR(best["geomean_speedup_correct_and_faster"].get<double>(), std::sqrt(3.0), 1e-12);
+
+  // A level of four problems, two of which never converted: the denominator is the level's.
+  auto [rc2, out2] = sh("$K archive results t --metrics --json --problems 4 --db " + a.db);
+  ASSERT_EQ(rc2, 0) << out2;
+  nlohmann::json m4 = nlohmann::json::parse(out2);
+  EXPECT_DOUBLE_EQ(m4["correctness"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(m4["against"]["best"]["fast_p"]["fast_1.5"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(m4["against"]["eager"]["fast_p"]["fast_0"].get<double>(), 0.5);
+  EXPECT_NEAR(m4["against"]["best"]["geomean_speedup_correct"].get<double>(), std::sqrt(3.0),
+              1e-12);  // over the correct problems only
+
+  // The same over a run's tasks in `kforge report`.
+  auto [rc_report, report] = sh("$K report " + std::to_string(a.run) + " --db " + a.db);
+  ASSERT_EQ(rc_report, 0) << report;
+  EXPECT_NE(report.find("## The field's metrics"), std::string::npos) << report;
+  EXPECT_NE(report.find("| best | 2 | 100.0 % | 100.0 % | 50.0 % | 0.0 % | 1.73 | 1.73 |"),
+            std::string::npos)
+      << report;
+
+  // The table under `kforge archive results`.
+  auto [rc3, text] = sh("$K archive results t --db " + a.db);
+  ASSERT_EQ(rc3, 0) << text;
+  EXPECT_NE(text.find("Correct: 2 of 2 problems (100.0 %)."), std::string::npos) << text;
+  EXPECT_NE(text.find("| best | 2 | 100.0 % | 100.0 % | 50.0 % | 0.0 % | 1.73 | 1.73 |"),
+            std::string::npos)
+      << text;
+}
+
+// fast_p's edge cases: no problems, no correct kernel, a correct kernel without the baseline.
+TEST(FieldMetrics, EmptyLevelsAndMissingBaselinesCountAsNotFast) {
+  using kforge::archive::ProblemResult;
+  kforge::archive::FieldMetrics none = kforge::archive::field_metrics({}, 0);
+  EXPECT_EQ(none.problems, 0u);
+  EXPECT_DOUBLE_EQ(none.against.at(0).fast.at(0), 0.0);
+  ProblemResult wrong{"s/a", false, std::nullopt, {}};
+  ProblemResult no_compile{"s/b", true, 1.0, {}};
+  no_compile.baselines.set(kforge::BaselineKind::Eager, 2.0);
+  kforge::archive::FieldMetrics m = kforge::archive::field_metrics({wrong, no_compile}, 2);
+  EXPECT_EQ(m.correct, 1u);
+  EXPECT_EQ(m.against.at(0).baseline, "eager");
+  EXPECT_DOUBLE_EQ(m.against.at(0).fast.at(1), 0.5);
+  EXPECT_EQ(m.against.at(1).baseline, "compile");
+  EXPECT_EQ(m.against.at(1).timed, 0u);
+  EXPECT_DOUBLE_EQ(m.against.at(1).fast.at(0), 0.0);
+  EXPECT_DOUBLE_EQ(m.against.at(1).geomean_correct, 0.0);
+}
