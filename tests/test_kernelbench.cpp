@@ -126,6 +126,9 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   EXPECT_FALSE(std::regex_search(inplace.reference, std::regex("\\w_\\(|inplace")))
       << inplace.reference;
   tasks::Task mlp = tasks::load_task(dir.path() / "kb" / "kb_8_mlp_submodules.toml");
+  // A Model without a docstring: the summary names the problem, never nn.Module's docstring.
+  EXPECT_EQ(mlp.summary.rfind("KernelBench problem 8_MLP_Submodules.py", 0), 0u) << mlp.summary;
+  EXPECT_EQ(mlp.summary.find("Base class"), std::string::npos) << mlp.summary;
   EXPECT_EQ(mlp.inputs.back().name, "scale");
   EXPECT_EQ(mlp.inputs.back().init.text, "normal(0.0, 0.02)");  // torch.randn(features) * 0.02
   EXPECT_EQ(tasks::shape_expressions(mlp.inputs[1]), "[4 * features, features]");

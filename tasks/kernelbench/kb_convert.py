@@ -63,7 +63,10 @@ def _estimate(t):
 
 
 def _docstring(model_cls):
-    doc = inspect.getdoc(model_cls) or ""
+    # The class's own docstring only: inspect.getdoc falls back to a base class's, and every
+    # Model without one got nn.Module's ("Base class for all neural network modules").
+    own = model_cls.__dict__.get("__doc__")
+    doc = inspect.cleandoc(own) if isinstance(own, str) else ""
     line = " ".join(doc.strip().split("\n\n")[0].split()).rstrip(" .")
     if len(line) > 200:  # a summary is one line: cut at a word
         line = line[:200].rsplit(" ", 1)[0] + "..."
