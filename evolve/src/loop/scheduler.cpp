@@ -115,10 +115,10 @@ void Scheduler::answered(const SlotPtr& slot, std::vector<Proposal> got) {
     if (!stopping()) waiting_ = true;
     return;
   }
+  if (got.empty()) return resolved(slot);  // nothing to compile: the request was its last part
   slot->pending += static_cast<int>(got.size()) - 1;
   for (Proposal& p : got) slot->children.emplace_back().checked.proposal = std::move(p);
   for (size_t k = 0; k < slot->children.size(); ++k) compile(slot, k);
-  if (got.empty()) resolved(slot);
 }
 
 // A compiled child is screened: a duplicate of one this run screened (the same identity: code,
