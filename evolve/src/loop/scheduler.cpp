@@ -141,13 +141,15 @@ void Scheduler::compiled(const SlotPtr& slot, size_t k) {
     return resolved(slot);
   }
   Screening& screening = screens_[identity];
-  if (std::optional<archive::CandidateId> id = log_.find_candidate(s.task_id, identity))
+  if (std::optional<archive::CandidateId> id = log_.find_candidate(s.task_id, identity)) {
+    child.id = id->value;  // recorded before (a resumed run): record() need not look again
     if (std::optional<Screen> known = records::find_screen(log_, id->value, ev_.device_id())) {
       count_read_back(slot->task);
       screening.done = true;
       child.screen = screening.screen = *known;
       return resolved(slot);
     }
+  }
   lanes_->submit(Lane::Gpu, priority_of(*slot), [this, slot, k, identity]() -> Then {
     if (!gate_->take(slot->task)) return [this, slot, k, identity] { screened(slot, k, identity); };
     auto t0 = Clock::now();
@@ -180,8 +182,7 @@ void Scheduler::screened(const SlotPtr& slot, size_t k, const std::string& ident
   Child& child = slot->children[k];
   if (!child.screen) {
     child.skipped = true;
-    if (gate_->task_spent(slot->task))  // else the run's budget: the run stops
-      stop_task(tasks_[slot->task], StopReason::TaskEvaluationBudget);
+    refused(slot->task);
   }
   Screening& screening = screens_[identity];
   screening.done = true;
@@ -209,14 +210,17 @@ void Scheduler::advance_records() {
   advance_commits();
 }
 
-// The slot's children in the archive: each candidate found by identity (a resumed run's, a
-// duplicate's) or recorded with its compile report, and the screens measured here.
+// The slot's children in the archive: each candidate found by identity (a resumed run's, found
+// when it compiled; a duplicate's) or recorded with its compile report, and the screens measured
+// here.
 void Scheduler::record(Slot& slot) {
   TaskState& s = tasks_[slot.task];
   for (Child& child : slot.children) {
-    std::optional<archive::CandidateId> id =
-        log_.find_candidate(s.task_id, recorded_identity(child.checked));
-    child.id = id ? id->value : ev_.record(child.checked, std::nullopt);
+    if (!child.id) {
+      std::optional<archive::CandidateId> id =
+          log_.find_candidate(s.task_id, recorded_identity(child.checked));
+      child.id = id ? id->value : ev_.record(child.checked, std::nullopt);
+    }
     if (slot.repair_depth) s.population.set_repair_depth(child.id, *slot.repair_depth);
     if (child.screened_here)
       records::add_screen(log_, child.id, ev_.device_id(child.gpu_uuid), run_, *child.screen);
@@ -240,8 +244,7 @@ void Scheduler::measure(size_t task, std::function<Then()> work, std::function<v
                  [this, task, work = std::move(work), refused = std::move(refused)]() -> Then {
                    if (!gate_->take(task))
                      return [this, task, refused] {
-                       if (gate_->task_spent(task))  // else the run's budget: the run stops
-                         stop_task(tasks_[task], StopReason::TaskEvaluationBudget);
+                       this->refused(task);
                        refused();
                      };
                    auto t0 = Clock::now();
@@ -256,6 +259,12 @@ void Scheduler::measure(size_t task, std::function<Then()> work, std::function<v
 }
 
 // ---- Budgets and events ----
+
+// A measurement of the task the gate refused: the task stops when its own budget is spent (else
+// the run's is, and the run stops).
+void Scheduler::refused(size_t task) {
+  if (gate_->task_spent(task)) stop_task(tasks_[task], StopReason::TaskEvaluationBudget);
+}
 
 void Scheduler::count_read_back(size_t task) {
   budget_.count_read_back(tasks_[task].task->id());

@@ -74,6 +74,7 @@ class Scheduler : public Slots {
   void compiled(const SlotPtr& slot, size_t k);
   void screened(const SlotPtr& slot, size_t k, const std::string& identity);
   void resolved(const SlotPtr& slot);
+  void refused(size_t task);
   void advance_records();
   void record(Slot& slot);
   void advance_commits();
