@@ -58,6 +58,7 @@ class FakeGpu : public evolve::Gpu {
   nlohmann::json profile(const tasks::Task&, const evolve::Checked& c) override {
     const compile::CandidateReport& r = c.report;
     ++profiled;
+    profiled_on = std::this_thread::get_id();
     nlohmann::json kernels = nlohmann::json::array();
     for (const auto& k : r.kernels)
       kernels.push_back(
@@ -84,6 +85,7 @@ class FakeGpu : public evolve::Gpu {
   std::string driver() const override { return "fake"; }
 
   int verified = 0, screened = 0, admitted = 0, baselined = 0, profiled = 0;
+  std::thread::id profiled_on;                            // the thread of the last profile
   std::string ncu;                                        // "" : no profiler
   std::string name = "Fake GPU", uuid = "GPU-fake-0000";  // another machine: another uuid
   int busy_ms = 0;  // each screen and judgment takes this long (for the time budgets)

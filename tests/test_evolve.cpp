@@ -700,6 +700,8 @@ TEST(Evolve, ParentsAreProfiledOnceAndTheirProfileIsQuotedInTheirChildrensPrompt
     if (on) {
       EXPECT_EQ(profiles, parents) << "every parent profiled, each once";
       EXPECT_EQ(s.gpu.profiled, parents) << "a parent used again is not profiled again";
+      EXPECT_NE(s.gpu.profiled_on, std::this_thread::get_id())
+          << "profiled on the loop's thread, which then waits on the GPU";
       EXPECT_EQ(with_profile, static_cast<int>(model.prompts().size()));
       EXPECT_EQ(s.count("SELECT count(*) FROM profiles f WHERE NOT EXISTS (SELECT 1 FROM "
                         "candidate_parents p WHERE "

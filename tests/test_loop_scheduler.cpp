@@ -328,7 +328,7 @@ struct Sink : Slots {
   void event(const TaskState&, LoopEvent) override {}
   void spent_gpu(const TaskState&, double) override {}
   void add(Round&, int island, Proposal p) override { added.emplace_back(island, std::move(p)); }
-  void ask(Round&, int, std::optional<int>, std::function<std::vector<Proposal>()>) override {
+  void ask(Round&, int, std::optional<int>, std::vector<First>, std::function<Job()>) override {
     ++asked;
   }
 };

@@ -61,6 +61,7 @@ TEST(GpuLoop, CrossoverAndIdeasChildrenAreJudgedAndParentsProfiledOnce) {
   config.tasks = {"smoke/relu"};
   config.model = "openai:operators-replay";
   config.generations = 2;
+  config.lookahead = 1;  // one round at a time: generation 2 is asked once generation 1 is in
   config.children = 0;
   config.islands = 2;
   config.llm_children = 4;

@@ -72,9 +72,18 @@ class Slots {
   virtual void spent_gpu(const TaskState& s, double seconds) = 0;
   // A proposal compiled as it is (a tuner point, a starting kernel).
   virtual void add(Round& round, int island, Proposal p) = 0;
-  // A model request: `job` runs on the model's lane and returns the answer's proposals.
+  // GPU work a model request waits on (a parent's profile, which its prompt quotes): `work` runs on
+  // a GPU lane ahead of screens and returns what to do with its result (on the loop's thread). One
+  // job per key at a time: a request that needs a key already under way waits on that job.
+  struct First {
+    int64_t key = 0;
+    std::function<std::function<void()>()> work;
+  };
+  using Job = std::function<std::vector<Proposal>()>;  // a request: runs on the model's lane
+  // A model request: once every job of `first` is done, `prompt` renders it (on the loop's thread,
+  // from the archive as it is then) and gives the job that asks the model for the proposals.
   virtual void ask(Round& round, int island, std::optional<int> repair_depth,
-                   std::function<std::vector<Proposal>()> job) = 0;
+                   std::vector<First> first, std::function<Job()> prompt) = 0;
 };
 
 // One slot the loop wants written: an operator by name ("tune", or a model's prompt kind:

@@ -59,35 +59,43 @@ void ModelProposer::propose(TaskState& s, Round& round, const Want& want, Slots&
   ask.horizon = std::max(0, round.number - std::max(config_.lookahead, 1) + 1);
   if (!want.parents.empty()) ask.parent = want.parents[0];
   if (want.parents.size() > 1) ask.second_parent = want.parents[1];
+  std::vector<Slots::First> first;
   if (kind == PromptKind::Optimize || kind == PromptKind::Crossover || kind == PromptKind::Ideas)
-    for (int64_t parent : want.parents) profile_parent(s, parent, out);
+    for (int64_t parent : want.parents)
+      if (std::optional<Slots::First> f = profile_first(s, parent, out)) first.push_back(*f);
   ask.lineage = {run_, want.parents, round.number, want.island};  // how and by whom: the proposer
-  out.ask(round, want.island, want.repair_depth, llm_.prepare(ask, s.task, ev_.archive()));
+  out.ask(round, want.island, want.repair_depth, std::move(first),
+          [this, ask, task = s.task] { return llm_.prepare(ask, task, ev_.archive()); });
 }
 
-void ModelProposer::profile_parent(TaskState& s, int64_t id, Slots& out) {
+// The parent's profile, where none is recorded for this GPU's kind: measured on a GPU lane (its
+// child's request waits on it), recorded on the loop's thread.
+std::optional<Slots::First> ModelProposer::profile_first(TaskState& s, int64_t id, Slots& out) {
   Gpu* gpu = ev_.gpu();
-  if (!config_.profile || !gpu || gpu->profiler().empty()) return;
-  if (ev_.archive().profile(archive::CandidateId{id}, ev_.device_id())) return;
+  if (!config_.profile || !gpu || gpu->profiler().empty()) return std::nullopt;
+  if (ev_.archive().profile(archive::CandidateId{id}, ev_.device_id())) return std::nullopt;
   const std::vector<Member>& members = s.population.members();
   auto m =
       std::find_if(members.begin(), members.end(), [&](const Member& x) { return x.id == id; });
-  if (m == members.end()) return;
+  if (m == members.end()) return std::nullopt;
   const Family& f = *s.population.family(m->family);
   Proposal p;
   p.task = s.task;
   p.source = f.source, p.plan = f.plan, p.tunables = m->tunables;
-  Checked c = ev_.check(std::move(p));
-  auto t0 = std::chrono::steady_clock::now();
-  nlohmann::json profile = ev_.profile(c);
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.spent_gpu(s, took);
-  ev_.archive().add_profile(archive::CandidateId{id}, ev_.device_id(profile.value("gpu_uuid", "")),
-                            profile);
-  LoopEvent e;
-  e.kind = LoopEvent::Kind::Profile;
-  e.candidate = id, e.seconds = took, e.error = profile.value("error", "");
-  out.event(s, std::move(e));
+  auto work = [this, &s, &out, id, p = std::move(p)]() -> std::function<void()> {
+    auto t0 = std::chrono::steady_clock::now();
+    nlohmann::json profile = ev_.profile(ev_.check(p));
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return [this, &s, &out, id, took, profile = std::move(profile)] {
+      ev_.archive().add_profile(archive::CandidateId{id},
+                                ev_.device_id(profile.value("gpu_uuid", "")), profile);
+      LoopEvent e;
+      e.kind = LoopEvent::Kind::Profile;
+      e.candidate = id, e.seconds = took, e.error = profile.value("error", "");
+      out.event(s, std::move(e));
+    };
+  };
+  return Slots::First{id, std::move(work)};
 }
 
 }  // namespace kforge::evolve::loop

@@ -25,7 +25,7 @@ class TunerProposer : public Proposer {
 // The model's operators (prompt kinds by name): the prompt rendered now, from the archive as the
 // committed rounds left it (the memory horizon: `lookahead` rounds back), asked on the model's
 // lane. Optimize, crossover and ideas quote their parents' Nsight Compute profiles, measured first
-// where the GPU has the tool (once per parent and GPU kind; on the loop's thread).
+// where the GPU has the tool (once per parent and GPU kind, on a GPU lane: the request waits).
 class ModelProposer : public Proposer {
  public:
   ModelProposer(const RunConfig& config, Evaluator& ev, int64_t run, LlmProposer& llm)
@@ -34,7 +34,7 @@ class ModelProposer : public Proposer {
   void propose(TaskState& s, Round& round, const Want& want, Slots& out) override;
 
  private:
-  void profile_parent(TaskState& s, int64_t id, Slots& out);
+  std::optional<Slots::First> profile_first(TaskState& s, int64_t id, Slots& out);
   const RunConfig& config_;
   Evaluator& ev_;
   int64_t run_;

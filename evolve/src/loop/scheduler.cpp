@@ -80,14 +80,44 @@ void Scheduler::add(Round& round, int island, Proposal p) {
 }
 
 void Scheduler::ask(Round& round, int island, std::optional<int> repair_depth,
-                    std::function<std::vector<Proposal>()> job) {
+                    std::vector<First> first, std::function<Job()> prompt) {
   SlotPtr slot = new_slot(round, island);
   slot->from_model = true;
   slot->repair_depth = repair_depth;
-  lanes_->submit(Lane::Model, Priority::Answer, [this, slot, job = std::move(job)]() -> Then {
-    std::vector<Proposal> got = job();
-    return [this, slot, got = std::move(got)]() mutable { answered(slot, std::move(got)); };
-  });
+  auto send = [this, slot, prompt = std::move(prompt)] {
+    lanes_->submit(Lane::Model, Priority::Answer, [this, slot, job = prompt()]() -> Then {
+      std::vector<Proposal> got = job();
+      return [this, slot, got = std::move(got)]() mutable { answered(slot, std::move(got)); };
+    });
+  };
+  if (first.empty()) return send();
+  auto left = std::make_shared<size_t>(first.size());
+  for (First& f : first)
+    first_on_gpu(slot->task, std::move(f), [left, send] {
+      if (--*left == 0) send();
+    });
+}
+
+// A model request's GPU work, once per key at a time, ahead of screens (the model waits on it).
+// Not a measurement: it spends GPU time, not evaluations. The run stopping drops it (and the
+// request with it, as a request not sent).
+void Scheduler::first_on_gpu(size_t task, First first, Then then) {
+  auto [waiters, fresh] = firsts_.try_emplace(first.key);
+  waiters->second.push_back(std::move(then));
+  if (!fresh) return;
+  lanes_->submit(Lane::Gpu, Priority::Commit,
+                 [this, task, key = first.key, work = std::move(first.work)]() -> Then {
+                   auto t0 = Clock::now();
+                   Then done = work();
+                   double took = seconds_since(t0);
+                   return [this, task, key, done = std::move(done), took] {
+                     spent_gpu(tasks_[task], took);
+                     done();
+                     std::vector<Then> waiting = std::move(firsts_[key]);
+                     firsts_.erase(key);
+                     for (Then& w : waiting) w();
+                   };
+                 });
 }
 
 // ---- Running: compiles and screens as they come ----

@@ -46,8 +46,8 @@ class Scheduler : public Slots {
   RoundPtr open(size_t task, int number);  // a round to add slots to
   void submit(const RoundPtr& round);      // proposed: recorded and committed in this order
   void add(Round& round, int island, Proposal p) override;
-  void ask(Round& round, int island, std::optional<int> repair_depth,
-           std::function<std::vector<Proposal>()> job) override;
+  void ask(Round& round, int island, std::optional<int> repair_depth, std::vector<First> first,
+           std::function<Job()> prompt) override;
   void event(const TaskState& s, LoopEvent e) override;
   void spent_gpu(const TaskState& s, double seconds) override;
   // A measurement of the task (a judgment) on a GPU lane ahead of screens, counted against the
@@ -78,6 +78,7 @@ class Scheduler : public Slots {
   void advance_records();
   void record(Slot& slot);
   void advance_commits();
+  void first_on_gpu(size_t task, First first, Then then);
 
   const RunConfig& config_;
   Evaluator& ev_;
@@ -95,6 +96,7 @@ class Scheduler : public Slots {
   std::deque<RoundPtr> rounds_;  // proposed, not yet committed (in the order proposed)
   bool committing_ = false;      // the front round's judgments are under way
   bool waiting_ = false;         // a batch folder has not answered a request yet
+  std::map<int64_t, std::vector<Then>> firsts_;  // GPU work under way for requests: who waits
   // This run's screens by identity: a duplicate child takes its first's (or waits for it).
   struct Screening {
     bool done = false, skipped = false;
