@@ -11,6 +11,7 @@
 #include "baseline_columns.h"
 #include "commands.h"
 #include "kforge/archive/field_metrics.h"
+#include "kforge/archive/first_sample.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/task.h"
 #include "table.h"
@@ -292,8 +293,17 @@ int results(const ArchiveOptions& a, const ResultsOptions& o) {
   auto ar = open_existing(a);
   require_suite(ar, "suite", o.suite);
   json rows = ar.results(o.suite, o.kind, o.winners);
-  archive::FieldMetrics m =
-      metrics_of(rows, o.problems ? o.problems : suite_problems(o.suite, rows));
+  size_t problems = o.problems ? o.problems : suite_problems(o.suite, rows);
+  // The best of all attempts (of --kind, --winners), and each task's first sample, whatever the
+  // filters: the first kernel a model wrote for it, the archive's earliest.
+  archive::FieldFigures m;
+  std::vector<archive::ProblemResult> first;
+  for (const archive::FirstSample& f : archive::suite_first_samples(ar, o.suite))
+    first.push_back(f.result), m.sampled += f.candidate.has_value();
+  m.best = metrics_of(rows, problems);
+  m.first_sample = archive::field_metrics(first, problems);
+  if (!o.kind.empty()) m.best_note += " (kind " + o.kind + ")";
+  if (o.winners) m.best_note += " (winners only)";
   if (o.metrics_only && a.json)
     std::cout << m.to_json().dump(2) << "\n";
   else if (a.json)
@@ -362,7 +372,9 @@ void add_archive_results(CLI::App* archive, SharedArchiveOptions a, int& exit_co
                 "only winners: correct, admitted and unflagged (what kforge evolve keeps)");
   cmd->add_flag("--metrics", o->metrics_only,
                 "only the field's metrics: correctness rate, fast_p (p = 0, 1, 1.5, 2) and the "
-                "geometric mean speedup against eager, torch.compile and the best baseline");
+                "geometric mean speedup against eager, torch.compile and the best baseline, for "
+                "the best of all attempts and for the first sample (each task's first "
+                "model-written kernel)");
   cmd->add_option("--problems", o->problems,
                   "the metrics' denominator (e.g. 100 for a KernelBench level); default: the "
                   "suite's tasks")

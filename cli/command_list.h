@@ -40,7 +40,7 @@ inline constexpr CommandInfo kCommands[] = {
      "--worker-command (needs a GPU)"},
     {"report",
      "A run's report in markdown: per task best vs each baseline, the best baseline and roofline, "
-     "lineage, spend"},
+     "the field's metrics (best of all attempts and first sample), lineage, spend"},
     {"archive", "Browse, export and import the kernel archive"},
     {"export",
      "Write the archive's winners as a library: C++ API, PyTorch ops, Python package, tests (no "

@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "kforge/common/error.h"
+#include "kforge/common/files.h"
+#include "kforge/tasks/check.h"
 #include "kforge/tasks/kernelbench_import.h"
 #include "kforge/tasks/reference_child.h"
+#include "kforge/tasks/task.h"
 #include "kforge/verify/driver.h"
 #include "tasks_check.h"
 
@@ -62,6 +66,30 @@ class Printer : public tasks::KernelBenchObserver {
   const tasks::KernelBenchOptions& a_;
 };
 
+const std::string kDegenerate = "degenerate: ";
+
+// Adds `degenerate = [...]` (the check's findings) to a task file the import wrote, after its
+// tags, where top-level keys go; "" when done, else why not. The file must still load.
+std::string mark_degenerate(const std::string& file, const std::vector<std::string>& found) {
+  try {
+    std::optional<std::string> text = read_file(file);
+    if (!text) return "cannot read it";
+    size_t at = text->find("\ntags = ");
+    if (at == std::string::npos) return "it has no tags line";
+    at = text->find('\n', at + 1);
+    if (at == std::string::npos) return "it ends after its tags";
+    nlohmann::json list = found;  // JSON strings are TOML basic strings
+    std::string marked = text->substr(0, at + 1) + "degenerate = " +
+                         list.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + "\n" +
+                         text->substr(at + 1);
+    (void)tasks::parse_task(file, marked);
+    write_file_atomic(file, marked);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 struct ImportArgs {
   tasks::KernelBenchOptions o;
   std::string out;
@@ -94,12 +122,27 @@ int run_import(const ImportArgs& args, const fs::path& tasks_root) {
     }
   }
   int check_rc = kExitOk;
+  std::vector<std::pair<std::string, std::vector<std::string>>> degenerate;
   if (!r.written.empty()) {
     std::cout << "\n";
     CheckArgs c;
     c.specs = r.written;
     c.device = a.device;
+    c.on_checked = [&degenerate](const fs::path& file, const tasks::TaskCheck& check) {
+      std::vector<std::string> found;
+      for (const std::string& p : check.problems)
+        if (p.rfind(kDegenerate, 0) == 0) found.push_back(p.substr(kDegenerate.size()));
+      if (!found.empty()) degenerate.emplace_back(file.string(), found);
+    };
     check_rc = run_check(c, tasks_root);
+  }
+  // A degenerate task stays, marked in its file (`kforge tasks list` and `check` show it).
+  for (const auto& [file, found] : degenerate) {
+    if (std::string why = mark_degenerate(file, found); !why.empty())
+      std::cout << "could not mark " << file << " degenerate: " << why << "\n";
+    else
+      std::cout << "marked     " << file << " degenerate (" << found.size()
+                << " finding(s) above)\n";
   }
   size_t total = r.problems.size();
   std::cout

@@ -136,9 +136,17 @@ std::string report_markdown(const archive::RunReport& r) {
     results.push_back(t.best
                           ? archive::ProblemResult{t.task, true, t.best->time_ms, t.best->baselines}
                           : archive::ProblemResult{t.task, false, std::nullopt, {}});
+  // And over each task's first sample: the first kernel a model wrote for it in this run.
+  std::vector<archive::ProblemResult> first;
+  archive::FieldFigures figures;
+  for (const archive::FirstSample& f : r.first_samples)
+    first.push_back(f.result), figures.sampled += f.candidate.has_value();
+  figures.best = archive::field_metrics(results, results.size());
+  figures.first_sample = archive::field_metrics(first, results.size());
   md << "\n## The field's metrics\n\nKernelBench's correctness rate, fast_p and geometric means "
-        "over the run's tasks (docs/results.md):\n\n"
-     << archive::field_metrics(results, results.size()).to_markdown();
+        "over the run's tasks, for each task's best kernel and for the first kernel a model wrote "
+        "for it in the run (docs/results.md):\n\n"
+     << figures.to_markdown();
   md << "\n## Outcomes\n\n";
   for (const archive::RunOutcome& o : r.outcomes)
     md << "- " << o.outcome << ": " << o.count << "\n";

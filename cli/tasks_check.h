@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+namespace kforge::tasks {
+struct TaskCheck;
+}
+
 namespace kforge::cli {
 
 struct CheckArgs {
@@ -22,6 +26,8 @@ struct CheckArgs {
   bool verbose = false;
   bool force = false;
   std::optional<std::string> reference_time_limit;
+  // Called with each task file and its check (the KernelBench import marks degenerate tasks).
+  std::function<void(const std::filesystem::path&, const tasks::TaskCheck&)> on_checked;
 };
 
 // Checks the tasks (every suite under `root` when `a.specs` is empty), prints one line per task

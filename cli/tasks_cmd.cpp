@@ -65,14 +65,26 @@ std::vector<std::string> all_suites(const fs::path& root) {
   return suites;
 }
 
+// What a task file marks it degenerate for (`degenerate = [...]`), empty when it does not load.
+std::vector<std::string> marked_degenerate(const fs::path& file) {
+  try {
+    return tasks::load_task(file).degenerate;
+  } catch (const Error&) {
+    return {};  // the check says why
+  }
+}
+
 int run_list(const std::vector<std::string>& specs_in, const fs::path& root, bool as_json) {
   std::vector<std::string> specs = specs_in.empty() ? all_suites(root) : specs_in;
   std::vector<tasks::Task> ts = load_specs(specs, root);
   if (as_json) {
     ordered_json j = ordered_json::array();
     for (const auto& t : ts)
-      j.push_back(
-          {{"id", t.id()}, {"file", t.file.string()}, {"summary", t.summary}, {"tags", t.tags}});
+      j.push_back({{"id", t.id()},
+                   {"file", t.file.string()},
+                   {"summary", t.summary},
+                   {"tags", t.tags},
+                   {"degenerate", t.degenerate}});
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -82,7 +94,9 @@ int run_list(const std::vector<std::string>& specs_in, const fs::path& root, boo
     for (const auto& in : t.inputs)
       inputs +=
           (inputs.empty() ? "" : " ") + in.name + ":" + std::string(tasks::dtype_name(in.dtype));
-    table.add({t.id(), inputs, tasks::format_dims(t.dims), t.summary});
+    // A task the import found degenerate says so first (docs/task-format.md).
+    table.add({t.id(), inputs, tasks::format_dims(t.dims),
+               (t.degenerate.empty() ? "" : "[degenerate] ") + t.summary});
   }
   table.print();
   std::cout << ts.size() << " task(s)\n";
@@ -112,12 +126,24 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
   j["dims"] = t.dims;
   j["check_dims"] = t.check_dims;
   j["inputs"] = ordered_json::array();
-  for (const auto& in : t.inputs)
-    j["inputs"].push_back({{"name", in.name},
-                           {"dtype", tasks::dtype_name(in.dtype)},
-                           {"shape", tasks::shape_expressions(in)},
-                           {"timed_shape", t.shape_of(in, t.dims)},
-                           {"init", in.init.text}});
+  for (const auto& in : t.inputs) {
+    ordered_json i = {{"name", in.name},
+                      {"dtype", tasks::dtype_name(in.dtype)},
+                      {"shape", tasks::shape_expressions(in)},
+                      {"timed_shape", t.shape_of(in, t.dims)},
+                      {"init", in.init.text}};
+    if (!in.transform.empty()) {  // a computed input (docs/task-format.md)
+      i["transform"] = in.transform;
+      if (in.draw_dtype) i["draw_dtype"] = tasks::dtype_name(*in.draw_dtype);
+      i["draws"] = ordered_json::array();
+      for (const auto& d : in.draws)
+        i["draws"].push_back({{"name", d.name},
+                              {"dtype", tasks::dtype_name(d.dtype)},
+                              {"shape", tasks::shape_expressions(d)},
+                              {"init", d.init.text}});
+    }
+    j["inputs"].push_back(i);
+  }
   j["outputs"] = ordered_json::array();
   std::vector<std::string> names = tasks::output_names(t, facts.output_count);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -157,7 +183,8 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
   Table table({"", "NAME", "DTYPE", "SHAPE", "TIMED SHAPE", "INIT"});
   for (const auto& in : t.inputs)
     table.add({"input", in.name, std::string(tasks::dtype_name(in.dtype)),
-               tasks::shape_expressions(in), format_shape(t.shape_of(in, t.dims)), in.init.text});
+               tasks::shape_expressions(in), format_shape(t.shape_of(in, t.dims)),
+               tasks::values_text(in)});
   for (size_t i = 0; i < names.size(); ++i)
     table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?",
                "", outs ? format_shape((*outs)[i].sizes) : "(unknown: an op has no meta kernel)",
@@ -268,6 +295,7 @@ int run_check(const CheckArgs& a, const fs::path& root) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.clear();
     if (!c.ok()) ++failed;
+    if (a.on_checked) a.on_checked(f, c);
     if (a.json) {
       all.push_back(tasks::check_to_json(c));
       continue;
@@ -289,6 +317,8 @@ int run_check(const CheckArgs& a, const fs::path& root) {
               << shapes << std::endl;
     for (const auto& p : c.problems) std::cout << "      " << p << "\n";
     for (const auto& n : c.notes) std::cout << "      note: " << n << "\n";
+    for (const auto& d : marked_degenerate(f))
+      std::cout << "      marked degenerate: " << d << "\n";
     if (a.verbose)
       for (const auto& cr : c.configs)
         for (const auto& o : cr.outputs)

@@ -13,6 +13,7 @@
 
 #include "kforge/archive/archive.h"
 #include "kforge/archive/field_metrics.h"
+#include "kforge/archive/first_sample.h"
 #include "kforge/archive/run_log.h"
 #include "kforge/common/baseline.h"
 #include "test_util.h"
@@ -408,7 +409,12 @@ TEST(FieldMetrics, ArchiveResultsPrintsKernelBenchsFiguresWorkedOutByHand) {
   ASSERT_EQ(kforge::baseline_kinds().size(), 4u) << "the figures below assume four kinds";
   auto [rc, out] = sh("$K archive results t --metrics --json --db " + a.db);
   ASSERT_EQ(rc, 0) << out;
-  nlohmann::json m = nlohmann::json::parse(out);
+  nlohmann::json figures = nlohmann::json::parse(out);
+  // The best of all attempts; no kernel here is a model's (both are seeds): no first sample.
+  nlohmann::json m = figures["best"];
+  EXPECT_EQ(figures["first_sample"]["problems"], 2);
+  EXPECT_EQ(figures["first_sample"]["correct"], 0);
+  EXPECT_EQ(figures["first_sample"]["sampled"], 0);
   EXPECT_EQ(m["problems"], 2);
   EXPECT_EQ(m["correct"], 2);
   EXPECT_DOUBLE_EQ(m["correctness"].get<double>(), 1.0);
@@ -431,7 +437,7 @@ TEST(FieldMetrics, ArchiveResultsPrintsKernelBenchsFiguresWorkedOutByHand) {
   // A level of four problems, two of which never converted: the denominator is the level's.
   auto [rc2, out2] = sh("$K archive results t --metrics --json --problems 4 --db " + a.db);
   ASSERT_EQ(rc2, 0) << out2;
-  nlohmann::json m4 = nlohmann::json::parse(out2);
+  nlohmann::json m4 = nlohmann::json::parse(out2)["best"];
   EXPECT_DOUBLE_EQ(m4["correctness"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(m4["against"]["best"]["fast_p"]["fast_1.5"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(m4["against"]["eager"]["fast_p"]["fast_0"].get<double>(), 0.5);
@@ -442,6 +448,10 @@ TEST(FieldMetrics, ArchiveResultsPrintsKernelBenchsFiguresWorkedOutByHand) {
   auto [rc_report, report] = sh("$K report " + std::to_string(a.run) + " --db " + a.db);
   ASSERT_EQ(rc_report, 0) << report;
   EXPECT_NE(report.find("## The field's metrics"), std::string::npos) << report;
+  EXPECT_NE(report.find("**First sample (KernelBench's one-shot figure)**: no problem has a kernel "
+                        "a model wrote here."),
+            std::string::npos)
+      << report;
   EXPECT_NE(report.find("| best | 2 | 100.0 % | 100.0 % | 50.0 % | 0.0 % | 1.73 | 1.73 |"),
             std::string::npos)
       << report;
@@ -472,4 +482,238 @@ TEST(FieldMetrics, EmptyLevelsAndMissingBaselinesCountAsNotFast) {
   EXPECT_EQ(m.against.at(1).timed, 0u);
   EXPECT_DOUBLE_EQ(m.against.at(1).fast.at(0), 0.0);
   EXPECT_DOUBLE_EQ(m.against.at(1).geomean_correct, 0.0);
+}
+
+namespace {
+
+// An archive where each task's first sample (kforge/archive/first_sample.h) differs from its best,
+// all on one GPU unless said otherwise; baselines eager and compile only (best: the faster).
+//   fs/oneshot:  run 1's translate, correct 1 ms (eager 3, compile 1.2); run 2's translate wrong,
+//                then its optimize correct 0.5 ms (eager 3, compile 1.2).
+//   fs/retry:    run 1's optimize (generation 1, stored first) correct 1 ms (eager 2.5, compile
+//                2), its translate (generation 0) wrong: the first sample is the wrong one.
+//   fs/screened: a translate of no run, correct 0.5 ms (eager 4, compile 2.5); run 1's seed correct
+//                1 ms (eager 4, compile 3); its translate only screened, correct 2 ms; its
+//                optimize correct 1.6 ms (eager 4, compile 2.4): the newest evaluation with
+//                baselines on the screen's GPU; an optimize on another GPU, newer still, 0.8 ms
+//                (eager 8, compile 8), not admitted.
+//   fs/nomodel:  run 1's seed correct 1 ms and tune point 0.9 ms (eager 1.5, compile 1.5); a
+//                translate stored by hand (model "human", no run) 0.75 ms: no model-written kernel.
+struct FirstSampleArchive {
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  int64_t run1 = 0, run2 = 0;
+  std::map<std::string, int64_t> id;  // candidates by a short name
+
+  FirstSampleArchive() {
+    namespace ka = kforge::archive;
+    ka::Archive ar = ka::Archive::open(db);
+    ka::DeviceId a =
+        ar.upsert_device("GPU-a", "NVIDIA H100", "sm_90a", 132, int64_t{80} << 30, "1");
+    ka::DeviceId b =
+        ar.upsert_device("GPU-b", "NVIDIA H100", "sm_90a", 132, int64_t{80} << 30, "1");
+    run1 = ka::RunLog(ar).start(nlohmann::json::object()).value;
+    run2 = ka::RunLog(ar).start(nlohmann::json::object()).value;
+    std::map<std::string, ka::TaskId> tasks;
+    for (const char* name : {"oneshot", "retry", "screened", "nomodel"}) {
+      kforge::tasks::Task t;
+      t.suite = "fs";
+      t.name = name;
+      t.summary = name;
+      t.reference = "def forward(x: Tensor) -> Tensor:\n    return x\n";
+      t.content_hash = std::string(name) + "-v1";
+      tasks[name] = ar.upsert_task(t);
+    }
+    auto add = [&](const std::string& key, const std::string& task, std::optional<int64_t> run,
+                   int generation, const std::string& kind, const std::string& model,
+                   std::vector<ka::EvaluationRecord> evaluations) {
+      ka::NewCandidate c;
+      c.task = tasks.at(task);
+      if (run) c.run = ka::RunId{*run};
+      c.identity = "identity-" + key;
+      c.source = "__global__ void k() {} // " + key;
+      c.generation = generation;
+      c.prompt_kind = kind;
+      c.model = model;
+      id[key] = ar.add_candidate(c, std::nullopt, evaluations).value;
+    };
+    auto correct = [&](double ms, double eager, double compile, ka::DeviceId on = ka::DeviceId{}) {
+      ka::EvaluationRecord e;
+      e.device = on.value ? on : a;
+      e.outcome = "correct";
+      e.time_ms = ms;
+      e.baselines.set(kforge::BaselineKind::Eager, eager);
+      e.baselines.set(kforge::BaselineKind::Compiled, compile);
+      e.admitted = true;
+      e.harness_version = 1;
+      return e;
+    };
+    ka::EvaluationRecord wrong;
+    wrong.device = a;
+    wrong.outcome = "wrong_result";
+    wrong.harness_version = 1;
+
+    add("o1", "oneshot", run1, 0, "translate", "m", {correct(1.0, 3.0, 1.2)});
+    add("o2", "oneshot", run2, 0, "translate", "m", {wrong});
+    add("o3", "oneshot", run2, 1, "optimize", "m", {correct(0.5, 3.0, 1.2)});
+
+    add("r1", "retry", run1, 1, "optimize", "m", {correct(1.0, 2.5, 2.0)});
+    add("r2", "retry", run1, 0, "translate", "m", {wrong});
+
+    add("s0", "screened", std::nullopt, 0, "translate", "m", {correct(0.5, 4.0, 2.5)});
+    add("s1", "screened", run1, 0, "seed", "", {correct(1.0, 4.0, 3.0)});
+    add("s2", "screened", run1, 0, "translate", "m", {});
+    ka::RunLog(ar).add_screen(ka::CandidateId{id["s2"]}, a, ka::RunId{run1}, 1,
+                              {"correct", 2.0, "screened"});
+    add("s3", "screened", run1, 1, "optimize", "m", {correct(1.6, 4.0, 2.4)});
+    ka::EvaluationRecord elsewhere = correct(0.8, 8.0, 8.0, b);
+    elsewhere.admitted = false;
+    add("s4", "screened", run1, 2, "optimize", "m", {elsewhere});
+
+    add("n1", "nomodel", run1, 0, "seed", "", {correct(1.0, 1.5, 1.5)});
+    add("n2", "nomodel", run1, 1, "tune", "offline-tuner", {correct(0.9, 1.5, 1.5)});
+    add("n3", "nomodel", std::nullopt, 0, "translate", "human", {correct(0.75, 1.5, 1.5)});
+  }
+};
+
+// The text from `from` to `to` (or the end) of `out`.
+std::string section(const std::string& out, const std::string& from, const std::string& to) {
+  size_t at = out.find(from);
+  if (at == std::string::npos) return "";
+  size_t end = out.find(to, at + from.size());
+  return out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+}  // namespace
+
+// Issue 38: the first sample's figures beside the best of all attempts, worked out by hand on
+// FirstSampleArchive. Over the archive: fs/oneshot's first sample is run 1's translate (3x eager,
+// 1.2x compile and best), fs/retry's is wrong, fs/screened's is its screen (2 ms: 2x eager, 1.2x
+// compile and best, against s3's baselines), fs/nomodel has none: 2 of 4 correct.
+TEST(FieldMetrics, TheFirstSampleIsTheFirstModelWrittenKernelJudgedByHand) {
+  FirstSampleArchive a;
+  namespace ka = kforge::archive;
+  {
+    ka::Archive ar = ka::Archive::open_read_only(a.db);
+    std::vector<ka::FirstSample> first = ka::suite_first_samples(ar, "fs");
+    ASSERT_EQ(first.size(), 4u);
+    std::map<std::string, const ka::FirstSample*> by_task;
+    for (const ka::FirstSample& f : first) by_task[f.result.task] = &f;
+    const ka::FirstSample& oneshot = *by_task.at("fs/oneshot");
+    EXPECT_EQ(oneshot.candidate->value, a.id["o1"]);
+    EXPECT_EQ(oneshot.judged_by, "evaluation");
+    EXPECT_TRUE(oneshot.result.correct);
+    EXPECT_EQ(oneshot.result.time_ms, 1.0);
+    EXPECT_EQ(oneshot.result.baselines.ms(kforge::BaselineKind::Eager), 3.0);
+    const ka::FirstSample& retry = *by_task.at("fs/retry");
+    EXPECT_EQ(retry.candidate->value, a.id["r2"]) << "generation 0 before 1, whatever the ids";
+    EXPECT_EQ(retry.outcome, "wrong_result");
+    EXPECT_FALSE(retry.result.correct);
+    const ka::FirstSample& screened = *by_task.at("fs/screened");
+    EXPECT_EQ(screened.candidate->value, a.id["s2"]) << "a run's kernels before those of none";
+    EXPECT_EQ(screened.judged_by, "screen");
+    EXPECT_TRUE(screened.result.correct);
+    EXPECT_EQ(screened.result.time_ms, 2.0);
+    EXPECT_EQ(screened.result.baselines.ms(kforge::BaselineKind::Compiled), 2.4)
+        << "the newest evaluation on the screen's GPU";
+    const ka::FirstSample& nomodel = *by_task.at("fs/nomodel");
+    EXPECT_FALSE(nomodel.candidate) << "seed, tune and a human's kernel are not the model's";
+    EXPECT_FALSE(nomodel.result.correct);
+  }
+
+  auto [rc, out] = sh("$K archive results fs --metrics --json --db " + a.db);
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json m = nlohmann::json::parse(out);
+  // The best of all attempts: o3 (6x eager, 2.4x compile), r1 (2.5x, 2x), s0 (8x, 5x), n3 (2x, 2x).
+  const nlohmann::json& best = m["best"];
+  EXPECT_EQ(best["problems"], 4);
+  EXPECT_EQ(best["correct"], 4);
+  EXPECT_DOUBLE_EQ(best["against"]["eager"]["fast_p"]["fast_2"].get<double>(), 0.75);
+  EXPECT_NEAR(best["against"]["eager"]["geomean_speedup_correct"].get<double>(),
+              std::pow(6.0 * 2.5 * 8.0 * 2.0, 0.25), 1e-12);
+  EXPECT_DOUBLE_EQ(best["against"]["best"]["fast_p"]["fast_2"].get<double>(), 0.5);
+  // The first sample: o1 (3x eager, 1.2x compile and best) and s2 (2x, 1.2x); r2 wrong; none.
+  const nlohmann::json& first = m["first_sample"];
+  EXPECT_EQ(first["problems"], 4);
+  EXPECT_EQ(first["correct"], 2);
+  EXPECT_EQ(first["sampled"], 3);  // fs/nomodel has none
+  EXPECT_DOUBLE_EQ(first["correctness"].get<double>(), 0.5);
+  const nlohmann::json& eager = first["against"]["eager"];
+  EXPECT_EQ(eager["timed"], 2);
+  EXPECT_DOUBLE_EQ(eager["fast_p"]["fast_0"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(eager["fast_p"]["fast_1"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(eager["fast_p"]["fast_1.5"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(eager["fast_p"]["fast_2"].get<double>(), 0.25);  // 3x; 2x is not more than 2
+  EXPECT_NEAR(eager["geomean_speedup_correct"].get<double>(), std::sqrt(6.0), 1e-12);
+  EXPECT_NEAR(eager["geomean_speedup_correct_and_faster"].get<double>(), std::sqrt(6.0), 1e-12);
+  for (const char* against : {"compile", "best"}) {
+    const nlohmann::json& x = first["against"][against];
+    EXPECT_EQ(x["timed"], 2) << against;
+    EXPECT_DOUBLE_EQ(x["fast_p"]["fast_1"].get<double>(), 0.5) << against;
+    EXPECT_DOUBLE_EQ(x["fast_p"]["fast_1.5"].get<double>(), 0.0) << against;
+    EXPECT_NEAR(x["geomean_speedup_correct"].get<double>(), 1.2, 1e-12) << against;
+  }
+  // --problems sets both denominators; --kind filters the best, not the first sample.
+  auto [rc2, out2] =
+      sh("$K archive results fs --metrics --json --problems 8 --kind seed --db " + a.db);
+  ASSERT_EQ(rc2, 0) << out2;
+  nlohmann::json m8 = nlohmann::json::parse(out2);
+  EXPECT_EQ(m8["best"]["correct"], 2);  // s1, n1
+  EXPECT_DOUBLE_EQ(m8["first_sample"]["correctness"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(m8["first_sample"]["against"]["eager"]["fast_p"]["fast_2"].get<double>(), 0.125);
+
+  // The markdown: each table under its heading.
+  auto [rc3, text] = sh("$K archive results fs --metrics --db " + a.db);
+  ASSERT_EQ(rc3, 0) << text;
+  std::string best_md = section(text, "**Best of all attempts**", "**First sample");
+  std::string first_md =
+      section(text, "**First sample (KernelBench's one-shot figure)**", "\n\n\n");
+  EXPECT_NE(best_md.find("Correct: 4 of 4 problems (100.0 %)."), std::string::npos) << text;
+  EXPECT_NE(first_md.find("(3 of 4 problems have one)"), std::string::npos) << text;
+  EXPECT_NE(first_md.find("Correct: 2 of 4 problems (50.0 %)."), std::string::npos) << text;
+  EXPECT_NE(first_md.find("| eager | 2 | 50.0 % | 50.0 % | 50.0 % | 25.0 % | 2.45 | 2.45 |"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(first_md.find("| best | 2 | 50.0 % | 50.0 % | 0.0 % | 0.0 % | 1.20 | 1.20 |"),
+            std::string::npos)
+      << text;
+  auto [rc4, full] = sh("$K archive results fs --db " + a.db);
+  ASSERT_EQ(rc4, 0) << full;
+  EXPECT_NE(full.find("**First sample (KernelBench's one-shot figure)**"), std::string::npos)
+      << full;
+}
+
+// `kforge report`: the first sample among the run's own candidates. Run 1 is the archive's figure
+// above (its best: o1 3x, r1 2.5x, s1 4x, n2 1.67x eager); run 2 has fs/oneshot only, its first
+// kernel wrong and its best o3.
+TEST(FieldMetrics, KforgeReportPrintsTheRunsFirstSampleBesideItsBest) {
+  FirstSampleArchive a;
+  auto [rc, report] = sh("$K report " + std::to_string(a.run1) + " --db " + a.db);
+  ASSERT_EQ(rc, 0) << report;
+  std::string metrics = section(report, "## The field's metrics", "\n## ");
+  std::string best_md = section(metrics, "**Best of all attempts**", "**First sample");
+  std::string first_md = section(metrics, "**First sample (KernelBench's one-shot figure)**", "##");
+  ASSERT_FALSE(best_md.empty()) << report;
+  ASSERT_FALSE(first_md.empty()) << report;
+  EXPECT_NE(best_md.find("Correct: 4 of 4 problems (100.0 %)."), std::string::npos) << report;
+  EXPECT_NE(best_md.find("| eager | 4 | 100.0 % | 100.0 % | 100.0 % | 75.0 % |"), std::string::npos)
+      << report;
+  EXPECT_NE(first_md.find("Correct: 2 of 4 problems (50.0 %)."), std::string::npos) << report;
+  EXPECT_NE(first_md.find("| eager | 2 | 50.0 % | 50.0 % | 50.0 % | 25.0 % | 2.45 | 2.45 |"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(first_md.find("| compile | 2 | 50.0 % | 50.0 % | 0.0 % | 0.0 % | 1.20 | 1.20 |"),
+            std::string::npos)
+      << report;
+
+  auto [rc2, report2] = sh("$K report " + std::to_string(a.run2) + " --db " + a.db);
+  ASSERT_EQ(rc2, 0) << report2;
+  std::string metrics2 = section(report2, "## The field's metrics", "\n## ");
+  EXPECT_NE(section(metrics2, "**Best of all attempts**", "**First sample")
+                .find("Correct: 1 of 1 problems (100.0 %)."),
+            std::string::npos)
+      << report2;
+  EXPECT_NE(section(metrics2, "**First sample", "##").find("Correct: 0 of 1 problems (0.0 %)."),
+            std::string::npos)
+      << report2;
 }

@@ -105,6 +105,54 @@ TEST(Degenerate, JudgedOnTheLargestConfiguration) {
   EXPECT_TRUE(c.ok()) << (c.problems.empty() ? "" : c.problems[0]);
 }
 
+// Computed inputs (issue 38): the checks run on the transformed values. Summing softmax rows gives
+// 1 whatever was drawn: degenerate, though the same sum over the raw draw is not.
+TEST(Degenerate, JudgedOnTransformedInputs) {
+  std::string rows =
+      "[[inputs]]\nname = \"x\"\ndtype = \"float32\"\nshape = [\"N\", \"N\"]\n"
+      "init = \"randn\"\n";
+  TaskCheck raw = check_reference("x: Tensor", "x.sum(-1)", rows);
+  EXPECT_TRUE(raw.ok()) << (raw.problems.empty() ? "" : raw.problems[0]);
+  TaskCheck soft =
+      check_reference("x: Tensor", "x.sum(-1)", rows + "transform = \"torch.softmax(x, -1)\"\n");
+  EXPECT_TRUE(mentions(soft, "near-constant")) << (soft.problems.empty() ? "" : soft.problems[0]);
+  // A transform that fails is the task's problem, said at each configuration, not a crash.
+  TaskCheck bad = check_reference("x: Tensor", "x.sum(-1)", rows + "transform = \"x.sum(0)\"\n");
+  EXPECT_TRUE(mentions(bad, "inputs[0] (x).transform 'x.sum(0)' returns"));
+}
+
+// What holds only at the small check sizes is checked again at the timed ones (issue 38): the sum
+// of N values in [0, 1) is above 40 only for large N: the output is all zero at N = 64 alone.
+TEST(Degenerate, FindingAtCheckSizesIsCheckedAgainAtTheTimedSizes) {
+  std::string square =
+      "[[inputs]]\nname = \"x\"\ndtype = \"float32\"\nshape = [\"N\", \"N\"]\ninit = \"rand\"\n";
+  TaskCheck small =
+      check_reference("x: Tensor", "torch.relu(x.sum(0) - 40.0)", square, "N = 256", "{ N = 64 }");
+  EXPECT_TRUE(small.ok()) << (small.problems.empty() ? "" : small.problems[0]);
+  ASSERT_FALSE(small.notes.empty());
+  EXPECT_EQ(small.notes[0].rfind("not degenerate at the timed dims (N=256), so not reported: "
+                                 "output 'out' is all zero at check dims (N=64) only",
+                                 0),
+            0u)
+      << small.notes[0];
+  // A finding that holds there too says so.
+  TaskCheck both = check_reference("x: Tensor", "x * 0.0", input("x"));
+  EXPECT_TRUE(mentions(both, "all zero at check dims (N=64) and at the timed dims (N=256)"));
+  // Not checked again when asked not to: the finding stands as found.
+  static TempDir dir;
+  Task t =
+      load_task(dir.write("deg/again.toml",
+                          "name = \"again\"\nsummary = \"s\"\nreference = \"\"\"\ndef "
+                          "forward(x: Tensor):\n    return x * 0.0\n\"\"\"\n[dims]\nN = 256\n" +
+                              input("x") + "\n[check]\ndims = [{ N = 64 }]\n"));
+  CheckOptions opt;
+  opt.dims = DimsSelection::Check;
+  opt.recheck_timed_bytes = 0;
+  TaskCheck once = check_task(t, opt);
+  ASSERT_EQ(once.problems.size(), 2u);  // all zero, and x unused
+  EXPECT_EQ(once.problems[0], "degenerate: output 'out' is all zero at check dims (N=64)");
+}
+
 TEST(Degenerate, RelativeSpread) {
   EXPECT_EQ(relative_spread(torch::zeros({5})), 0.0);
   EXPECT_DOUBLE_EQ(relative_spread(torch::tensor({1.0, 2.0})), 0.5);

@@ -146,6 +146,101 @@ TEST(Generator, BoundsMayUseDims) {
   EXPECT_EQ(generate_cpu(t, 0, other, 1, 0).max().item<int64_t>(), 2);
 }
 
+// Computed inputs (issue 38): the declared transform is applied to the draw, every time.
+std::string computed(const std::string& dtype, const std::string& init,
+                     const std::string& transform, const std::string& shape = "[\"N\", \"N\"]",
+                     const std::string& extra = "") {
+  return "[[inputs]]\nname = \"x\"\ndtype = \"" + dtype + "\"\nshape = " + shape + "\ninit = \"" +
+         init + "\"\ntransform = \"" + transform + "\"\n" + extra;
+}
+
+TEST(Generator, TransformIsAppliedToTheDraw) {
+  // Rows of a softmax sum to 1, at every seed, both distributions and any size.
+  Task soft = task_with_inputs(computed("float32", "randn", "torch.softmax(x, -1)"), "N = 33");
+  for (uint64_t seed : {1, 2, 77})
+    for (int variant : {0, 1}) {
+      auto v = generate_cpu(soft, 0, soft.dims, seed, variant);
+      EXPECT_TRUE(torch::allclose(v.sum(-1), torch::ones({33}), 1e-5, 1e-5));
+      EXPECT_GT(v.min().item<float>(), 0.0f);
+    }
+  Dims other{{"N", 5}};
+  EXPECT_EQ(generate_cpu(soft, 0, other, 1, 0).sizes(), (std::vector<int64_t>{5, 5}));
+  // The draw under a transform is the draw of the same input without one (its stream is the
+  // input's): tril keeps the draw's lower triangle and zeroes the rest.
+  Task plain = task_with_inputs(input("float32", "rand", "x", "[\"N\", \"N\"]"), "N = 17");
+  Task tril = task_with_inputs(computed("float32", "rand", "torch.tril(x)"), "N = 17");
+  auto drawn = generate_cpu(plain, 0, plain.dims, 5, 0);
+  auto lower = generate_cpu(tril, 0, tril.dims, 5, 0);
+  EXPECT_TRUE(torch::equal(lower, torch::tril(drawn)));
+  EXPECT_EQ(torch::triu(lower, 1).abs().max().item<float>(), 0.0f);
+  EXPECT_TRUE(lower.is_contiguous());
+  // A transposed view comes back contiguous and symmetric.
+  Task sym = task_with_inputs(computed("float32", "randn", "(x + x.t()) / 2"), "N = 9");
+  auto s = generate_cpu(sym, 0, sym.dims, 3, 0);
+  EXPECT_TRUE(torch::equal(s, s.t()));
+  EXPECT_TRUE(generate_cpu(task_with_inputs(computed("float32", "randn", "x.t()"), "N = 9"), 0,
+                           sym.dims, 3, 0)
+                  .is_contiguous());
+}
+
+TEST(Generator, TransformReadsItsDrawsAndItsDrawDtype) {
+  // Class targets cast to float: draw_dtype int64, then -1 and +1 only (both of them).
+  Task signs = task_with_inputs(
+      "[[inputs]]\nname = \"x\"\ndtype = \"float32\"\nshape = [\"N\"]\ninit = \"randint(0, 2)\"\n"
+      "draw_dtype = \"int64\"\ntransform = \"x.float() * 2 - 1\"\n",
+      "N = 1000");
+  auto v = generate_cpu(signs, 0, signs.dims, 4, 0);
+  EXPECT_EQ(v.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(v.abs(), torch::ones({1000})));
+  EXPECT_GT((v > 0).sum().item<int64_t>(), 300);
+  EXPECT_GT((v < 0).sum().item<int64_t>(), 300);
+  // A 0-dim scale drawn beside the input: one number per draw, from a stream of its own (the
+  // input's own draw is unchanged), and new at every seed.
+  std::string scaled =
+      computed("float32", "rand", "x * scale", "[\"N\"]",
+               "[[inputs.draws]]\nname = \"scale\"\nshape = []\ninit = \"uniform(2, 3)\"\n");
+  Task t = task_with_inputs(scaled, "N = 64");
+  Task unscaled = task_with_inputs(input("float32", "rand"), "N = 64");
+  for (uint64_t seed : {1, 2}) {
+    auto x = generate_cpu(unscaled, 0, unscaled.dims, seed, 0);
+    auto y = generate_cpu(t, 0, t.dims, seed, 0);
+    auto ratio = (y / x).to(torch::kFloat64);
+    double scale = ratio.mean().item<double>();
+    EXPECT_GE(scale, 2.0);
+    EXPECT_LT(scale, 3.0);
+    EXPECT_LT((ratio - scale).abs().max().item<double>(), 1e-5);  // one scale for all
+  }
+  EXPECT_FALSE(
+      torch::equal(generate_cpu(t, 0, t.dims, 1, 0) / generate_cpu(unscaled, 0, t.dims, 1, 0),
+                   generate_cpu(t, 0, t.dims, 2, 0) / generate_cpu(unscaled, 0, t.dims, 2, 0)));
+}
+
+TEST(Generator, HalfPrecisionTransformRunsInFloat32) {
+  // The draw is given as float32 (its values before rounding); the result is rounded once.
+  Task f32 = task_with_inputs(computed("float32", "randn", "torch.softmax(x, -1)"), "N = 40");
+  Task f16 = task_with_inputs(computed("float16", "randn", "torch.softmax(x, -1)"), "N = 40");
+  auto a = generate_cpu(f32, 0, f32.dims, 9, 0).to(torch::kFloat16);
+  auto b = generate_cpu(f16, 0, f16.dims, 9, 0);
+  EXPECT_EQ(b.scalar_type(), torch::kFloat16);
+  EXPECT_TRUE(torch::equal(a, b));
+}
+
+TEST(Generator, TransformOfTheWrongShapeOrDtypeIsTheTasksError) {
+  for (const char* transform : {"x.sum(0)", "x.double()", "torch.ones([3])"}) {
+    SCOPED_TRACE(transform);
+    Task t = task_with_inputs(computed("float32", "randn", transform), "N = 4");
+    try {
+      generate_cpu(t, 0, t.dims, 1, 0);
+      ADD_FAILURE() << "drew an input the task does not declare";
+    } catch (const kforge::UsageError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find(t.file.string()), std::string::npos) << msg;
+      EXPECT_NE(msg.find("inputs[0] (x).transform"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("the input is float32 [4, 4]"), std::string::npos) << msg;
+    }
+  }
+}
+
 TEST(Generator, HalfPrecisionIsRoundedFromFloat32) {
   Task f32 = task_with_inputs(input("float32", "randn"), "N = 1000");
   Task f16 = task_with_inputs(input("float16", "randn"), "N = 1000");

@@ -9,6 +9,8 @@
 #include "kforge/common/strings.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/evolve/prompt.h"
+#include "kforge/tasks/check.h"
+#include "kforge/tasks/reference.h"
 #include "test_util.h"
 
 namespace {
@@ -234,6 +236,194 @@ TEST(Prompt, DimsFollowTheShapesNotTheAlphabet) {
       << p.substr(0, 900);
   EXPECT_NE(p.find("handle exactly: M=1, K=1, N=1; M=37, K=1000, N=61"), std::string::npos);
   EXPECT_EQ(p.find("K=8192, M=2048"), std::string::npos);
+}
+
+// A hand-written convolution: dims named out of alphabetical order, and timed inputs (50 MB) past
+// what kforge runs on the CPU for a shape, so the output's sizes come without a run (the meta
+// device, or LibTorch's shape functions where it lacks a convolution).
+std::string conv_task(const std::string& outputs = "") {
+  return R"(name = "conv_relu"
+summary = "A 3x3 convolution and a ReLU"
+reference = """
+def forward(x: Tensor, w: Tensor) -> Tensor:
+    return torch.relu(F.conv2d(x, w))
+"""
+
+[dims]
+N = 256
+C_in = 3
+H = 128
+W = 128
+C_out = 64
+
+[[inputs]]
+name = "x"
+dtype = "float32"
+shape = ["N", "C_in", "H", "W"]
+init = "randn"
+
+[[inputs]]
+name = "w"
+dtype = "float32"
+shape = ["C_out", "C_in", 3, 3]
+init = "randn"
+
+[check]
+dims = [{ N = 1, C_in = 1, H = 3, W = 3, C_out = 1 }, { N = 3, C_in = 2, H = 17, W = 9, C_out = 5 }]
+)" + outputs;
+}
+
+// Issue 38: every output's shape at the timed sizes, not its rank; dims in the shapes' order.
+TEST(Prompt, OutputsShowTheirShapeAtTheTimedSizes) {
+  TempDir dir;
+  auto t = kforge::tasks::load_task(dir.write("hand/conv_relu.toml", conv_task()));
+  Fixture f{t, kforge::tasks::Reference::compile(t)};
+  std::string p =
+      render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(f));
+  EXPECT_NE(p.find("Inputs and outputs at the timed sizes (N=256, C_in=3, H=128, W=128, "
+                   "C_out=64):\n"
+                   "- input `x`: float32 [256, 3, 128, 128] (shape [N, C_in, H, W]), values randn\n"
+                   "- input `w`: float32 [64, 3, 3, 3] (shape [C_out, C_in, 3, 3]), values randn\n"
+                   "- output `out`: float32 [256, 64, 126, 126]\n"),
+            std::string::npos)
+      << p.substr(p.find("Inputs and outputs"), 600);
+  EXPECT_NE(p.find("handle exactly: N=1, C_in=1, H=3, W=3, C_out=1; N=3, C_in=2, H=17, W=9, "
+                   "C_out=5"),
+            std::string::npos);
+  EXPECT_EQ(p.find("(rank"), std::string::npos);
+  EXPECT_EQ(p.find("C_in=3, C_out=64"), std::string::npos) << "not alphabetical";
+
+  // A declared shape is shown beside the sizes...
+  TempDir dir2;
+  t = kforge::tasks::load_task(dir2.write(
+      "hand/conv_relu.toml",
+      conv_task(
+          "\n[[outputs]]\nname = \"y\"\nshape = [\"N\", \"C_out\", \"H - 2\", \"W - 2\"]\n")));
+  Fixture declared{t, kforge::tasks::Reference::compile(t)};
+  p = render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(declared));
+  EXPECT_NE(p.find("- output `y`: float32 [256, 64, 126, 126] (shape [N, C_out, H - 2, W - 2])\n"),
+            std::string::npos)
+      << p.substr(p.find("Inputs and outputs"), 600);
+  // ...and `tasks check` holds it to the reference.
+  TempDir dir3;
+  t = kforge::tasks::load_task(dir3.write(
+      "hand/conv_relu.toml",
+      conv_task(
+          "\n[[outputs]]\nname = \"y\"\nshape = [\"N\", \"C_out\", \"H - 1\", \"W - 2\"]\n")));
+  kforge::tasks::CheckOptions opt;
+  opt.dims = kforge::tasks::DimsSelection::Check;
+  kforge::tasks::TaskCheck c = kforge::tasks::check_task(t, opt);
+  std::string problems = kforge::join(c.problems, "\n");
+  EXPECT_NE(problems.find("output 'y' has shape [3, 5, 15, 7] at check dims (C_in=2, C_out=5, "
+                          "H=17, N=3, W=9) but the task declares [N, C_out, H - 1, W - 2] = "
+                          "[3, 5, 16, 7]"),
+            std::string::npos)
+      << problems;
+  // A wrong declaration is not repeated to the model: the reference's sizes are.
+  Fixture wrong{t, kforge::tasks::Reference::compile(t)};
+  p = render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(wrong));
+  EXPECT_NE(p.find("- output `y`: float32 [256, 64, 126, 126]\n"), std::string::npos);
+}
+
+// How the sizes are found without a GPU: the meta device; LibTorch's shape functions, held to the
+// reference's own outputs at the check sizes; the CPU where the inputs are small.
+// Issue 38: a computed input (a draw, then a transform the harness applies) is said whole: a model
+// told only "values randn" would not know its rows sum to 1.
+TEST(Prompt, AComputedInputIsShownWithItsTransform) {
+  TempDir dir;
+  auto t = kforge::tasks::load_task(dir.write("hand/row_sums.toml", R"toml(name = "row_sums"
+summary = "Sum of each row of a row-stochastic matrix, scaled"
+reference = """
+def forward(p: Tensor) -> Tensor:
+    return p.sum(-1) * 2.0
+"""
+
+[dims]
+B = 64
+N = 32
+
+[[inputs]]
+name = "p"
+dtype = "float32"
+shape = ["B", "N"]
+init = "randn"
+transform = "torch.softmax(p, -1)"
+
+[check]
+dims = [{ B = 1, N = 1 }, { B = 3, N = 17 }]
+)toml"));
+  Fixture f{t, kforge::tasks::Reference::compile(t)};
+  std::string p =
+      render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::Translate, inputs(f));
+  EXPECT_NE(p.find("- input `p`: float32 [64, 32] (shape [B, N]), values randn, then "
+                   "torch.softmax(p, -1)\n"),
+            std::string::npos)
+      << p.substr(p.find("Inputs and outputs"), 400);
+}
+
+TEST(Prompt, OutputShapesAreKnownWithoutAGpu) {
+  TempDir dir;
+  auto shapes_of = [&](const std::string& name, const std::string& text) {
+    auto t = kforge::tasks::load_task(dir.write("hand/" + name + ".toml", text));
+    auto ref = kforge::tasks::Reference::compile(t);
+    std::optional<std::vector<kforge::tasks::TensorShape>> s =
+        kforge::tasks::known_output_shapes(t, ref, t.dims);
+    return s ? s->at(0).sizes : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(shapes_of("conv_relu", conv_task()), (std::vector<int64_t>{256, 64, 126, 126}));
+  // group_norm: small inputs run on the CPU.
+  std::string norm = R"(name = "conv_norm"
+summary = "s"
+reference = """
+def forward(x: Tensor, w: Tensor) -> Tensor:
+    return F.group_norm(F.conv3d(x, w), 4)
+"""
+[dims]
+B = 4
+C = 3
+D = 8
+K = 16
+[[inputs]]
+name = "x"
+dtype = "float32"
+shape = ["B", "C", "D", "D", "D"]
+init = "randn"
+[[inputs]]
+name = "w"
+dtype = "float32"
+shape = ["K", "C", 3, 3, 3]
+init = "randn"
+[check]
+dims = [{ B = 1, C = 1, D = 3, K = 4 }]
+)";
+  EXPECT_EQ(shapes_of("conv_norm", norm), (std::vector<int64_t>{4, 16, 6, 6, 6}));
+  // Worked out once: the same answer again.
+  EXPECT_EQ(shapes_of("conv_norm", norm), (std::vector<int64_t>{4, 16, 6, 6, 6}));
+  // Inputs of 134 MB, past the CPU's bound: the shape functions, group_norm keeping its input's.
+  std::string large = norm;
+  large.replace(large.find("B = 4\nC = 3\nD = 8"), 17, "B = 64\nC = 16\nD = 32");
+  large.replace(large.find("\"conv_norm\""), 11, "\"conv_norm_large\"");
+  EXPECT_EQ(shapes_of("conv_norm_large", large), (std::vector<int64_t>{64, 16, 30, 30, 30}));
+}
+
+// The evidence a repair quotes names the dims in the shapes' order too (JSON keeps them by name).
+TEST(Prompt, FailureEvidenceListsDimsInShapeOrder) {
+  TempDir dir;
+  Fixture f = Fixture::load("level1/matmul_rect");
+  auto ar = kforge::archive::Archive::open((dir.path() / "a.db").string());
+  kforge::archive::EvaluationRecord wrong;
+  wrong.outcome = "wrong_result";
+  wrong.evidence = {{"where", {{"dims", {{"K", 1000}, {"M", 37}, {"N", 61}}}, {"seed", 5}}},
+                    {"max_abs_error", 0.5}};
+  PromptInputs in = inputs(f, &ar);
+  in.parent = add_kernel(ar, ar.upsert_task(f.task), "matmul_parent", wrong);
+  std::string fix =
+      render_prompt(PromptTemplates::load(prompts_dir()), PromptKind::RepairWrong, in);
+  EXPECT_NE(
+      fix.find(
+          R"(- wrong_result: {"max_abs_error":0.5,"where":{"dims":{"M":37,"K":1000,"N":61},"seed":5}})"),
+      std::string::npos)
+      << fix.substr(fix.find("## The evidence"), 300);
 }
 
 // The facts of an H200 as kforge reads and measures them (numbers as the GPU machine gives them).

@@ -67,6 +67,7 @@ reference =)");
 name = "y"
 dtype = "float32"
 tolerance = 1e-3
+shape = ["N - 2"]
 )";
   auto t = load_task(dir.write("s/t.toml", text));
   EXPECT_TRUE(t.deterministic);
@@ -76,7 +77,61 @@ tolerance = 1e-3
   ASSERT_EQ(t.outputs.size(), 1u);
   EXPECT_EQ(t.outputs[0].name, "y");
   EXPECT_DOUBLE_EQ(*t.outputs[0].tolerance, 1e-3);
+  ASSERT_EQ(t.outputs[0].shape.size(), 1u);
+  EXPECT_EQ(t.outputs[0].shape[0].eval_int(t.dims), 62);
   EXPECT_EQ(t.tags.size(), 2u);
+}
+
+// Computed inputs (docs/task-format.md, issue 38): a transform, the draw's own dtype and further
+// draws are read as written.
+TEST(TaskLoader, ComputedInputs) {
+  TempDir dir;
+  std::string text = replace(valid_task(), "reference = \"\"\"\ndef forward(x: Tensor)",
+                             "reference = \"\"\"\ndef forward(x: Tensor, t: Tensor)");
+  text = replace(text, "init = \"randn\"\n", R"toml(init = "randn"
+transform = "  (x * scale).softmax(dim=-1) + F.relu(offset)  "
+[[inputs.draws]]
+name = "scale"
+shape = []
+init = "rand"
+[[inputs.draws]]
+name = "offset"
+dtype = "float64"
+shape = ["2 * N"]
+init = "normal(0, 0.5)"
+
+[[inputs]]
+name = "t"
+dtype = "float32"
+shape = ["N"]
+init = "randint(0, 2)"
+draw_dtype = "int64"
+transform = "t.float() * 2 - 1"
+)toml");
+  auto t = load_task(dir.write("s/t.toml", text));
+  ASSERT_EQ(t.inputs.size(), 2u);
+  const auto& x = t.inputs[0];
+  EXPECT_EQ(x.transform, "(x * scale).softmax(dim=-1) + F.relu(offset)");  // trimmed
+  EXPECT_FALSE(x.draw_dtype.has_value());
+  ASSERT_EQ(x.draws.size(), 2u);
+  EXPECT_EQ(x.draws[0].name, "scale");
+  EXPECT_EQ(x.draws[0].dtype, Dtype::Float32);  // the input's, by default
+  EXPECT_TRUE(x.draws[0].shape.empty());
+  EXPECT_EQ(x.draws[0].init.kind, InitKind::Rand);
+  EXPECT_EQ(x.draws[1].dtype, Dtype::Float64);
+  EXPECT_EQ(x.draws[1].shape.at(0).eval_int(t.dims), 128);
+  EXPECT_EQ(x.draws[1].init.kind, InitKind::Normal);
+  const auto& targets = t.inputs[1];
+  EXPECT_EQ(targets.dtype, Dtype::Float32);
+  EXPECT_EQ(targets.draw_dtype, Dtype::Int64);
+  EXPECT_EQ(targets.drawn_dtype(), Dtype::Int64);
+  EXPECT_EQ(targets.init.kind, InitKind::Randint);  // randint: it draws int64
+  EXPECT_EQ(kforge::tasks::values_text(targets), "randint(0, 2) (int64), then t.float() * 2 - 1");
+  EXPECT_EQ(kforge::tasks::values_text(x),
+            "randn, then (x * scale).softmax(dim=-1) + F.relu(offset) (scale: rand float32 []; "
+            "offset: normal(0, 0.5) float64 [2 * N])");
+  // Draws are not inputs: their bytes do not count.
+  EXPECT_EQ(t.input_bytes(t.dims), 2 * 64 * 4);
 }
 
 std::string repeat(const std::string& s, int n) {
@@ -153,6 +208,9 @@ std::vector<Malformed> malformed_cases() {
        "outputs", "declares 2 output(s) but forward() returns 1", 0},
       {"tolerance out of range", v + "\n[[outputs]]\nname = \"a\"\ntolerance = 2.0\n",
        "outputs[0].tolerance", "must be in (0, 1)", 22},
+      {"output shape names an undefined dim",
+       v + "\n[[outputs]]\nname = \"a\"\nshape = [\"N\", \"M\"]\n", "outputs[0].shape[1]",
+       "'M' is not a dim", 22},
       {"bool with randn", replace(replace(v, "\"float32\"", "\"bool\""), "\"randn\"", "\"randn\""),
        "inputs[0] (x).init", "cannot draw bool", 15},
       {"shape evaluates to zero", replace(v, "[\"N\"]", "[\"N - 1\"]"), "inputs[0] (x).shape[0]",
@@ -185,6 +243,68 @@ std::vector<Malformed> malformed_cases() {
       {"reference nested 100 deep",
        replace(v, "torch.relu(x)", std::string(100, '(') + "torch.relu(x)" + std::string(100, ')')),
        "reference", "brackets nested more than 32 levels deep", 5},
+      // Computed inputs (issue 38): a transform over the draws, compiled when the file loads.
+      {"transform does not compile",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = \"torch.softmax(x,\""),
+       "inputs[0] (x).transform", "does not compile as TorchScript", 16},
+      {"transform reads an undeclared draw",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = \"x * scale\""),
+       "inputs[0] (x).transform", "scale", 16},
+      {"transform that returns no Tensor",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = \"x.sum().item()\""),
+       "inputs[0] (x).transform", "does not compile as TorchScript", 16},
+      {"transform not a string", replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = 3"),
+       "inputs[0] (x).transform", "must be a string", 16},
+      {"transform over two lines",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = \"x\\n* 2\""),
+       "inputs[0] (x).transform", "must be one line", 16},
+      {"transform of 1201 characters",
+       replace(v, "init = \"randn\"",
+               "init = \"randn\"\ntransform = \"x" + repeat(" + x", 300) + "\""),
+       "inputs[0] (x).transform", "1201 characters; a transform may have at most 1000", 16},
+      {"unknown F. function in a transform",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ntransform = \"F.frobnicate(x)\""),
+       "inputs[0] (x).transform", "F.frobnicate is not in", 16},
+      {"draw_dtype without a transform",
+       replace(v, "init = \"randn\"", "init = \"randn\"\ndraw_dtype = \"int64\""),
+       "inputs[0] (x).draw_dtype", "only a computed input", 16},
+      {"draws without a transform",
+       replace(v, "init = \"randn\"",
+               "init = \"randn\"\n[[inputs.draws]]\nname = \"s\"\nshape = []\ninit = \"rand\""),
+       "inputs[0] (x).draws", "only a computed input", 0},
+      {"init that cannot draw the draw_dtype",
+       replace(v, "init = \"randn\"",
+               "init = \"randn\"\ndraw_dtype = \"int64\"\ntransform = \"x.float()\""),
+       "inputs[0] (x).init", "cannot draw int64", 15},
+      {"draw named as its input",
+       replace(
+           v, "init = \"randn\"",
+           "init = \"randn\"\ntransform = \"x * 2\"\n[[inputs.draws]]\nname = \"x\"\nshape = []\n"
+           "init = \"rand\""),
+       "inputs[0] (x).draws[0] (x).name", "is taken", 18},
+      {"unknown draw key",
+       replace(
+           v, "init = \"randn\"",
+           "init = \"randn\"\ntransform = \"x * s\"\n[[inputs.draws]]\nname = \"s\"\nshape = []\n"
+           "init = \"rand\"\nlayout = \"nchw\""),
+       "inputs[0] (x).draws[0] (s).layout", "unknown key", 21},
+      {"draw shape names an undefined dim",
+       replace(v, "init = \"randn\"",
+               "init = \"randn\"\ntransform = \"x * s\"\n[[inputs.draws]]\nname = \"s\"\nshape = "
+               "[\"M\"]\n"
+               "init = \"rand\""),
+       "inputs[0] (x).draws[0] (s).shape[0]", "'M' is not a dim", 19},
+      {"draw init bounds reversed",
+       replace(
+           v, "init = \"randn\"",
+           "init = \"randn\"\ntransform = \"x * s\"\n[[inputs.draws]]\nname = \"s\"\nshape = []\n"
+           "init = \"uniform(1, 0)\""),
+       "inputs[0] (x).draws[0] (s).init", "lo must be below hi", 20},
+      {"nine draws",
+       replace(v, "init = \"randn\"",
+               "init = \"randn\"\ntransform = \"x\"\n" +
+                   repeat("[[inputs.draws]]\nname = \"s\"\nshape = []\ninit = \"rand\"\n", 9)),
+       "inputs[0] (x).draws", "9 draws; an input may have at most 8", 0},
       {"reference of 2000 lines",
        replace(v, "    return torch.relu(x)",
                repeat("    x = x + 1\n", 2000) + "    return torch.relu(x)"),

@@ -91,4 +91,19 @@ std::string FieldMetrics::to_markdown() const {
   return out.str();
 }
 
+nlohmann::json FieldFigures::to_json() const {
+  nlohmann::json first = first_sample.to_json();
+  first["sampled"] = sampled;
+  return {{"best", best.to_json()}, {"first_sample", first}};
+}
+
+std::string FieldFigures::to_markdown() const {
+  std::string out = "**Best of all attempts**" + best_note + "\n\n" + best.to_markdown() +
+                    "\n**First sample (KernelBench's one-shot figure)**: ";
+  if (sampled == 0) return out + "no problem has a kernel a model wrote here.\n";
+  return out + "each problem's first kernel a model wrote (" + std::to_string(sampled) + " of " +
+         std::to_string(first_sample.problems) + " problems have one)\n\n" +
+         first_sample.to_markdown();
+}
+
 }  // namespace kforge::archive

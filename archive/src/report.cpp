@@ -106,6 +106,7 @@ std::optional<RunReport> run_report(Archive& ar, RunId run) {
   if (r.run.is_null()) return std::nullopt;
   Database& db = detail::database_of(ar);
   r.tasks = run_tasks(db, run);
+  r.first_samples = run_first_samples(ar, run);
   r.outcomes = run_outcomes(db, run);
   r.proposers = run_proposers(db, run);
   Statement last = db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");

@@ -15,6 +15,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/tasks/generator.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/transform.h"
 #include "kforge/verify/outcome.h"
 
 namespace kforge::exporter {
@@ -216,6 +217,14 @@ json task_entry(const Op& op, const std::string& version) {
       for (const Expr& e : in.shape) shape.push_back(e.text());
       inputs.push_back(
           {{"name", t.name}, {"dtype", std::string(tasks::dtype_name(t.dtype))}, {"shape", shape}});
+      if (!in.transform.empty())  // a computed input: the package's tests apply it as kforge does
+        inputs.back()["transform"] = {
+            {"text", in.transform},
+            {"draw_dtype", std::string(tasks::dtype_name(in.drawn_dtype()))},
+            {"function", "kforge_input_transform"},
+            {"torchscript", tasks::prelude_source() +
+                                tasks::rewrite_functional(tasks::transform_function(in),
+                                                          task.file.string(), std::nullopt)}};
     } else if (t.role == compile::TensorRole::Output) {
       json shape = nullptr;  // unknown for a fallback whose outputs fit no expression
       if (out_index < op.output_shapes.size()) {
@@ -236,9 +245,17 @@ json task_entry(const Op& op, const std::string& version) {
   json config_list = json::array();
   for (size_t c = 0; c < configs.size(); ++c) {
     json ins = json::array();
-    for (const tasks::InputSpec& in : task.inputs)
+    for (const tasks::InputSpec& in : task.inputs) {
       ins.push_back({{"shape", task.shape_of(in, configs[c])},
-                     {"init", init_json(in.init, in.dtype, configs[c])}});
+                     {"init", init_json(in.init, in.drawn_dtype(), configs[c])}});
+      if (in.transform.empty()) continue;
+      json draws = json::array();
+      for (const tasks::InputSpec& d : in.draws)
+        draws.push_back({{"dtype", std::string(tasks::dtype_name(d.dtype))},
+                         {"shape", task.shape_of(d, configs[c])},
+                         {"init", init_json(d.init, d.dtype, configs[c])}});
+      ins.back()["draws"] = draws;
+    }
     config_list.push_back(
         {{"dims", configs[c]}, {"timed", c + 1 == configs.size()}, {"inputs", ins}});
   }

@@ -43,11 +43,17 @@ class Decl:
     def __init__(self, name, dtype, shape, init, qualname=None, scalar=False):
         self.name, self.dtype, self.shape, self.init, self.qualname = name, dtype, shape, init, qualname
         self.scalar = scalar  # the Model takes a Python float here
+        # A computed input (kb_inputs.py): its own draw's dtype when not `dtype`, its further draws
+        # (Decls), its transform (compiled) and the transform's text.
+        self.draw_dtype, self.draws, self.transform, self.transform_text, self.computed = None, [], None, None, None
 
     def shape_at(self, vals):
         return [e_eval(e, vals) for e in self.shape]
 
-    def draw(self, vals, gen):
+    def draw(self, vals, gen, dtype=None):
+        if self.transform is not None and dtype is None:  # drawn, then computed, as kforge does
+            own = self.draw(vals, gen, self.draw_dtype or self.dtype)
+            return self.transform(own, *[e.draw(vals, gen, e.dtype) for e in self.draws])
         shape = self.shape_at(vals)
         kind, params = self.init
         p = [x.value(vals) for x in params]
@@ -65,7 +71,7 @@ class Decl:
             t = torch.rand(shape, generator=gen) < p[0]
         else:
             raise Unconvertible(f"input '{self.name}': no way to draw '{kind}'")
-        return t.to(self.dtype)
+        return t.to(dtype or self.dtype)
 
 
 def _flat(out):

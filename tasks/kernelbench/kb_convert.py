@@ -10,12 +10,15 @@ import torch
 import torch.fx
 
 import kb_check
+import kb_compat
+import kb_inputs
 import kb_modules
 import kb_sizes
 import kb_toml
+import kb_trace
 from kb_check import DTYPES, ConfigFailed, Decl, Real, first_line
 from kb_emit import Emitter
-from kb_load import HYPERPARAMETER, Sym, Unconvertible, e_dims, parse_problem, run_module
+from kb_load import HYPERPARAMETER, Sym, Unconvertible, e_dims, e_eval, parse_problem, run_module
 from kb_record import Recorder
 
 CPU_CHECK_BYTES = 64 << 20     # configurations the CPU checks: inputs and parameters at most this
@@ -47,6 +50,17 @@ def _init_of_draw(d, what, param):
     if d.kind in ("randn", "rand"):
         return (d.kind, [])
     return (d.kind, [Real.of(p) for p in d.params])
+
+
+def _plain_init(rec, t):
+    """The init of a tensor drawn as kforge draws (a plain draw the Recorder followed), else None."""
+    d = rec.draw_of(t)
+    if d is None or d.shape is None or t.dtype not in DTYPES:
+        return None
+    try:
+        return _init_of_draw(d, "", False)
+    except Unconvertible:
+        return None
 
 
 def _estimate(t):
@@ -101,19 +115,21 @@ def convert(path, prelude, prelude_names, device):
     if "\0" in source:
         raise Unconvertible("not a Python file: it holds NUL bytes")
     original = source
+    kb_compat.install()  # F.rms_norm and co. where this PyTorch lacks them
     tree, constants = parse_problem(source, path)
     timed = dict(constants)
     order = {n: i for i, (n, _) in enumerate(constants)}
     notes = []
 
     # 1. get_inputs() at small sizes: how each input is drawn, its shape over the constants.
-    rec = Recorder(device="meta")
-    with rec.active():
+    rec, tracer = Recorder(device="meta"), kb_inputs.Tracer()  # the tracer: computed inputs
+    with rec.active(), tracer:
         ns = run_module(tree, path, {n: Sym(kb_sizes.small(v), ("dim", n)) for n, v in timed.items()})
         try:
-            inputs = list(ns["get_inputs"]())
+            inputs, local_names = kb_inputs.call_noting_locals(ns["get_inputs"])
+            inputs = list(inputs)
         except Exception as e:
-            raise Unconvertible(f"get_inputs() failed: {type(e).__name__}: {first_line(e)}")
+            raise Unconvertible(kb_compat.explain(e) or f"get_inputs() failed: {type(e).__name__}: {first_line(e)}")
     # 2. the Model at the timed sizes, on the meta device (no memory), traced by torch.fx.
     rec_model = Recorder(device="meta")
     with rec_model.active():
@@ -126,7 +142,7 @@ def convert(path, prelude, prelude_names, device):
         except Unconvertible:
             raise
         except Exception as e:
-            raise Unconvertible(f"building the Model failed: {type(e).__name__}: {first_line(e)}")
+            raise Unconvertible(kb_compat.explain(e) or f"building the Model failed: {type(e).__name__}: {first_line(e)}")
     model_doc = _docstring(ns["Model"])
     sig = [p for p in inspect.signature(model.forward).parameters.values()]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig):
@@ -157,21 +173,46 @@ def convert(path, prelude, prelude_names, device):
         d = rec.draw_of(t)
         if t.dtype not in DTYPES:
             raise Unconvertible(f"{what} is {t.dtype}, which kforge's task format has no dtype for")
-        init = _init_of_draw(d, what, False)
-        if init is None or d.shape is None:
-            raise Unconvertible(f"{what} is computed (not a plain torch.randn/rand/randint/normal draw); "
-                                "kforge's task format cannot draw it")
+        init = _plain_init(rec, t)
+        if init is None:  # computed from draws: a draw and a transform (kb_inputs.py)
+            args.append(kb_inputs.declare(t, p.name, what, rec, tracer, _plain_init, prelude, timed, local_names))
+            continue
         args.append(Decl(p.name, t.dtype, d.shape, init))
+    why = kb_inputs.drawing_problem(args, inputs, tracer)
+    if why:
+        raise Unconvertible(why)
+    if any(d.computed is not None for d in args):  # the transforms give what get_inputs() computes
+        def run_inputs():
+            values = {n: kb_sizes.small(v) for n, v in timed.items()}
+            rec_real, tracer_real = Recorder(), kb_inputs.Tracer()
+            with rec_real.active(), tracer_real:
+                ns_real = run_module(tree, path, {n: Sym(v, ("dim", n)) for n, v in values.items()})
+                torch.manual_seed(0)
+                try:
+                    real, names = kb_inputs.call_noting_locals(ns_real["get_inputs"])
+                except Exception as e:
+                    raise Unconvertible(kb_compat.explain(e) or f"get_inputs() failed on the CPU: "
+                                        f"{type(e).__name__}: {first_line(e)}")
+                return list(real), rec_real, tracer_real, values, names
+        kb_inputs.check_against(run_inputs, args, _plain_init, prelude,
+                                lambda i: f"input {i + 1} ('{sig[i].name}')")
 
+    # forward()'s arguments as meta tensors at the timed sizes, for the values kb_trace gives.
+    traced_inputs = {d.name: (None, None) if d.scalar else
+                     (torch.empty([e_eval(e, timed) for e in d.shape], dtype=d.dtype, device="meta"), d.shape)
+                     for d in args}
+
+    def shape_of(t):
+        d = rec_model.draw_of(t)
+        return d.shape if d is not None else None
     Sym.uses = set()
     try:
         with rec_model.active():
-            gm = torch.fx.symbolic_trace(model, concrete_args=concrete or None)
+            gm = kb_trace.trace(model, traced_inputs, shape_of, concrete_args=concrete or None)
     except Unconvertible:
         raise
     except Exception as e:
-        why = " (control flow on tensor values)" if "control flow" in str(e) else ""
-        raise Unconvertible(f"torch.fx cannot trace forward(){why}: {type(e).__name__}: {first_line(e)}")
+        raise Unconvertible(kb_compat.explain(e) or kb_trace.why_not_traced(e, path))
     finally:
         baked, Sym.uses = Sym.uses, None
     for n in [n for n in gm.graph.nodes if n.op == "placeholder"][len(inputs):]:
@@ -224,12 +265,15 @@ def convert(path, prelude, prelude_names, device):
     problem = kb_check.Problem(tree, path, timed, args, params, reference, device)
 
     shape_dims = set()
-    for d in args + params:
+    for d in args + params + [e for a in args for e in a.draws]:
         for e in d.shape:
             shape_dims |= e_dims(e)
     fixed = {n: "an operation hyperparameter" for n in shape_dims & hyper}
     for n in sorted((baked | missing) & shape_dims):
         fixed.setdefault(n, "forward() uses its value" if n in baked else "no input's shape holds it")
+    for d in args:  # a transform holds the timed values of the sizes it uses
+        for n in sorted(d.computed.uses & shape_dims if d.computed is not None else ()):
+            fixed.setdefault(n, f"the computed input '{d.name}' uses its value")
 
     # Parameters whose init is unknown: estimated from the Model's own values at small sizes.
     base = {n: (timed[n] if n in fixed else kb_sizes.small(timed[n])) for n in sorted(shape_dims, key=order.get)}

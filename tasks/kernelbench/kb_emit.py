@@ -93,6 +93,37 @@ def floats_where_float(fn, args, kw):
     return args, kw
 
 
+def wrap(line, width=100):
+    """A long statement broken after the commas inside its brackets (TorchScript, like Python,
+    goes on there): kforge's task files allow lines of at most 1,000 characters."""
+    if len(line) <= width:
+        return line
+    pieces, start, depth, quote = [], 0, 0, None
+    for i, c in enumerate(line):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth > 0 and line[i + 1:i + 2] == " ":
+            pieces.append(line[start:i + 1])
+            start = i + 2
+    pieces.append(line[start:])
+    indent = " " * (len(line) - len(line.lstrip()) + 8)
+    out, current = [], pieces[0]
+    for p in pieces[1:]:
+        if len(current) + 1 + len(p) > width:
+            out.append(current)
+            current = indent + p
+        else:
+            current += " " + p
+    out.append(current)
+    return "\n".join(out)
+
+
 def sanitize(name, taken):
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     if not out or out[0].isdigit():
@@ -123,6 +154,7 @@ class Emitter:
         self.params = []          # [(name, tensor, qualname)]
         self.param_names = {}     # id(tensor) -> name
         self.qualnames = {}
+        self.lstm = set()           # nn.LSTM nodes: torch.lstm's flat (output, h_n, c_n)
         for q, t in list(model.named_parameters()) + list(model.named_buffers()):
             self.qualnames.setdefault(id(t), q)
 
@@ -138,9 +170,15 @@ class Emitter:
             self.params.append((name, t, q))
         return self.param_names[id(t)]
 
-    def node(self, n):
+    def resolved(self, n):
         while n in self.alias:
             n = self.alias[n]
+        return n
+
+    def node(self, n):
+        n = self.resolved(n)
+        if n in self.lstm:
+            raise Unconvertible("forward() uses nn.LSTM's result other than as (output, (h_n, c_n))")
         return self.var[n]
 
     def val(self, v):
@@ -205,12 +243,17 @@ class Emitter:
         if fn in UNARY:
             return f"{UNARY[fn]}{self.operand(args[0])}"
         if fn is operator.getitem:
+            if self.resolved(args[0]) in self.lstm and isinstance(args[1], int):  # (output, (h_n, c_n))
+                x = self.var[self.resolved(args[0])]
+                return f"{x}[0]" if args[1] in (0, -2) else f"({x}[1], {x}[2])"
             return f"{self.operand(args[0])}[{self.index(args[1])}]"
         if fn is builtins.getattr:
             attr = args[1]
             if attr in ("values", "indices"):
                 return f"{self.operand(args[0])}[{0 if attr == 'values' else 1}]"
             return f"{self.operand(args[0])}.{attr}"
+        if fn is math.sqrt:  # of a size: TorchScript has no math module
+            return f"float({self.val(args[0])}) ** 0.5"
         ns, name = _namespace(fn)
         if ns is None:
             what = getattr(fn, "__qualname__", repr(fn))
@@ -228,11 +271,18 @@ class Emitter:
             args, kw = floats_where_float(fn, args, kw)
             if name == "embedding":
                 return self.call("torch.embedding", [args[1], args[0]], {})
+            if name == "pad":  # aten::pad's value is a float? (TorchScript converts no int to it)
+                if len(args) > 3 and isinstance(args[3], int):
+                    args[3] = float(args[3])
+                if isinstance(kw.get("value"), int):
+                    kw["value"] = float(kw["value"])
             if name in self.prelude:
                 return self.call(f"F.{name}", args, kw)
             return self.call(f"torch.{name}", args, kw)
         if fn is torch.norm:
             return self.norm(args, kw)
+        for k in ("requires_grad", "pin_memory"):  # a reference computes no gradients
+            kw.pop(k, None)
         if name.endswith("_") and not name.endswith("__") and hasattr(torch, name[:-1]):
             if args and isinstance(args[0], torch.fx.Node):
                 self.alias_later = args[0]
@@ -286,6 +336,8 @@ class Emitter:
                                     lambda t: self.tensor_arg(t, f"module {n.target}"), self.val)
         if inplace and args and isinstance(args[0], torch.fx.Node):
             self.alias_later = args[0]
+        if type(mod).__name__ == "LSTM":
+            self.lstm.add(n)
         return text
 
     def get_attr(self, n):
@@ -294,6 +346,8 @@ class Emitter:
             t = getattr(t, part)
         if id(t) in self.qualnames:
             return self.tensor_arg(t, n.target)
+        if not isinstance(t, torch.Tensor):
+            raise Unconvertible(f"forward() reads {n.target}, a {type(t).__name__} kforge cannot declare")
         if isinstance(t, torch.Tensor) and t.numel() == 1 and t.device.type != "meta":
             return f"torch.tensor({self.val(t.item())}, dtype={self.val(t.dtype)})"
         raise Unconvertible(f"forward() builds a constant tensor ({n.target}, shape {list(t.shape)}) "
@@ -318,7 +372,7 @@ class Emitter:
             name = sanitize(n.name.rstrip("_"), self.taken)
             self.var[n] = name
             note = f"  # {', '.join(dict.fromkeys(self.comments))}" if self.comments else ""
-            self.lines.append(f"    {name} = {text}{note}")
+            self.lines.append(wrap(f"    {name} = {text}") + note)
             if self.alias_later is not None:
                 self.alias[self.alias_later] = n
         if isinstance(ret, torch.fx.Node):
@@ -337,4 +391,4 @@ class Emitter:
                 line = " " * len("def forward(")
             line += part
         header = "\n".join(header + [line + f") -> {annotation}:"])
-        return "\n".join([header] + self.lines + [f"    return {body}"]) + "\n", args
+        return "\n".join([header] + self.lines + [wrap(f"    return {body}")]) + "\n", args

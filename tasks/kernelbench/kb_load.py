@@ -46,26 +46,36 @@ def e_eval(e, values):
 def e_render(e, leaf, values, div="/"):
     """Text of `e`: leaf(name) gives a dim's text, or None to write its value; a subtree with no
     written dims is folded to its value. `div` is how integer division is spelled."""
+    return _rendered(e, leaf, values, div)[0]
+
+
+def _unit_free(e):
+    """`e` without its multiplications and divisions by 1 at the top: (a + b) * 1 is a + b."""
+    while e[0] in ("*", "//") and (e[2] == ("num", 1) or (e[0] == "*" and e[1] == ("num", 1))):
+        e = e[1] if e[2] == ("num", 1) else e[2]
+    return e
+
+
+def _rendered(e, leaf, values, div):
+    """(text, precedence) of `e`: the precedence of what the text is at its top (an operator's, 3
+    for a negation or a negative number, 9 for a name or a number), for its parent's parentheses."""
     if not any(leaf(d) is not None for d in e_dims(e)):
-        return str(e_eval(e, values))
+        v = e_eval(e, values)
+        return str(v), (3 if v < 0 else 9)
+    e = _unit_free(e)
     op = e[0]
     if op == "dim":
-        return leaf(e[1])
-    if op in ("*", "//") and e[2] == ("num", 1):
-        return e_render(e[1], leaf, values, div)
-    if op == "*" and e[1] == ("num", 1):
-        return e_render(e[2], leaf, values, div)
+        return leaf(e[1]), 9
     if op == "neg":
-        inner = e_render(e[1], leaf, values, div)
-        return "-" + (f"({inner})" if PREC.get(e[1][0], 9) < 3 else inner)
+        inner, p = _rendered(e[1], leaf, values, div)
+        return "-" + (f"({inner})" if p <= 3 else inner), 3
     parts = []
     for i, a in enumerate(e[1:]):
-        t = e_render(a, leaf, values, div)
-        p = PREC.get(a[0], 9)
-        if p < PREC[op] or (i == 1 and p == PREC[op] and op in ("-", "//", "%")):
+        t, p = _rendered(a, leaf, values, div)
+        if p < PREC[op] or (i == 1 and p == PREC[op] and op in ("-", "//", "%")) or (p == 3 and i == 1):
             t = f"({t})"
         parts.append(t)
-    return f" {div if op == '//' else op} ".join(parts)
+    return f" {div if op == '//' else op} ".join(parts), PREC[op]
 
 
 def e_of(v):
@@ -118,6 +128,8 @@ class Sym(int):
     def __rtruediv__(self, o): return o / float(self)
     def __pow__(self, o, m=None): return pow(self._used(), o, m) if m else self._used() ** o
     def __reduce__(self): return (int, (int.__index__(self),))
+    def __copy__(self): return self  # a copied module keeps its sizes' expressions
+    def __deepcopy__(self, memo): return self
 
 
 # ---- the module's size constants ----------------------------------------------------------------
@@ -211,5 +223,6 @@ def run_module(tree, filename, values):
     except Unconvertible:
         raise
     except Exception as e:
-        raise Unconvertible(f"running the module failed: {type(e).__name__}: {e}")
+        from kb_compat import explain  # a module or a torch function this Python lacks
+        raise Unconvertible(explain(e) or f"running the module failed: {type(e).__name__}: {e}")
     return ns

@@ -132,6 +132,22 @@ def embedding(m, a, P, V):
     return f"torch.embedding({P(m.weight)}, {a[0]}, {V(-1 if m.padding_idx is None else m.padding_idx)})"
 
 
+def recurrent(m, a, P, V):
+    """nn.LSTM, nn.GRU and nn.RNN as the aten op their forward() calls: torch.lstm returns
+    (output, h_n, c_n), which kb_emit reads as the module's (output, (h_n, c_n))."""
+    name = type(m).__name__
+    if m.dropout and m.training and m.num_layers > 1:
+        raise Unconvertible(f"nn.{name}(dropout={m.dropout}) in training mode: the output is random")
+    if getattr(m, "proj_size", 0):
+        raise Unconvertible(f"nn.{name} with proj_size has no functional translation in kforge's importer")
+    if len(a) < 2 or a[1] == "None":
+        raise Unconvertible(f"nn.{name} without an initial state has no functional translation in kforge's importer")
+    op = {"LSTM": "torch.lstm", "GRU": "torch.gru"}.get(name) or f"torch.rnn_{m.nonlinearity}"
+    weights = "[" + ", ".join(P(getattr(m, w)) for w in m._flat_weights_names) + "]"
+    return (f"{op}({a[0]}, {a[1]}, {weights}, {V(bool(m.bias))}, {V(m.num_layers)}, {V(float(m.dropout))}, "
+            f"{V(m.training)}, {V(m.bidirectional)}, {V(m.batch_first)})")
+
+
 LOSS_DEFAULTS = {"reduction": "mean", "beta": 1.0, "delta": 1.0, "log_target": False, "margin": 1.0, "p": 2.0,
                  "eps": 1e-6, "swap": False, "ignore_index": -100, "label_smoothing": 0.0}
 
@@ -178,6 +194,7 @@ TABLE = {
     "AdaptiveAvgPool1d": adaptive("avg"), "AdaptiveAvgPool2d": adaptive("avg"), "AdaptiveAvgPool3d": adaptive("avg"),
     "AdaptiveMaxPool1d": adaptive("max"), "AdaptiveMaxPool2d": adaptive("max"), "AdaptiveMaxPool3d": adaptive("max"),
     "Embedding": embedding,
+    "LSTM": recurrent, "GRU": recurrent, "RNN": recurrent,
     "PixelShuffle": lambda m, a, P, V: f"torch.pixel_shuffle({a[0]}, {V(m.upscale_factor)})",
     "ChannelShuffle": lambda m, a, P, V: f"torch.channel_shuffle({a[0]}, {V(m.groups)})",
     "ZeroPad1d": lambda m, a, P, V: f"torch.constant_pad_nd({a[0]}, {V(list(m.padding))}, 0.0)",

@@ -178,6 +178,16 @@ class Recorder:
             return out
         return wrapper
 
+    def _deepcopy(self, real):
+        """A deep copy is drawn as its original was."""
+        rec = self
+
+        def wrapper(t, memo):
+            out = real(t, memo)
+            d = rec.draws.get(id(t))
+            return rec._keep(out, d) if d is not None and out is not t else out
+        return wrapper
+
     @contextlib.contextmanager
     def active(self):
         saved = []
@@ -213,6 +223,9 @@ class Recorder:
                 return rec._keep(p, d) if d is not None else p
             saved.append((torch.nn.Parameter, "__new__", param_new))
             torch.nn.Parameter.__new__ = new_parameter
+            for cls in (torch.Tensor, torch.nn.Parameter):  # copy.deepcopy: nn.TransformerEncoder's layers
+                saved.append((cls, "__deepcopy__", cls.__dict__["__deepcopy__"]))
+                setattr(cls, "__deepcopy__", self._deepcopy(cls.__dict__["__deepcopy__"]))
             yield self
         finally:
             for owner, n, real in reversed(saved):

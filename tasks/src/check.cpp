@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <torch/cuda.h>
 
+#include "kforge/common/strings.h"
 #include "kforge/tasks/math_mode.h"
 #include "kforge/tasks/reference.h"
 
@@ -36,6 +38,13 @@ OutputStats stats_of(const std::string& name, const torch::Tensor& out) {
   s.mean = f.mean().item<double>();
   s.rms = std::sqrt((f * f).mean().item<double>());
   return s;
+}
+
+// A declared output shape as written: "[B, N - 2]".
+std::string expressions(const OutputSpec& out) {
+  std::string s = "[";
+  for (size_t i = 0; i < out.shape.size(); ++i) s += (i ? ", " : "") + out.shape[i].text();
+  return s + "]";
 }
 
 double max_relative_change(const std::vector<torch::Tensor>& a,
@@ -103,6 +112,15 @@ class Checker {
             result.problems.push_back("output '" + names[i] + "' is " + s.dtype +
                                       " but the task declares " +
                                       std::string(dtype_name(*task_.outputs[i].dtype)));
+          if (i < task_.outputs.size() && !task_.outputs[i].shape.empty()) {
+            std::vector<int64_t> declared;
+            for (const Expr& e : task_.outputs[i].shape) declared.push_back(e.eval_int(cr.dims));
+            if (declared != s.shape)
+              result.problems.push_back("output '" + names[i] + "' has shape " +
+                                        format_shape(s.shape) + " at " + where +
+                                        " but the task declares " + expressions(task_.outputs[i]) +
+                                        " = " + format_shape(declared));
+          }
         }
         cr.bytes_moved = task_.min_bytes ? task_.min_bytes->eval_real(cr.dims)
                                          : static_cast<double>(task_.input_bytes(cr.dims));
@@ -153,36 +171,112 @@ class Checker {
     return ms[ms.size() / 2];
   }
 
-  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& outputs,
-                        const std::vector<std::string>& names, const std::string& where,
-                        TaskCheck& result) {
+  // What makes the task degenerate at one configuration ("output 'out' is near-constant"), each
+  // without where; `inputs_to_redraw` (all when null) limits the unused-input probe.
+  // `progress` (when given) is said before each run (the reference child's clock is per step).
+  std::vector<std::string> degenerate_findings(const Dims& dims,
+                                               const std::vector<torch::Tensor>& outputs,
+                                               const std::vector<OutputStats>& stats,
+                                               const std::vector<std::string>& names,
+                                               const std::vector<size_t>* inputs_to_redraw,
+                                               const std::string* progress = nullptr) {
+    auto step = [&] {
+      if (progress && opt_.on_config) opt_.on_config(*progress);
+    };
+    std::vector<std::string> found;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const OutputStats& s = cr.outputs[i];
+      const OutputStats& s = stats[i];
       if (s.nan || s.inf) continue;
       if (outputs[i].numel() > 1) {
         if (s.min == 0 && s.max == 0)
-          result.problems.push_back("degenerate: output '" + names[i] + "' is all zero at " +
-                                    where);
+          found.push_back("output '" + names[i] + "' is all zero");
         else if (relative_spread(outputs[i]) < kDegenerateSpread)
-          result.problems.push_back("degenerate: output '" + names[i] + "' is near-constant at " +
-                                    where);
+          found.push_back("output '" + names[i] + "' is near-constant");
       } else {
         // A scalar output must change with the seed.
         std::vector<torch::Tensor> values{outputs[i].reshape({1})};
-        for (uint64_t extra : {opt_.seed + 1000, opt_.seed + 2000})
-          values.push_back(reference_.run(make_inputs(cr.dims, extra, -1, 0))[i].reshape({1}));
+        for (uint64_t extra : {opt_.seed + 1000, opt_.seed + 2000}) {
+          step();
+          values.push_back(reference_.run(make_inputs(dims, extra, -1, 0))[i].reshape({1}));
+        }
         if (relative_spread(torch::cat(values)) < kDegenerateSpread)
-          result.problems.push_back("degenerate: scalar output '" + names[i] +
-                                    "' is the same for 3 seeds at " + where);
+          found.push_back("scalar output '" + names[i] + "' is the same for 3 seeds");
       }
     }
-    for (size_t k = 0; k < task_.inputs.size(); ++k) {
+    std::vector<size_t> all;
+    for (size_t k = 0; k < task_.inputs.size(); ++k) all.push_back(k);
+    for (size_t k : inputs_to_redraw ? *inputs_to_redraw : all) {
+      step();
       std::vector<torch::Tensor> changed =
-          reference_.run(make_inputs(cr.dims, opt_.seed, static_cast<int>(k), opt_.seed + 7919));
+          reference_.run(make_inputs(dims, opt_.seed, static_cast<int>(k), opt_.seed + 7919));
       if (max_relative_change(outputs, changed) < kUnusedInputChange)
-        result.problems.push_back(
-            "degenerate: the output does not depend on input '" + task_.inputs[k].name +
-            "' (re-drawing it changes the output by less than 1e-6 relative) at " + where);
+        found.push_back("the output does not depend on input '" + task_.inputs[k].name +
+                        "' (re-drawing it changes the output by less than 1e-6 relative)");
+    }
+    return found;
+  }
+
+  // Degeneracy at the largest configuration checked. Found at check dims only, it is checked
+  // again at the timed dims where they are affordable (opt_.recheck_timed_bytes): what holds
+  // only at the small check sizes is a note, not a problem (docs/task-format.md).
+  void check_degenerate(const ConfigResult& cr, const std::vector<torch::Tensor>& outputs,
+                        const std::vector<std::string>& names, const std::string& where,
+                        TaskCheck& result) {
+    auto started = std::chrono::steady_clock::now();
+    std::vector<std::string> found =
+        degenerate_findings(cr.dims, outputs, cr.outputs, names, nullptr);
+    if (found.empty()) return;
+    size_t runs = task_.inputs.size();  // what degenerate_findings ran: a run per input...
+    for (const auto& o : outputs) runs += o.numel() > 1 ? 0 : 2;  // ...and 2 per scalar output
+    double run_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
+        static_cast<double>(std::max<size_t>(runs, 1));
+    if (cr.timed || opt_.dims != DimsSelection::Check || opt_.recheck_timed_bytes <= 0) {
+      for (const std::string& f : found)
+        result.problems.push_back("degenerate: " + f + " at " + where);
+      return;
+    }
+    std::string timed = "timed dims (" + format_dims(task_.dims) + ")";
+    std::string skipped;
+    std::vector<std::string> again;
+    int64_t bytes = task_.input_bytes(task_.dims);
+    // A run at the timed dims, guessed from the run here: work grows faster than the inputs
+    // (attention is quadratic in the sequence), so by their ratio to the power 1.5.
+    double ratio = static_cast<double>(bytes) /
+                   static_cast<double>(std::max<int64_t>(1, task_.input_bytes(cr.dims)));
+    double guess = run_s * std::pow(std::max(ratio, 1.0), 1.5);
+    if (bytes > opt_.recheck_timed_bytes) {
+      skipped =
+          "their inputs are " + std::to_string(bytes >> 20) + " MiB; --device cuda checks them";
+    } else if (guess > kRecheckSeconds) {
+      skipped = "a run there would take about " + std::to_string(static_cast<int64_t>(guess)) +
+                " s here; --device cuda checks them";
+    } else {
+      try {
+        std::string label = timed + ", again for degeneracy";
+        if (opt_.on_config) opt_.on_config(label);
+        std::vector<torch::Tensor> out = reference_.run(make_inputs(task_.dims, opt_.seed, -1, 0));
+        std::vector<OutputStats> stats;
+        for (size_t i = 0; i < out.size(); ++i) stats.push_back(stats_of(names[i], out[i]));
+        std::vector<size_t> unused;  // only the inputs found unused at check dims are redrawn
+        for (size_t k = 0; k < task_.inputs.size(); ++k)
+          for (const std::string& f : found)
+            if (f.find("input '" + task_.inputs[k].name + "'") != std::string::npos)
+              unused.push_back(k);
+        again = degenerate_findings(task_.dims, out, stats, names, &unused, &label);
+      } catch (const std::exception& e) {
+        skipped = std::string("it failed there: ") + e.what();
+      }
+    }
+    for (const std::string& f : found) {
+      if (!skipped.empty())
+        result.problems.push_back("degenerate: " + f + " at " + where +
+                                  " (not checked again at the timed dims: " + skipped + ")");
+      else if (std::find(again.begin(), again.end(), f) != again.end())
+        result.problems.push_back("degenerate: " + f + " at " + where + " and at the " + timed);
+      else
+        result.notes.push_back("not degenerate at the " + timed + ", so not reported: " + f +
+                               " at " + where + " only");
     }
   }
 

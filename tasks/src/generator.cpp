@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include "kforge/tasks/philox.h"
+#include "kforge/tasks/transform.h"
 
 namespace kforge::tasks {
 
@@ -70,16 +71,15 @@ void fill(torch::Tensor& t, F value_of) {
   });
 }
 
-}  // namespace
-
-torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uint64_t seed,
-                           int variant) {
-  const InputSpec& in = task.inputs.at(index);
-  ResolvedInit r = resolve_init(in, dims);
-  std::vector<int64_t> shape = task.shape_of(in, dims);
-  auto k = static_cast<unsigned int>(index);
+// One draw of `spec` (an input, or one of its draws) in `dtype` on the CPU, from `stream`;
+// float16/bfloat16 values are rounded from float32 unless `keep_float32` (a transform's operand).
+torch::Tensor draw_cpu(const InputSpec& spec, Dtype dtype, const std::vector<int64_t>& shape,
+                       const Dims& dims, uint64_t seed, unsigned int stream, int variant,
+                       bool keep_float32) {
+  ResolvedInit r = resolve_init(spec, dims);
+  const unsigned int k = stream;
   auto opts = torch::TensorOptions().device(torch::kCPU);
-  switch (in.dtype) {
+  switch (dtype) {
     case Dtype::Float64: {
       torch::Tensor t = torch::empty(shape, opts.dtype(torch::kFloat64));
       fill<double>(t, [&](auto i) {
@@ -96,7 +96,7 @@ torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uin
       fill<float>(t, [&](auto i) {
         return static_cast<float>(kforge_gen::sample_real(r.kind, variant, r.p0, r.p1, seed, k, i));
       });
-      return in.dtype == Dtype::Float32 ? t : t.to(to_scalar_type(in.dtype));
+      return dtype == Dtype::Float32 || keep_float32 ? t : t.to(to_scalar_type(dtype));
     }
     case Dtype::Int64: {
       torch::Tensor t = torch::empty(shape, opts.dtype(torch::kInt64));
@@ -118,6 +118,24 @@ torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uin
     }
   }
   throw Error("unknown dtype");
+}
+
+}  // namespace
+
+torch::Tensor generate_cpu(const Task& task, size_t index, const Dims& dims, uint64_t seed,
+                           int variant) {
+  const InputSpec& in = task.inputs.at(index);
+  std::vector<int64_t> shape = task.shape_of(in, dims);
+  if (in.transform.empty())
+    return draw_cpu(in, in.dtype, shape, dims, seed, draw_stream(index, 0), variant, false);
+  std::vector<torch::Tensor> drawn{
+      draw_cpu(in, in.drawn_dtype(), shape, dims, seed, draw_stream(index, 0), variant, true)};
+  for (size_t j = 0; j < in.draws.size(); ++j) {
+    const InputSpec& d = in.draws[j];
+    drawn.push_back(draw_cpu(d, d.dtype, task.shape_of(d, dims), dims, seed,
+                             draw_stream(index, j + 1), variant, true));
+  }
+  return apply_transform(task, index, drawn);
 }
 
 }  // namespace kforge::tasks

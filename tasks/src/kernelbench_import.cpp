@@ -127,7 +127,10 @@ const std::vector<std::pair<std::string, std::string_view>>& helper_files() {
       {"kb_check.py", embedded::kernelbench_helper_kb_check},
       {"kb_sizes.py", embedded::kernelbench_helper_kb_sizes},
       {"kb_toml.py", embedded::kernelbench_helper_kb_toml},
-      {"kb_convert.py", embedded::kernelbench_helper_kb_convert}};
+      {"kb_convert.py", embedded::kernelbench_helper_kb_convert},
+      {"kb_trace.py", embedded::kernelbench_helper_kb_trace},
+      {"kb_compat.py", embedded::kernelbench_helper_kb_compat},
+      {"kb_inputs.py", embedded::kernelbench_helper_kb_inputs}};
   return files;
 }
 
@@ -511,16 +514,20 @@ void Import::on_result(Problem& p, const json& j) {
   if (!safe_task_name(p.name))
     throw Error("task name '" + p.name + "' is not a safe file name (a kforge bug)");
   std::string path = suite_dir_ + "/" + p.name + ".toml";
-  make_directories(suite_dir_);
-  write_file_atomic(path, toml.get<std::string>());
+  // A task that would not load is not written: kforge's loader reads it first (the helper checks
+  // the same limits, so this is a kforge bug, or a result the problem's code forged).
   try {
-    (void)tasks::load_task(path);
-  } catch (const InputError& e) {
-    ::unlink(path.c_str());
-    return fail(p,
-                std::string("the converted task does not load (a kforge bug, unless the problem's "
-                            "code forged its result): ") +
-                    e.what());
+    (void)tasks::parse_task(path, toml.get<std::string>());
+  } catch (const std::exception& e) {
+    return fail(p, std::string("the converted task would not load (a kforge bug, unless the "
+                               "problem's code forged its result), so it is not written: ") +
+                       e.what());
+  }
+  try {
+    make_directories(suite_dir_);
+    write_file_atomic(path, toml.get<std::string>());
+  } catch (const std::exception& e) {  // the file system's failure is this problem's, not an exit 4
+    return fail(p, std::string("its task could not be written: ") + e.what());
   }
   p.outcome = Outcome::Converted;
   written_.push_back(path);

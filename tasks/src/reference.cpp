@@ -4,11 +4,23 @@
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/loop_unrolling.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/passes/symbolic_shape_analysis.h>
 #include <torch/jit.h>
 #include <torch/version.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <regex>
+#include <set>
+
+#include "kforge/common/hash.h"
 
 #include "tasks_prelude.h"
 
@@ -233,6 +245,10 @@ std::string Reference::graph_text() const {
   return torch::jit::toGraphFunction(unit_->get_function("forward")).graph()->toString();
 }
 
+std::shared_ptr<torch::jit::Graph> Reference::graph_copy() const {
+  return torch::jit::toGraphFunction(unit_->get_function("forward")).graph()->copy();
+}
+
 void validate_reference(const Task& task, std::optional<int> first_line) {
   shared_references().adopt(task, Reference::compile(task, first_line));
 }
@@ -276,6 +292,164 @@ std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Re
   } catch (const std::exception&) {
     return std::nullopt;  // an op without a meta kernel: the shapes are simply unknown here
   }
+}
+
+namespace {
+
+using Sizes = std::vector<std::vector<int64_t>>;
+
+// Every output's sizes at `dims` from LibTorch's symbolic shape analysis of forward()'s graph,
+// inlined, with the inputs' sizes given: each op's shape function, no data. nullopt when an
+// output's sizes stay unknown (an op without a shape function, or one that needs values) or the
+// pass fails.
+std::optional<Sizes> analysed_sizes(const Task& task, const Reference& ref, const Dims& dims) {
+  // LibTorch calls the pass a work in progress; one at a time, and any failure is "unknown".
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  try {
+    std::shared_ptr<torch::jit::Graph> g = ref.graph_copy();
+    torch::jit::Inline(*g);
+    if (g->inputs().size() != task.inputs.size() || g->outputs().size() != 1) return std::nullopt;
+    for (size_t i = 0; i < task.inputs.size(); ++i) {
+      std::vector<int64_t> sizes = task.shape_of(task.inputs[i], dims);
+      g->inputs()[i]->setType(c10::TensorType::create(
+          to_scalar_type(task.inputs[i].dtype), c10::Device(c10::kCPU),
+          c10::VaryingShape<int64_t>(sizes), c10::VaryingShape<int64_t>(sizes.size()), false));
+    }
+    torch::jit::ConstantPropagation(g);
+    torch::jit::PeepholeOptimize(g);  // x.size(0), x.dim() become constants
+    torch::jit::ConstantPropagation(g);
+    torch::jit::UnrollConstantLoops(g);  // the prelude's [stride for _ in range(n)]...
+    torch::jit::RemoveListMutation(g);   // ...a list of constants
+    torch::jit::ConstantPropagation(g);
+    torch::jit::EliminateDeadCode(g);
+    // Ops whose output has their first input's shape by definition, some without a shape function
+    // in LibTorch (group_norm, instance_norm in 1.13): where the analysis stops at one, its output
+    // takes that shape, and the analysis goes on from there.
+    static const std::set<std::string> same_shape = {
+        "aten::group_norm", "aten::instance_norm", "aten::softmax", "aten::log_softmax",
+        "aten::cumsum",     "aten::cumprod",       "aten::selu"};
+    for (size_t round = 0; round <= same_shape.size() * 8; ++round) {
+      torch::jit::PropagateShapesOnGraph(g);
+      torch::jit::Node* stuck = nullptr;
+      for (torch::jit::Node* n : g->nodes()) {
+        bool unknown = false;
+        for (torch::jit::Value* o : n->outputs())
+          if (auto type = o->type()->cast<c10::TensorType>())
+            unknown = unknown || !type->sizes().concrete_sizes();
+        if (unknown) {
+          stuck = n;
+          break;
+        }
+      }
+      if (!stuck || !same_shape.count(stuck->kind().toQualString()) ||
+          stuck->outputs().size() != 1 || stuck->inputs().empty())
+        break;
+      auto in = stuck->input(0)->type()->cast<c10::TensorType>();
+      auto out = stuck->output()->type()->cast<c10::TensorType>();
+      if (!in || !out || !in->sizes().concrete_sizes()) break;
+      stuck->output()->setType(out->withSizes(*in->sizes().concrete_sizes()));
+    }
+    std::vector<torch::jit::Value*> outs{g->outputs()[0]};
+    if (outs[0]->node()->kind() == c10::prim::TupleConstruct)
+      outs.assign(outs[0]->node()->inputs().begin(), outs[0]->node()->inputs().end());
+    Sizes out;
+    for (torch::jit::Value* v : outs) {
+      auto type = v->type()->cast<c10::TensorType>();
+      if (!type) return std::nullopt;
+      auto sizes = type->sizes().concrete_sizes();
+      if (!sizes) return std::nullopt;
+      out.push_back(*sizes);
+    }
+    return out;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The reference run on the CPU at `dims` on the task's own draws (seed 1), float16/bfloat16 run
+// upcast as describe_outputs does (sizes do not depend on it; their float32 outputs are reported
+// in the low-precision dtype). nullopt when the inputs pass kCpuShapeBytes or the run fails.
+std::optional<std::vector<TensorShape>> cpu_shapes(const Task& task, const Reference& ref,
+                                                   const Dims& dims) {
+  if (task.input_bytes(dims) > kCpuShapeBytes) return std::nullopt;
+  try {
+    std::optional<Dtype> low;
+    for (const InputSpec& in : task.inputs)
+      if (in.dtype == Dtype::Float16 || in.dtype == Dtype::BFloat16) low = in.dtype;
+    std::vector<torch::Tensor> inputs;
+    for (size_t k = 0; k < task.inputs.size(); ++k) {
+      torch::Tensor t = generate_cpu(task, k, dims, 1, 0);
+      if (low && (t.scalar_type() == torch::kFloat16 || t.scalar_type() == torch::kBFloat16))
+        t = t.to(torch::kFloat32);
+      inputs.push_back(t);
+    }
+    std::vector<TensorShape> out;
+    for (const torch::Tensor& t : ref.run(inputs)) {
+      std::optional<Dtype> dtype = from_scalar_type(t.scalar_type());
+      if (!dtype) return std::nullopt;
+      if (low && *dtype == Dtype::Float32) dtype = low;
+      out.push_back({t.sizes().vec(), *dtype});
+    }
+    return out;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// What the reference itself gives at `dims`: the meta device, else a CPU run of small inputs.
+std::optional<std::vector<TensorShape>> run_shapes(const Task& task, const Reference& ref,
+                                                   const Dims& dims) {
+  if (auto s = output_shapes(task, ref, dims)) return s;
+  return cpu_shapes(task, ref, dims);
+}
+
+// The shape analysis at `dims`, where it agrees with the reference's own outputs at every check
+// configuration that can be run (at least one); their dtypes.
+std::optional<std::vector<TensorShape>> checked_analysis(const Task& task, const Reference& ref,
+                                                         const Dims& dims) {
+  std::optional<Sizes> at_dims = analysed_sizes(task, ref, dims);
+  if (!at_dims) return std::nullopt;
+  std::optional<std::vector<TensorShape>> seen;
+  for (const Dims& d : task.check_dims) {
+    std::optional<std::vector<TensorShape>> ran = run_shapes(task, ref, d);
+    if (!ran) continue;
+    std::optional<Sizes> analysed = analysed_sizes(task, ref, d);
+    if (!analysed || analysed->size() != ran->size()) return std::nullopt;
+    for (size_t i = 0; i < ran->size(); ++i)
+      if ((*analysed)[i] != (*ran)[i].sizes) return std::nullopt;
+    seen = ran;
+  }
+  if (!seen || seen->size() != at_dims->size()) return std::nullopt;
+  std::vector<TensorShape> out;
+  for (size_t i = 0; i < at_dims->size(); ++i) out.push_back({(*at_dims)[i], (*seen)[i].dtype});
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<TensorShape>> known_output_shapes(const Task& task, const Reference& ref,
+                                                            const Dims& dims) {
+  // What the answer reads of the task: its reference, inputs, check configurations and `dims`.
+  std::string key = task.content_hash + '\n' + task.reference + '\n' + format_dims(dims) + '\n';
+  for (const InputSpec& in : task.inputs)
+    key += in.name + ':' + std::string(dtype_name(in.dtype)) + ':' + shape_expressions(in) + ':' +
+           in.transform + '\n';
+  for (const Dims& d : task.check_dims) key += format_dims(d) + ';';
+  key = content_hash(key);
+  static std::mutex mutex;
+  static std::map<std::string, std::optional<std::vector<TensorShape>>> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  std::optional<std::vector<TensorShape>> shapes = output_shapes(task, ref, dims);
+  if (!shapes) shapes = checked_analysis(task, ref, dims);
+  if (!shapes) shapes = cpu_shapes(task, ref, dims);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (known.size() >= 1024) known.clear();  // a process sent ever new tasks does not grow
+  known[key] = shapes;
+  return shapes;
 }
 
 std::optional<double> bytes_that_must_move(const Task& task, const Reference& ref,

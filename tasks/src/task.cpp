@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "kforge/common/strings.h"
 #include "kforge/common/toml_limits.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/transform.h"
 
 namespace fs = std::filesystem;
 
@@ -25,8 +27,8 @@ constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
     {Dtype::Bool, "bool"}};
 
 const std::set<std::string> kTopLevelKeys = {
-    "name",  "summary",     "tags",          "reference",  "dims",  "inputs",   "outputs",
-    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes"};
+    "name",  "summary",     "tags",          "reference",  "dims",  "inputs",    "outputs",
+    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes", "degenerate"};
 
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
 // on deep or long input): checked by linear scans before either parser runs (TOML nesting and
@@ -111,7 +113,7 @@ class Loader {
       if (!kTopLevelKeys.count(std::string(key.str())))
         fail(&node, std::string(key.str()),
              "unknown key (known: name, summary, tags, reference, dims, inputs, outputs, check, "
-             "constraints, deterministic, allow_tf32, flops, min_bytes)");
+             "constraints, deterministic, allow_tf32, flops, min_bytes, degenerate)");
     }
     Task t;
     t.file = file_;
@@ -124,6 +126,7 @@ class Loader {
     if (!is_identifier(t.name)) fail(root["name"].node(), "name", "must be an identifier");
     t.summary = required_string(root, "summary");
     t.tags = string_array(root, "tags");
+    t.degenerate = string_array(root, "degenerate");
     t.reference = required_string(root, "reference");
     reference_line_ = first_content_line(root["reference"].node());
     if (auto p = reference_problem(t.reference))
@@ -134,7 +137,7 @@ class Loader {
     t.dims = load_dims(root);
     t.check_dims = load_check(root, t.dims);
     t.inputs = load_inputs(root, t.dims);
-    t.outputs = load_outputs(root);
+    t.outputs = load_outputs(root, t.dims);
     t.constraints = load_expressions(root, "constraints", t.dims);
     t.deterministic = optional_bool(root, "deterministic");
     t.allow_tf32 = optional_bool(root, "allow_tf32");
@@ -362,6 +365,80 @@ class Loader {
     return init;
   }
 
+  Dtype dtype_of(const toml::node* dt, const toml::node* parent, const std::string& field) const {
+    if (!dt || !dt->is_string())
+      fail(dt ? dt : parent, field,
+           "missing (float32, float16, bfloat16, float64, int32, int64, bool)");
+    auto dtype = parse_dtype(**dt->as_string());
+    if (!dtype)
+      fail(dt, field,
+           "unknown dtype '" + **dt->as_string() +
+               "' (known: float32, float16, bfloat16, float64, int32, int64, bool)");
+    return *dtype;
+  }
+  std::vector<Expr> shape_of(const toml::table& t, const std::string& field,
+                             const Dims& dims) const {
+    const toml::node* sh = t.get("shape");
+    if (!sh || !sh->is_array())
+      fail(sh ? sh : &t, field, "missing: an array of dim names, integers or expressions");
+    const toml::array& sa = *sh->as_array();
+    std::vector<Expr> out;
+    for (size_t j = 0; j < sa.size(); ++j)
+      out.push_back(expression(sa.get(j), field + "[" + std::to_string(j) + "]", dims));
+    return out;
+  }
+
+  // A computed input's transform: one line of TorchScript, compiled here (and kept compiled).
+  std::string transform_of(const toml::node* n, const std::string& field) const {
+    if (!n->is_string())
+      fail(n, field, "must be a string: a TorchScript expression over the input's draws");
+    std::string text = **n->as_string();
+    size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
+    text = b == std::string::npos ? "" : text.substr(b, e - b + 1);
+    if (text.empty()) fail(n, field, "must not be empty");
+    if (text.find_first_of("\r\n") != std::string::npos)
+      fail(n, field, "must be one line (one TorchScript expression)");
+    if (text.size() > kMaxTransformChars)
+      fail(n, field,
+           std::to_string(text.size()) + " characters; a transform may have at most " +
+               std::to_string(kMaxTransformChars));
+    if (auto p = reference_problem(text)) fail(n, field, p->what);
+    return text;
+  }
+  std::vector<InputSpec> draws_of(const toml::node* n, const InputSpec& in,
+                                  const std::string& field, const Dims& dims) const {
+    const toml::array* a = n->as_array();
+    if (!a || !a->is_array_of_tables())
+      fail(n, field, "must be an array of tables ([[inputs.draws]]: name, dtype, shape, init)");
+    if (a->size() > kMaxInputDraws)
+      fail(n, field,
+           std::to_string(a->size()) + " draws; an input may have at most " +
+               std::to_string(kMaxInputDraws));
+    std::vector<InputSpec> out;
+    std::set<std::string> names{in.name};
+    for (size_t j = 0; j < a->size(); ++j) {
+      const toml::table& t = *a->get(j)->as_table();
+      InputSpec d;
+      d.name = required_string(t, "name");
+      std::string f = field + "[" + std::to_string(j) + "] (" + d.name + ")";
+      for (auto&& [key, value] : t) {
+        std::string k(key.str());
+        if (k != "name" && k != "dtype" && k != "shape" && k != "init")
+          fail(&value, f + "." + k, "unknown key (known: name, dtype, shape, init)");
+      }
+      if (!is_identifier(d.name)) fail(t.get("name"), f + ".name", "must be an identifier");
+      if (!names.insert(d.name).second)
+        fail(t.get("name"), f + ".name",
+             "'" + d.name + "' is taken (the input's own draw is '" + in.name +
+                 "'; each draw needs a name of its own)");
+      d.dtype = t.get("dtype") ? dtype_of(t.get("dtype"), &t, f + ".dtype") : in.dtype;
+      d.shape = shape_of(t, f + ".shape", dims);
+      d.init = parse_init(t.get("init"), f + ".init", d.dtype, dims);
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
   std::vector<InputSpec> load_inputs(const toml::table& root, const Dims& dims) const {
     const toml::node* n = root.get("inputs");
     if (!n) fail(&root, "inputs", "missing: declare each input with [[inputs]]");
@@ -378,39 +455,50 @@ class Loader {
       std::string field = "inputs[" + std::to_string(i) + "] (" + in.name + ")";
       for (auto&& [key, value] : t) {
         std::string k(key.str());
-        if (k != "name" && k != "dtype" && k != "shape" && k != "init")
-          fail(&value, field + "." + k, "unknown key (known: name, dtype, shape, init)");
+        if (k != "name" && k != "dtype" && k != "shape" && k != "init" && k != "transform" &&
+            k != "draw_dtype" && k != "draws")
+          fail(&value, field + "." + k,
+               "unknown key (known: name, dtype, shape, init, transform, draw_dtype, draws)");
       }
       if (!is_identifier(in.name)) fail(t.get("name"), field + ".name", "must be an identifier");
       if (!names.insert(in.name).second)
         fail(t.get("name"), field + ".name", "duplicate input name");
       if (dims.count(in.name))
         fail(t.get("name"), field + ".name", "an input may not share a dim's name");
-      const toml::node* dt = t.get("dtype");
-      if (!dt || !dt->is_string())
-        fail(dt ? dt : &t, field + ".dtype",
-             "missing (float32, float16, bfloat16, float64, int32, int64, bool)");
-      auto dtype = parse_dtype(**dt->as_string());
-      if (!dtype)
-        fail(dt, field + ".dtype",
-             "unknown dtype '" + **dt->as_string() +
-                 "' (known: float32, float16, bfloat16, float64, int32, int64, bool)");
-      in.dtype = *dtype;
-      const toml::node* sh = t.get("shape");
-      if (!sh || !sh->is_array())
-        fail(sh ? sh : &t, field + ".shape",
-             "missing: an array of dim names, integers or expressions");
-      const toml::array& sa = *sh->as_array();
-      for (size_t j = 0; j < sa.size(); ++j)
-        in.shape.push_back(
-            expression(sa.get(j), field + ".shape[" + std::to_string(j) + "]", dims));
-      in.init = parse_init(t.get("init"), field + ".init", in.dtype, dims);
+      in.dtype = dtype_of(t.get("dtype"), &t, field + ".dtype");
+      in.shape = shape_of(t, field + ".shape", dims);
+      const toml::node* transform = t.get("transform");
+      if (transform) in.transform = transform_of(transform, field + ".transform");
+      for (const char* key : {"draw_dtype", "draws"})
+        if (!transform && t.get(key))
+          fail(t.get(key), field + "." + key,
+               "only a computed input (one with a transform, which reads its draws) has " +
+                   std::string(key));
+      if (const toml::node* dd = t.get("draw_dtype"))
+        in.draw_dtype = dtype_of(dd, &t, field + ".draw_dtype");
+      in.init = parse_init(t.get("init"), field + ".init", in.drawn_dtype(), dims);
+      if (const toml::node* dn = t.get("draws"))
+        in.draws = draws_of(dn, in, field + ".draws", dims);
+      if (transform) {
+        try {
+          compile_transform(in, file_.string());
+        } catch (const InputError& e) {  // an F.x the prelude lacks
+          fail(transform, field + ".transform", e.problem());
+        } catch (const UsageError& e) {  // TorchScript's excerpt, pointed at the task file
+          static const std::regex where(R"(File "<string>", line \d+)");
+          std::optional<int> line = line_of(transform);
+          fail(transform, field + ".transform",
+               std::regex_replace(std::string(e.what()), where,
+                                  "File \"" + file_.string() + "\"" +
+                                      (line ? ", line " + std::to_string(*line) : "")));
+        }
+      }
       out.push_back(std::move(in));
     }
     return out;
   }
 
-  std::vector<OutputSpec> load_outputs(const toml::table& root) const {
+  std::vector<OutputSpec> load_outputs(const toml::table& root, const Dims& dims) const {
     std::vector<OutputSpec> out;
     const toml::node* n = root.get("outputs");
     if (!n) return out;
@@ -423,8 +511,8 @@ class Loader {
       std::string field = "outputs[" + std::to_string(i) + "]";
       for (auto&& [key, value] : t) {
         std::string k(key.str());
-        if (k != "name" && k != "dtype" && k != "tolerance")
-          fail(&value, field + "." + k, "unknown key (known: name, dtype, tolerance)");
+        if (k != "name" && k != "dtype" && k != "tolerance" && k != "shape")
+          fail(&value, field + "." + k, "unknown key (known: name, dtype, tolerance, shape)");
       }
       OutputSpec o;
       o.name = required_string(t, "name");
@@ -444,6 +532,7 @@ class Loader {
         if (!(v > 0 && v < 1)) fail(tol, field + ".tolerance", "must be in (0, 1)");
         o.tolerance = v;
       }
+      if (t.get("shape")) o.shape = shape_of(t, field + ".shape", dims);
       out.push_back(std::move(o));
     }
     return out;
@@ -483,6 +572,18 @@ class Loader {
           }
           (void)t.numel_of(in, d);  // overflow check
           check_init_bounds(in, d, init_node, field + ".init", where);
+          for (size_t j = 0; j < in.draws.size(); ++j) {
+            const InputSpec& e = in.draws[j];
+            auto draw_node = root["inputs"][i]["draws"][j];
+            std::string f = field + ".draws[" + std::to_string(j) + "] (" + e.name + ")";
+            for (size_t k = 0; k < e.shape.size(); ++k)
+              if (int64_t v = e.shape[k].eval_int(d); v < 1)
+                fail(draw_node["shape"].node(), f + ".shape[" + std::to_string(k) + "]",
+                     "'" + e.shape[k].text() + "' is " + std::to_string(v) + " for " + where +
+                         " (" + format_dims(d) + "); sizes must be at least 1");
+            (void)t.numel_of(e, d);
+            check_init_bounds(e, d, draw_node["init"].node(), f + ".init", where);
+          }
         } catch (const ExprError& e) {
           fail(node, field, std::string(e.what()) + " for " + where);
         }
@@ -517,7 +618,7 @@ class Loader {
             fail(node, field, "'" + init.text + "': randint bounds must be integers");
         if (init.params[1].eval_int(d) - init.params[0].eval_int(d) < 1)
           fail(node, field, "'" + init.text + "': needs lo < hi" + at);
-        if (in.dtype == Dtype::Int32 &&
+        if (in.drawn_dtype() == Dtype::Int32 &&
             (init.params[0].eval_int(d) < INT32_MIN || init.params[1].eval_int(d) - 1 > INT32_MAX))
           fail(node, field, "'" + init.text + "': bounds do not fit int32" + at);
         break;
@@ -621,9 +722,13 @@ std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count,
     try {
       for (const Expr& c : task.constraints)
         if (!c.eval_bool(d)) return false;
-      for (const InputSpec& in : task.inputs)
+      for (const InputSpec& in : task.inputs) {
         for (int64_t v : task.shape_of(in, d))
           if (v < 1) return false;
+        for (const InputSpec& draw : in.draws)  // a computed input's further draws
+          for (int64_t v : task.shape_of(draw, d))
+            if (v < 1) return false;
+      }
       return task.input_bytes(d) <= max_input_bytes && (!accept || accept(d));
     } catch (const ExprError&) {
       return false;
@@ -663,6 +768,18 @@ std::string shape_expressions(const InputSpec& in) {
   std::string out = "[";
   for (size_t i = 0; i < in.shape.size(); ++i) out += (i ? ", " : "") + in.shape[i].text();
   return out + "]";
+}
+
+std::string values_text(const InputSpec& in) {
+  std::string init = in.init.text.empty() ? "randn" : in.init.text;
+  if (in.transform.empty()) return init;
+  if (in.draw_dtype) init += " (" + std::string(dtype_name(*in.draw_dtype)) + ")";
+  std::string out = init + ", then " + in.transform;
+  std::string draws;
+  for (const InputSpec& d : in.draws)
+    draws += (draws.empty() ? "" : "; ") + d.name + ": " + d.init.text + " " +
+             std::string(dtype_name(d.dtype)) + " " + shape_expressions(d);
+  return draws.empty() ? out : out + " (" + draws + ")";
 }
 
 Task load_task(const fs::path& file) {

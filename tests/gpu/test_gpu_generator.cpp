@@ -69,6 +69,77 @@ INSTANTIATE_TEST_SUITE_P(
       return kforge::test::test_name(info.param.dtype + "_" + info.param.init);
     });
 
+// Computed inputs (issue 38): the GPU draws what the CPU draws, then applies the transform on the
+// GPU; exact where the transform is (tril, casts, products of exact draws), within float rounding
+// where it sums (softmax). A task check on the GPU sees the transformed values.
+TEST(GpuGenerator, ComputedInputsMatchTheCpu) {
+  KFORGE_REQUIRE_GPU();
+  TempDir dir;
+  std::string text = R"toml(name = "c"
+summary = "s"
+reference = """
+def forward(L: Tensor, p: Tensor, s: Tensor, h: Tensor) -> Tensor:
+    return torch.matmul(L, p).sum(-1) + s.sum() + h.sum()
+"""
+[dims]
+N = 513
+[[inputs]]
+name = "L"
+dtype = "float32"
+shape = ["N", "N"]
+init = "rand"
+transform = "torch.tril(L)"
+[[inputs]]
+name = "p"
+dtype = "float32"
+shape = ["N", "N"]
+init = "randn"
+transform = "torch.softmax(p * scale, -1)"
+[[inputs.draws]]
+name = "scale"
+shape = []
+init = "uniform(1, 4)"
+[[inputs]]
+name = "s"
+dtype = "float32"
+shape = ["N"]
+init = "randint(0, 2)"
+draw_dtype = "int64"
+transform = "s.float() * 2 - 1"
+[[inputs]]
+name = "h"
+dtype = "float16"
+shape = ["N", "N"]
+init = "rand"
+transform = "(h + h.t()) / 2"
+[check]
+dims = [{ N = 1 }, { N = 31 }]
+)toml";
+  Task t = load_task(dir.write("s/c.toml", text));
+  for (int variant : {0, 1})
+    for (uint64_t seed : {uint64_t{1}, uint64_t{99}})
+      for (size_t i = 0; i < t.inputs.size(); ++i) {
+        SCOPED_TRACE(t.inputs[i].name + " variant " + std::to_string(variant));
+        torch::Tensor cpu = generate_cpu(t, i, t.dims, seed, variant);
+        torch::Tensor gpu = kforge::verify::generate_cuda(t, i, t.dims, seed, variant, 0);
+        ASSERT_TRUE(gpu.is_cuda());
+        ASSERT_EQ(gpu.scalar_type(), cpu.scalar_type());
+        ASSERT_EQ(gpu.sizes(), cpu.sizes());
+        EXPECT_TRUE(gpu.is_contiguous());
+        torch::Tensor back = gpu.cpu();
+        if (t.inputs[i].name == "p")
+          EXPECT_TRUE(torch::allclose(back, cpu, 1e-5, 1e-7));
+        else
+          EXPECT_TRUE(torch::equal(back, cpu)) << (back != cpu).sum().item<int64_t>();
+      }
+  CheckOptions opt;
+  opt.device = torch::Device(torch::kCUDA, 0);
+  opt.dims = DimsSelection::All;
+  opt.generator = kforge::verify::cuda_generator(0);
+  TaskCheck c = check_task(t, opt);
+  for (const auto& p : c.problems) ADD_FAILURE() << p;
+}
+
 TEST(GpuTasks, SmokeSuiteChecksOnTheGpuAtTimedDims) {
   KFORGE_REQUIRE_GPU();
   for (const auto& f : resolve_tasks("smoke", kforge::test::source_dir() / "tasks")) {

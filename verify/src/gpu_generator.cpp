@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "kforge/compile/nvrtc.h"
+#include "kforge/tasks/transform.h"
 #include "kforge/verify/driver.h"
 #include "tasks_philox.h"
 
@@ -80,23 +81,20 @@ const Module& module_for(int device_index) {
 
 }  // namespace
 
-torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::Dims& dims,
-                            uint64_t seed, int variant, int device_index) {
+namespace {
+
+// One draw of `spec` (an input, or one of its draws) in `dtype` on the GPU, from `stream`;
+// float16/bfloat16 values are rounded from float32 unless `keep_float32` (a transform's operand).
+torch::Tensor draw_cuda(const tasks::InputSpec& spec, tasks::Dtype dtype,
+                        const std::vector<int64_t>& shape, const tasks::Dims& dims, uint64_t seed,
+                        unsigned int stream, int variant, int device_index, bool keep_float32) {
   const Driver& d = Driver::get();
-  d.require("generating inputs on the GPU");
-  if (!torch::cuda::is_available())
-    throw Error(
-        "generating inputs on the GPU needs a LibTorch built with CUDA; this one (" TORCH_VERSION
-        ") has none");
   using tasks::Dtype;
-  const tasks::InputSpec& in = task.inputs.at(index);
-  tasks::ResolvedInit r = tasks::resolve_init(in, dims);
-  Dtype gen_dtype =
-      (in.dtype == Dtype::Float16 || in.dtype == Dtype::BFloat16) ? Dtype::Float32 : in.dtype;
-  torch::Tensor out =
-      torch::empty(task.shape_of(in, dims), torch::TensorOptions()
-                                                .dtype(tasks::to_scalar_type(gen_dtype))
-                                                .device(torch::Device(torch::kCUDA, device_index)));
+  tasks::ResolvedInit r = tasks::resolve_init(spec, dims);
+  Dtype gen_dtype = (dtype == Dtype::Float16 || dtype == Dtype::BFloat16) ? Dtype::Float32 : dtype;
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions()
+                                              .dtype(tasks::to_scalar_type(gen_dtype))
+                                              .device(torch::Device(torch::kCUDA, device_index)));
   const Module& m = module_for(device_index);
   CUdevice dev;
   KFORGE_CU_CHECK(d, d.cuDeviceGet(&dev, device_index));
@@ -106,7 +104,7 @@ torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::
 
   void* ptr = out.data_ptr();
   unsigned long long n = static_cast<unsigned long long>(out.numel());
-  unsigned int input = static_cast<unsigned int>(index);
+  unsigned int input = stream;
   long long lo = r.lo, hi = r.hi;
   std::vector<void*> args;
   CUfunction fn = nullptr;
@@ -135,7 +133,37 @@ torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::
     KFORGE_CU_CHECK(d, d.cuCtxSynchronize());
   }
   KFORGE_CU_CHECK(d, d.cuDevicePrimaryCtxRelease(dev));
-  return gen_dtype == in.dtype ? out : out.to(tasks::to_scalar_type(in.dtype));
+  return gen_dtype == dtype || keep_float32 ? out : out.to(tasks::to_scalar_type(dtype));
+}
+
+}  // namespace
+
+torch::Tensor generate_cuda(const tasks::Task& task, size_t index, const tasks::Dims& dims,
+                            uint64_t seed, int variant, int device_index) {
+  const Driver& d = Driver::get();
+  d.require("generating inputs on the GPU");
+  if (!torch::cuda::is_available())
+    throw Error(
+        "generating inputs on the GPU needs a LibTorch built with CUDA; this one (" TORCH_VERSION
+        ") has none");
+  const tasks::InputSpec& in = task.inputs.at(index);
+  std::vector<int64_t> shape = task.shape_of(in, dims);
+  if (in.transform.empty())
+    return draw_cuda(in, in.dtype, shape, dims, seed, tasks::draw_stream(index, 0), variant,
+                     device_index, false);
+  // A computed input: its draws, then its transform on the GPU (docs/task-format.md).
+  std::vector<torch::Tensor> drawn{draw_cuda(in, in.drawn_dtype(), shape, dims, seed,
+                                             tasks::draw_stream(index, 0), variant, device_index,
+                                             true)};
+  for (size_t j = 0; j < in.draws.size(); ++j) {
+    const tasks::InputSpec& e = in.draws[j];
+    drawn.push_back(draw_cuda(e, e.dtype, task.shape_of(e, dims), dims, seed,
+                              tasks::draw_stream(index, j + 1), variant, device_index, true));
+  }
+  torch::Tensor t = tasks::apply_transform(task, index, drawn);
+  // LibTorch ran the transform on its current stream; what reads the input next may not.
+  torch::cuda::synchronize(device_index);
+  return t;
 }
 
 tasks::InputGenerator cuda_generator(int device_index) {

@@ -69,7 +69,26 @@ std::string numbers_of(const json& c) {
   return s + ".";
 }
 
-std::string evidence_of(const json& c) {
+// `j` as JSON, its "dims" objects with the dims in `order` (the task's shape order) instead of
+// by name; everything else as json::dump() writes it.
+nlohmann::ordered_json in_order(const json& j, const std::vector<std::string>& order,
+                                bool dims = false) {
+  if (j.is_array()) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const json& v : j) a.push_back(in_order(v, order));
+    return a;
+  }
+  if (!j.is_object()) return nlohmann::ordered_json::parse(j.dump());
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  if (dims)
+    for (const std::string& k : order)
+      if (j.contains(k)) o[k] = in_order(j[k], order);
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!o.contains(it.key())) o[it.key()] = in_order(it.value(), order, it.key() == "dims");
+  return o;
+}
+
+std::string evidence_of(const json& c, const std::vector<std::string>& order) {
   std::string s;
   // Every check that failed: NVRTC's (ok false) and those after a module compiled (signatures,
   // limits: ok true, with errors).
@@ -78,7 +97,8 @@ std::string evidence_of(const json& c) {
       for (const auto& err : cr["errors"]) s += "- " + err.get<std::string>() + "\n";
   for (const auto& e : c["evaluations"])
     if (e["outcome"] != "correct")
-      s += "- " + e["outcome"].get<std::string>() + ": " + e["evidence"].dump() + "\n";
+      s += "- " + e["outcome"].get<std::string>() + ": " + in_order(e["evidence"], order).dump() +
+           "\n";
   return s.empty() ? "No failure recorded for this candidate." : s;
 }
 
@@ -418,7 +438,7 @@ void fill_parent(const PromptInputs& in, const std::string& prefix,
     v["roofline_floor"] =
         format_ms((*e)["roofline_fraction"].get<double>() * (*e)["time_ms"].get<double>()) + " ms" +
         measured_on(*e, *id);
-  v["failure_evidence"] = evidence_of(c);
+  v["failure_evidence"] = evidence_of(c, ordered_dims(t));
 }
 
 std::vector<std::string> retrieved_kernels(const PromptInputs& in) {

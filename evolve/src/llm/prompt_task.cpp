@@ -29,6 +29,13 @@ void append_names(const Expr& e, const tasks::Dims& dims, std::vector<std::strin
   }
 }
 
+// A shape as written: "[B, N - 2]".
+std::string expressions(const std::vector<Expr>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].text();
+  return s + "]";
+}
+
 // Per SM, from the CUDA programming guide's table of compute capabilities: 32-bit registers,
 // resident threads, resident blocks, shared memory in bytes. Archs kforge does not know: none.
 struct SmSpec {
@@ -93,15 +100,32 @@ std::string task_tensors(const tasks::Task& t, const tasks::Reference& ref) {
   for (const auto& i : t.inputs)
     tensors += "- input `" + i.name + "`: " + std::string(tasks::dtype_name(i.dtype)) + " " +
                format_shape(t.shape_of(i, t.dims)) + " (shape " + tasks::shape_expressions(i) +
-               "), values " + (i.init.text.empty() ? "randn" : i.init.text) + "\n";
-  auto shapes = tasks::output_shapes(t, ref, t.dims);
+               "), values " + tasks::values_text(i) + "\n";
+  auto shapes = tasks::known_output_shapes(t, ref, t.dims);
   auto outs = tasks::describe_outputs(t, ref);
-  for (size_t k = 0; k < outs.size(); ++k)
+  for (size_t k = 0; k < outs.size(); ++k) {
+    // The shape the task declares, shown where it holds at the timed sizes (`tasks check` holds
+    // it to the reference at the check sizes).
+    const std::vector<Expr>* declared =
+        k < t.outputs.size() && !t.outputs[k].shape.empty() ? &t.outputs[k].shape : nullptr;
+    std::optional<std::vector<int64_t>> sizes;
+    if (shapes && k < shapes->size()) sizes = (*shapes)[k].sizes;
+    if (!sizes && outs[k].rank == 0) sizes = std::vector<int64_t>{};  // a scalar's shape is []
+    if (declared) {
+      try {
+        std::vector<int64_t> at_timed;
+        for (const Expr& e : *declared) at_timed.push_back(e.eval_int(t.dims));
+        if (!sizes) sizes = at_timed;
+        if (*sizes != at_timed) declared = nullptr;
+      } catch (const std::exception&) {
+        declared = nullptr;
+      }
+    }
     tensors += "- output `" + outs[k].name + "`: " + std::string(tasks::dtype_name(outs[k].dtype)) +
                " " +
-               (shapes ? format_shape((*shapes)[k].sizes)
-                       : "(rank " + std::to_string(outs[k].rank) + ")") +
-               "\n";
+               (sizes ? format_shape(*sizes) : "(rank " + std::to_string(outs[k].rank) + ")") +
+               (declared ? " (shape " + expressions(*declared) + ")" : "") + "\n";
+  }
   return tensors;
 }
 

@@ -62,7 +62,8 @@ def bench(torch, name, entry, runs, flush):
     config = configs[-1]
     torch.manual_seed(2000)
     testing = shared(name)
-    inputs = [testing.draw(i["dtype"], spec) for i, spec in zip(entry["inputs"], config["inputs"])]
+    inputs = [testing.draw(i["dtype"], spec, transform=i.get("transform"))
+              for i, spec in zip(entry["inputs"], config["inputs"])]
     forward = testing.reference(entry)
     op = getattr(getattr(torch.ops, name), entry["op"])
     allow = bool(entry.get("allow_tf32", False))  # the reference's math mode, as kforge timed eager

@@ -75,9 +75,12 @@ torch::ScalarType scalar_type(const std::string& name) {
   return it->second;
 }
 
-// One input on the GPU: spec {"shape", "init"} drawn from LibTorch's generator (seed it first).
-torch::Tensor draw(const std::string& dtype_name, const json& spec) {
-  const torch::ScalarType dtype = scalar_type(dtype_name);
+// One draw on the GPU: spec {"shape", "init"} drawn from LibTorch's generator (seed it first);
+// float16/bfloat16 kept float32 when `keep_float32` (a computed input's operand).
+torch::Tensor draw_one(const std::string& dtype_name, const json& spec, bool keep_float32) {
+  torch::ScalarType dtype = scalar_type(dtype_name);
+  if (keep_float32 && (dtype == torch::kFloat16 || dtype == torch::kBFloat16))
+    dtype = torch::kFloat32;
   const auto shape = spec.at("shape").get<std::vector<int64_t>>();
   const json& init = spec.at("init");
   const std::string kind = init.at("kind");
@@ -98,6 +101,26 @@ torch::Tensor draw(const std::string& dtype_name, const json& spec) {
     throw std::runtime_error("manifest.json: unknown init kind " + kind);
   }
   return t.to(dtype);
+}
+
+// One input on the GPU (seed the generator first). A computed input (`input` has a "transform"):
+// its draw and spec["draws"], then the transform, compiled as kforge compiles it; it runs in
+// float32 for a float16/bfloat16 input, whose result is rounded.
+torch::Tensor draw(const json& input, const json& spec) {
+  const std::string dtype_name = input.at("dtype").get<std::string>();
+  if (!input.contains("transform")) return draw_one(dtype_name, spec, false);
+  const json& transform = input.at("transform");
+  std::vector<c10::IValue> drawn{draw_one(transform.at("draw_dtype"), spec, true)};
+  for (const json& d : spec.value("draws", json::array()))
+    drawn.push_back(draw_one(d.at("dtype"), d, true));
+  static std::map<std::string, std::shared_ptr<torch::jit::CompilationUnit>> units;
+  const std::string source = transform.at("torchscript");
+  auto& unit = units[source];
+  if (!unit) unit = torch::jit::compile(source);
+  torch::NoGradGuard no_grad;
+  torch::Tensor t =
+      unit->get_function(transform.at("function").get<std::string>())(drawn).toTensor();
+  return t.to(scalar_type(dtype_name)).contiguous();
 }
 
 // A result as a list of tensors (a tuple flattened).
@@ -286,8 +309,7 @@ TEST_P(OpTest, MatchesReference) {
   torch::manual_seed(1000 + GetParam().config);
   std::vector<torch::Tensor> inputs, wide;
   for (size_t i = 0; i < entry.at("inputs").size(); ++i)
-    inputs.push_back(
-        draw(entry["inputs"][i].at("dtype").get<std::string>(), config.at("inputs").at(i)));
+    inputs.push_back(draw(entry["inputs"][i], config.at("inputs").at(i)));
   for (const torch::Tensor& t : inputs)
     wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
 
@@ -335,8 +357,7 @@ TEST(ManifestTest, EveryOpRefusesAWrongRankAndAWrongDtype) {
     torch::manual_seed(999);
     std::vector<torch::Tensor> inputs;
     for (size_t i = 0; i < entry.at("inputs").size(); ++i)
-      inputs.push_back(
-          draw(entry["inputs"][i].at("dtype").get<std::string>(), config.at("inputs").at(i)));
+      inputs.push_back(draw(entry["inputs"][i], config.at("inputs").at(i)));
     const torch::Tensor good = inputs[0];
     std::vector<std::pair<std::string, torch::Tensor>> bad = {
         {"dims", good.unsqueeze(0)

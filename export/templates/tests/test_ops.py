@@ -43,7 +43,7 @@ draw, reference, as_list, math_mode = _testing.draw, _testing.reference, _testin
 
 def draw_inputs(entry, config, seed):
     torch.manual_seed(seed)
-    return [draw(i["dtype"], spec) for i, spec in zip(entry["inputs"], config["inputs"])]
+    return [draw(i["dtype"], spec, transform=i.get("transform")) for i, spec in zip(entry["inputs"], config["inputs"])]
 
 
 def run_reference(entry, inputs):

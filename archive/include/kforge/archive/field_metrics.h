@@ -51,4 +51,18 @@ struct FieldMetrics {
 // `problems`: the denominator (the level's problem count); at least results.size().
 FieldMetrics field_metrics(const std::vector<ProblemResult>& results, size_t problems);
 
+// The two figures KernelBench reports (issue 38): over each problem's best kernel of all attempts,
+// and over its first sample (kforge/archive/first_sample.h).
+struct FieldFigures {
+  FieldMetrics best, first_sample;
+  size_t sampled = 0;     // problems with a model-written kernel (a first sample)
+  std::string best_note;  // what "best" is here, after the heading: " (kind seed)"; may be empty
+
+  // {"best": {...}, "first_sample": {..., "sampled": n}}
+  nlohmann::json to_json() const;
+  // Each table under its heading; where no problem has a model-written kernel, a line says so
+  // instead of the first sample's table of zeros.
+  std::string to_markdown() const;
+};
+
 }  // namespace kforge::archive

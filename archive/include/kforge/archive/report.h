@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kforge/archive/archive.h"
+#include "kforge/archive/first_sample.h"
 
 namespace kforge::archive {
 
@@ -56,6 +57,9 @@ struct LineageEntry {
 struct RunReport {
   nlohmann::json run;          // its row of Archive::runs(): times, status, config, budgets used
   std::vector<RunTask> tasks;  // by task name
+  // Each task's first sample among the run's candidates (kforge/archive/first_sample.h), in the
+  // order of `tasks`.
+  std::vector<FirstSample> first_samples;
   std::vector<RunOutcome> outcomes;
   std::vector<RunProposer> proposers;  // by kind and model
   int64_t last_generation = 0;

@@ -40,6 +40,10 @@ struct TaskCheck {
   bool ok() const { return problems.empty(); }
 };
 
+// The timed dims a CPU check runs again to confirm a degeneracy (docs/task-format.md).
+inline constexpr int64_t kRecheckTimedBytes = int64_t{64} << 20;
+inline constexpr double kRecheckSeconds = 10;  // ...and a run there should take about this at most
+
 struct CheckOptions {
   torch::Device device = torch::kCPU;
   DimsSelection dims = DimsSelection::Check;
@@ -49,6 +53,10 @@ struct CheckOptions {
   // Called before each configuration's reference runs with where they run ("check dims (N=4)"),
   // e.g. for a watchdog that names the configuration a reference hangs on.
   std::function<void(const std::string& where)> on_config;
+  // A degeneracy found at check dims (DimsSelection::Check) is checked again at the timed dims
+  // when their inputs take at most this many bytes (0: never); one that does not hold there is a
+  // note, not a problem.
+  int64_t recheck_timed_bytes = kRecheckTimedBytes;
 };
 
 // Thresholds (docs/design.md, Defaults).

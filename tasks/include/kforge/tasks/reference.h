@@ -14,7 +14,8 @@
 
 namespace torch::jit {
 struct CompilationUnit;
-}
+struct Graph;
+}  // namespace torch::jit
 
 namespace kforge::tasks {
 
@@ -44,6 +45,8 @@ class Reference {
 
   // forward()'s graph as TorchScript IR text (what the interpreter runs; tests read it).
   std::string graph_text() const;
+  // A copy of forward()'s graph, the caller's to change (shape analysis).
+  std::shared_ptr<torch::jit::Graph> graph_copy() const;
 
  private:
   std::shared_ptr<torch::jit::CompilationUnit> unit_;
@@ -72,6 +75,22 @@ struct TensorShape {
 // (no data, no time). nullopt when an op of the reference has no meta kernel.
 std::optional<std::vector<TensorShape>> output_shapes(const Task& task, const Reference& ref,
                                                       const Dims& dims);
+
+// The largest inputs, in bytes, that known_output_shapes runs the reference on the CPU with (the
+// KernelBench importer's bound for its check at the timed sizes).
+inline constexpr int64_t kCpuShapeBytes = int64_t{32} << 20;
+
+// Output shapes and dtypes at `dims` without a GPU, the cheapest way that tells: the meta device
+// (output_shapes); else LibTorch's shape functions over forward()'s graph given the inputs' sizes
+// (its symbolic shape analysis: no data, no run; ops whose output has their input's shape, such as
+// group_norm, carry it where LibTorch has no function), trusted only where they give every output's
+// sizes and agree with the reference's own outputs at every [check] configuration that can be run
+// (on the meta device, or on the CPU where the inputs fit in kCpuShapeBytes), at least one;
+// else the reference run on the CPU at `dims` where the inputs fit in kCpuShapeBytes. nullopt when
+// none tells (large inputs and an op with neither a meta kernel nor a shape function, as
+// group_norm in LibTorch 1.13). Worked out once per task and dims in a process.
+std::optional<std::vector<TensorShape>> known_output_shapes(const Task& task, const Reference& ref,
+                                                            const Dims& dims);
 
 // Bytes that must move at `dims`: `min_bytes` when declared, else every input read once and every
 // output written once (nullopt when the output shapes are unknown).

@@ -35,12 +35,22 @@ struct InputSpec {
   Dtype dtype = Dtype::Float32;
   std::vector<Expr> shape;
   Init init;
+  // A computed input (docs/task-format.md, "Computed inputs"): a TorchScript expression over the
+  // input's draw (named by the input's name) and its `draws`, applied by the harness wherever it
+  // draws the input. Empty: the input is its draw.
+  std::string transform;
+  std::optional<Dtype> draw_dtype;  // the dtype `init` draws in, when not `dtype` (transform only)
+  std::vector<InputSpec> draws;     // further draws the transform reads (name, dtype, shape, init)
+
+  Dtype drawn_dtype() const { return draw_dtype.value_or(dtype); }
 };
 
 struct OutputSpec {
   std::string name;
   std::optional<Dtype> dtype;       // checked against the reference when given
   std::optional<double> tolerance;  // replaces tol(dtype) in the acceptance formula
+  std::vector<Expr> shape;  // over the dims, as prompts show it; checked by `tasks check`; empty:
+                            // not declared
 };
 
 using Dims = IntNames;  // dim name -> value
@@ -59,6 +69,9 @@ struct Task {
   std::vector<Expr> constraints;
   bool deterministic = false;
   bool allow_tf32 = false;
+  // Why a kernel could pass the task without doing its work, as `kforge tasks
+  // import-kernelbench`'s check found it (docs/task-format.md); empty: not marked.
+  std::vector<std::string> degenerate;
   std::optional<Expr> flops;
   std::optional<Expr> min_bytes;
   std::string content_hash;  // hex digest of the file's bytes: an edited task is a new version
@@ -102,5 +115,8 @@ std::vector<Dims> draw_unseen_dims(const Task& task, uint64_t seed, int count,
 std::string format_dims(const Dims& d);
 // An input's shape as written: "[B, 2 * N]".
 std::string shape_expressions(const InputSpec& in);
+// How an input's values are made, for people: its init, then its transform where it has one
+// ("rand, then torch.tril(A)"; draws named: "rand, then p * scale (scale: rand, shape [])").
+std::string values_text(const InputSpec& in);
 
 }  // namespace kforge::tasks
