@@ -79,7 +79,7 @@ TEST(GpuGenerator, ComputedInputsMatchTheCpu) {
 summary = "s"
 reference = """
 def forward(L: Tensor, p: Tensor, s: Tensor, h: Tensor) -> Tensor:
-    return torch.matmul(L, p).sum(-1) + s.sum() + h.float().sum(-1)
+    return torch.matmul(p, L).sum(-1) + s.sum() + h.float().sum(-1)
 """
 [dims]
 N = 513
