@@ -265,18 +265,25 @@ def probe_dim(problem, base, d, limit):
     return m, q
 
 
+def compile_like_judge(source, prelude, failed):
+    """TorchScript `source` compiled as kforge's judge compiles it: after kforge's prelude, with
+    `F.x(` as `F_x(`, and `torch.x` the aten builtin x. Unconvertible(failed + the reason) if not."""
+    body = re.sub(r"(?<![\w.])F\.(\w+)\s*\(", lambda m: f"F_{m.group(1)}(", source)
+    aten = _AtenTorch("torch")
+    unit = torch._C.CompilationUnit()
+    try:
+        unit.define(prelude + "\n" + body, lambda n: aten if n == "torch" else None)
+    except Exception as e:
+        raise Unconvertible(failed + first_line(e))
+    return unit
+
+
 class Reference:
-    """The converted forward() compiled as kforge's judge compiles it: after kforge's prelude, with
-    `F.x(` as `F_x(`, and `torch.x` the aten builtin x."""
+    """The converted forward() compiled as kforge's judge compiles it (compile_like_judge)."""
 
     def __init__(self, source, prelude, names):
-        body = re.sub(r"(?<![\w.])F\.(\w+)\s*\(", lambda m: f"F_{m.group(1)}(", source)
-        aten = _AtenTorch("torch")
-        self.unit = torch._C.CompilationUnit()
-        try:
-            self.unit.define(prelude + "\n" + body, lambda n: aten if n == "torch" else None)
-        except Exception as e:
-            raise Unconvertible("the converted reference does not compile as TorchScript: " + first_line(e))
+        self.unit = compile_like_judge(source, prelude,
+                                       "the converted reference does not compile as TorchScript: ")
         self.fn = self.unit.find_function("forward")
 
     def __call__(self, *args):

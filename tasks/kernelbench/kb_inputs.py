@@ -281,15 +281,10 @@ class Transform:
     float32), it returns the input (rounded to float16/bfloat16 where that is its dtype)."""
 
     def __init__(self, text, names, dtype, prelude, what):
-        from kb_check import _AtenTorch, first_line
+        from kb_check import compile_like_judge
         body = f"def {FUNCTION}({', '.join(n + ': Tensor' for n in names)}) -> Tensor:\n    return {text}\n"
-        body = re.sub(r"(?<![\w.])F\.(\w+)\s*\(", lambda m: f"F_{m.group(1)}(", body)
-        aten = _AtenTorch("torch")
-        self.unit = torch._C.CompilationUnit()
-        try:
-            self.unit.define(prelude + "\n" + body, lambda n: aten if n == "torch" else None)
-        except Exception as e:
-            raise Unconvertible(f"{what}: its computation ({text}) does not compile as TorchScript: {first_line(e)}")
+        self.unit = compile_like_judge(
+            body, prelude, f"{what}: its computation ({text}) does not compile as TorchScript: ")
         self.fn = self.unit.find_function(FUNCTION)
         self.dtype, self.what, self.text = dtype, what, text
 
