@@ -6,9 +6,10 @@
 #
 #   first call:  source .device/env.sh && scripts/gpu-llm-batch.sh   ($STATE/run.toml, or TASKS="..." GENERATIONS=N)
 #   later calls: source .device/env.sh && scripts/gpu-llm-batch.sh        (carry .gpu-batch)
+#   EVOLVE_ARGS: more flags for every call (e.g. --no-max-autotune)
 #
 # State (git-ignored, carried): .gpu-batch/{bin/, prompts/, docs/answer-format.md, archive.db,
-# exchange/, evolve.jsonl}. The first call builds kforge and keeps its binaries and a frozen copy of
+# exchange/, evolve.jsonl, cache/ (torch.compile's packages), tasks/ (suites of the run's own, if any)}. The first call builds kforge and keeps its binaries and a frozen copy of
 # the prompts in the state folder, so later calls skip the build and render the same prompts (the
 # answers are found by a hash of the request). $OUT gets state.tgz, the log and the report.
 set -uo pipefail
@@ -25,6 +26,10 @@ else
   K="$PWD/$STATE/bin/kforge"
 fi
 export KFORGE_PROMPTS="$PWD/$STATE/prompts" KFORGE_DB="$PWD/$STATE/archive.db"
+# A run on suites of its own (imported KernelBench problems): $STATE/tasks, which travels with the state.
+[ -d "$STATE/tasks" ] && export KFORGE_TASKS="$PWD/$STATE/tasks"
+# torch.compile's packages travel with the state too, so only the first call builds them.
+export KFORGE_CACHE_DIR="$PWD/$STATE/cache"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/batch.log" 2>&1
 # The run to resume: the newest whose model is a batch folder (an archive imported first has runs too).
 run=$(python3 - "$KFORGE_DB" <<'PY'
@@ -41,13 +46,13 @@ PY
 t0=$SECONDS
 if [ "$run" = 0 ]; then
   # The run's settings: $STATE/run.toml when there (tasks, generations, the operators' mix), else TASKS.
-  args=(${TASKS:-} --model "batch:$STATE/exchange" --batch-wait 0 ${GENERATIONS:+--generations $GENERATIONS})
+  args=(${TASKS:-} ${EVOLVE_ARGS:-} --model "batch:$STATE/exchange" --batch-wait 0 ${GENERATIONS:+--generations $GENERATIONS})
   [ -f "$STATE/run.toml" ] && args+=(--config "$STATE/run.toml")
   echo "\$ kforge evolve ${args[*]}" >> "$OUT/batch.log"
   timeout "${EVOLVE_LIMIT:-540}" "$K" evolve "${args[@]}" --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
 else
   echo "\$ kforge evolve --resume $run --batch-wait 0" >> "$OUT/batch.log"
-  timeout "${EVOLVE_LIMIT:-540}" "$K" evolve --resume "$run" --batch-wait 0 --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
+  timeout "${EVOLVE_LIMIT:-540}" "$K" evolve --resume "$run" ${EVOLVE_ARGS:-} --batch-wait 0 --log-json "$STATE/evolve.jsonl" >> "$OUT/batch.log" 2>&1
 fi
 echo "evolve rc=$? in $((SECONDS - t0)) s" >> "$OUT/batch.log"
 [ "$run" = 0 ] && run=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(id) FROM runs').fetchone()[0])" "$KFORGE_DB")
