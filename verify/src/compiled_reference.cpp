@@ -208,6 +208,11 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
     bool environment = reason.find("has no PyTorch") != std::string::npos ||
                        reason.find("but kforge's LibTorch is") != std::string::npos ||
                        reason.find("sees no CUDA GPU") != std::string::npos;
+    if (reason.find("out of memory") != std::string::npos) {
+      out.absent = reason;
+      out.transient = true;
+      return out;
+    }
     if (!environment) {
       out.absent = reason;
       write_file_atomic(base + ".absent", reason);  // the task's: not tried again
@@ -230,34 +235,52 @@ std::vector<CompiledPackage> compiled_packages(
   int jobs = options.build_jobs > 0
                  ? options.build_jobs
                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::atomic<size_t> next{0};
   std::mutex report;
-  auto work = [&] {
-    for (size_t k; (k = next++) < out.size();) {
-      const tasks::Task& t = *tasks[k / kinds.size()];
-      out[k].kind = kinds[k % kinds.size()];
-      try {
-        // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
-        std::vector<torch::Tensor> inputs;
-        for (const tasks::InputSpec& in : t.inputs)
-          inputs.push_back(torch::empty(
-              t.shape_of(in, t.dims),
-              torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype)).device(torch::kMeta)));
-        out[k] = compiled_package(t, inputs, device, out[k].kind, options);
-      } catch (const std::exception& e) {
-        out[k].absent = e.what();
-      }
-      if (done) {
+  // One pass builds the packages `todo` names, `jobs` at a time; a transient failure (out of the
+  // GPU's memory while others autotune beside it) is tried again in the next pass, a quarter as
+  // many at once, and is the task's own only when it fails alone.
+  auto pass = [&](const std::vector<size_t>& todo, int at_once) {
+    std::atomic<size_t> next{0};
+    std::vector<size_t> again;
+    auto work = [&] {
+      for (size_t i; (i = next++) < todo.size();) {
+        size_t k = todo[i];
+        const tasks::Task& t = *tasks[k / kinds.size()];
+        out[k] = CompiledPackage{};
+        out[k].kind = kinds[k % kinds.size()];
+        try {
+          // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
+          std::vector<torch::Tensor> inputs;
+          for (const tasks::InputSpec& in : t.inputs)
+            inputs.push_back(
+                torch::empty(t.shape_of(in, t.dims), torch::TensorOptions()
+                                                         .dtype(tasks::to_scalar_type(in.dtype))
+                                                         .device(torch::kMeta)));
+          out[k] = compiled_package(t, inputs, device, out[k].kind, options);
+        } catch (const std::exception& e) {
+          out[k].absent = e.what();
+        }
         std::lock_guard<std::mutex> lock(report);
-        done(t, out[k]);
+        if (out[k].transient && at_once > 1)
+          again.push_back(k);
+        else if (done)
+          done(t, out[k]);
       }
-    }
+    };
+    std::vector<std::thread> workers;
+    for (int w = 1; w < std::min<int>(at_once, static_cast<int>(todo.size())); ++w)
+      workers.emplace_back(work);
+    work();
+    for (std::thread& w : workers) w.join();
+    std::sort(again.begin(), again.end());
+    return again;
   };
-  std::vector<std::thread> workers;
-  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(out.size())); ++w)
-    workers.emplace_back(work);
-  work();
-  for (std::thread& w : workers) w.join();
+  std::vector<size_t> todo(out.size());
+  for (size_t k = 0; k < todo.size(); ++k) todo[k] = k;
+  for (int at_once = jobs; !todo.empty(); at_once = std::max(1, at_once / 4)) {
+    todo = pass(todo, at_once);
+    if (at_once == 1) break;
+  }
   return out;
 }
 

@@ -54,6 +54,9 @@ struct CompiledPackage {
   std::string absent;  // why there is no package ("" when there is)
   std::string log;     // the helper's log (warnings, a traceback)
   double build_s = 0;  // seconds the helper spent building it now (0: from the cache)
+  // A failure of the moment, not the task's: the GPU's memory was taken (by the builds beside this
+  // one, which autotune on the GPU too). Not cached; compiled_packages tries again, fewer at once.
+  bool transient = false;
 };
 
 // The package of `task`'s reference of compiled kind `kind` (compiled_kinds(); throws
