@@ -95,7 +95,7 @@ def _kind(func):
     q = getattr(func, "__qualname__", "")
     if q == "getset_descriptor.__get__":
         return "property"
-    if q.startswith(("_TensorBase.", "Tensor.")):
+    if q.startswith(("_TensorBase.", "TensorBase.", "Tensor.")):  # PyTorch 1.x, 2.x
         return "method"
     if getattr(func, "__module__", None) == "torch.nn.functional":
         return "F"
