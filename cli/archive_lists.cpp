@@ -300,7 +300,9 @@ int results(const ArchiveOptions& a, const ResultsOptions& o) {
   std::vector<archive::ProblemResult> first;
   for (const archive::FirstSample& f : archive::suite_first_samples(ar, o.suite))
     first.push_back(f.result), m.sampled += f.candidate.has_value();
-  m.best = metrics_of(rows, problems);
+  // Winners are a subset of what the field's rule counts (winner.h); else the field's rule picks.
+  m.best =
+      metrics_of(o.winners ? rows : ar.results(o.suite, o.kind, false, /*field=*/true), problems);
   m.first_sample = archive::field_metrics(first, problems);
   if (!o.kind.empty()) m.best_note += " (kind " + o.kind + ")";
   if (o.winners) m.best_note += " (winners only)";

@@ -130,12 +130,13 @@ std::string report_markdown(const archive::RunReport& r) {
   }
   md << "\nBaselines: " << baseline_legend() << "; roofline = floor / time.\n"
      << absent_baselines(r);
-  // The field's metrics over the run's tasks (a task without a best is not correct).
+  // The field's metrics over the run's tasks, each by its best under their rule (winner.h,
+  // field_condition); a task without one is not correct.
   std::vector<archive::ProblemResult> results;
   for (const archive::RunTask& t : r.tasks)
-    results.push_back(t.best
-                          ? archive::ProblemResult{t.task, true, t.best->time_ms, t.best->baselines}
-                          : archive::ProblemResult{t.task, false, std::nullopt, {}});
+    results.push_back(t.field_best ? archive::ProblemResult{t.task, true, t.field_best->time_ms,
+                                                            t.field_best->baselines}
+                                   : archive::ProblemResult{t.task, false, std::nullopt, {}});
   // And over each task's first sample: the first kernel a model wrote for it in this run.
   std::vector<archive::ProblemResult> first;
   archive::FieldFigures figures;

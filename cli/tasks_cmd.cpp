@@ -123,6 +123,7 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
   j["version"] = t.content_hash;
   j["summary"] = t.summary;
   j["tags"] = t.tags;
+  j["degenerate"] = t.degenerate;
   j["dims"] = t.dims;
   j["check_dims"] = t.check_dims;
   j["inputs"] = ordered_json::array();
@@ -174,6 +175,8 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
     for (const auto& tag : t.tags) tags += (tags.empty() ? "" : ", ") + tag;
     std::cout << "  tags         " << tags << "\n";
   }
+  // The import's findings (docs/task-format.md): a kernel can meet such a task without the work.
+  for (const auto& d : t.degenerate) std::cout << "  DEGENERATE   " << d << "\n";
   std::cout << "  timed dims   " << tasks::format_dims(t.dims) << "\n";
   for (const auto& d : t.check_dims)
     std::cout << "  check dims   " << tasks::format_dims(d) << "\n";

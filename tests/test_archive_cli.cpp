@@ -717,3 +717,74 @@ TEST(FieldMetrics, KforgeReportPrintsTheRunsFirstSampleBesideItsBest) {
             std::string::npos)
       << report2;
 }
+
+// The field's metrics count what KernelBench counts, with kforge's trust in timings (winner.h,
+// field_condition): a correct kernel with atomics (`bitwise_unstable`, never a winner) counts, a
+// `suspicious` one (faster than the roofline floor: how skipped work looks) does not.
+//   ff/atomics: run 1's translate correct 1 ms, bitwise_unstable, not admitted (eager 2).
+//   ff/skips:   run 1's translate correct 0.01 ms, suspicious (eager 2); its optimize 1.6 ms (eager
+//               2), a winner.
+TEST(FieldMetrics, FlaggedTimingsDoNotCountAndBitwiseUnstableOnesDo) {
+  namespace ka = kforge::archive;
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  int64_t run = 0;
+  {
+    ka::Archive ar = ka::Archive::open(db);
+    ka::DeviceId gpu =
+        ar.upsert_device("GPU-a", "NVIDIA H100", "sm_90a", 132, int64_t{80} << 30, "1");
+    run = ka::RunLog(ar).start(nlohmann::json::object()).value;
+    auto add = [&](const std::string& task, int generation, const std::string& kind, double ms,
+                   std::vector<std::string> flags, bool admitted) {
+      kforge::tasks::Task t;
+      t.suite = "ff";
+      t.name = task;
+      t.summary = task;
+      t.reference = "def forward(x: Tensor) -> Tensor:\n    return x\n";
+      t.content_hash = task + "-v1";
+      ka::NewCandidate c;
+      c.task = ar.upsert_task(t);
+      c.run = ka::RunId{run};
+      c.identity = task + kind;
+      c.source = "__global__ void k() {} // " + task + kind;
+      c.generation = generation;
+      c.prompt_kind = kind;
+      c.model = "m";
+      ka::EvaluationRecord e;
+      e.device = gpu;
+      e.outcome = "correct";
+      e.time_ms = ms;
+      e.flags = std::move(flags);
+      e.admitted = admitted;
+      e.harness_version = 1;
+      e.baselines.set(kforge::BaselineKind::Eager, 2.0);
+      ar.add_candidate(c, std::nullopt, {e});
+    };
+    add("atomics", 0, "translate", 1.0, {"bitwise_unstable"}, false);
+    add("skips", 0, "translate", 0.01, {"suspicious"}, true);
+    add("skips", 1, "optimize", 1.6, {}, true);
+  }
+  auto [rc, report] = sh("$K report " + std::to_string(run) + " --db " + db);
+  ASSERT_EQ(rc, 0) << report;
+  std::string metrics = section(report, "## The field's metrics", "\n## ");
+  std::string best_md = section(metrics, "**Best of all attempts**", "**First sample");
+  std::string first_md = section(metrics, "**First sample (KernelBench's one-shot figure)**", "##");
+  // Best: atomics 2x, skips 1.25x (its optimize: the suspicious 200x is not counted).
+  EXPECT_NE(best_md.find("Correct: 2 of 2 problems (100.0 %)."), std::string::npos) << report;
+  EXPECT_NE(best_md.find("| eager | 2 | 100.0 % | 100.0 % | 50.0 % | 0.0 % | 1.58 | 1.58 |"),
+            std::string::npos)
+      << report;
+  // First sample: atomics' translate (2x); skips' translate is suspicious, so not correct.
+  EXPECT_NE(first_md.find("Correct: 1 of 2 problems (50.0 %)."), std::string::npos) << report;
+  EXPECT_NE(first_md.find("| eager | 1 | 50.0 % | 50.0 % | 50.0 % | 0.0 % | 2.00 | 2.00 |"),
+            std::string::npos)
+      << report;
+  // `kforge archive results` counts alike.
+  auto [rc2, out] = sh("$K archive results ff --metrics --json --db " + db);
+  ASSERT_EQ(rc2, 0) << out;
+  nlohmann::json m = nlohmann::json::parse(out);
+  EXPECT_EQ(m["best"]["correct"], 2);
+  EXPECT_NEAR(m["best"]["against"]["eager"]["geomean_speedup_correct"].get<double>(),
+              std::sqrt(2.0 * 1.25), 1e-12);
+  EXPECT_EQ(m["first_sample"]["correct"], 1);
+}

@@ -452,9 +452,11 @@ std::vector<KernelSummary> Archive::top(const std::string& task_or_suite, size_t
 }
 
 nlohmann::json Archive::results(const std::string& suite, const std::string& prompt_kind,
-                                bool winners_only) {
-  // Winners: the winner rule; otherwise the fastest correct kernel measured here, flags and all.
+                                bool winners_only, bool field) {
+  // Winners: the winner rule; the field's rule; otherwise the fastest correct kernel measured
+  // here, flags and all.
   std::string which = winners_only ? winner_condition()
+                      : field      ? field_condition()
                                    : "e.outcome = 'correct' AND e.time_ms IS NOT NULL AND "
                                      "c.verified = 1 AND e.import_trust IS NOT 'claimed'";
   Statement s = db_->prepare(

@@ -18,6 +18,7 @@ inline constexpr const char* kBestOrder = "e.time_ms ASC, e.id ASC";
 // Where a best is looked for: which winners count (the rule) and which candidates are in scope.
 struct BestScope {
   bool admission_required = true;
+  bool field = false;  // the field's metrics' rule (field_condition) instead of the winner rule
   std::optional<int64_t> run;              // candidates of this run only
   std::optional<int64_t> harness_version;  // evaluations by this harness only
   std::vector<std::string> archs;          // evaluations on GPUs of these architectures only

@@ -6,6 +6,7 @@
 #include "best.h"
 #include "database_of.h"
 #include "kforge/archive/lineage.h"
+#include "kforge/archive/winner.h"
 
 namespace kforge::archive {
 namespace {
@@ -79,7 +80,12 @@ std::vector<FirstSample> first_samples(Database& db, const std::string& scope,
       "coalesce((" +
       baselines_evaluation("AND e2.harness_version = s.harness_version") + "), (" +
       baselines_evaluation("") +
-      ")) "
+      ")), "
+      // Whether the judgment counts for the field's metrics (a flagged timing does not).
+      "EXISTS (SELECT 1 FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE e.id "
+      "= p.evaluation AND " +
+      field_condition() +
+      ") "
       "FROM scope sc LEFT JOIN picked p ON p.task_id = sc.task_id LEFT JOIN evaluations e ON "
       "e.id = p.evaluation LEFT JOIN screens s ON s.id = p.screen ORDER BY sc.label, sc.task_id");
   bind(s);
@@ -93,7 +99,7 @@ std::vector<FirstSample> first_samples(Database& db, const std::string& scope,
     if (!s.is_null(2)) {
       f.judged_by = "evaluation";
       f.outcome = s.text(3);
-      f.result.correct = f.outcome == "correct" && !s.is_null(4);
+      f.result.correct = s.integer(9) != 0;
       if (f.result.correct) f.result.time_ms = s.real(4), baselines_from.back() = s.integer(2);
     } else if (!s.is_null(5)) {
       f.judged_by = "screen";

@@ -9,9 +9,11 @@ namespace kforge::archive {
 
 namespace {
 
-std::vector<RunTask> run_tasks(Database& db, RunId run) {
+// `field`: each task's best by the field's metrics' rule instead of the winner rule.
+std::vector<RunTask> run_tasks(Database& db, RunId run, bool field = false) {
   detail::BestScope scope;
   scope.run = run.value;
+  scope.field = field;
   Statement s = db.prepare(
       "WITH best AS (" + detail::best_evaluations(scope) +
       ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.id, e.roofline_fraction, "
@@ -106,6 +108,8 @@ std::optional<RunReport> run_report(Archive& ar, RunId run) {
   if (r.run.is_null()) return std::nullopt;
   Database& db = detail::database_of(ar);
   r.tasks = run_tasks(db, run);
+  std::vector<RunTask> field = run_tasks(db, run, /*field=*/true);  // the same tasks, in order
+  for (size_t i = 0; i < r.tasks.size(); ++i) r.tasks[i].field_best = std::move(field[i].best);
   r.first_samples = run_first_samples(ar, run);
   r.outcomes = run_outcomes(db, run);
   r.proposers = run_proposers(db, run);

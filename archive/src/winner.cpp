@@ -13,4 +13,10 @@ std::string winner_condition(bool admitted) {
          "NOT 'claimed'";
 }
 
+std::string field_condition() {
+  return "e.outcome = 'correct' AND c.verified = 1 AND e.time_ms IS NOT NULL AND e.import_trust "
+         "IS NOT 'claimed' AND e.flags NOT LIKE '%\"suspicious\"%' AND e.flags NOT LIKE "
+         "'%\"clock_slowdown\"%'";
+}
+
 }  // namespace kforge::archive

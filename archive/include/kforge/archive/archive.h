@@ -202,8 +202,9 @@ class Archive {
   // baseline_kinds(), null where it has no time), roofline fraction, tunables, device and harness
   // version; tasks without one too (nulls), so a table shows what is missing. `winners_only`:
   // admitted and unflagged evaluations only (what `kforge evolve` and export count as a winner).
+  // `field`: the field's metrics' rule instead (winner.h, field_condition).
   nlohmann::json results(const std::string& suite, const std::string& prompt_kind,
-                         bool winners_only = false);
+                         bool winners_only = false, bool field = false);
   nlohmann::json runs();
   Stats stats();
 

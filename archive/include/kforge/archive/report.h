@@ -24,6 +24,9 @@ struct RunBest {
 struct RunTask {
   std::string task;  // suite/name
   std::optional<RunBest> best;
+  // The fastest kernel by the field's metrics' rule (field_condition in winner.h): it may be one
+  // the winner rule refuses (not admitted, or `bitwise_unstable`).
+  std::optional<RunBest> field_best;
   int64_t candidates = 0, failed_screens = 0;  // the run's candidates of the task; screens untimed
 };
 

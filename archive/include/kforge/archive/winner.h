@@ -24,4 +24,12 @@ bool is_winner(const Judged& e, bool admission_required = true);
 // The same rule as SQL over an evaluation `e` joined to its candidate `c` (archive/ only).
 std::string winner_condition(bool admitted = true);
 
+// The field's metrics (archive/field_metrics.h) ask less than the winner rule, as KernelBench
+// does: a correct, timed, verified verdict that is not a claim counts, admitted or not, and so does
+// a `bitwise_unstable` one (KernelBench asks no bitwise-stable results: atomics are fine). A
+// verdict whose timing kforge does not trust counts neither as correct nor as fast: `suspicious`
+// (faster than the roofline floor allows, how skipped work looks) until `kforge archive review
+// --accept` clears the flag, and `clock_slowdown`. SQL over `e` and `c`, like winner_condition.
+std::string field_condition();
+
 }  // namespace kforge::archive
