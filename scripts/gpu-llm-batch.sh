@@ -29,7 +29,9 @@ export KFORGE_PROMPTS="$PWD/$STATE/prompts" KFORGE_DB="$PWD/$STATE/archive.db"
 # A run on suites of its own (imported KernelBench problems): $STATE/tasks, which travels with the state.
 [ -d "$STATE/tasks" ] && export KFORGE_TASKS="$PWD/$STATE/tasks"
 # torch.compile's packages travel with the state too, so only the first call builds them.
+# They travel packed (the carry limit counts bytes): cache.tgz, unpacked here, packed again at the end.
 export KFORGE_CACHE_DIR="$PWD/$STATE/cache"
+[ -f "$STATE/cache.tgz" ] && [ ! -d "$STATE/cache" ] && tar -C "$STATE" -xzf "$STATE/cache.tgz"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/batch.log" 2>&1
 # The run to resume: the newest whose model is a batch folder (an archive imported first has runs too).
 run=$(python3 - "$KFORGE_DB" <<'PY'
@@ -57,5 +59,6 @@ fi
 echo "evolve rc=$? in $((SECONDS - t0)) s" >> "$OUT/batch.log"
 [ "$run" = 0 ] && run=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(id) FROM runs').fetchone()[0])" "$KFORGE_DB")
 "$K" report "$run" > "$OUT/report.md" 2>&1
-tar czf "$OUT/state.tgz" "$STATE"
+[ -d "$STATE/cache" ] && tar -C "$STATE" -czf "$STATE/cache.tgz" cache
+tar czf "$OUT/state.tgz" --exclude="$STATE/cache" --exclude="$STATE/exchange/pending*" "$STATE"
 tail -n 25 "$OUT/batch.log"
