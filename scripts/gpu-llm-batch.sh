@@ -59,6 +59,12 @@ fi
 echo "evolve rc=$? in $((SECONDS - t0)) s" >> "$OUT/batch.log"
 [ "$run" = 0 ] && run=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(id) FROM runs').fetchone()[0])" "$KFORGE_DB")
 "$K" report "$run" > "$OUT/report.md" 2>&1
-[ -d "$STATE/cache" ] && tar -C "$STATE" -czf "$STATE/cache.tgz" cache
-tar czf "$OUT/state.tgz" --exclude="$STATE/cache" --exclude="$STATE/exchange/pending*" "$STATE"
+# What comes back is limited in size: the state without the packages, and the packages when new.
+if [ -d "$STATE/cache" ]; then
+  old=$(cat "$STATE/cache.tgz" 2>/dev/null | md5sum)
+  tar -C "$STATE" -czf "$STATE/cache.tgz" --sort=name --mtime=@0 cache
+  [ "$old" = "$(md5sum < "$STATE/cache.tgz")" ] || cp "$STATE/cache.tgz" "$OUT/cache.tgz"
+fi
+tar czf "$OUT/state.tgz" --exclude="$STATE/cache" --exclude="$STATE/cache.tgz" \
+  --exclude="$STATE/exchange/pending*" "$STATE"
 tail -n 25 "$OUT/batch.log"
