@@ -49,6 +49,41 @@ std::string best_by_generation(const archive::RunReport& r) {
   return md.str();
 }
 
+// The field's problem results of the run's tasks from their bests (by the field's rule); a task
+// without one is not correct.
+std::vector<archive::ProblemResult> problem_results(
+    const archive::RunReport& r, const std::vector<std::optional<archive::RunBest>>& bests) {
+  std::vector<archive::ProblemResult> out;
+  for (size_t i = 0; i < r.tasks.size(); ++i) {
+    const std::optional<archive::RunBest>& b = bests.at(i);
+    out.push_back(b ? archive::ProblemResult{r.tasks[i].task, true, b->time_ms, b->baselines}
+                    : archive::ProblemResult{r.tasks[i].task, false, std::nullopt, {}});
+  }
+  return out;
+}
+
+// How the field's metrics moved: the best of all attempts among generations 0..g, for each g.
+std::string field_by_generation(const archive::RunReport& r) {
+  if (r.field_best_by_generation.size() < 2) return "";
+  std::ostringstream md;
+  md << "\n**By generation** (the best of all attempts among the generations up to each):\n\n"
+        "| after | correct | fast_1 eager | fast_1 compile | fast_1.5 best | fast_2 best | geomean "
+        "x eager | geomean x compile |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto pct = [](double v) { return fixed(100 * v, 1) + " %"; };
+  for (size_t g = 0; g < r.field_best_by_generation.size(); ++g) {
+    archive::FieldMetrics m =
+        archive::field_metrics(problem_results(r, r.field_best_by_generation[g]), r.tasks.size());
+    const auto& eager = m.against.at(0);
+    const auto& compile = m.against.at(1);
+    const auto& best = m.against.at(2);
+    md << "| g" << g << " | " << m.correct << " of " << m.problems << " | " << pct(eager.fast.at(1))
+       << " | " << pct(compile.fast.at(1)) << " | " << pct(best.fast.at(1.5)) << " | "
+       << pct(best.fast.at(2)) << " | " << fixed(eager.geomean_correct, 2) << " | "
+       << fixed(compile.geomean_correct, 2) << " |\n";
+  }
+  return md.str();
+}
+
 // The task table's baseline columns: each kind's median and speedup, then x best.
 std::string baseline_headings() {
   std::string out;
@@ -131,12 +166,10 @@ std::string report_markdown(const archive::RunReport& r) {
   md << "\nBaselines: " << baseline_legend() << "; roofline = floor / time.\n"
      << absent_baselines(r);
   // The field's metrics over the run's tasks, each by its best under their rule (winner.h,
-  // field_condition); a task without one is not correct.
-  std::vector<archive::ProblemResult> results;
-  for (const archive::RunTask& t : r.tasks)
-    results.push_back(t.field_best ? archive::ProblemResult{t.task, true, t.field_best->time_ms,
-                                                            t.field_best->baselines}
-                                   : archive::ProblemResult{t.task, false, std::nullopt, {}});
+  // field_condition).
+  std::vector<std::optional<archive::RunBest>> field_bests;
+  for (const archive::RunTask& t : r.tasks) field_bests.push_back(t.field_best);
+  std::vector<archive::ProblemResult> results = problem_results(r, field_bests);
   // And over each task's first sample: the first kernel a model wrote for it in this run.
   std::vector<archive::ProblemResult> first;
   archive::FieldFigures figures;
@@ -147,7 +180,7 @@ std::string report_markdown(const archive::RunReport& r) {
   md << "\n## The field's metrics\n\nKernelBench's correctness rate, fast_p and geometric means "
         "over the run's tasks, for each task's best kernel and for the first kernel a model wrote "
         "for it in the run (docs/results.md):\n\n"
-     << figures.to_markdown();
+     << figures.to_markdown() << field_by_generation(r);
   md << "\n## Outcomes\n\n";
   for (const archive::RunOutcome& o : r.outcomes)
     md << "- " << o.outcome << ": " << o.count << "\n";

@@ -779,6 +779,14 @@ TEST(FieldMetrics, FlaggedTimingsDoNotCountAndBitwiseUnstableOnesDo) {
   EXPECT_NE(first_md.find("| eager | 1 | 50.0 % | 50.0 % | 50.0 % | 0.0 % | 2.00 | 2.00 |"),
             std::string::npos)
       << report;
+  // By generation: after generation 0 only atomics counts (skips' translate is suspicious).
+  std::string by_generation = section(metrics, "**By generation**", "\n\n\n");
+  EXPECT_NE(by_generation.find("| g0 | 1 of 2 | 50.0 % | 0.0 % | 50.0 % | 0.0 % | 2.00 | 0.00 |"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(by_generation.find("| g1 | 2 of 2 | 100.0 % | 0.0 % | 50.0 % | 0.0 % | 1.58 | 0.00 |"),
+            std::string::npos)
+      << report;
   // `kforge archive results` counts alike.
   auto [rc2, out] = sh("$K archive results ff --metrics --json --db " + db);
   ASSERT_EQ(rc2, 0) << out;

@@ -18,6 +18,8 @@ std::string sql_text(const std::string& value) {
 std::string best_evaluations(const BestScope& scope) {
   std::string where = scope.field ? field_condition() : winner_condition(scope.admission_required);
   if (scope.run) where += " AND c.run_id = " + std::to_string(*scope.run);
+  if (scope.max_generation)
+    where += " AND c.generation <= " + std::to_string(*scope.max_generation);
   if (scope.harness_version)
     where += " AND e.harness_version = " + std::to_string(*scope.harness_version);
   if (!scope.archs.empty()) {

@@ -20,6 +20,7 @@ struct BestScope {
   bool admission_required = true;
   bool field = false;  // the field's metrics' rule (field_condition) instead of the winner rule
   std::optional<int64_t> run;              // candidates of this run only
+  std::optional<int64_t> max_generation;   // candidates of generations up to this one only
   std::optional<int64_t> harness_version;  // evaluations by this harness only
   std::vector<std::string> archs;          // evaluations on GPUs of these architectures only
 };

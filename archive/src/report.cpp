@@ -9,11 +9,14 @@ namespace kforge::archive {
 
 namespace {
 
-// `field`: each task's best by the field's metrics' rule instead of the winner rule.
-std::vector<RunTask> run_tasks(Database& db, RunId run, bool field = false) {
+// `field`: each task's best by the field's metrics' rule instead of the winner rule, among the
+// candidates of generations up to `max_generation` when given.
+std::vector<RunTask> run_tasks(Database& db, RunId run, bool field = false,
+                               std::optional<int64_t> max_generation = std::nullopt) {
   detail::BestScope scope;
   scope.run = run.value;
   scope.field = field;
+  scope.max_generation = max_generation;
   Statement s = db.prepare(
       "WITH best AS (" + detail::best_evaluations(scope) +
       ") SELECT t.suite || '/' || t.name, e.candidate_id, e.time_ms, e.id, e.roofline_fraction, "
@@ -116,6 +119,11 @@ std::optional<RunReport> run_report(Archive& ar, RunId run) {
   Statement last = db.prepare("SELECT max(generation) FROM candidates WHERE run_id = ?");
   last.bind(1, run.value);
   if (last.step() && !last.is_null(0)) r.last_generation = last.integer(0);
+  for (int64_t g = 0; g <= r.last_generation; ++g) {
+    std::vector<std::optional<RunBest>> bests;
+    for (RunTask& t : run_tasks(db, run, /*field=*/true, g)) bests.push_back(std::move(t.best));
+    r.field_best_by_generation.push_back(std::move(bests));
+  }
   r.progress = run_progress(db, run);
   for (const RunTask& t : r.tasks)
     if (t.best) r.lineage.emplace_back(t.task, lineage_of(ar, t.best->candidate));

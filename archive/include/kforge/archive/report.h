@@ -66,6 +66,9 @@ struct RunReport {
   std::vector<RunOutcome> outcomes;
   std::vector<RunProposer> proposers;  // by kind and model
   int64_t last_generation = 0;
+  // Each task's best by the field's rule among the candidates of generations 0..g, for g = 0 ..
+  // last_generation: how the field's metrics moved (tasks in the order of `tasks`).
+  std::vector<std::vector<std::optional<RunBest>>> field_best_by_generation;
   std::vector<std::pair<std::string, std::vector<RunProgress>>> progress;  // tasks with a winner
   // Each best's lineage, the best first and then its ancestors, nearest first.
   std::vector<std::pair<std::string, std::vector<LineageEntry>>> lineage;
