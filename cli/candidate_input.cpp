@@ -5,8 +5,10 @@
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
+#include "kforge/compile/kernelbench_answer.h"
 #include "kforge/compile/module.h"
 #include "kforge/compile/nvrtc.h"
+#include "kforge/tasks/kernelbench_answer.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 
@@ -47,6 +49,83 @@ CandidateInput read_candidate(const CandidateFiles& f, const std::string& comman
   in.plan = read_or_fail(f.plan_file, "plan");
   in.label = f.source_file;
   return in;
+}
+
+namespace {
+
+// The task's outputs as the conversion checks the wrapper's result: names and dtypes, and the
+// reference's sizes at the timed dims where they are known without a GPU.
+std::vector<compile::KernelBenchOutput> kernelbench_outputs(const tasks::Task& task,
+                                                            tasks::ReferenceChild& reference) {
+  std::vector<tasks::OutputInfo> infos = reference.outputs(task);
+  tasks::ShapeFacts facts = reference.shape_facts(task);
+  std::vector<compile::KernelBenchOutput> out;
+  for (size_t k = 0; k < infos.size(); ++k) {
+    compile::KernelBenchOutput o{infos[k].name, infos[k].dtype, infos[k].rank, std::nullopt};
+    if (facts.outputs && k < facts.outputs->size()) o.timed_sizes = (*facts.outputs)[k].sizes;
+    out.push_back(o);
+  }
+  return out;
+}
+
+}  // namespace
+
+CandidateInput read_kernelbench_candidate(const KernelBenchFlags& flags,
+                                          const CandidateFiles& files, const tasks::Task& task,
+                                          tasks::ReferenceChild& reference, std::ostream& notes) {
+  if (!files.source_file.empty() || !files.plan_file.empty() || !files.answer_file.empty())
+    throw InputError("--kernelbench", std::nullopt, "",
+                     "give either --kernelbench ANSWER.py, --answer FILE.md or CANDIDATE.cu with "
+                     "--plan, not several");
+  nlohmann::json parsed = tasks::read_kernelbench_answer(flags.file, flags.python);
+  CandidateInput in;
+  in.label = flags.file;
+  in.task_named = task.id();
+  try {
+    compile::KernelBenchCandidate c = compile::convert_kernelbench_answer(
+        parsed, flags.file, task, kernelbench_outputs(task, reference));
+    in.source = c.source;
+    in.plan = c.plan;
+    in.first_line = c.first_line;
+    notes << "kernelbench " << flags.file << ": converted for " << task.id()
+          << " (device code, and a plan read from its host wrapper)\n";
+    for (const std::string& n : c.notes) notes << "  note: " << printable(n) << "\n";
+    if (!flags.write.empty()) {
+      write_file_atomic(flags.write, compile::kernelbench_markdown(c, task, flags.file));
+      notes << "  written to " << flags.write << " (kforge compile --answer " << flags.write
+            << ")\n";
+    }
+  } catch (const compile::KernelBenchRefused& e) {
+    in.answer_error = std::string("the KernelBench answer does not convert: ") + e.what();
+    if (!flags.write.empty()) notes << "  nothing written to " << flags.write << "\n";
+  }
+  return in;
+}
+
+tasks::Task kernelbench_task_of(const std::string& task_flag, const std::string& tasks_dir) {
+  if (task_flag.empty())
+    throw InputError("--task", std::nullopt, "",
+                     "--kernelbench needs --task: the task the answer is for");
+  return load_one_task(task_flag, tasks_dir);
+}
+
+void check_kernelbench_flags(const KernelBenchFlags& flags) {
+  if (!flags.write.empty())
+    throw InputError("--write-candidate", std::nullopt, "", "only with --kernelbench");
+  if (!flags.python.empty())
+    throw InputError("--python", std::nullopt, "", "only with --kernelbench");
+}
+
+void add_kernelbench_options(CLI::App* cmd, KernelBenchFlags& flags) {
+  cmd->add_option("--kernelbench", flags.file,
+                  "A KernelBench answer (Python: ModelNew calling a load_inline CUDA extension), "
+                  "converted without running it; needs --task");
+  cmd->add_option("--python", flags.python,
+                  "The Python that parses --kernelbench's file (default: $KFORGE_PYTHON, else "
+                  "python3); only its ast module is used");
+  cmd->add_option("-o,--write-candidate", flags.write,
+                  "With --kernelbench: write the derived candidate as a kforge answer (markdown) "
+                  "to this file, to read or edit");
 }
 
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir) {

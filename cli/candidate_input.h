@@ -2,13 +2,16 @@
 // source with a plan), the one task it is for, the device facts and --tune values.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "kforge/compile/plan.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/evolve/prompt.h"
+#include "kforge/tasks/reference_child.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::cli {
@@ -27,6 +30,30 @@ struct CandidateInput {
 
 // Throws InputError naming `command`'s missing or conflicting arguments and unreadable files.
 CandidateInput read_candidate(const CandidateFiles& files, const std::string& command);
+
+// A KernelBench answer (--kernelbench ANSWER.py) and what to do with it.
+struct KernelBenchFlags {
+  std::string file;    // the answer: a Python file with ModelNew and load_inline
+  std::string python;  // --python: the Python that parses it ("": python_candidates())
+  std::string write;   // -o FILE.md: the derived candidate, written as a kforge answer
+};
+
+// The candidate derived from a KernelBench answer for `task` (compile/kernelbench_answer.h):
+// its device code and plan, or answer_error saying why it does not convert (the answer's line
+// and the construct). Says what the conversion changed on `notes`, and writes the candidate to
+// flags.write when asked. Throws InputError for conflicting arguments, UsageError without a
+// Python.
+CandidateInput read_kernelbench_candidate(const KernelBenchFlags& flags,
+                                          const CandidateFiles& files, const tasks::Task& task,
+                                          tasks::ReferenceChild& reference, std::ostream& notes);
+
+// The task --kernelbench converts for: --task, which it needs (InputError without it).
+tasks::Task kernelbench_task_of(const std::string& task_flag, const std::string& tasks_dir);
+// Without --kernelbench: InputError when one of its other flags is given.
+void check_kernelbench_flags(const KernelBenchFlags& flags);
+
+// --kernelbench, --python and -o/--write-candidate on `cmd`.
+void add_kernelbench_options(CLI::App* cmd, KernelBenchFlags& flags);
 
 // --task names exactly one task (a file, suite/name or name).
 tasks::Task load_one_task(const std::string& spec, const std::string& tasks_dir);

@@ -18,7 +18,8 @@ inline constexpr CommandInfo kCommands[] = {
     {"doctor", "Show toolchain versions, GPUs (or why none), and kforge's paths"},
     {"tasks", "List, show and check task suites"},
     {"compile",
-     "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources"},
+     "Check and compile a candidate (no GPU needed): plan, NVRTC, types, limits, resources; "
+     "--kernelbench converts a KernelBench answer"},
     {"verify",
      "Judge a candidate on the GPU: correctness on every configuration, then time, baselines and "
      "roofline "

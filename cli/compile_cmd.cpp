@@ -23,6 +23,7 @@ using nlohmann::ordered_json;
 
 struct CompileArgs {
   std::string source_file, plan_file, answer_file, task, arch, tasks_dir, emit_dir;
+  KernelBenchFlags kernelbench;
   std::vector<std::string> tune;
   bool json = false, no_cache = false, in_process = false;
   double time_limit_s = 60;
@@ -35,7 +36,20 @@ std::string dim3(const std::array<int64_t, 3>& v) {
 }
 
 int run_compile(const CompileArgs& a) {
-  CandidateInput in = read_candidate({a.source_file, a.plan_file, a.answer_file}, "kforge compile");
+  tasks::ReferenceLimits limits =
+      tasks::reference_limits(a.reference_time_limit, tasks::kShapesReferenceSeconds);
+  tasks::ReferenceChild reference(limits);
+  CandidateFiles files{a.source_file, a.plan_file, a.answer_file};
+  std::optional<tasks::Task> kernelbench_task;
+  CandidateInput in;
+  if (!a.kernelbench.file.empty()) {
+    kernelbench_task = kernelbench_task_of(a.task, a.tasks_dir);
+    in = read_kernelbench_candidate(a.kernelbench, files, *kernelbench_task, reference,
+                                    a.json ? std::cerr : std::cout);
+  } else {
+    check_kernelbench_flags(a.kernelbench);
+    in = read_candidate(files, "kforge compile");
+  }
   if (in.answer_error) {
     if (a.json)
       std::cout << ordered_json(
@@ -50,11 +64,9 @@ int run_compile(const CompileArgs& a) {
   const std::string& plan = in.plan;
   const std::string& source_label = in.label;
   int source_first_line = in.first_line;
-  tasks::ReferenceLimits limits =
-      tasks::reference_limits(a.reference_time_limit, tasks::kShapesReferenceSeconds);
-  tasks::Task task = load_candidate_task(a.task, in, a.tasks_dir);
-  std::vector<compile::TensorInfo> tensors =
-      compile::task_tensors(task, tasks::ReferenceChild(limits).outputs(task));
+  tasks::Task task =
+      kernelbench_task ? *kernelbench_task : load_candidate_task(a.task, in, a.tasks_dir);
+  std::vector<compile::TensorInfo> tensors = compile::task_tensors(task, reference.outputs(task));
   compile::DeviceFacts facts = facts_for(a.arch);
 
   compile::CompilerOptions copt;
@@ -172,6 +184,7 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--plan", a->plan_file, "JSON launch plan");
   cmd->add_option("--answer", a->answer_file,
                   "A whole LLM answer in markdown (docs/answer-format.md)");
+  add_kernelbench_options(cmd, a->kernelbench);
   cmd->add_option("--task", a->task,
                   "Task file, suite/name or name (default: the one --answer names)");
   cmd->add_option("--arch", a->arch, "Target architecture (default: GPU 0's, else sm_90a)");

@@ -16,6 +16,7 @@
 #include "kforge/compile/nvrtc.h"
 #include "kforge/evolve/evaluator.h"
 #include "kforge/tasks/reference.h"
+#include "kforge/tasks/reference_child.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/judge.h"
@@ -27,6 +28,7 @@ using nlohmann::ordered_json;
 
 struct VerifyArgs {
   CandidateFiles files;
+  KernelBenchFlags kernelbench;
   std::string task, tasks_dir;
   std::vector<std::string> tune;
   std::optional<uint64_t> seed;
@@ -140,8 +142,19 @@ void print(const tasks::Task& task, const compile::CandidateReport& r, const ver
 
 int run_verify(const VerifyArgs& a) {
   verify::Driver::get().require("kforge verify");  // exit 3 before any work when there is no GPU
-  CandidateInput in = read_candidate(a.files, "kforge verify");
-  auto task = std::make_shared<const tasks::Task>(load_candidate_task(a.task, in, a.tasks_dir));
+  CandidateInput in;
+  std::shared_ptr<const tasks::Task> task;
+  if (!a.kernelbench.file.empty()) {
+    task = std::make_shared<const tasks::Task>(kernelbench_task_of(a.task, a.tasks_dir));
+    tasks::ReferenceChild reference(
+        tasks::reference_limits(std::nullopt, tasks::kShapesReferenceSeconds));
+    in = read_kernelbench_candidate(a.kernelbench, a.files, *task, reference,
+                                    a.json ? std::cerr : std::cout);
+  } else {
+    check_kernelbench_flags(a.kernelbench);
+    in = read_candidate(a.files, "kforge verify");
+    task = std::make_shared<const tasks::Task>(load_candidate_task(a.task, in, a.tasks_dir));
+  }
   verify::VerifyOptions options;
   options.seed = a.seed;
   options.sanitizer = !a.no_sanitizer;
@@ -173,6 +186,7 @@ void add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--plan", a->files.plan_file, "JSON launch plan");
   cmd->add_option("--answer", a->files.answer_file,
                   "A whole LLM answer in markdown (docs/answer-format.md)");
+  add_kernelbench_options(cmd, a->kernelbench);
   cmd->add_option("--task", a->task,
                   "Task file, suite/name or name (default: the one --answer names)");
   cmd->add_option("--tune", a->tune,
