@@ -116,6 +116,10 @@ TEST(Prompt, TranslateIsFilledFromTheTask) {
       std::string::npos)
       << p;
   EXPECT_NE(p.find("TF32 is off"), std::string::npos);
+  // The precision rule (docs/protocol.md): accuracy decides, so 3xTF32 is allowed, plain TF32 not.
+  EXPECT_NE(p.find("judged by its accuracy, not by the instructions it uses"), std::string::npos);
+  EXPECT_NE(p.find("3xTF32"), std::string::npos);
+  EXPECT_EQ(p.find("no fp16/TF32 shortcuts"), std::string::npos);
   EXPECT_NE(p.find("without --use_fast_math"), std::string::npos);
   EXPECT_NE(p.find("L2 cache flushed"), std::string::npos);
   EXPECT_NE(p.find("values randn"), std::string::npos);

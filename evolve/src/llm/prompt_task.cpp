@@ -151,9 +151,15 @@ std::string judging(const tasks::Task& t, const tasks::Reference& ref) {
          "not exceed "
          "max(tol * rms(reference), " +
          k.str() + " * eager's own largest error); here " + tols + ". " +
-         (t.allow_tf32 ? "TF32 is allowed for this task. "
-                       : "Math is IEEE: TF32 is off, and float32 work must stay float32 (no "
-                         "fp16/TF32 shortcuts). ") +
+         (t.allow_tf32
+              ? "TF32 is allowed for this task. "
+              : "The baselines' math is IEEE float32 (TF32 is off); yours is judged by "
+                "its accuracy, not by the instructions it uses. Split-precision tensor-core "
+                "schemes that keep float32 accuracy meet the rule (3xTF32: each operand "
+                "split as hi + lo, both TF32, and hi*hi + hi*lo + lo*hi accumulated in "
+                "float32; or three-term bf16 splits); plain TF32, fp16 or bf16 rounding of "
+                "float32 operands does not once a reduction is long (about 1e-3 relative "
+                "error, ten times the tolerance). ") +
          "NVRTC compiles with -std=c++17 and without --use_fast_math (fast intrinsics such as "
          "__expf are yours "
          "to call, and must still meet the tolerance).\n"
