@@ -4,6 +4,7 @@
 // so, where no Python has it.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <regex>
@@ -107,6 +108,12 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
   CliResult list = run_kforge("tasks list kb --tasks-dir " + dir.path().string());
   EXPECT_TRUE(has_line(list.out, "^kb/kb_10_gemm_sum_softmax .*\\[degenerate\\] ")) << list.out;
   EXPECT_FALSE(has_line(list.out, "^kb/kb_1_relu .*\\[degenerate\\]")) << list.out;
+  CliResult show =
+      run_kforge("tasks show kb/kb_10_gemm_sum_softmax --tasks-dir " + dir.path().string());
+  EXPECT_TRUE(has_line(show.out, "^  DEGENERATE +output 'out' is near-constant")) << show.out;
+  CliResult shown_json =
+      run_kforge("tasks show kb/kb_10_gemm_sum_softmax --json --tasks-dir " + dir.path().string());
+  EXPECT_EQ(nlohmann::json::parse(shown_json.out).at("degenerate").size(), 4u) << shown_json.out;
   CliResult check =
       run_kforge("tasks check kb/kb_10_gemm_sum_softmax --tasks-dir " + dir.path().string());
   EXPECT_TRUE(has_line(check.out,
@@ -268,6 +275,119 @@ TEST(KernelBenchImport, ShapesNewFunctionsTransformersAndLimits) {
       << rnn.reference;
   EXPECT_NE(rnn.reference.find("= torch.gru("), std::string::npos) << rnn.reference;
   EXPECT_TRUE(has_line(r.out, "^imported 5 of 9 KernelBench problem\\(s\\) \\(56%\\)"));
+}
+
+// Issue 38, what KernelBench's level 3 needs: a causal mask computed in __init__ is computed by the
+// reference (not drawn, which would no longer mask), at check sizes that keep the Model's own
+// assertion (the heads split the embedding); a reference too long to write out step by step is
+// written as a TorchScript loop, with chained concatenations, or with a helper function per
+// repeated layer; state the Model keeps but overwrites from its inputs before reading converts.
+// State carried over to the next call, random values drawn in forward() and a buffer filled in
+// place are listed, each with its reason.
+TEST(KernelBenchImport, ComputedBuffersLoopsHelpersAndKeptState) {
+  REQUIRE_TORCH();
+  TempDir dir;
+  std::string problems;
+  for (const char* f :
+       {"29_Causal_Mask_Buffer.py", "30_Rnn_Cell_Steps.py", "31_Growing_Concat_Layers.py",
+        "32_Kept_Hidden_State.py", "33_Deep_Alike_Blocks.py", "errors/state_carried_over.py",
+        "errors/random_in_forward.py", "errors/buffer_changed_in_place.py"})
+    problems += " " + (source_dir() / "tests/kernelbench" / f).string();
+  CliResult r = run_kforge("tasks import-kernelbench" + problems + " --suite kb --out " +
+                           dir.path().string());
+  SCOPED_TRACE(r.out);
+  EXPECT_EQ(r.code, 1);  // some problems are not converted; never 4
+  auto task = [&](const std::string& name) {
+    return tasks::load_task(dir.path() / "kb" / ("kb_" + name + ".toml"));
+  };
+  auto input_names = [](const tasks::Task& t) {
+    std::vector<std::string> names;
+    for (const auto& in : t.inputs) names.push_back(in.name);
+    return names;
+  };
+  // The mask: computed at the start of forward() as __init__ computes it, never an input.
+  EXPECT_TRUE(
+      has_line(r.out,
+               "^converted  .*29_Causal_Mask_Buffer.py -> kb/kb_29_causal_mask_buffer: dims "
+               "batch_size, embed_dim, seq_len; matches the Model at [1-9] check size"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^ +note: 'allowed' is computed in the reference as __init__ "
+                       "computes it \\(it is not an input"));
+  EXPECT_TRUE(has_line(r.out, "^ok +kb/kb_29_causal_mask_buffer "));
+  tasks::Task mask = task("29_causal_mask_buffer");
+  EXPECT_NE(mask.reference.find("torch.ones([64, 64], device="), std::string::npos)
+      << mask.reference;
+  EXPECT_NE(mask.reference.find("torch.tril("), std::string::npos) << mask.reference;
+  EXPECT_EQ(input_names(mask),
+            (std::vector<std::string>{"x", "qkv_weight", "qkv_bias", "out_weight", "out_bias"}));
+  // 8 heads: the small sizes (embed_dim 12) break `assert embed_dim % n_heads == 0`, so the Model
+  // is built at larger ones, and every size checked keeps the assertion.
+  std::vector<std::string> constraints;
+  for (const auto& c : mask.constraints) constraints.push_back(c.text());
+  EXPECT_NE(std::find(constraints.begin(), constraints.end(), "embed_dim % 8 == 0"),
+            constraints.end());
+  ASSERT_FALSE(mask.check_dims.empty());
+  for (const auto& d : mask.check_dims) EXPECT_EQ(d.at("embed_dim") % 8, 0);
+  // 300 steps of a cell: a loop over the steps, each step's output collected for torch.stack.
+  EXPECT_TRUE(has_line(r.out,
+                       "^converted  .*30_Rnn_Cell_Steps.py -> kb/kb_30_rnn_cell_steps: dims "
+                       "batch_size, hidden_size, input_size, output_size; fixed steps=300;"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^ +note: the reference is written compactly \\(repeated steps "
+                       "written as loops\\): written out step by step, as traced, it is "
+                       "over a task's limits \\([0-9]+ bytes"));
+  EXPECT_TRUE(has_line(r.out, "^ok +kb/kb_30_rnn_cell_steps "));
+  tasks::Task rnn = task("30_rnn_cell_steps");
+  for (const char* text : {"    tanh = h0\n", "    to_output_steps: List[Tensor] = []\n",
+                           "    for step in range(300):\n", "        getitem = x[step]\n",
+                           "        to_output_steps.append(to_output)\n",
+                           "    stack = torch.stack(to_output_steps, dim=0)\n"})
+    EXPECT_NE(rnn.reference.find(text), std::string::npos) << text << rnn.reference;
+  // Growing feature lists: each concatenation extends the one before.
+  EXPECT_TRUE(has_line(r.out, "^ok +kb/kb_31_growing_concat_layers "));
+  tasks::Task dense = task("31_growing_concat_layers");
+  EXPECT_NE(dense.reference.find("    cat_80 = torch.cat([cat_79, relu_79], 1)\n"),
+            std::string::npos)
+      << dense.reference;
+  EXPECT_LE(dense.reference.size(), 32768u);
+  // The Model keeps self.hidden, but copies h0 into it before reading it.
+  EXPECT_TRUE(
+      has_line(r.out, "^converted  .*32_Kept_Hidden_State.py -> kb/kb_32_kept_hidden_state"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^ +note: forward\\(\\) keeps self.hidden from one call to the next, "
+                       "but overwrites what it kept from its inputs before reading it"));
+  EXPECT_TRUE(has_line(r.out, "^ok +kb/kb_32_kept_hidden_state "));
+  EXPECT_EQ(input_names(task("32_kept_hidden_state")),
+            (std::vector<std::string>{"x", "h0", "cell_weight", "cell_bias", "readout_weight",
+                                      "readout_bias"}));
+  // 200 alike blocks, each with its weight: one helper function, called once per block.
+  EXPECT_TRUE(has_line(r.out,
+                       "^ +note: the reference is written compactly \\(repeated layers "
+                       "written as helper functions\\)"));
+  EXPECT_TRUE(has_line(r.out, "^ok +kb/kb_33_deep_alike_blocks "));
+  tasks::Task deep = task("33_deep_alike_blocks");
+  EXPECT_EQ(deep.reference.rfind("def block1(a0: Tensor, a1: Tensor, a2: Tensor) -> Tensor:\n", 0),
+            0u)
+      << deep.reference;
+  EXPECT_NE(deep.reference.find("    add = block1(x, blocks_0_proj_weight, x)\n"),
+            std::string::npos)
+      << deep.reference;
+  EXPECT_EQ(deep.inputs.size(), 201u);
+  // What cannot be converted, and why.
+  EXPECT_TRUE(
+      has_line(r.out,
+               "^failed     .*state_carried_over.py: forward\\(\\) sets self.total and reads "
+               "it at the next call: the Model keeps state from one call to the next"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^failed     .*random_in_forward.py: forward\\(\\) draws random values "
+                       "\\(torch.randn at line 13 \\(`noise = torch.randn\\(x.size\\(0\\), "
+                       "x.size\\(1\\), device=x.device\\)`\\)\\): its output differs from call to "
+                       "call"));
+  EXPECT_TRUE(has_line(r.out,
+                       "^failed     .*buffer_changed_in_place.py: the buffer 'pattern' is computed "
+                       "in __init__ with an in-place operation \\(__setitem__\\), which kforge "
+                       "cannot write into the reference"));
+  EXPECT_TRUE(has_line(r.out, "^imported 5 of 8 KernelBench problem\\(s\\) \\(63%\\)"));
 }
 
 // Issue 38: a prompt for an imported level-2 problem gives the output's shape at the timed sizes

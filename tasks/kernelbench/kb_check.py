@@ -254,6 +254,13 @@ def probe_dim(problem, base, d, limit):
             good.add(v)
         if v == 5 and tried.get(1) and tried.get(3) and tried[5]:
             return 1, 1  # 1, 3 and 5 all work: any size does
+    if good == {base[d]}:  # a multiple of something fixed (n_embd of 12 heads): its multiples
+        for v in (2 * base[d], 3 * base[d]):
+            cfg = dict(base, **{d: v})
+            if v <= timed and problem.bytes_at(cfg) <= limit:
+                tried[v] = ok_at(problem, cfg)
+                if tried[v]:
+                    good.add(v)
     if good == {base[d]}:
         return None
     q = 0

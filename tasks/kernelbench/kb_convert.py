@@ -131,14 +131,15 @@ def convert(path, prelude, prelude_names, device):
         except Exception as e:
             raise Unconvertible(kb_compat.explain(e) or f"get_inputs() failed: {type(e).__name__}: {first_line(e)}")
     # 2. the Model at the timed sizes, on the meta device (no memory), traced by torch.fx.
-    rec_model = Recorder(device="meta")
+    rec_model, init_tracer = Recorder(device="meta"), kb_inputs.Tracer()  # the tracer: computed buffers
     with rec_model.active():
         ns = run_module(tree, path, {n: Sym(v, ("dim", n)) for n, v in timed.items()})
         try:
             init_inputs = list(ns["get_init_inputs"]())
             if any(isinstance(a, torch.Tensor) for a in init_inputs):
                 raise Unconvertible("get_init_inputs() returns a tensor; kforge tasks take tensors only as inputs")
-            model = ns["Model"](*init_inputs)
+            with init_tracer:
+                model = ns["Model"](*init_inputs)
         except Unconvertible:
             raise
         except Exception as e:
@@ -217,6 +218,12 @@ def convert(path, prelude, prelude_names, device):
         baked, Sym.uses = Sym.uses, None
     for n in [n for n in gm.graph.nodes if n.op == "placeholder"][len(inputs):]:
         _drop_default_argument(gm, n)
+    for q in getattr(gm, "kf_state", ()):
+        notes.append(f"forward() keeps self.{q} from one call to the next, but overwrites what it kept from its "
+                     "inputs before reading it: the output is a function of the inputs")
+    for q in kb_inputs.computed_buffers(gm, model, rec_model, init_tracer):
+        notes.append(f"'{q}' is computed in the reference as __init__ computes it (it is not an input: a "
+                     "drawn one would not be what the Model computes)")
 
     # 3. which sizes a forward() argument can read: x.size(1) is batch_size...
     readers = {}
@@ -259,9 +266,20 @@ def convert(path, prelude, prelude_names, device):
     # Sizes only a parameter holds are read from it; sizes no argument holds are written as their
     # values (they cannot vary).
     missing.clear()
-    reference_source, again = Emitter(gm, model, [d.name for d in args], leaf, timed, prelude_names).emit()
+    final = Emitter(gm, model, [d.name for d in args], leaf, timed, prelude_names)
+    reference_source, again = final.emit()
     assert [a[0] for a in again] == [a[0] for a in forward_args]
-    reference = kb_check.Reference(reference_source, prelude, prelude_names)
+    if final.compacted is not None:
+        notes.append(f"the reference is written compactly ({', '.join(final.compacted['done'])}): written out "
+                     f"step by step, as traced, it is over a task's limits ({final.compacted['straight']})")
+    try:
+        reference = kb_check.Reference(reference_source, prelude, prelude_names)
+    except Unconvertible as e:
+        if final.compacted is None:
+            raise
+        raise Unconvertible(f"the converted reference is too large for a kforge task ({final.compacted['straight']}), "
+                            f"and written compactly ({', '.join(final.compacted['done'])}) "
+                            f"{str(e).replace('the converted reference ', 'it ', 1)} (a kforge bug)")
     problem = kb_check.Problem(tree, path, timed, args, params, reference, device)
 
     shape_dims = set()
@@ -281,10 +299,20 @@ def convert(path, prelude, prelude_names, device):
         base = {n: timed[n] for n in base}
     unknown = [d for d in params if d.init is None]
     if unknown:
-        try:
-            model0, _ = problem.build(base)
-        except ConfigFailed as e:
-            raise Unconvertible(f"at small sizes ({kb_sizes.fmt(base)}): {e}")
+        # The small sizes, else larger ones: a Model may require sizes the small ones break
+        # (`assert n_embd % n_head == 0`).
+        tries = [base] + [{n: min(timed[n], v * k) for n, v in base.items()} for k in (2, 4, 8, 16)]
+        model0, failed = None, None
+        for cfg in [c for i, c in enumerate(tries) if c not in tries[:i]]:
+            if cfg is not base and problem.bytes_at(cfg) > CPU_CHECK_BYTES:
+                continue
+            try:
+                model0, _ = problem.build(cfg)
+                break
+            except ConfigFailed as e:
+                failed = failed or f"at small sizes ({kb_sizes.fmt(cfg)}): {e}"
+        if model0 is None:
+            raise Unconvertible(failed)
         owned = dict(model0.named_parameters())
         owned.update(dict(model0.named_buffers()))
         for d in unknown:
@@ -351,7 +379,7 @@ def convert(path, prelude, prelude_names, device):
                 fixed.pop(named[0][1], None)
                 break
     return dict(source=reference_source, original=original, doc=model_doc, dims=dims, fixed={n: (timed[n], why_) for n, why_ in fixed.items()},
-                checks=checks, constraints=constraints, inputs=args + params, notes=notes,
+                checks=checks, constraints=constraints, inputs=args + params, notes=notes, compacted=final.compacted,
                 checked=[kb_sizes.fmt(c) for c in checked], timed_checked=timed_checked, timed=timed)
 
 

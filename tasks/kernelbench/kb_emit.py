@@ -9,12 +9,16 @@ import builtins
 import inspect
 import math
 import operator
+import re
 
 import torch
 import torch.nn.functional as F
 
+import kb_compact
 import kb_modules
+from kb_compact import TOKEN, Stmt
 from kb_load import Sym, Unconvertible, e_render
+from kb_trace import OVERWRITTEN, VALUE
 
 RESERVED = {"torch", "F", "Tensor", "List", "Tuple", "Optional", "Union", "Dict", "int", "float",
             "bool", "str", "math", "annotate", "forward", "self", "print", "range", "len"}
@@ -149,7 +153,11 @@ class Emitter:
         self.prelude = prelude_names
         self.taken = set(RESERVED)
         self.var, self.alias = {}, {}
-        self.lines = []
+        self.stmts = []           # forward()'s statements (Stmt), names written as tokens
+        self.names = []           # token number -> name (kb_compact.py: TOKEN)
+        self.token_of = {}        # name -> token
+        self.token_node = {}      # token of a statement's value -> its fx node (its type)
+        self.compacted = None     # what kb_compact did to fit the task's limits, or None
         self.comments = []        # notes for the line being written (a dtype's name)
         self.params = []          # [(name, tensor, qualname)]
         self.param_names = {}     # id(tensor) -> name
@@ -168,7 +176,18 @@ class Emitter:
                 raise Unconvertible(f"{what} reads a tensor that is neither a parameter nor a buffer")
             self.param_names[id(t)] = name = sanitize(q.replace(".", "_"), self.taken)
             self.params.append((name, t, q))
-        return self.param_names[id(t)]
+        return self.tok(self.param_names[id(t)])
+
+    def tok(self, name):
+        """The token standing for `name` in statements (kb_compact.py renames and moves them)."""
+        t = self.token_of.get(name)
+        if t is None:
+            t = self.token_of[name] = f"\x01{len(self.names)}\x01"
+            self.names.append(name)
+        return t
+
+    def detok(self, text):
+        return TOKEN.sub(lambda m: self.names[int(m.group(1))], text)
 
     def resolved(self, n):
         while n in self.alias:
@@ -186,6 +205,8 @@ class Emitter:
             return self.node(v)
         if isinstance(v, Sym):
             text = e_render(v.expr, self.leaf, self.timed, div="//")
+            # A size read from an argument (`x.size(1)`): the argument as a token.
+            text = re.sub(r"(?<![\w.])([A-Za-z_]\w*)(?=\.size\()", lambda m: self.tok(m.group(1)), text)
             return f"({text})" if " " in text else text
         if isinstance(v, bool) or v is None:
             return repr(v)
@@ -231,7 +252,8 @@ class Emitter:
 
     def operand(self, v):
         t = self.val(v)
-        return t if t.replace("_", "").replace(".", "").isalnum() and not t.startswith("-") else f"({t})"
+        plain = self.detok(t)
+        return t if plain.replace("_", "").replace(".", "").isalnum() and not plain.startswith("-") else f"({t})"
 
     # ---- nodes ---------------------------------------------------------------------------------
     def call_function(self, n):
@@ -307,7 +329,10 @@ class Emitter:
 
     def call_method(self, n):
         m, args, kw = n.target, list(n.args), dict(n.kwargs)
-        x = self.operand(args[0])
+        if m == "copy_" and isinstance(args[0], torch.fx.Node) and args[0].meta.get(OVERWRITTEN):
+            x = None  # the value overwritten is never read
+        else:
+            x = self.operand(args[0])
         device_only = all(isinstance(a, (str, torch.device)) for a in args[1:]) and set(kw) <= {"device"}
         if m in ("cuda", "cpu", "requires_grad_", "detach") or (m == "to" and device_only):
             return x  # the judge places tensors; a reference computes no gradients
@@ -318,6 +343,10 @@ class Emitter:
             m = "to"
         if m == "copy_":
             self.alias_later = args[0]
+            if isinstance(args[0], torch.fx.Node) and args[0].meta.get(OVERWRITTEN):  # state overwritten
+                dest, src = args[0].meta.get(VALUE), args[1].meta.get(VALUE)
+                same = isinstance(src, torch.Tensor) and src.dtype == dest.dtype
+                return self.operand(args[1]) + ("" if same else f".to({self.val(dest.dtype)})")
             return f"{self.operand(args[1])}.to({x}.dtype).expand_as({x})"
         if m.endswith("_") and not m.endswith("__"):
             if not hasattr(torch.Tensor, m[:-1]):
@@ -341,6 +370,8 @@ class Emitter:
         return text
 
     def get_attr(self, n):
+        if n.meta.get(OVERWRITTEN):  # kept state forward() overwrites before reading it
+            return None
         t = self.gm
         for part in n.target.split("."):
             t = getattr(t, part)
@@ -359,20 +390,23 @@ class Emitter:
             self.alias_later, self.comments = None, []
             if n.op == "placeholder":
                 name = sanitize(n.target, self.taken)
-                self.var[n] = name
+                self.var[n] = self.tok(name)
                 inputs.append(name)
                 continue
             if n.op == "output":
                 ret = n.args[0]
                 break
             text = getattr(self, n.op)(n)
-            if n.op == "get_attr" and text.isidentifier():
+            if text is None:  # state overwritten before it is read: no statement, never read
+                self.var[n] = None
+                continue
+            if n.op == "get_attr" and TOKEN.fullmatch(text):
                 self.var[n] = text  # a parameter or buffer: forward() reads its argument
                 continue
             name = sanitize(n.name.rstrip("_"), self.taken)
-            self.var[n] = name
-            note = f"  # {', '.join(dict.fromkeys(self.comments))}" if self.comments else ""
-            self.lines.append(wrap(f"    {name} = {text}") + note)
+            self.var[n] = token = self.tok(name)
+            self.token_node[token] = n
+            self.stmts.append(Stmt(token, text, list(dict.fromkeys(self.comments))))
             if self.alias_later is not None:
                 self.alias[self.alias_later] = n
         if isinstance(ret, torch.fx.Node):
@@ -391,4 +425,6 @@ class Emitter:
                 line = " " * len("def forward(")
             line += part
         header = "\n".join(header + [line + f") -> {annotation}:"])
-        return "\n".join([header] + self.lines + [wrap(f"    return {body}")]) + "\n", args
+        arg_tokens = {self.tok(a) for a, _, _ in args}
+        source, self.compacted = kb_compact.render(self, header, self.stmts, body, arg_tokens)
+        return source, args

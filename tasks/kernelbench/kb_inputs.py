@@ -48,7 +48,9 @@ class Tracer(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.made = {}      # id(tensor) -> (func, args, kwargs)
+        self.items = {}     # id(tensor) -> (func, args, kwargs, i): item i of what func returned
         self.changed = {}   # id(tensor) -> the in-place operation's name
+        self.bases = {}     # id(tensor) -> the in-place operation's name on a view of it
         self.alive = []     # keeps noted tensors alive, so ids are not reused
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -62,10 +64,18 @@ class Tracer(TorchFunctionMode):
             # initialisers the Recorder follows (torch.nn.init's call them)
             if name not in INITIALISERS and name not in NO_OPS and getattr(func, "__module__", None) != "torch.nn.init":
                 self.changed.setdefault(id(args[0]), name)
+                base = getattr(args[0], "_base", None)
+                if base is not None:  # a view changed in place changes what it views
+                    self.bases.setdefault(id(base), name)
+                    self.alive.append(base)
             self.alive.append(args[0])
         elif isinstance(out, torch.Tensor) and not any(out is a for a in args):
             self.made[id(out)] = (func, args, kwargs)
             self.alive.append(out)
+        elif isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+            for i, o in enumerate(out):  # torch.meshgrid, split, chunk: each tensor an item
+                self.items[id(o)] = (func, args, kwargs, i)
+                self.alive.append(o)
         return out
 
 
@@ -360,3 +370,141 @@ def check_against(run_inputs, decls, init_of, prelude, what_of):
             if list(got.shape) != list(t.shape) or got.dtype != t.dtype or not close:
                 raise Unconvertible(f"{what}: the transform kforge wrote for it ({d.transform_text}) does not give "
                                     "the values get_inputs() computes (a kforge bug)")
+
+
+# ---- buffers computed in __init__ -----------------------------------------------------------------
+# A buffer (or a tensor the Model keeps) made in __init__ from sizes alone, e.g. a causal mask
+# `torch.tril(torch.ones(n, n)).view(1, 1, n, n)`, is computed by the reference (at the start of
+# forward(), each call) rather than drawn: a drawn mask would no longer mask.
+DETERMINISTIC = {"ones", "zeros", "full", "arange", "eye", "linspace", "logspace", "tensor", "ones_like",
+                 "zeros_like", "full_like", "tril_indices", "triu_indices", "as_tensor"}
+RANDOM = {"randn", "rand", "randint", "normal", "bernoulli", "multinomial", "rand_like", "randn_like",
+          "randint_like", "randperm", "poisson", "empty", "empty_like"}
+OPERATORS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "truediv",
+             "__floordiv__": "floordiv", "__mod__": "mod", "__pow__": "pow", "__matmul__": "matmul",
+             "__and__": "and_", "__or__": "or_", "__xor__": "xor", "__eq__": "eq", "__ne__": "ne",
+             "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__getitem__": "getitem",
+             "__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "truediv",
+             "__rpow__": "pow", "__rmatmul__": "matmul"}
+UNARY_OPERATORS = {"__neg__": "neg", "__invert__": "invert", "__pos__": "pos"}
+RANDOM_CHANGES = {"uniform_", "normal_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_"}
+
+
+class NotComputed(Exception):
+    """The tensor is not computed from sizes alone: random (args[0] True) or made in a way the
+    reference cannot follow (the message says how)."""
+
+
+def computed_buffers(gm, model, rec, tracer):
+    """Each get_attr node of `gm` reading a buffer (or a tensor the Model keeps) that __init__
+    computed from sizes alone becomes the nodes computing it: [qualified name]. A buffer drawn at
+    random stays a drawn input; one computed in a way kforge cannot follow fails the problem."""
+    import builtins
+    import operator
+
+    import torch.fx
+    params = {id(p) for p in model.parameters()}
+    buffers = {id(b): q for q, b in model.named_buffers()}
+    placeholder = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
+    done, device = [], None
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr" and not n.meta.get("kf_overwritten")]:
+        t = gm
+        for part in node.target.split("."):
+            t = getattr(t, part, None)
+        if not isinstance(t, torch.Tensor) or id(t) in params or placeholder is None:
+            continue
+        d = rec.draw_of(t)
+        change = tracer.changed.get(id(t)) or tracer.bases.get(id(t))  # `pattern[::2] = 1.0`
+        if change is not None and (change.rstrip("_") in RANDOM or change in RANDOM_CHANGES):
+            continue  # filled at random in place: drawn, as before
+        if d is not None and d.kind != "unknown" and change is None:
+            continue  # drawn as its factory draws (a running mean's zeros are spread, as ever)
+        if id(t) not in tracer.made and id(t) not in tracer.items and change is None:
+            continue  # not made in __init__ (a constant forward() makes: the Emitter's business)
+        what = f"the buffer '{buffers.get(id(t), node.target)}'"
+        memo = {}
+        with gm.graph.inserting_before(node):
+            if device is None:
+                device = gm.graph.call_function(builtins.getattr, (placeholder, "device"))
+            try:
+                value = _buffer_node(gm.graph, t, tracer, memo, device, operator)
+            except NotComputed as e:
+                if e.args[0] is True:
+                    continue  # random: drawn, as before
+                raise Unconvertible(f"{what} is computed in __init__ {e.args[0]}, which kforge cannot write into "
+                                    "the reference (and a drawn one would not be what the Model computes)")
+        node.replace_all_uses_with(value)
+        gm.graph.erase_node(node)
+        done.append(buffers.get(id(t), node.target))
+    if device is not None and not device.users:
+        gm.graph.erase_node(device)
+    gm.recompile()
+    return done
+
+
+def _buffer_node(graph, x, tracer, memo, device, operator):
+    """The fx node computing tensor x from the calls the Tracer noted (NotComputed if it cannot)."""
+    if id(x) in memo:
+        return memo[id(x)]
+    if id(x) in tracer.changed or id(x) in tracer.bases:
+        name = tracer.changed.get(id(x)) or tracer.bases.get(id(x))
+        raise NotComputed(f"with an in-place operation ({name})")
+    base = getattr(x, "_base", None)
+    if base is not None and (id(base) in tracer.changed or id(base) in tracer.bases):
+        raise NotComputed(f"with an in-place operation ({tracer.changed.get(id(base)) or tracer.bases.get(id(base))})")
+
+    def arg(v):
+        if isinstance(v, torch.Tensor):
+            return _buffer_node(graph, v, tracer, memo, device, operator)
+        if isinstance(v, (list, tuple)):
+            return type(v)(arg(a) for a in v) if not isinstance(v, torch.Size) else list(v)
+        if isinstance(v, (torch.device, str)) and str(v) == "meta":
+            return device
+        return v
+
+    if id(x) in tracer.items:
+        func, args, kwargs, i = tracer.items[id(x)]
+        whole = _call_node(graph, func, args, kwargs, arg, device, operator)
+        out = graph.call_function(operator.getitem, (whole, i))
+    elif id(x) in tracer.made:
+        func, args, kwargs = tracer.made[id(x)]
+        out = _call_node(graph, func, args, kwargs, arg, device, operator)
+    else:
+        raise NotComputed("from a tensor made outside torch's functions")
+    memo[id(x)] = out
+    return out
+
+
+def _call_node(graph, func, args, kwargs, arg, device, operator):
+    name, kind = _name(func), _kind(func)
+    if name in RANDOM or name.rstrip("_") in RANDOM:
+        raise NotComputed(True)
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "layout", "pin_memory", "requires_grad",
+                                                           "_stacklevel", "out")}
+    if kind == "torch" and name in DETERMINISTIC:
+        sizes = list(args)
+        if name in ("ones", "zeros") and sizes and all(isinstance(a, int) for a in sizes):
+            sizes = [list(sizes)]  # torch.ones(n, n): TorchScript takes the sizes as a list
+        if name == "full" and sizes and isinstance(sizes[0], (tuple, list, torch.Size)):
+            sizes[0] = list(sizes[0])
+        if sizes and isinstance(sizes[0], torch.Size):
+            sizes[0] = list(sizes[0])
+        if not name.endswith("_like"):
+            kwargs["device"] = device
+        return graph.call_function(func, tuple(arg(a) for a in sizes), {k: arg(v) for k, v in kwargs.items()})
+    args = [arg(a) for a in args]
+    kwargs = {k: arg(v) for k, v in kwargs.items()}
+    if kind == "method" and name in OPERATORS:
+        op = getattr(operator, OPERATORS[name])
+        if name.startswith("__r") and name != "__rshift__":
+            args = [args[1], args[0]] + args[2:]
+        return graph.call_function(op, tuple(args), kwargs)
+    if kind == "method" and name in UNARY_OPERATORS:
+        return graph.call_function(getattr(operator, UNARY_OPERATORS[name]), tuple(args), kwargs)
+    if kind == "method" and (not name.startswith("__") or name == "__abs__"):
+        return graph.call_method(name.strip("_"), tuple(args), kwargs)
+    if kind in ("torch", "F"):
+        return graph.call_function(func, tuple(args), kwargs)
+    if kind == "property" and name == "data":
+        return args[0]
+    raise NotComputed(f"by {getattr(func, '__qualname__', name)}")

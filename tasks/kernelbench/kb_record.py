@@ -119,6 +119,7 @@ class Recorder:
             if d is not None and out is not t and isinstance(out, torch.Tensor):
                 rec._keep(out, Draw(d.kind, d.params, d.shape, out.dtype))
             return out
+        wrapper.__name__ = real.__name__  # what torch.fx names a method called on a kept tensor
         return wrapper
 
     def _arith(self, name, real):

@@ -61,8 +61,10 @@ def task_toml(name, path, result, torch_version):
     from kb_load import Unconvertible
     why = reference_problem(result["source"])
     if why:
+        done = (result.get("compacted") or {}).get("done")
         raise Unconvertible(f"the converted reference is too large for a kforge task: {why} "
-                            "(kforge's limits, docs/task-format.md)")
+                            "(kforge's limits, docs/task-format.md)" +
+                            (f", even written compactly ({', '.join(done)})" if done else ""))
     text = _task_toml(name, path, result, torch_version, with_original=True)
     if len(text.encode()) > MAX_TASK_FILE_BYTES:  # the original problem's source, as comments, goes
         text = _task_toml(name, path, result, torch_version, with_original=False)

@@ -35,6 +35,7 @@ VALUE = "kf_value"    # node.meta key: the node's value at the timed sizes, or U
 SIZES = "kf_sizes"    # node.meta key: a tensor's sizes as Syms where known, else None
 DEPS = "kf_deps"      # node.meta key: the size constants a non-tensor value was computed from
 PURE = "kf_pure"      # node.meta key: made by a functional form here (no side effects)
+OVERWRITTEN = "kf_overwritten"  # node.meta key: a kept tensor forward() overwrites before reading
 
 
 class _Unknown:
@@ -157,6 +158,7 @@ class SizeTracer(torch.fx.Tracer):
         self.functional = 0  # > 0 inside a TRACED_MODULES form: its nodes have no side effects
         # A buffer is read through a proxy too: `self.mask[:, :T]` with T a traced size is a node.
         self.proxy_buffer_attributes = True
+        self.record_stack_traces = True  # the problem's line, for reasons
 
     def proxy(self, node):
         return SizedProxy(node, self)
@@ -297,23 +299,110 @@ def trace(model, inputs, shape_of, concrete_args=None):
         values[name] = (t, _syms(t, exprs)) if isinstance(t, torch.Tensor) else (UNKNOWN, None)
     tracer = SizeTracer(values, shape_of)
     before = {(id(m), k): v for m in model.modules() for k, v in vars(m).items()}
+    stored = []
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)
-    finally:
-        for qual, m in model.named_modules():  # forward() stored a traced value in its module
-            for k, v in list(vars(m).items()):
-                if isinstance(v, torch.fx.Proxy):
-                    if (id(m), k) in before:
-                        setattr(m, k, before[(id(m), k)])
-                    else:
-                        delattr(m, k)
-                    raise Unconvertible(f"forward() sets self.{qual + '.' if qual else ''}{k}: the Model keeps "
-                                        "state from one call to the next, and a kforge reference is a function "
-                                        "of its inputs")
+    except Exception:
+        if _restore(model, before):  # forward() stored a traced value before it failed: say that
+            raise Unconvertible(f"forward() sets self.{_restore.last[0]}: the Model keeps state from one call to "
+                                "the next, and a kforge reference is a function of its inputs")
+        raise
+    stored = _restore(model, before)
     gm = torch.fx.GraphModule(tracer.root, graph)
+    _merge_attributes(gm)
+    for name in stored:
+        if not _state_overwritten(gm, name):
+            raise Unconvertible(f"forward() sets self.{name} and reads it at the next call: the Model keeps state "
+                                "from one call to the next, and a kforge reference is a function of its inputs")
     _merge_sizes(gm)
     _drop_unused(gm)
+    gm.kf_state = stored  # kept state forward() overwrites before it reads it
+    _refuse_random(gm, model)
     return gm
+
+
+RANDOM_FUNCTIONS = {"randn", "rand", "randint", "normal", "bernoulli", "multinomial", "rand_like", "randn_like",
+                    "randint_like", "randperm", "poisson"}
+RANDOM_METHODS = {"bernoulli", "bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
+                  "cauchy_", "log_normal_", "multinomial"}
+
+
+def _refuse_random(gm, model):
+    """forward() drawing random values (`h0 = torch.randn(...)` when no state is given) has no
+    reference: the reason names the call and the problem's line."""
+    for n in gm.graph.nodes:
+        name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+        if (n.op == "call_function" and name in RANDOM_FUNCTIONS and n.target in (
+                getattr(torch, name, None), getattr(torch._C._VariableFunctions, name, None))) or (
+                n.op == "call_method" and name in RANDOM_METHODS):
+            where = _line_of(n, type(model))
+            raise Unconvertible(f"forward() draws random values ({'torch.' if n.op == 'call_function' else '.'}{name}"
+                                f"{where}): its output differs from call to call, so no reference can match it "
+                                "(get_inputs() could draw them and pass them to forward())")
+
+
+def _line_of(node, model_cls):
+    """` at line N (`code`)` where the problem's code made the node, from torch.fx's stack trace."""
+    import re
+    path = getattr(getattr(model_cls.forward, "__code__", None), "co_filename", "")
+    found = None
+    for m in re.finditer(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', node.meta.get("stack_trace") or ""):
+        if m.group(1) == path:
+            found = m
+    return f" at line {found.group(2)} (`{found.group(3).strip()[:80]}`)" if found else ""
+
+
+def _restore(model, before):
+    """The module attributes forward() set to traced values, each given back its value."""
+    stored = []
+    for qual, m in model.named_modules():
+        for k, v in list(vars(m).items()):
+            if isinstance(v, torch.fx.Proxy):
+                if (id(m), k) in before:
+                    setattr(m, k, before[(id(m), k)])
+                else:
+                    delattr(m, k)
+                stored.append(f"{qual + '.' if qual else ''}{k}")
+    _restore.last = stored
+    return stored
+
+
+def _merge_attributes(gm):
+    """One get_attr node for each attribute read: torch.fx makes one for each read of a tensor the
+    Model keeps, and an in-place change of one read is then seen by the later reads."""
+    seen = {}
+    for n in list(gm.graph.nodes):
+        if n.op != "get_attr":
+            continue
+        if n.target in seen:
+            n.replace_all_uses_with(seen[n.target])
+            gm.graph.erase_node(n)
+        else:
+            seen[n.target] = n
+
+
+def _state_overwritten(gm, name):
+    """Whether the value forward() finds in self.<name> is never read: forward() reads it only
+    after overwriting all of it from its inputs (`self.hidden.copy_(initial_hidden)`), or not at
+    all. The read is marked OVERWRITTEN (the Emitter writes the copy as the value copied)."""
+    reads = [n for n in gm.graph.nodes if n.op == "get_attr" and n.target == name]
+    if not reads:
+        return True
+    n = reads[0]
+    order = {x: i for i, x in enumerate(gm.graph.nodes)}
+    first = min(n.users, key=order.get) if n.users else None
+    if first is None:
+        return True
+    if not (first.op == "call_method" and first.target == "copy_" and len(first.args) == 2
+            and first.args[0] is n and isinstance(first.args[1], torch.fx.Node) and not first.kwargs):
+        return False
+    dest, src = gm, first.args[1].meta.get(VALUE)
+    for part in name.split("."):  # a read torch.fx made itself (create_arg): no value noted
+        dest = getattr(dest, part, None)
+    if not (isinstance(dest, torch.Tensor) and isinstance(src, torch.Tensor) and dest.shape == src.shape):
+        return False  # a broadcast copy overwrites it too, but kforge checks the simple case only
+    n.meta[OVERWRITTEN], n.meta[VALUE] = True, dest
+    return True
 
 
 def _drop_unused(gm):

@@ -130,7 +130,8 @@ const std::vector<std::pair<std::string, std::string_view>>& helper_files() {
       {"kb_convert.py", embedded::kernelbench_helper_kb_convert},
       {"kb_trace.py", embedded::kernelbench_helper_kb_trace},
       {"kb_compat.py", embedded::kernelbench_helper_kb_compat},
-      {"kb_inputs.py", embedded::kernelbench_helper_kb_inputs}};
+      {"kb_inputs.py", embedded::kernelbench_helper_kb_inputs},
+      {"kb_compact.py", embedded::kernelbench_helper_kb_compact}};
   return files;
 }
 
