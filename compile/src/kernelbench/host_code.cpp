@@ -257,6 +257,16 @@ class HostRun::Interp {
   }
   const Token& tok(size_t i) const { return (*T_)[i]; }
   bool is(size_t i, size_t e, const char* text) const { return i < e && tok(i).text == text; }
+  // Past the template arguments `<...>` that start at `i` (nested ones included), before `e`.
+  size_t past_angles(size_t i, size_t e) const {
+    int angle = 0;
+    do {
+      if (tok(i).text == "<") ++angle;
+      if (tok(i).text == ">") --angle;
+      ++i;
+    } while (i < e && angle > 0);
+    return i;
+  }
   void expect(size_t& i, size_t e, const char* text) {
     if (!is(i, e, text))
       refuse_at(i, std::string("expected '") + text + "' in '" +
@@ -1351,14 +1361,7 @@ class HostRun::Interp {
     if (name == "nullptr" || name == "NULL") return v_int(0);
     if (is(j, e, "<") && (name == "std::min" || name == "std::max" || name == "min" ||
                           name == "max" || kernel_named(name))) {
-      size_t b = j;  // template arguments of a function: skipped
-      int angle = 0;
-      do {
-        if (tok(j).text == "<") ++angle;
-        if (tok(j).text == ">") --angle;
-        ++j;
-      } while (j < e && angle > 0);
-      (void)b;
+      j = past_angles(j, e);  // template arguments of a function: skipped
     }
     if (is(j, e, "(")) {
       if (c_type_named(name) || name == "scalar_t") {  // a functional cast: float(n)
@@ -1700,12 +1703,7 @@ class HostRun::Interp {
             (m.find("data") != std::string::npos || m.find("accessor") != std::string::npos ||
              m == "to" || m == "item")) {
           size_t b = j + 1;
-          int angle = 0;
-          do {
-            if (tok(j).text == "<") ++angle;
-            if (tok(j).text == ">") --angle;
-            ++j;
-          } while (j < e && angle > 0);
+          j = past_angles(j, e);
           targ = code(b, j - 1);
         }
         if (is(j, e, "(")) {
