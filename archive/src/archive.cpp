@@ -457,8 +457,7 @@ nlohmann::json Archive::results(const std::string& suite, const std::string& pro
   // here, flags and all.
   std::string which = winners_only ? winner_condition()
                       : field      ? field_condition()
-                                   : "e.outcome = 'correct' AND e.time_ms IS NOT NULL AND "
-                                     "c.verified = 1 AND e.import_trust IS NOT 'claimed'";
+                                   : correct_condition();
   Statement s = db_->prepare(
       std::string("WITH newest AS (SELECT * FROM (") + detail::kNewestTasks +
       ") WHERE suite = ?1), "

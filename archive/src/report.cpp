@@ -111,8 +111,6 @@ std::optional<RunReport> run_report(Archive& ar, RunId run) {
   if (r.run.is_null()) return std::nullopt;
   Database& db = detail::database_of(ar);
   r.tasks = run_tasks(db, run);
-  std::vector<RunTask> field = run_tasks(db, run, /*field=*/true);  // the same tasks, in order
-  for (size_t i = 0; i < r.tasks.size(); ++i) r.tasks[i].field_best = std::move(field[i].best);
   r.first_samples = run_first_samples(ar, run);
   r.outcomes = run_outcomes(db, run);
   r.proposers = run_proposers(db, run);
@@ -124,6 +122,10 @@ std::optional<RunReport> run_report(Archive& ar, RunId run) {
     for (RunTask& t : run_tasks(db, run, /*field=*/true, g)) bests.push_back(std::move(t.best));
     r.field_best_by_generation.push_back(std::move(bests));
   }
+  // Up to the last generation is every candidate of the run: each task's best by the field's rule.
+  if (!r.field_best_by_generation.empty())
+    for (size_t i = 0; i < r.tasks.size(); ++i)
+      r.tasks[i].field_best = r.field_best_by_generation.back().at(i);
   r.progress = run_progress(db, run);
   for (const RunTask& t : r.tasks)
     if (t.best) r.lineage.emplace_back(t.task, lineage_of(ar, t.best->candidate));

@@ -19,6 +19,7 @@
 #include "kforge/common/paths.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
+#include "python_places.h"
 
 namespace kforge::tasks {
 namespace {
@@ -119,16 +120,7 @@ std::variant<std::vector<std::string>, std::string> python_places(const std::str
 FileAccess helper_access(const std::vector<std::string>& places, const HelperFolder& dir,
                          const std::string& answer) {
   FileAccess a;
-  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  for (std::string p : places) {
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    // A place that holds the user's home (a prefix of / or ~) would open every file there.
-    if (p == "/" || (!home.empty() && (home == p || home.rfind(p + "/", 0) == 0))) continue;
-    a.read.push_back(p);
-  }
-  for (const char* lib : {"/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64",
-                          "/usr/local/lib", "/etc/ld.so.cache", "/dev/urandom"})
-    a.read.push_back(lib);
+  a.read = python_read_places(places);
   a.read.push_back(dir.root());
   a.read.push_back(answer);
   a.write = {"/dev/null"};

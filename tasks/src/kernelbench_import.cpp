@@ -32,6 +32,7 @@
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/reference_child.h"
 #include "kforge/tasks/task.h"
+#include "python_places.h"
 
 namespace kforge::tasks {
 namespace {
@@ -236,17 +237,8 @@ print(json.dumps({"executable": sys.executable, "real": os.path.realpath(sys.exe
 FileAccess helper_access(const PythonFacts& py, const HelperDir& dir,
                          const std::vector<std::string>& problems, const std::string& device) {
   FileAccess a;
-  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  for (const std::string& place : py.places) {
-    std::string p = place;
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    if (p == "/" || (!home.empty() && (home == p || home.rfind(p + "/", 0) == 0))) continue;
-    a.read.push_back(p);
-  }
-  for (const char* lib :
-       {"/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
-        "/etc/ld.so.cache", "/dev/urandom", "/sys/devices/system/cpu"})
-    a.read.push_back(lib);
+  a.read = python_read_places(py.places);
+  a.read.push_back("/sys/devices/system/cpu");
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     for (const std::string& e : split(ld, ':'))
       if (e.size() > 1 && e[0] == '/') a.read.push_back(e);
@@ -272,12 +264,6 @@ FileAccess helper_access(const PythonFacts& py, const HelperDir& dir,
   a.no_tcp = true;
   a.scoped = true;
   return a;
-}
-
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-  return buf;
 }
 
 std::string seconds(double s) {

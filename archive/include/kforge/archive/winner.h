@@ -21,7 +21,11 @@ struct Judged {
 // A task's best is its fastest winner; on equal times, the one judged first.
 bool is_winner(const Judged& e, bool admission_required = true);
 
-// The same rule as SQL over an evaluation `e` joined to its candidate `c` (archive/ only).
+// What every rule below starts from, as SQL over an evaluation `e` joined to its candidate `c`
+// (archive/ only): correct, timed, verified, not a claim; flags and admission not asked.
+std::string correct_condition();
+
+// The winner rule as SQL over `e` and `c`: correct_condition, unflagged, admitted if asked.
 std::string winner_condition(bool admitted = true);
 
 // The field's metrics (archive/field_metrics.h) ask less than the winner rule, as KernelBench
