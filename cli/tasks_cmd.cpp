@@ -133,6 +133,7 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
                       {"shape", tasks::shape_expressions(in)},
                       {"timed_shape", t.shape_of(in, t.dims)},
                       {"init", in.init.text}};
+    if (in.init.range_shift != 0) i["range_shift"] = in.init.range_shift;
     if (!in.transform.empty()) {  // a computed input (docs/task-format.md)
       i["transform"] = in.transform;
       if (in.draw_dtype) i["draw_dtype"] = tasks::dtype_name(*in.draw_dtype);

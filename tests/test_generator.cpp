@@ -136,6 +136,28 @@ TEST(Generator, SecondDistributionsDiffer) {
   EXPECT_NEAR(at_hi, 0.25 + 0.5 / 100, 0.01);
 }
 
+// range_shift (issue 39): the second distribution times an exact power of two, the first as
+// declared; float32 values far outside float16's range (2^-16 of randn is below its normals).
+TEST(Generator, RangeShiftScalesOnlyTheSecondDistribution) {
+  for (const std::string init : {"randn", "rand", "normal(1, 2)", "uniform(-3, 5)"}) {
+    SCOPED_TRACE(init);
+    Task plain = task_with_inputs(input("float32", init), "N = 20000");
+    Task shifted = task_with_inputs(input("float32", init) + "range_shift = -16\n", "N = 20000");
+    Task up = task_with_inputs(input("float32", init) + "range_shift = 20\n", "N = 20000");
+    EXPECT_TRUE(torch::equal(generate_cpu(shifted, 0, shifted.dims, 5, 0),
+                             generate_cpu(plain, 0, plain.dims, 5, 0)));
+    torch::Tensor second = generate_cpu(plain, 0, plain.dims, 5, 1);
+    EXPECT_TRUE(torch::equal(generate_cpu(shifted, 0, shifted.dims, 5, 1), second * 0x1p-16f));
+    EXPECT_TRUE(torch::equal(generate_cpu(up, 0, up.dims, 5, 1), second * 0x1p20f));
+  }
+  Task t = task_with_inputs(input("float32", "randn") + "range_shift = -16\n", "N = 100000");
+  torch::Tensor v = generate_cpu(t, 0, t.dims, 3, 1).abs();
+  // normal(0.5, 3) * 2^-16: |x| < 4 (81 %) lies below float16's smallest normal, 6.1e-5.
+  EXPECT_GT((v < 6.1e-5).to(torch::kFloat64).mean().item<double>(), 0.78)
+      << "most values are below float16's smallest normal";
+  EXPECT_EQ(values_text(t.inputs[0]), "randn (second: times 2^-16)");
+}
+
 TEST(Generator, BoundsMayUseDims) {
   Task t = task_with_inputs(input("int64", "randint(0, C)", "x", "[\"N\"]"), "N = 5000\nC = 7");
   auto v = generate_cpu(t, 0, t.dims, 1, 0);

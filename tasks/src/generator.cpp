@@ -3,12 +3,14 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
+
 #include "kforge/tasks/philox.h"
 #include "kforge/tasks/transform.h"
 
 namespace kforge::tasks {
 
-ResolvedInit resolve_init(const InputSpec& in, const Dims& dims) {
+ResolvedInit resolve_init(const InputSpec& in, const Dims& dims, int variant) {
   ResolvedInit r;
   r.kind = static_cast<int>(in.init.kind);
   const auto& p = in.init.params;
@@ -30,6 +32,30 @@ ResolvedInit resolve_init(const InputSpec& in, const Dims& dims) {
       break;
     case InitKind::Randn:
       break;
+  }
+  if (variant == 0 || in.init.range_shift == 0) return r;
+  // Scaled by a power of two, exact in double: randn and rand become the normal and uniform
+  // distributions they are, with their parameters scaled.
+  const double scale = std::ldexp(1.0, in.init.range_shift);
+  switch (in.init.kind) {
+    case InitKind::Randn:
+      r.kind = static_cast<int>(InitKind::Normal);
+      r.p0 = 0.0;
+      r.p1 = scale;
+      break;
+    case InitKind::Rand:
+      r.kind = static_cast<int>(InitKind::Uniform);
+      r.p0 = 0.0;
+      r.p1 = scale;
+      break;
+    case InitKind::Normal:
+    case InitKind::Uniform:
+      r.p0 *= scale;
+      r.p1 *= scale;
+      break;
+    case InitKind::Randint:
+    case InitKind::Bernoulli:
+      break;  // parse_init refuses a shift on these
   }
   return r;
 }
@@ -76,7 +102,7 @@ void fill(torch::Tensor& t, F value_of) {
 torch::Tensor draw_cpu(const InputSpec& spec, Dtype dtype, const std::vector<int64_t>& shape,
                        const Dims& dims, uint64_t seed, unsigned int stream, int variant,
                        bool keep_float32) {
-  ResolvedInit r = resolve_init(spec, dims);
+  ResolvedInit r = resolve_init(spec, dims, variant);
   const unsigned int k = stream;
   auto opts = torch::TensorOptions().device(torch::kCPU);
   switch (dtype) {

@@ -365,6 +365,25 @@ class Loader {
     return init;
   }
 
+  // docs/task-format.md, "range_shift": a power of two for the second distribution of a
+  // float32 input drawn as it is (no transform), within float32's range with room to spare.
+  int range_shift_of(const toml::node* n, const InputSpec& in, const std::string& field) const {
+    const auto* v = n->as_integer();
+    if (!v || **v < -kMaxRangeShift || **v > kMaxRangeShift)
+      fail(n, field,
+           "must be an integer from -" + std::to_string(kMaxRangeShift) + " to " +
+               std::to_string(kMaxRangeShift) +
+               " (the second distribution's values times 2^range_shift)");
+    if (in.dtype != Dtype::Float32 || !in.transform.empty())
+      fail(n, field,
+           "only a float32 input drawn as it is (no transform) takes a range_shift: float16 and "
+           "bfloat16 values cannot hold it, and a transform would see shifted draws");
+    if (in.init.kind == InitKind::Randint || in.init.kind == InitKind::Bernoulli)
+      fail(n, field, "'" + in.init.text + "' draws no real values to shift");
+    return static_cast<int>(**v);
+  }
+  static constexpr int kMaxRangeShift = 40;
+
   Dtype dtype_of(const toml::node* dt, const toml::node* parent, const std::string& field) const {
     if (!dt || !dt->is_string())
       fail(dt ? dt : parent, field,
@@ -456,9 +475,10 @@ class Loader {
       for (auto&& [key, value] : t) {
         std::string k(key.str());
         if (k != "name" && k != "dtype" && k != "shape" && k != "init" && k != "transform" &&
-            k != "draw_dtype" && k != "draws")
+            k != "draw_dtype" && k != "draws" && k != "range_shift")
           fail(&value, field + "." + k,
-               "unknown key (known: name, dtype, shape, init, transform, draw_dtype, draws)");
+               "unknown key (known: name, dtype, shape, init, range_shift, transform, draw_dtype, "
+               "draws)");
       }
       if (!is_identifier(in.name)) fail(t.get("name"), field + ".name", "must be an identifier");
       if (!names.insert(in.name).second)
@@ -477,6 +497,8 @@ class Loader {
       if (const toml::node* dd = t.get("draw_dtype"))
         in.draw_dtype = dtype_of(dd, &t, field + ".draw_dtype");
       in.init = parse_init(t.get("init"), field + ".init", in.drawn_dtype(), dims);
+      if (const toml::node* rs = t.get("range_shift"))
+        in.init.range_shift = range_shift_of(rs, in, field + ".range_shift");
       if (const toml::node* dn = t.get("draws"))
         in.draws = draws_of(dn, in, field + ".draws", dims);
       if (transform) {
@@ -772,6 +794,8 @@ std::string shape_expressions(const InputSpec& in) {
 
 std::string values_text(const InputSpec& in) {
   std::string init = in.init.text.empty() ? "randn" : in.init.text;
+  if (in.init.range_shift != 0)
+    init += " (second: times 2^" + std::to_string(in.init.range_shift) + ")";
   if (in.transform.empty()) return init;
   if (in.draw_dtype) init += " (" + std::string(dtype_name(*in.draw_dtype)) + ")";
   std::string out = init + ", then " + in.transform;

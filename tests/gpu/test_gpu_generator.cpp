@@ -13,11 +13,12 @@ using kforge::test::TempDir;
 
 struct Case {
   std::string dtype, init;
-  bool exact;  // normal draws go through log/cos and may differ by a few ulp
+  bool exact;         // normal draws go through log/cos and may differ by a few ulp
+  std::string extra;  // more of the input's keys (range_shift)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.dtype << " " << c.init;
+  *os << c.dtype << " " << c.init << (c.extra.empty() ? "" : " " + c.extra);
 }
 
 class GpuGenerator : public ::testing::TestWithParam<Case> {};
@@ -30,7 +31,7 @@ TEST_P(GpuGenerator, MatchesTheCpu) {
       "name = \"g\"\nsummary = \"s\"\nreference = \"\"\"\ndef forward(x: Tensor) -> Tensor:\n    "
       "return x\n\"\"\"\n"
       "[dims]\nN = 1000003\n[[inputs]]\nname = \"x\"\ndtype = \"" +
-      c.dtype + "\"\nshape = [\"N\"]\ninit = \"" + c.init + "\"\n";
+      c.dtype + "\"\nshape = [\"N\"]\ninit = \"" + c.init + "\"\n" + c.extra + "\n";
   Task t = load_task(dir.write("s/g.toml", text));
   for (int variant : {0, 1})
     for (uint64_t seed : {uint64_t{1}, uint64_t{0x123456789abcdefull}}) {
@@ -64,9 +65,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"int64", "randint(-7, 1000)", true},
                       Case{"int32", "randint(0, 3)", true}, Case{"bool", "rand", true},
                       Case{"bool", "bernoulli(0.9)", true}, Case{"float32", "randn", false},
-                      Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false}),
+                      Case{"float64", "normal(2, 0.5)", false}, Case{"float16", "randn", false},
+                      Case{"float32", "uniform(-3, 5)", true, "range_shift = -16"},
+                      Case{"float32", "randn", false, "range_shift = 16"}),
     [](const auto& info) {
-      return kforge::test::test_name(info.param.dtype + "_" + info.param.init);
+      return kforge::test::test_name(info.param.dtype + "_" + info.param.init +
+                                     (info.param.extra.empty() ? "" : "_shifted"));
     });
 
 // Computed inputs (issue 38): the GPU draws what the CPU draws, then applies the transform on the

@@ -90,7 +90,7 @@ torch::Tensor draw_cuda(const tasks::InputSpec& spec, tasks::Dtype dtype,
                         unsigned int stream, int variant, int device_index, bool keep_float32) {
   const Driver& d = Driver::get();
   using tasks::Dtype;
-  tasks::ResolvedInit r = tasks::resolve_init(spec, dims);
+  tasks::ResolvedInit r = tasks::resolve_init(spec, dims, variant);
   Dtype gen_dtype = (dtype == Dtype::Float16 || dtype == Dtype::BFloat16) ? Dtype::Float32 : dtype;
   torch::Tensor out = torch::empty(shape, torch::TensorOptions()
                                               .dtype(tasks::to_scalar_type(gen_dtype))

@@ -11,13 +11,14 @@
 
 namespace kforge::tasks {
 
-// An input's distribution with its bounds evaluated for one dims configuration.
+// An input's distribution with its bounds evaluated for one dims configuration and variant
+// (0: the declared distribution, 1: the second one, range_shift applied).
 struct ResolvedInit {
   int kind = 0;            // kforge_gen::Kind
   double p0 = 0, p1 = 0;   // normal: mean, std; uniform: lo, hi; bernoulli: p
   int64_t lo = 0, hi = 0;  // randint
 };
-ResolvedInit resolve_init(const InputSpec& in, const Dims& dims);
+ResolvedInit resolve_init(const InputSpec& in, const Dims& dims, int variant);
 
 torch::ScalarType to_scalar_type(Dtype d);
 std::optional<Dtype> from_scalar_type(torch::ScalarType t);

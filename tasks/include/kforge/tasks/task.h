@@ -28,6 +28,9 @@ struct Init {
   InitKind kind = InitKind::Randn;
   std::vector<Expr> params;  // normal: mean, std; uniform/randint: lo, hi; bernoulli: p
   std::string text;          // as written in the task file
+  // The second distribution's values times 2^range_shift (docs/task-format.md, "range_shift"):
+  // float32 operands far outside float16's range, which a split into float16 parts loses.
+  int range_shift = 0;
 };
 
 struct InputSpec {
