@@ -42,7 +42,7 @@ struct EvolveArgs {
   std::optional<int> generations, lookahead, jobs;
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
-  bool no_admit = false, no_compile = false, no_max_autotune = false;
+  bool no_admit = false, no_compile = false, no_max_autotune = false, dry_run = false;
   // Several GPUs (docs/scale.md): --gpus, or --workers started by --worker-command.
   std::string gpus, worker_command, worker_host = "127.0.0.1";
   int workers = 0;
@@ -193,6 +193,69 @@ std::unique_ptr<evolve::RemoteGpu> start_gpu_workers(const EvolveArgs& a, bool h
   return gpu;
 }
 
+// `kforge evolve --dry-run`: what the run would do, from its checked config, without a GPU,
+// a model or a worker: nothing is judged, asked or recorded.
+int print_dry_run(const EvolveArgs& a, const evolve::RunConfig& c,
+                  const std::vector<std::shared_ptr<const tasks::Task>>& tasks, bool here) {
+  auto budget = [](const std::string& what, double v, const std::string& unit) {
+    return v > 0 ? what + " " + fixed(v, v == static_cast<int64_t>(v) ? 0 : 2) + unit : "";
+  };
+  std::vector<std::string> budgets;
+  for (std::string b :
+       {budget("evaluations", static_cast<double>(c.evaluations), ""),
+        budget("minutes", c.minutes, ""), budget("GPU minutes", c.gpu_minutes, ""),
+        budget("per task: evaluations", static_cast<double>(c.task_evaluations), ""),
+        budget("per task: GPU minutes", c.task_gpu_minutes, ""),
+        budget("LLM calls", static_cast<double>(c.llm_calls), ""),
+        budget("LLM tokens", static_cast<double>(c.llm_tokens), ""),
+        budget("LLM dollars", c.llm_dollars, ""),
+        budget("target speedup", c.target_speedup, "x eager")})
+    if (!b.empty()) budgets.push_back(b);
+  std::string names;
+  for (size_t i = 0; i < tasks.size() && i < 12; ++i) names += (i ? ", " : "") + tasks[i]->id();
+  if (tasks.size() > 12) names += ", and " + std::to_string(tasks.size() - 12) + " more";
+  std::string proposer =
+      !c.llm_config.empty() ? "the LLM config " + c.llm_config + "'s ensemble"
+      : c.model.rfind("batch:", 0) == 0
+          ? "a batch folder, " + c.model.substr(6) + " (requests written there, answers read)"
+      : !c.model.empty() ? "the model " + c.model
+                         : "offline: the tuner over the tune spaces of the seeds and the archive";
+  std::string operators =
+      "the tuner: " + std::to_string(c.children) + " children per task and generation";
+  if (!c.model.empty() || !c.llm_config.empty())
+    operators += "; the model: " + std::to_string(c.llm_children) +
+                 " (translate until a task has a correct kernel, then optimize " +
+                 fixed(c.operators.optimize, 2) + ", crossover " + fixed(c.operators.crossover, 2) +
+                 ", ideas " + fixed(c.operators.ideas, 2) + "), repairs " +
+                 std::to_string(c.repair_attempts) + " deep";
+  std::string judge =
+      !a.worker_command.empty()
+          ? std::to_string(a.workers) + " GPU worker(s) started by: " + a.worker_command
+      : !a.gpus.empty() ? "GPU worker(s) on this machine's GPUs " + a.gpus
+      : here            ? "this machine's GPU 0, " + verify::list_devices().at(0).name
+                        : "no GPU here: the run would stop (exit 3); judge elsewhere with "
+                          "--worker-command (docs/scale.md)";
+  std::cout << "kforge evolve --dry-run: nothing is judged, asked or recorded\n";
+  std::vector<std::pair<std::string, std::string>> t;
+  t.push_back({"run", a.resume
+                          ? "resume run " + std::to_string(*a.resume) + " (its recorded config)"
+                          : "a new run, seed " + std::to_string(c.seed)});
+  t.push_back({"tasks", std::to_string(tasks.size()) + ": " + names});
+  t.push_back({"generations", std::to_string(c.generations) + " per task, " +
+                                  std::to_string(c.islands) + " island(s), the best " +
+                                  std::to_string(c.judge_top) +
+                                  " screened children judged in full" +
+                                  (c.admit ? ", new bests admitted" : ", no admission")});
+  t.push_back({"budgets", budgets.empty() ? "none (the generations end it)" : join(budgets, ", ")});
+  t.push_back({"proposer", proposer});
+  t.push_back({"operators", operators});
+  t.push_back({"judged on", judge});
+  t.push_back({"archive", archive::database_path(a.db).string()});
+  for (const auto& [key, value] : t)
+    std::cout << "  " << key << std::string(13 - key.size(), ' ') << printable(value) << "\n";
+  return kExitOk;
+}
+
 int run_evolve(const EvolveArgs& a) {
   if (a.llm != "auto" && a.llm != "none")
     throw UsageError("--llm: '" + a.llm + "' is not known: auto or none");
@@ -221,26 +284,39 @@ int run_evolve(const EvolveArgs& a) {
     }
   }
   check_number_flags(a);
-  // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
-  // their GPU, from what the first one says of it.
-  bool here = verify::Driver::get().available();
-  if (a.worker_command.empty())
-    verify::Driver::get().require("kforge evolve");  // exit 3, saying why, before any work
-  std::unique_ptr<evolve::RemoteGpu> workers;
-  if (!a.gpus.empty() || !a.worker_command.empty()) workers = start_gpu_workers(a, here);
+  // Everything that can be checked without a GPU is checked before one is asked for or a worker
+  // started (exit 2, naming the file, key or task): the run's config (a resumed run's from the
+  // archive), its tasks, its model or LLM config.
   evolve::EvaluatorOptions eo;
-  eo.facts = here ? facts_for("") : workers->facts();
   eo.db = a.db;
   eo.compiler.workers = static_cast<size_t>(
       a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
-  evolve::Evaluator evaluator(eo, nullptr);
-  evolve::RunConfig config = evolve::run_config_for(request_of(a), evaluator.archive());
+  evolve::Evaluator evaluator(eo, nullptr);  // its GPU facts once the GPU is known (below)
+  evolve::RunConfig config = evolve::run_config_for(
+      request_of(a), [&]() -> archive::Archive& { return evaluator.archive(); });
   if (!a.batch_model.empty() && config.model.rfind("batch:", 0) != 0)
     throw UsageError("--batch-model: only with --model batch:DIR (the run's model: " +
                      (config.model.empty()
                           ? config.llm_config.empty() ? "none" : "the LLM config's ensemble"
                           : config.model) +
                      ")");
+  evolve::check_llm_choice(config);
+  std::vector<std::shared_ptr<const tasks::Task>> tasks =
+      evolve::run_tasks(config, a.tasks_dir.empty() ? tasks::default_tasks_root()
+                                                    : std::filesystem::path(a.tasks_dir));
+  // A GPU here, unless the workers run elsewhere: this process then checks, tunes and prompts for
+  // their GPU, from what the first one says of it.
+  bool here = verify::Driver::get().available();
+  if (a.dry_run) return print_dry_run(a, config, tasks, here);
+  if (a.worker_command.empty() && !here)
+    throw verify::CudaError(
+        "kforge evolve needs an NVIDIA GPU to judge on, and none can be used here: " +
+        verify::Driver::get().unavailable_reason() +
+        ". To judge on GPUs of other machines, start workers there with --worker-command "
+        "(docs/scale.md); `kforge evolve --dry-run` shows what the run would do.");
+  std::unique_ptr<evolve::RemoteGpu> workers;
+  if (!a.gpus.empty() || !a.worker_command.empty()) workers = start_gpu_workers(a, here);
+  evaluator.set_facts(here ? facts_for("") : workers->facts());
   if (config.model.empty() && config.llm_config.empty() && a.llm == "auto")
     std::cout << "kforge evolve: no LLM configured: the offline proposer (the autotuner over the "
                  "tune spaces of the "
@@ -249,9 +325,6 @@ int run_evolve(const EvolveArgs& a) {
                  "OPENAI_API_KEY (and OPENAI_BASE_URL for a local server), or --model "
                  "anthropic:MODEL with "
                  "ANTHROPIC_API_KEY (docs/evolve.md). --llm none says offline on purpose.\n";
-  std::vector<std::shared_ptr<const tasks::Task>> tasks =
-      evolve::run_tasks(config, a.tasks_dir.empty() ? tasks::default_tasks_root()
-                                                    : std::filesystem::path(a.tasks_dir));
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
   apply_no_max_autotune(a.no_max_autotune, vo);
@@ -408,6 +481,9 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
                   "Stop after this many minutes of wall time");
   cmd->add_option("--target-speedup", a->target_speedup,
                   "A task stops once its best is this many times eager");
+  cmd->add_flag("--dry-run", a->dry_run,
+                "Check the run's config, tasks and model and print what it would do, without a "
+                "GPU; nothing is judged, asked or recorded");
   cmd->add_flag("--no-admit", a->no_admit,
                 "No admission for new bests (they are not winners then)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");

@@ -61,6 +61,54 @@ TEST(Cli, GpuCommandWithoutGpuSaysSoAndExits3) {
   EXPECT_NE(corpus.out.find("kforge corpus needs an NVIDIA GPU"), std::string::npos) << corpus.out;
 }
 
+// Issue 40: kforge evolve checks what it can without a GPU first (exit 2, naming the task, flag,
+// key or run), before it asks for a GPU or starts a worker; --dry-run says what a run would do.
+TEST(Cli, EvolveChecksItsInputsBeforeTheGpuAndItsWorkers) {
+  TempDir dir;
+  const std::string common =
+      " --tasks-dir " + tasks_dir() + " --db " + (dir.path() / "a.db").string();
+  Result r = kforge_cli("evolve nosuch" + common);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("nosuch"), std::string::npos) << r.out;
+  r = kforge_cli("evolve smoke --model foo:bar" + common);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown provider 'foo'"), std::string::npos) << r.out;
+  auto config = dir.write("run.toml", "tasks = [\"smoke\"]\ngeneratons = 3\n");
+  r = kforge_cli("evolve --config " + config.string() + common);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("generatons"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(config.string()), std::string::npos) << r.out;
+  r = kforge_cli("evolve --resume 99" + common);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no run 99"), std::string::npos) << r.out;
+  // A worker is not started (on Slurm: no allocation spent) for a run that cannot start.
+  const auto mark = dir.path() / "worker-started";
+  r = kforge_cli("evolve nosuch --workers 1 --worker-command 'touch " + mark.string() + "'" +
+                 common);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(mark)) << "a worker was started for a run with no tasks";
+
+  const auto fresh = dir.path() / "fresh.db";
+  r = kforge_cli("evolve smoke --generations 3 --budget-minutes 20 --dry-run --tasks-dir " +
+                 tasks_dir() + " --db " + fresh.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* part : {"nothing is judged, asked or recorded", "smoke/vector_add", "3 per task",
+                           "minutes 20", "offline: the tuner"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  EXPECT_FALSE(std::filesystem::exists(fresh)) << "a dry run of a new run records nothing";
+  r = kforge_cli("evolve smoke --model openai:gpt-4.1 --dry-run" + common);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the model openai:gpt-4.1"), std::string::npos) << r.out;
+  if (!kforge::verify::Driver::get().available()) {
+    EXPECT_NE(r.out.find("no GPU here"), std::string::npos) << r.out;
+    r = kforge_cli("evolve smoke" + common);
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_NE(r.out.find("needs an NVIDIA GPU"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--worker-command"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--dry-run"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, TasksListAndShow) {
   Result list = kforge_cli("tasks list smoke --tasks-dir " + tasks_dir());
   EXPECT_EQ(list.code, 0) << list.out;

@@ -31,9 +31,9 @@ void check_request_numbers(const RunRequest& r) {
   (void)RunConfig::from_json(c.to_json());  // the config's one rule for its bounds
 }
 
-RunConfig run_config_for(const RunRequest& r, archive::Archive& archive) {
+RunConfig run_config_for(const RunRequest& r, const std::function<archive::Archive&()>& archive) {
   if (r.resume) {
-    std::optional<json> recorded = archive::RunLog(archive).config(archive::RunId{*r.resume});
+    std::optional<json> recorded = archive::RunLog(archive()).config(archive::RunId{*r.resume});
     if (!recorded)
       throw UsageError("--resume: no run " + std::to_string(*r.resume) + " in the archive");
     return RunConfig::from_json(*recorded);  // a resumed run keeps its config: choices would
@@ -51,6 +51,15 @@ RunConfig run_config_for(const RunRequest& r, archive::Archive& archive) {
   if (c.tasks.empty())
     throw UsageError("kforge evolve: which tasks? Name suites or tasks, or `tasks` in --config");
   return c;
+}
+
+void check_llm_choice(const RunConfig& config) {
+  if (!config.llm_config.empty()) {
+    (void)load_llm_config(config.llm_config);  // InputError naming the file and field
+    return;
+  }
+  if (config.model.empty() || config.model.rfind("batch:", 0) == 0) return;
+  (void)endpoint_from_spec(config.model);  // InputError naming --model or the base URL's variable
 }
 
 std::vector<std::shared_ptr<const tasks::Task>> run_tasks(const RunConfig& config,

@@ -163,6 +163,8 @@ class Evaluator {
 
   // The GPU, when it is started after the compiles were queued (so that they overlap).
   void attach_gpu(Gpu* gpu) { gpu_ = gpu; }
+  // The GPU's facts, once it is known (kforge evolve checks its config and tasks before that).
+  void set_facts(compile::DeviceFacts facts) { options_.facts = std::move(facts); }
   compile::Compiler& compiler() { return *compiler_; }
   int compile_workers() const { return static_cast<int>(options_.compiler.workers); }
   const compile::DeviceFacts& facts() const { return options_.facts; }

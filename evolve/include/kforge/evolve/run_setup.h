@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,9 +36,14 @@ struct RunRequest {
 // The request's numbers keep the bounds of the config keys they override: an InputError naming
 // the key ("generations", "budget.evaluations", ...) before any work.
 void check_request_numbers(const RunRequest& r);
-// The run's config: a resumed run's as recorded (UsageError when the archive has no such run),
-// else the config file's with the request's choices over it (UsageError when it names no task).
-RunConfig run_config_for(const RunRequest& r, archive::Archive& archive);
+// The run's config: a resumed run's as recorded in the archive `archive` opens (UsageError when
+// it has no such run), else the config file's with the request's choices over it (UsageError when
+// it names no task; the archive is not opened).
+RunConfig run_config_for(const RunRequest& r, const std::function<archive::Archive&()>& archive);
+// The run's model or LLM config, checked without asking it anything: an InputError naming
+// --model (an unknown provider, a malformed spec), the base URL's variable, or the LLM config
+// file's field.
+void check_llm_choice(const RunConfig& config);
 // The tasks `config` names, loaded from the suites under `root`, each once (a suite and one of
 // its tasks named together: once), in the order named.
 std::vector<std::shared_ptr<const tasks::Task>> run_tasks(const RunConfig& config,
