@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 39 on the GPU machine: judge answer files (new kernels before they become seeds) with kforge
+# itself, each tuned over KFORGE_TUNE points (default 4), into one archive, and print each suite's
+# results table from it beside the seeds of the same tasks (judged in the same call, default
+# tunables), so every ratio in the tables was measured on this machine in this call:
+#
+#   device run:  source .device/env.sh && scripts/gpu-kernels.sh tests/gpu/honest/matmul_*_3xtf32.md
+#
+# KFORGE_LIMIT: seconds for the new kernels' judging (default 360); KFORGE_CORPUS_ARGS: more corpus
+# flags (e.g. --no-compile, which leaves torch.compile's column out). Writes $OUT/kernels.log,
+# $OUT/seeds.log, $OUT/kernels.jsonl, $OUT/tables.log and $OUT/archive-kernels.db.
+set -uo pipefail
+[ $# -gt 0 ] || { echo "usage: scripts/gpu-kernels.sh ANSWER.md..." >&2; exit 2; }
+source "$(dirname "$0")/gpu-common.sh"
+build_kforge || exit 1
+nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
+DB="$OUT/archive-kernels.db"
+args=(--expect correct --no-max-autotune --db "$DB" --wide ${KFORGE_CORPUS_ARGS:-})
+# The seeds of the tasks the answers name, for the side-by-side.
+seeds=()
+for f in "$@"; do
+  task=$(sed -n 's/^<!-- task: \(\S*\) -->.*/\1/p' "$f" | head -1)
+  seed="tasks/${task%%/*}/seeds/${task#*/}.md"
+  [ -f "$seed" ] && [[ " ${seeds[*]} " != *" $seed "* ]] && seeds+=("$seed")
+done
+t0=$SECONDS
+timeout "${KFORGE_LIMIT:-360}" "$K" corpus "$@" --kind manual --tune-points "${KFORGE_TUNE:-4}" \
+  --jsonl "$OUT/kernels.jsonl" "${args[@]}" > "$OUT/kernels.log" 2>&1
+echo "== new kernels: rc=$? in $((SECONDS - t0)) s"
+grep -E "^\| |correct|wrong|error|timeout" "$OUT/kernels.log" | tail -40
+t0=$SECONDS
+timeout "${KFORGE_SEEDS_LIMIT:-120}" "$K" corpus "${seeds[@]}" --kind seed --tune-points 1 "${args[@]}" \
+  > "$OUT/seeds.log" 2>&1
+echo "== seeds: rc=$? in $((SECONDS - t0)) s"
+for suite in $(printf '%s\n' "${seeds[@]}" | cut -d/ -f2 | sort -u); do
+  for kind in manual seed; do
+    echo "\$ kforge archive results $suite --kind $kind"
+    "$K" archive results "$suite" --kind "$kind" --db "$DB" --wide
+  done
+done > "$OUT/tables.log" 2>&1
+cat "$OUT/tables.log"
