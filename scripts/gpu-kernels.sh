@@ -4,7 +4,7 @@
 # results table from it beside the seeds of the same tasks (judged in the same call, default
 # tunables), so every ratio in the tables was measured on this machine in this call:
 #
-#   device run:  source .device/env.sh && scripts/gpu-kernels.sh tests/gpu/honest/matmul_*_3xtf32.md
+#   device run:  source .device/env.sh && scripts/gpu-kernels.sh tests/gpu/honest/conv2d_implicit_gemm_3xtf32.md
 #
 # KFORGE_LIMIT: seconds for the new kernels' judging (default 360); KFORGE_CORPUS_ARGS: more corpus
 # flags (e.g. --no-compile, which leaves torch.compile's column out). Writes $OUT/kernels.log,
