@@ -120,12 +120,12 @@ void check_number_flags(const EvolveArgs& a) {
 struct BatchFormat {
   std::string requests, answers;
 };
-BatchFormat batch_format(const EvolveArgs& a) {
-  if (!a.batch_model.empty() &&
-      evolve::endpoint_from_spec(a.batch_model).provider == evolve::Provider::Anthropic)
-    return {"Anthropic Message Batches request lines (custom_id, params) for " + a.batch_model,
+BatchFormat batch_format(const std::string& batch_model) {
+  if (!batch_model.empty() &&
+      evolve::endpoint_from_spec(batch_model).provider == evolve::Provider::Anthropic)
+    return {"Anthropic Message Batches request lines (custom_id, params) for " + batch_model,
             "Message Batches results lines"};
-  return {"OpenAI Batch API input lines" + (a.batch_model.empty() ? "" : " for " + a.batch_model),
+  return {"OpenAI Batch API input lines" + (batch_model.empty() ? "" : " for " + batch_model),
           "Batch API output lines"};
 }
 
@@ -301,6 +301,9 @@ int run_evolve(const EvolveArgs& a) {
                           : config.model) +
                      ")");
   evolve::check_llm_choice(config);
+  // A batch folder's choices: recorded with the run; given again on --resume, they override.
+  if (!a.batch_model.empty()) config.batch_model = a.batch_model;
+  if (a.batch_wait_s) config.batch_wait_s = a.batch_wait_s;
   std::vector<std::shared_ptr<const tasks::Task>> tasks =
       evolve::run_tasks(config, a.tasks_dir.empty() ? tasks::default_tasks_root()
                                                     : std::filesystem::path(a.tasks_dir));
@@ -356,16 +359,19 @@ int run_evolve(const EvolveArgs& a) {
     if (progress.on()) progress.show(live_line(s, e, config));
     if (log) *log << e.to_json().dump() << "\n" << std::flush;
   };
+  // Ctrl-C, and SIGTERM (a batch system's or `kill`'s), end the run as it stands: recorded as
+  // interrupted, so `--resume` goes on (a second signal ends it at once).
   std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   std::cout << "kforge evolve: " << tasks.size() << " task(s), " << config.generations
             << " generation(s), " << config.islands << " island(s), seed " << config.seed
             << (a.resume ? ", resuming run " + std::to_string(*a.resume) : "") << std::endl;
   std::shared_ptr<const evolve::BatchExchange> batch;
   std::unique_ptr<evolve::LlmProposer> llm =
-      evolve::make_llm_proposer(config, {a.batch_model, a.batch_wait_s},
+      evolve::make_llm_proposer(config, {config.batch_model, config.batch_wait_s},
                                 here ? device_line() : device_line(gpu->device()), batch);
   if (batch) {
-    BatchFormat format = batch_format(a);
+    BatchFormat format = batch_format(config.batch_model);
     std::cout << "kforge evolve: the model's requests go to " << batch->requests_file().string()
               << " (" << format.requests
               << "); answers are read from the other .jsonl files there (" << format.answers
@@ -383,6 +389,7 @@ int run_evolve(const EvolveArgs& a) {
   evolve::RunSummary s =
       evolve::run_evolution(config, tasks, evaluator, a.resume, hooks, llm.get());
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   progress.clear();
   std::vector<std::string> head = {"TASK", "BEST ms"};
   for (const std::string& label : baseline_labels(true)) head.push_back("x " + heading(label));
@@ -430,10 +437,13 @@ int run_evolve(const EvolveArgs& a) {
   if (s.stopped == evolve::kWaitingForAnswers && batch) {
     std::cout << "run " << s.run << " waits for " << batch->unanswered()
               << " answer(s) to the requests in " << batch->requests_file().string()
-              << ". Put the answers (" << batch_format(a).answers
+              << ". Put the answers (" << batch_format(config.batch_model).answers
               << ") in a .jsonl file beside it, then "
                  "`kforge evolve --resume "
-              << s.run << "`.\n";
+              << s.run << "` (scripts/batch-exchange.py pending "
+              << batch->requests_file().parent_path().string()
+              << " writes each unanswered prompt as a file; collect turns answer files into "
+                 "such lines).\n";
     return kExitWaiting;
   }
   return s.stopped == "interrupted" ? 130 : kExitOk;
@@ -464,12 +474,13 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--batch-model", a->batch_model,
                   "With --model batch:DIR: the requests' model and format, PROVIDER:MODEL "
                   "(anthropic:MODEL writes Anthropic Message Batches lines, openai:MODEL OpenAI "
-                  "Batch API lines); give it again with --resume. Default: OpenAI lines for model "
+                  "Batch API lines); recorded with the run (given with --resume, it overrides). "
+                  "Default: OpenAI lines for model "
                   "\"batch\"");
   cmd->add_option("--batch-wait", a->batch_wait_s,
                   "With --model batch:DIR: seconds a request waits for its answer before the run "
                   "pauses (exit 75; "
-                  "--resume goes on); default 24 h");
+                  "--resume goes on); default 24 h; recorded with the run like --batch-model");
   cmd->add_option("--seed", a->seed, "The run's random seed");
   cmd->add_option("--generations", a->generations, "Generations per task");
   cmd->add_option("--lookahead", a->lookahead,

@@ -1,4 +1,5 @@
 // `kforge export`: the archive's winners as a library (docs/export.md); no GPU needed.
+#include <algorithm>
 #include <iostream>
 
 #include "command_list.h"
@@ -29,16 +30,36 @@ int run_export(ExportArgs& a) {
             << a.o.out.string() << std::endl;
   exporter::ExportResult r = exporter::export_library(
       a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
-  for (const exporter::Missing& m : r.missing) {  // the whole reason, its later lines indented
-    std::string why = printable(m.why);
+  // Each reason once: a reason that leaves out several tasks is one line naming a few of them.
+  std::vector<std::pair<std::string, std::vector<std::string>>> reasons;  // in first-seen order
+  for (const exporter::Missing& m : r.missing) {
+    auto same = std::find_if(reasons.begin(), reasons.end(),
+                             [&](const auto& reason) { return reason.first == m.why; });
+    if (same == reasons.end()) reasons.push_back({m.why, {}}), same = reasons.end() - 1;
+    same->second.push_back(m.task);
+  }
+  for (const auto& [reason, tasks] : reasons) {  // the whole reason, its later lines indented
+    std::string why = printable(reason);
     for (size_t at = why.find('\n'); at != std::string::npos; at = why.find('\n', at + 1))
       why.insert(at + 1, "    ");
-    std::cout << "  " << printable(m.task) << ": not exported: " << why << std::endl;
+    if (tasks.size() < 4) {
+      for (const std::string& task : tasks)
+        std::cout << "  " << printable(task) << ": not exported: " << why << std::endl;
+      continue;
+    }
+    std::vector<std::string> some(tasks.begin(), tasks.begin() + 3);
+    std::cout << "  " << tasks.size() << " tasks (" << printable(join(some, ", ")) << ", ...): "
+              << "not exported: " << why << std::endl;
+  }
+  if (r.ops.empty()) {
+    std::cout << "0 op(s) exported, " << r.missing.size() << " task(s) left out: no package written"
+              << std::endl;
+    return kExitFindings;
   }
   std::cout << r.ops.size() << " op(s) exported, " << r.missing.size()
             << " task(s) left out (manifest.json lists them); "
-            << "build: cmake -S " << a.o.out.string()
-            << " -B build, or pip install --no-build-isolation " << a.o.out.string() << std::endl;
+            << "build: cmake -S " << a.o.out.string() << " -B " << (a.o.out / "build").string()
+            << ", or pip install --no-build-isolation " << a.o.out.string() << std::endl;
   return r.ops.empty() ? kExitFindings : kExitOk;
 }
 

@@ -7,8 +7,13 @@
 # on the smoke suite with its report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+# One line per phase with its time; a phase's own output goes to its log under $BUILD_DIR.
 BUILD_DIR=${BUILD_DIR:-build}
+mkdir -p "$BUILD_DIR"
+phase_start=$SECONDS
+phase_done() { echo "kforge: $1 ($((SECONDS - phase_start)) s)"; phase_start=$SECONDS; }
+scripts/deps.sh
+phase_done "dependencies ready"
 torch_args=()
 # With an NVIDIA GPU, kforge judges kernels and needs a CUDA LibTorch: find one, or say how to get it.
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
@@ -28,8 +33,17 @@ MSG
     exit 1
   fi
 fi
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} "${torch_args[@]}"
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# kforge and its helper processes only: the tests are built by scripts/test.sh.
+run_logged() {
+  local log=$1; shift
+  "$@" > "$log" 2>&1 || { tail -40 "$log" >&2; echo "kforge: failed; the whole log: $log" >&2; exit 1; }
+}
+run_logged "$BUILD_DIR/configure.log" \
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} "${torch_args[@]}"
+phase_done "configured ($BUILD_DIR/configure.log)"
+run_logged "$BUILD_DIR/build.log" cmake --build "$BUILD_DIR" -j"$(nproc)" \
+  --target kforge kforge-core kforge-runner kforge-nvrtc-worker
+phase_done "built kforge ($BUILD_DIR/build.log)"
 "$BUILD_DIR"/kforge doctor
 gpu=0
 "$BUILD_DIR"/kforge doctor --json | grep -q '"libtorch_cuda_available": true' && gpu=1
@@ -58,6 +72,22 @@ if [ "$gpu" = 1 ]; then
   [ -n "$run" ] && "$BUILD_DIR"/kforge report "$run"
 else
   echo "kforge: 'kforge evolve', 'kforge verify' and 'kforge corpus' (correctness and timing on the GPU)"
-  echo "        need an NVIDIA GPU; none can be used here, so the search loop does not run:"
-  "$BUILD_DIR"/kforge evolve smoke --llm none || true
+  echo "        need an NVIDIA GPU; none can be used here, so the search loop does not run. What it"
+  echo "        would do on the smoke suite:"
+  "$BUILD_DIR"/kforge evolve smoke --llm none --dry-run
+fi
+phase_done "set-up done"
+if [ "$gpu" = 0 ]; then
+  cat <<MSG
+
+What this machine can do without a GPU (README.md, docs/):
+  $BUILD_DIR/kforge compile examples/relu.cu --plan examples/relu.json --task smoke/relu
+  $BUILD_DIR/kforge tasks check level1                      # the references, on the CPU
+  $BUILD_DIR/kforge archive import --trust docs/results/evolve-level1-level2-2026-12-03.jsonl.gz --db /tmp/r.db
+  $BUILD_DIR/kforge serve --db /tmp/r.db                    # the web view of those results
+  $BUILD_DIR/kforge export --out kernels --from docs/results/evolve-level1-level2-2026-12-03.jsonl.gz --harness 2
+  $BUILD_DIR/kforge tasks import-kernelbench PROBLEM.py --suite kb --out tasks
+  $BUILD_DIR/kforge evolve smoke --worker-command '...' --workers N   # judged on GPUs elsewhere (docs/scale.md)
+  scripts/test.sh                                           # the tests (GPU tests skip, saying why)
+MSG
 fi

@@ -1069,6 +1069,26 @@ TEST(Evolve, TheRecordedTargetComesBackWithTheConfig) {
   EXPECT_TRUE(evolve::RunConfig::from_json(small_config().to_json()).target.is_null());
 }
 
+// Issue 40: a batch folder's choices come back on resume (a run begun with --batch-wait 0 fell
+// back to waiting 24 h when resumed without the flag); a config file cannot set them.
+TEST(Evolve, TheBatchChoicesComeBackWithTheConfig) {
+  evolve::RunConfig c = small_config();
+  c.model = "batch:/tmp/b";
+  c.batch_model = "anthropic:claude-sonnet-4-5";
+  c.batch_wait_s = 0.0;
+  evolve::RunConfig back = evolve::RunConfig::from_json(c.to_json());
+  EXPECT_EQ(back.batch_model, c.batch_model);
+  ASSERT_TRUE(back.batch_wait_s.has_value());
+  EXPECT_EQ(*back.batch_wait_s, 0.0);
+  EXPECT_EQ(back.to_json(), c.to_json());
+  evolve::RunConfig plain = evolve::RunConfig::from_json(small_config().to_json());
+  EXPECT_FALSE(plain.batch_wait_s.has_value());
+  EXPECT_TRUE(plain.batch_model.empty());
+  TempDir dir;
+  auto file = dir.write("run.toml", "tasks = [\"smoke\"]\n[batch]\nwait_s = 0\n");
+  EXPECT_THROW(evolve::load_run_config(file.string()), kforge::InputError);
+}
+
 TEST(Evolve, RunConfigNamesTheBadField) {
   TempDir dir;
   auto good = dir.write("run.toml",

@@ -270,7 +270,7 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
     sm80_built += sm80;
   }
   EXPECT_TRUE(tasks.count("level1/softmax") && tasks.count("level1/layer_norm") &&
-              tasks.count("level2/swiglu"));
+              tasks.count("level2/groupnorm_silu"));
   EXPECT_GT(sm80_built, 0) << "most kernels compile for sm_80 too";
   EXPECT_EQ(m["ops"].size() + m["missing"].size(), 20u) << "18 level-2 tasks and 2 of level 1";
   for (const json& missing : m["missing"]) EXPECT_FALSE(missing["why"].get<std::string>().empty());
@@ -312,10 +312,12 @@ TEST(Export, TheEvolveArchiveBecomesAPackageThatBuilds) {
 TEST(Export, ErrorsSayWhatIsWrong) {
   TempDir dir;
   std::string out = (dir.path() / "pkg").string();
-  auto expect = [&](const std::string& args, int want, const std::string& says) {
+  auto expect = [&](const std::string& args, int want, const std::string& says,
+                    const std::string& also = "") {
     auto [rc, text] = run(kKforge + " export " + args);
     EXPECT_EQ(rc, want) << args << "\n" << text;
     EXPECT_NE(text.find(says), std::string::npos) << args << "\n" << text;
+    EXPECT_NE(text.find(also), std::string::npos) << args << "\n" << text;
   };
   expect("--from " + kEvolveExport + " --out " + out + " --name 9lives", 2,
          "--name must start with a letter");
@@ -329,11 +331,21 @@ TEST(Export, ErrorsSayWhatIsWrong) {
          "level1/no_such_task: not exported: the archive has no task of that name");
   // The seeds were never admitted: nothing to export unless asked, and each task says why.
   std::string seeds = (source_dir() / "docs/results/seeds-2026-12-03.jsonl.gz").string();
+  // One reason that leaves out several tasks is one line (issue 40); nothing exported, no package.
   expect("--from " + seeds + " --out " + out + " --suite smoke --harness 2", 1,
-         "smoke/relu: not exported: no correct, unflagged, admitted kernel judged on sm_90a by "
-         "harness version 2\n");
+         "  4 tasks (smoke/relu, smoke/softmax, smoke/sum_rows, ...): not exported: no correct, "
+         "unflagged, admitted kernel judged on sm_90a by harness version 2\n",
+         "0 op(s) exported, 4 task(s) left out: no package written");
+  EXPECT_FALSE(std::filesystem::exists(out)) << "a package with no op was written";
+  // The first example of the README before it said --harness 2: one line says what exports them.
+  expect("--from " + kEvolveExport + " --out " + out, 1,
+         " tasks (level1/argmax_dim, level1/argmin_dim, level1/avg_pool2d, ...): not exported: no "
+         "correct, unflagged, admitted kernel judged on sm_90a by harness version " +
+             std::to_string(verify::kHarnessVersion) +
+             " (harness version 2 judged one: --harness 2 exports it)",
+         "no package written");
   expect("--from " + seeds + " --out " + out + " --suite smoke --include-unadmitted --harness 2", 0,
-         "4 op(s) exported");
+         "4 op(s) exported", "build: cmake -S " + out + " -B " + out + "/build");
   // Winners judged by an older harness than this kforge's are not taken silently; the reason says
   // how.
   expect("--from " + kEvolveExport + " --out " + out + " --task level1/softmax", 1,
@@ -345,7 +357,8 @@ TEST(Export, ErrorsSayWhatIsWrong) {
          "--harness");
   // A suite's tasks that the archive never saw are listed, not skipped in silence.
   expect("--from " + kEvolveExport + " --out " + out + " --suite smoke", 1,
-         "smoke/softmax: not exported: the archive holds no kernel for it");
+         "4 tasks (smoke/relu, smoke/softmax, smoke/sum_rows, ...): not exported: the archive "
+         "holds no kernel for it");
   // A task file that changed since its winner was judged is another task.
   std::filesystem::create_directories(dir.path() / "tasks");
   std::filesystem::copy(source_dir() / "tasks/level1", dir.path() / "tasks/level1",

@@ -69,9 +69,10 @@ ChatRequest long_ask(const std::string& user) {
 void expect_reference_fields(const OpenAiStandIn& stand_in, Server server) {
   for (const OpenAiStandIn::Exchange& x : stand_in.exchanges()) {
     SCOPED_TRACE("call " + std::to_string(x.call) + ": " + x.body.substr(0, 300));
-    if (server != Server::MaxTokensOnly)
+    if (server != Server::MaxTokensOnly) {
       EXPECT_EQ(x.header("Authorization"),
                 std::string("Bearer ") + kforge::test::kOpenAiStandInKey);
+    }
     EXPECT_EQ(x.path, "/v1/chat/completions");
     ASSERT_TRUE(x.json.is_object()) << "not a JSON object";
     EXPECT_EQ(kforge::test::fields_outside_openai_reference(x.json), std::vector<std::string>{});
@@ -219,7 +220,9 @@ TEST(OpenAiStandIn, StreamsChunksAsOpenAiDoes) {
     }
     EXPECT_TRUE(c["usage"].is_null());
     const json& choice = c["choices"][0];
-    if (i == 0) EXPECT_EQ(choice["delta"]["role"], "assistant");
+    if (i == 0) {
+      EXPECT_EQ(choice["delta"]["role"], "assistant");
+    }
     if (choice["delta"].contains("content")) text += choice["delta"]["content"].get<std::string>();
     EXPECT_EQ(choice["finish_reason"], i + 2 == chunks.size() ? json("stop") : json(nullptr));
   }

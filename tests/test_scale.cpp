@@ -13,6 +13,7 @@
 #include "fake_gpu.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/error.h"
+#include "kforge/common/files.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/evolve/remote_gpu.h"
 #include "kforge/evolve/run.h"
@@ -282,6 +283,33 @@ TEST(Scale, KforgeEvolveWithoutAGpuRunsOnTheWorkersItsCommandStarts) {
   archive::Statement judged = raw.prepare("SELECT count(*) FROM evaluations");
   ASSERT_TRUE(judged.step());
   EXPECT_GT(judged.integer(0), 0) << "the best kernels were judged";
+}
+
+// Issue 40: SIGTERM (what a batch system or `kill` sends) ends a run as Ctrl-C does: recorded as
+// interrupted, not left `running`. The run waits on a batch folder nobody answers; it is killed
+// once its first requests are there.
+TEST(Scale, SigtermEndsAnEvolveRunRecordedAsInterrupted) {
+  if (verify::Driver::get().available())
+    GTEST_SKIP() << "this machine has a GPU: kforge evolve would judge on it";
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  std::string batch = (dir.path() / "batch").string();
+  std::string evolve = std::string(KFORGE_BINARY) +
+                       " evolve smoke/relu --generations 2 --model batch:" + batch +
+                       " --workers 1 --worker-command \"'" KFORGE_FAKE_GPU_WORKER
+                       "' --connect {address} --worker {worker}\" --db " +
+                       db + " --tasks-dir " + tasks_dir();
+  test::CliResult r = test::run_command(
+      "(" + evolve + " > " + (dir.path() / "out.txt").string() +
+      " 2>&1 & pid=$!; for i in $(seq 600); do [ -s " + batch +
+      "/requests.jsonl ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo rc=$?)");
+  std::string out = *read_file((dir.path() / "out.txt").string());
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << "\n" << out;
+  archive::Database raw(db, archive::Access::ReadOnly);
+  archive::Statement q = raw.prepare("SELECT status, finished_at IS NOT NULL FROM runs");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.text(0), "interrupted") << out;
+  EXPECT_EQ(q.integer(1), 1) << out;
 }
 
 TEST(Scale, KforgeEvolveSaysWhatIsWrongWithItsWorkerFlags) {

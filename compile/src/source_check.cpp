@@ -256,7 +256,7 @@ std::vector<std::string> preprocessing_problems(const std::string& source,
     problems.push_back("the source holds a NUL byte");
     return problems;
   }
-  for (std::string_view tri : {"??=", "??/"})
+  for (std::string_view tri : {"?\?=", "?\?/"})  // escaped: no trigraph here
     if (source.find(tri) != std::string::npos)
       problems.push_back("trigraphs ('" + std::string(tri) + "') are not allowed");
   for (const LogicalLine& line : logical_lines(source)) {

@@ -231,12 +231,13 @@ json task_entry(const Op& op, const std::string& version) {
         shape = json::array();
         for (const Expr& e : op.output_shapes[out_index]) shape.push_back(e.text());
       }
-      std::optional<double> tol =
-          out_index < task.outputs.size() ? task.outputs[out_index].tolerance : std::nullopt;
+      json tolerance = nullptr;  // the task's own, where it sets one
+      if (out_index < task.outputs.size() && task.outputs[out_index].tolerance)
+        tolerance = *task.outputs[out_index].tolerance;
       outputs.push_back({{"name", t.name},
                          {"dtype", std::string(tasks::dtype_name(t.dtype))},
                          {"shape", shape},
-                         {"tolerance", tol ? json(*tol) : json(nullptr)}});
+                         {"tolerance", tolerance}});
       ++out_index;
     }
   }
@@ -485,7 +486,7 @@ ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
     }
     result.missing = still;
   }
-  write_package(o, result);
+  if (!result.ops.empty()) write_package(o, result);  // nothing to export: no empty package
   return result;
 }
 

@@ -42,7 +42,7 @@ LlmProposer::LlmProposer(std::vector<Voice> voices, const std::string& prompts_d
 
 LlmProposer::LlmProposer(std::shared_ptr<const ChatModel> client, const std::string& prompts_dir,
                          std::string device)
-    : LlmProposer(std::vector<Voice>{{ModelConfig{client->model()}, client}}, prompts_dir,
+    : LlmProposer(std::vector<Voice>{{model_config(client->model()), client}}, prompts_dir,
                   std::move(device)) {}
 
 namespace {

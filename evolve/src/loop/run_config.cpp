@@ -144,6 +144,10 @@ json toml_to_json(const toml::node& n) {
 json RunConfig::to_json() const {
   json j = to_json_settings();
   if (!target.is_null()) j["target"] = target;
+  if (!batch_model.empty() || batch_wait_s) {
+    j["batch"] = {{"model", batch_model}};
+    if (batch_wait_s) j["batch"]["wait_s"] = *batch_wait_s;
+  }
   return j;
 }
 
@@ -189,10 +193,16 @@ json RunConfig::to_json_settings() const {
 RunConfig RunConfig::from_json(const json& recorded) {
   json j = recorded;
   json target = j.is_object() && j.contains("target") ? j["target"] : json(nullptr);
-  if (j.is_object()) j.erase("target");  // recorded by kforge, not a setting a file gives
+  json batch = j.is_object() && j.contains("batch") ? j["batch"] : json(nullptr);
+  if (j.is_object()) j.erase("target"), j.erase("batch");  // recorded by kforge, not settings
   check(j, "run config");
   RunConfig c;
   c.target = target;
+  if (batch.is_object()) {
+    if (batch.contains("model") && batch["model"].is_string()) c.batch_model = batch["model"];
+    if (batch.contains("wait_s") && batch["wait_s"].is_number() && batch["wait_s"] >= 0)
+      c.batch_wait_s = batch["wait_s"].get<double>();
+  }
   auto get = [&](const char* section, const char* key, auto& out) {
     const json& from = *section ? j.value(section, json::object()) : j;
     if (from.contains(key)) out = from[key].get<std::decay_t<decltype(out)>>();
@@ -246,6 +256,11 @@ RunConfig RunConfig::from_json(const json& recorded) {
 RunConfig load_run_config(const std::string& path) {
   toml::table root = parse_config_file(path);
   json j = toml_to_json(root);
+  // What kforge records with a run (the GPU facts, a batch folder's choices) is not a setting.
+  for (const char* recorded : {"target", "batch"})
+    if (j.contains(recorded))
+      throw InputError(path, std::nullopt, recorded,
+                       "unknown key (kforge records it with a run; a config file cannot set it)");
   try {
     return RunConfig::from_json(j);
   } catch (const InputError& e) {

@@ -138,13 +138,13 @@ std::unique_ptr<LlmProposer> make_llm_proposer(const RunConfig& config, const Ba
       batch = std::make_shared<const BatchExchange>(dir, "batch", wait);
     else
       batch = std::make_shared<const BatchExchange>(dir, endpoint_from_spec(choice.model), wait);
-    voices.push_back({ModelConfig{choice.model.empty() ? "batch" : choice.model}, batch});
+    voices.push_back({model_config(choice.model.empty() ? "batch" : choice.model), batch});
     concurrency = 64;  // a batch folder takes every request the loop has ready
   } else if (!config.model.empty()) {
     auto client =
         std::make_shared<const LlmClient>(endpoint_from_spec(config.model), RetryPolicy{}, nullptr,
                                           std::make_shared<ConcurrencyLimit>(4), cache);
-    voices.push_back({ModelConfig{client->model()}, client});
+    voices.push_back({model_config(client->model()), client});
   }
   if (voices.empty()) return nullptr;
   auto proposer = std::make_unique<LlmProposer>(std::move(voices), default_prompts_dir(), device);

@@ -42,6 +42,13 @@ struct ModelConfig {
                   int64_t cache_write = 0) const;
 };
 
+// One model named without a config file (--model): its spec, every other field the default.
+inline ModelConfig model_config(std::string spec) {
+  ModelConfig m;
+  m.spec = std::move(spec);
+  return m;
+}
+
 struct ProviderConfig {
   // `api = "openai" | "anthropic"`; default: the table's name when it is one.
   Provider api = Provider::OpenAI;

@@ -75,7 +75,7 @@ struct ChatRequest {
   std::optional<double>
       temperature;  // sent only when set (reasoning models refuse all but the default)
   int max_tokens = 8192;
-  std::string context;
+  std::string context = {};
 };
 
 // The most tokens one reply may report in either direction: past every context window. A larger

@@ -69,6 +69,11 @@ struct RunConfig {
   // at the run's start: a resumed run, on this machine or another of its kind, quotes the same, so
   // its prompts (and the answers cached under them) are the same. Null until an LLM run starts.
   nlohmann::json target = nullptr;
+  // A batch folder's choices (--batch-model, --batch-wait), recorded with the run so that a resumed
+  // run answers and waits as it began (the flags given again override them). Like `target`, not a
+  // setting a config file gives.
+  std::string batch_model;
+  std::optional<double> batch_wait_s;
 
   nlohmann::json to_json() const;
   static RunConfig from_json(const nlohmann::json& j);  // InputError naming the field

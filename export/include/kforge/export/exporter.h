@@ -88,7 +88,8 @@ std::string op_definition(const Op& op, const std::string& ns);
 std::string torch_definition(const Op& op, const std::string& ns);
 std::string torch_schema(const Op& op);
 
-// Selects, compiles and writes; `tensors` gives a task's tensors (the reference's output dtypes).
+// Selects, compiles and writes (no package when no op is exported); `tensors` gives a task's
+// tensors (the reference's output dtypes).
 ExportResult export_library(const ExportOptions& options, compile::Compiler& compiler,
                             const std::function<void(const std::string&)>& say = {});
 
