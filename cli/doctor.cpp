@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "kforge/tasks/task.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/judge.h"
 
 namespace kforge::cli {
 namespace {
@@ -25,6 +27,28 @@ std::string gib(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(1) << bytes / (1024.0 * 1024 * 1024) << " GiB";
   return os.str();
+}
+
+// The Python kforge's PyTorch helpers use (KernelBench import, torch.compile's baseline): the
+// first candidate that imports torch, with its version; null when none does.
+nlohmann::ordered_json python_with_torch() {
+  for (const std::string& python : python_candidates()) {
+    std::string quoted = "'";
+    for (char c : python) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    FILE* p = ::popen(
+        (quoted + " -c 'import sys, torch; sys.stdout.write(torch.__version__)' 2>/dev/null")
+            .c_str(),
+        "r");
+    if (!p) continue;
+    char buf[256];
+    std::string version;
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) version.append(buf, n);
+    if (::pclose(p) != 0 || version.empty()) continue;
+    std::string bare = version.substr(0, version.find('+'));  // 2.11.0+cu130 -> 2.11.0
+    return {{"path", python}, {"torch", version}, {"matches_libtorch", bare == TORCH_VERSION}};
+  }
+  return nullptr;
 }
 
 int run_doctor(bool as_json) {
@@ -76,6 +100,9 @@ int run_doctor(bool as_json) {
   fs::path db = archive::database_path();
   j["database"] = db.string();
   j["database_exists"] = fs::exists(db);
+  j["python"] = python_with_torch();
+  j["compute_sanitizer"] = verify::find_compute_sanitizer();
+  j["ncu"] = verify::find_cuda_tool("ncu");
 
   if (as_json) {
     std::cout << j.dump(2) << "\n";
@@ -113,8 +140,8 @@ int run_doctor(bool as_json) {
   } else {
     row("GPU", "none usable: " + driver.unavailable_reason());
     std::cout << std::setw(14) << ""
-              << "GPU commands (verify, corpus, baseline, tasks check --device cuda) will refuse "
-                 "to run;\n"
+              << "GPU commands (verify, corpus, baseline, evolve, gpu-worker, tasks check "
+                 "--device cuda) will refuse to run;\n"
               << std::setw(14) << ""
               << "loading tasks, references on the CPU and NVRTC compiles work.\n";
   }
@@ -122,6 +149,25 @@ int run_doctor(bool as_json) {
   row("Tasks", tasks_root.string());
   row("Cache", cache.string());
   row("Database", db.string() + (fs::exists(db) ? "" : " (not created yet)"));
+  const auto& py = j["python"];
+  row("Python",
+      py.is_null()
+          ? "none with PyTorch (python3, /usr/bin/python3, $KFORGE_PYTHON): KernelBench import "
+            "and torch.compile's baseline need one"
+          : py["path"].get<std::string>() + ", PyTorch " + py["torch"].get<std::string>() +
+                (py["matches_libtorch"].get<bool>()
+                     ? " (LibTorch's version: torch.compile's baseline can use it)"
+                     : " (not LibTorch's " + std::string(TORCH_VERSION) +
+                           ": KernelBench import works, torch.compile's baseline needs the same "
+                           "version)"));
+  std::string sanitizer = j["compute_sanitizer"];
+  row("Sanitizer", sanitizer.empty() ? "compute-sanitizer not found: admission runs without "
+                                       "memcheck, initcheck and racecheck (docs/design.md)"
+                                     : sanitizer);
+  std::string ncu = j["ncu"];
+  row("Profiler", ncu.empty() ? "ncu (Nsight Compute) not found: prompts carry no profile "
+                                "feedback (docs/evolve.md)"
+                              : ncu);
   return kExitOk;
 }
 

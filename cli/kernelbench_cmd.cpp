@@ -157,6 +157,11 @@ int run_import(const ImportArgs& args, const fs::path& tasks_root) {
       << (unreached ? "; " + std::to_string(unreached) + " not reached (above)" : std::string())
       << (check_rc == kExitOk ? "" : "; some converted tasks fail `kforge tasks check` (above)")
       << "\n";
+  if (converted > 0) {  // the next command, with the folder the suite went to
+    std::string where = a.out_root == tasks_root.string() ? "" : " --tasks-dir " + a.out_root;
+    std::cout << "next: kforge evolve " << a.suite << where << " --dry-run  (then without "
+              << "--dry-run, on a GPU; kforge tasks list " << a.suite << where << " lists them)\n";
+  }
   if (r.kforge_bugs) return kExitInternal;
   return failed || unreached || check_rc != kExitOk ? kExitFindings : kExitOk;
 }

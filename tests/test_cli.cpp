@@ -43,9 +43,18 @@ TEST(Cli, DoctorReportsToolchainAndGpuState) {
   if (!kforge::verify::Driver::get().available()) {
     EXPECT_NE(r.out.find("none usable"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(kforge::verify::Driver::get().unavailable_reason()), std::string::npos);
+    EXPECT_NE(r.out.find("evolve, gpu-worker"), std::string::npos) << r.out;
   }
+  // Issue 40: the Python with PyTorch the helpers use, compute-sanitizer and ncu, found or not.
+  for (const char* row : {"\nPython ", "\nSanitizer ", "\nProfiler "})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  if (!kforge::test::torch_python().empty())
+    EXPECT_NE(r.out.find(", PyTorch "), std::string::npos) << r.out;
   Result j = kforge_cli("doctor --json");
   EXPECT_EQ(j.code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  for (const char* key : {"python", "compute_sanitizer", "ncu"})
+    EXPECT_TRUE(doc.contains(key)) << key << "\n" << j.out;
   EXPECT_NE(j.out.find("\"nvrtc\""), std::string::npos);
 }
 
@@ -69,7 +78,10 @@ TEST(Cli, EvolveChecksItsInputsBeforeTheGpuAndItsWorkers) {
       " --tasks-dir " + tasks_dir() + " --db " + (dir.path() / "a.db").string();
   Result r = kforge_cli("evolve nosuch" + common);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("nosuch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no task or suite named 'nosuch'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("suites there: level1, level2, smoke"), std::string::npos)
+      << "the suites to pick from\n"
+      << r.out;
   r = kforge_cli("evolve smoke --model foo:bar" + common);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown provider 'foo'"), std::string::npos) << r.out;

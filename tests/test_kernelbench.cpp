@@ -131,6 +131,10 @@ TEST(KernelBenchImport, ConvertsTheTestProblemsAndListsTheRest) {
                        "^imported [0-9]+ of [0-9]+ KernelBench problem\\(s\\) \\([0-9]+%\\) into "
                        ".*kb; [0-9]+ could not be converted; some converted tasks fail `kforge "
                        "tasks check`"));
+  // Then the next command, with the folder the suite went to (issue 40).
+  EXPECT_TRUE(
+      has_line(r.out, "^next: kforge evolve kb --tasks-dir " + dir.path().string() + " --dry-run "))
+      << r.out;
   EXPECT_EQ(r.code, 1);
   // Problems in KernelBench's order (by number), not the file system's.
   EXPECT_LT(r.out.find("1_ReLU.py"), r.out.find("2_Matmul"));

@@ -865,9 +865,21 @@ std::vector<fs::path> resolve_tasks(const std::string& spec, const fs::path& tas
   }
   std::sort(found.begin(), found.end());
   if (found.size() == 1) return found;
-  if (found.empty())
+  if (found.empty()) {
+    // The suites there, to pick from: the folders holding task files.
+    std::vector<std::string> suites;
+    std::error_code ec;
+    if (kind(tasks_root) == fs::file_type::directory)
+      for (fs::directory_iterator it(tasks_root, ec), end; !ec && it != end; it.increment(ec))
+        if (kind(it->path()) == fs::file_type::directory && !toml_files_in(it->path()).empty())
+          suites.push_back(it->path().filename().string());
+    std::sort(suites.begin(), suites.end());
+    std::string there;
+    for (const std::string& suite : suites) there += (there.empty() ? "" : ", ") + suite;
     throw UsageError("no task or suite named '" + spec +
-                     "' (looked for a file, a folder, and under " + tasks_root.string() + ")");
+                     "' (looked for a file, a folder, and under " + tasks_root.string() + "; " +
+                     (there.empty() ? "no suites there" : "suites there: " + there) + ")");
+  }
   std::string names;
   for (const auto& f : found) names += " " + f.parent_path().filename().string() + "/" + spec;
   throw UsageError("'" + spec + "' is ambiguous; say which:" + names);
