@@ -8,7 +8,8 @@ Messages API body). Both may be in one folder; each is answered in its own forma
 
   batch-exchange.py pending DIR [--out PROMPTS]
       Writes each unanswered request of DIR/requests.jsonl as PROMPTS/<custom_id>.md (its system
-      and user text) and prints how many there are. PROMPTS defaults to DIR/pending.
+      and user text), removes the files there of requests answered since, and prints how many
+      there are. PROMPTS defaults to DIR/pending.
   batch-exchange.py collect DIR [--answers ANSWERS] [--model NAME]
       Turns each ANSWERS/<custom_id>.md (the model's whole answer text) whose request is still
       unanswered into one line of a new DIR/answers-<time>.jsonl, in the output format of the
@@ -208,7 +209,15 @@ def pending(args):
     for r in todo:
         text = "\n\n".join(f"<!-- {role} -->\n{part}" for role, part in prompt_parts(r))
         write_new(out / f"{r['custom_id']}.md", text)
-    print(f"{len(todo)} unanswered request(s) written to {out}")
+    # An earlier `pending`'s prompt whose request has an answer now is not work left: removed.
+    removed = 0
+    for cid in sorted(done):
+        stale = out / f"{cid}.md"
+        if ID.match(cid) and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+            removed += 1
+    print(f"{len(todo)} unanswered request(s) written to {out}"
+          + (f"; {removed} answered one(s) removed from it" if removed else ""))
 
 
 def collect(args):

@@ -451,6 +451,14 @@ TEST(BatchAnthropic, ScriptPendingCollectAndAnthropicBodyRoundTrip) {
     }
   }
   EXPECT_TRUE(anthropic_line && openai_line);
+  // pending again: the answered requests' prompts leave the folder, the unanswered one stays.
+  kforge::test::CliResult again = script("pending " + folder);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("1 unanswered request(s) written to"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("2 answered one(s) removed from it"), std::string::npos) << again.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pending" / (id1 + ".md")));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pending" / (id3 + ".md")));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "pending" / (id2 + ".md")));
 
   ev::BatchExchange resumed(dir.path(), anthropic_endpoint(), 0ms, 1ms);
   ev::ChatResponse got = resumed.chat(one, 0);
