@@ -14,6 +14,7 @@
 #include "kforge/archive/first_sample.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/task.h"
+#include "report_cmd.h"
 #include "table.h"
 
 namespace kforge::cli {
@@ -326,11 +327,11 @@ int runs(const ArchiveOptions& a) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  Table t({"RUN", "STATUS", "STARTED", "FINISHED", "CANDIDATES", "BUDGETS USED"});
+  Table t({"RUN", "STATUS", "STARTED", "FINISHED", "CANDIDATES", "SPENT"});
   for (const auto& r : j)
     t.add({r["id"].dump(), r["status"], r["started_at"],
            r["finished_at"].is_null() ? "-" : r["finished_at"].get<std::string>(),
-           r["candidates"].dump(), r["budgets_used"].dump()});
+           r["candidates"].dump(), spent_text(r["budgets_used"])});
   t.print();
   return kExitOk;
 }

@@ -139,14 +139,33 @@ std::string cached_share(int64_t in, int64_t cache_read) {
   return " (" + (percent < 1 ? std::string("<1") : fixed(percent, 0)) + "% from the prompt cache)";
 }
 
+std::string spent_text(const nlohmann::json& used) {
+  auto number = [&](const char* key) {
+    const auto it = used.find(key);
+    return it != used.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  std::string out = fixed(number("evaluations"), 0) + " evaluations, " + fixed(number("gpu_s"), 1) +
+                    " s of GPU, " + fixed(number("wall_s"), 1) + " s wall";
+  if (number("llm_calls") > 0 || number("llm_failed_calls") > 0) {
+    const auto in = static_cast<int64_t>(number("llm_tokens_in"));
+    out += "; LLM: " + fixed(number("llm_calls"), 0) + " answers (" +
+           fixed(number("llm_cached"), 0) + " from the response cache, " +
+           fixed(number("llm_failed_calls"), 0) + " failed calls), " + std::to_string(in) +
+           " tokens in" + cached_share(in, static_cast<int64_t>(number("llm_tokens_cache_read"))) +
+           ", " + fixed(number("llm_tokens_out"), 0) + " out";
+    if (number("llm_cost_usd") > 0) out += ", $" + fixed(number("llm_cost_usd"), 4);
+  }
+  return out;
+}
+
 std::string report_markdown(const archive::RunReport& r) {
   std::ostringstream md;
   md << "# kforge evolve, run " << r.run["id"] << "\n\n"
      << "Started " << r.run["started_at"].get<std::string>() << ", "
      << r.run["status"].get<std::string>()
      << (r.run["finished_at"].is_null() ? "" : " " + r.run["finished_at"].get<std::string>())
-     << ". Spent: " << r.run["budgets_used"].dump() << ". Config: `" << r.run["config"].dump()
-     << "`.\n\n";
+     << ". Spent: " << spent_text(r.run["budgets_used"]) << ". Config:\n\n```json\n"
+     << r.run["config"].dump(2) << "\n```\n\n";
   size_t columns = 2 * baseline_kinds().size() + 1;  // each kind's ms and x, then x best
   md << "| task | best ms |" << baseline_headings() << " roofline | candidates | failed |\n|";
   for (size_t i = 0; i < columns + 5; ++i) md << "---|";

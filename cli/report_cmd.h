@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "kforge/archive/report.h"
 
 namespace kforge::cli {
@@ -13,6 +15,10 @@ namespace kforge::cli {
 // " (63% from the prompt cache)" when a provider's prompt cache served some of `in` input tokens;
 // "" when it served none (the report's and kforge evolve's closing line).
 std::string cached_share(int64_t in, int64_t cache_read);
+
+// What a run spent (its runs.budgets_used), in words: "251 evaluations, 138.7 s of GPU, 145.5 s
+// wall", then the LLM's answers, tokens and price when it asked one.
+std::string spent_text(const nlohmann::json& budgets_used);
 
 // The report's markdown.
 std::string report_markdown(const archive::RunReport& r);

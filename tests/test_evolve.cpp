@@ -1,8 +1,10 @@
 // The search loop (issue 18) on the CPU: the real compiler (NVRTC workers), the real archive (a
 // SQLite file), the real loop; only the GPU is fake (fake_gpu.h).
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
+#include <regex>
 
 #include <algorithm>
 #include <fstream>
@@ -399,6 +401,16 @@ TEST(Evolve, LlmChildrenJoinTheLoopAndAFailedChildIsRepairedWithItsEvidence) {
       kforge::test::run_kforge("report 1 --db " + (s.dir.path() / "a.db").string());
   EXPECT_EQ(report.code, 0) << report.out;
   EXPECT_NE(report.out.find("| smoke/relu |"), std::string::npos) << report.out;
+  // What it spent in words, its config as a JSON block (issue 40: not one-line blobs).
+  EXPECT_TRUE(std::regex_search(report.out, std::regex("Spent: [0-9]+ evaluations, [0-9.]+ s of "
+                                                       "GPU, [0-9.]+ s wall; LLM: [0-9]+ answers")))
+      << report.out;
+  EXPECT_NE(report.out.find("Config:\n\n```json\n{\n"), std::string::npos) << report.out;
+  kforge::test::CliResult runs =
+      kforge::test::run_kforge("archive runs --db " + (s.dir.path() / "a.db").string());
+  EXPECT_EQ(runs.code, 0) << runs.out;
+  EXPECT_NE(runs.out.find("SPENT"), std::string::npos) << runs.out;
+  EXPECT_EQ(runs.out.find("{\""), std::string::npos) << "no JSON in the table\n" << runs.out;
   EXPECT_NE(report.out.find("| optimize | scripted | 2 | 0 | 0% |"), std::string::npos)
       << report.out;
   EXPECT_NE(report.out.find("| repair_compile | scripted | 2 | 2 | 100% |"), std::string::npos)
