@@ -5,7 +5,7 @@
 // `#define BLOCK <value>` before this file, one value of relu.json's "tune" at a time.
 
 __global__ void __launch_bounds__(BLOCK)
-relu(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    relu(const float* __restrict__ x, float* __restrict__ out, long long n) {
   const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
   if (i < n) {
     const float v = x[i];
