@@ -26,7 +26,9 @@ def main(path):
             g["dt"] += e["t"] - prev_t
             g["dgpu"] += e["gpu_s"] - prev_gpu
             g["events"] += 1
-            g["candidates"].add(e["candidate"])
+            # A judgment names its candidate; a screen (since the loop screens before it stores)
+            # its code's identity.
+            g["candidates"].add(e.get("candidate", e.get("identity")))
         prev_t, prev_gpu = e["t"], e["gpu_s"]
     print("| part | events | candidates | seconds | candidates/min | evaluations/min | GPU busy |")
     print("|---|---|---|---|---|---|---|")

@@ -40,7 +40,7 @@ std::string versus(const json& e) {
 json require_candidate(archive::Archive& ar, int64_t id) {
   json c = ar.show(archive::CandidateId{id});
   if (c.is_null())
-    throw archive::ArchiveError("no candidate " + std::to_string(id) + " in " + ar.path());
+    throw archive::ArchiveMissing("no candidate " + std::to_string(id) + " in " + ar.path());
   return c;
 }
 

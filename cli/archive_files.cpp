@@ -44,7 +44,7 @@ int export_jsonl(const ArchiveOptions& a, const std::string& file) {
     throw UsageError("cannot write the export to " + file +
                      (errno ? std::string(": ") + std::strerror(errno) : "") +
                      "; the export is incomplete");
-  std::cerr << "kforge: exported " << n << " candidate(s) to " << file << "\n";
+  std::cerr << "kforge archive export: exported " << n << " candidate(s) to " << file << "\n";
   return kExitOk;
 }
 
@@ -84,7 +84,7 @@ int import_jsonl(const ArchiveOptions& a, const std::string& file, bool trust) {
 int migrate(const ArchiveOptions& a) {
   std::string path = archive::database_path(a.db).string();
   if (::access(path.c_str(), F_OK) != 0)
-    throw archive::ArchiveError(path + ": no archive here yet");
+    throw archive::ArchiveMissing(path + ": no archive here yet");
   auto ar = archive::Archive::open(path, /*create=*/false);
   std::cout << path << ": schema version " << ar.schema_version() << "\n";
   return kExitOk;

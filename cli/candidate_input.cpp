@@ -1,5 +1,6 @@
 #include "candidate_input.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "kforge/common/files.h"
@@ -209,6 +210,30 @@ std::string tunables_text(const compile::Tunables& t, const std::string& separat
   std::string out;
   for (const auto& [k, v] : t) out += (out.empty() ? "" : separator) + k + "=" + std::to_string(v);
   return out;
+}
+
+void check_tune(const std::string& plan_text, const tasks::Task& task,
+                const std::vector<compile::TensorInfo>& tensors, const compile::Tunables& chosen) {
+  std::optional<compile::Plan> plan;
+  try {
+    plan = compile::parse_plan_text(plan_text, task, tensors);
+  } catch (const std::exception&) {
+    return;
+  }
+  for (const auto& [name, value] : chosen) {
+    std::string item = "--tune " + name + "=" + std::to_string(value) + ": ";
+    auto it = std::find_if(plan->tune.begin(), plan->tune.end(),
+                           [&](const auto& t) { return t.first == name; });
+    std::vector<std::string> names, values;
+    for (const auto& t : plan->tune) names.push_back(t.first);
+    if (it == plan->tune.end())
+      throw UsageError(item + "the plan has no tunable " + name +
+                       " (its tunables: " + (names.empty() ? "none" : join(names, ", ")) + ")");
+    for (int64_t v : it->second) values.push_back(std::to_string(v));
+    if (std::find(it->second.begin(), it->second.end(), value) == it->second.end())
+      throw UsageError(item + "not one of the plan's values of " + name + " (" +
+                       join(values, ", ") + ")");
+  }
 }
 
 compile::Tunables parse_tune(const std::vector<std::string>& items) {

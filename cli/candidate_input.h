@@ -80,6 +80,11 @@ evolve::PromptGpu prompt_gpu(const verify::DeviceInfo& gpu, const compile::Devic
 
 // NAME=V items of --tune.
 compile::Tunables parse_tune(const std::vector<std::string>& items);
+// Each --tune item names a tunable of the candidate's plan with one of its listed values; else a
+// UsageError naming the plan's tunables or values. A plan that does not parse is left to the
+// plan stage, which reports it as the candidate's problem.
+void check_tune(const std::string& plan_text, const tasks::Task& task,
+                const std::vector<compile::TensorInfo>& tensors, const compile::Tunables& chosen);
 // "NAME=value" items joined by `separator`, for people ("BLOCK=256, VEC=4").
 std::string tunables_text(const compile::Tunables& t, const std::string& separator = ", ");
 

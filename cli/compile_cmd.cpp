@@ -75,7 +75,10 @@ int run_compile(const CompileArgs& a) {
   copt.time_limit = std::chrono::milliseconds(static_cast<int64_t>(a.time_limit_s * 1000));
   compile::Compiler compiler(copt);
   std::optional<compile::Tunables> tunables;
-  if (!a.tune.empty()) tunables = parse_tune(a.tune);
+  if (!a.tune.empty()) {
+    tunables = parse_tune(a.tune);
+    check_tune(plan, task, tensors, *tunables);
+  }
   compile::CandidateReport r =
       compile::check_candidate(task, tensors, source, plan, tunables, facts, compiler);
   compile::CompilerStats stats = compiler.stats();

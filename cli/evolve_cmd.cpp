@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -50,10 +51,18 @@ struct EvolveArgs {
 };
 
 std::atomic<int> g_stop{0};
+std::atomic<int64_t> g_first_signal_ms{0};
 
+// The first SIGINT or SIGTERM ends the run as it stands; a second one, a second later or more, ends
+// it at once (everything recorded is committed). Sooner than that it is the same event twice:
+// `timeout`, a terminal's Ctrl-C and Slurm's scancel signal the process and then its whole group.
 extern "C" void on_interrupt(int) {
-  if (g_stop.fetch_add(1) >= 1)
-    std::_Exit(130);  // the second Ctrl-C: at once (everything recorded is committed)
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t ms = int64_t(now.tv_sec) * 1000 + now.tv_nsec / 1000000 + 1;  // never 0
+  int64_t first = 0;
+  g_stop.fetch_add(1);
+  if (!g_first_signal_ms.compare_exchange_strong(first, ms) && ms - first >= 1000) std::_Exit(130);
 }
 
 std::string status_line(const evolve::TaskStatus& s) {
@@ -524,7 +533,7 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
       exit_code = run_evolve(*a);
     } catch (const evolve::WorkerError&
                  e) {  // no GPU worker started, or none is left: a failure, not a kforge bug
-      std::cerr << "kforge: " << printable(redact_secrets(e.what())) << "\n";
+      std::cerr << "kforge evolve: " << printable(redact_secrets(e.what())) << "\n";
       exit_code = kExitFindings;
     }
   });

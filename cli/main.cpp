@@ -3,10 +3,12 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 
+#include "command_list.h"
 #include "commands.h"
 #include "kforge/archive/error.h"
 #include "kforge/common/error.h"
@@ -68,6 +70,24 @@ void install_crash_report() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(sig, &action, nullptr);
 }
 
+// An error said once, after the command it stopped ("kforge archive show: no candidate 7"); a
+// message that already starts with its command's name ("kforge corpus: ...") is said as it is.
+int fail(const CLI::App& app, const std::string& what, int code) {
+  std::string message = kforge::printable(kforge::redact_secrets(what));
+  if (message.rfind("kforge ", 0) != 0 && message.rfind("kforge:", 0) != 0)
+    message = kforge::cli::command_path(kforge::cli::parsed_command(app)) + ": " + message;
+  std::cerr << message << "\n";
+  return code;
+}
+
+// CLI11's "The following argument was not expected" after a command name reads "the following...".
+std::string lower_first(std::string text) {
+  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z' &&
+      !(text.size() > 1 && std::isupper(static_cast<unsigned char>(text[1]))))
+    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,28 +111,31 @@ int main(int argc, char** argv) {
   kforge::cli::add_llm_command(app, exit_code);
   kforge::cli::add_prompt_command(app, exit_code);
   kforge::cli::add_reference_command(app, exit_code);
+  for (const kforge::cli::CommandInfo& c : kforge::cli::kCommands)
+    app.get_subcommand(std::string(c.name))->footer("Examples:\n" + std::string(c.examples));
   if (std::optional<int> rc = kforge::cli::guide_subcommands(app, argc, argv)) return *rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : kforge::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return fail(app,
+                lower_first(e.what()) + "\nRun '" +
+                    kforge::cli::command_path(kforge::cli::parsed_command(app)) +
+                    " --help' for its options.",
+                kforge::cli::kExitUsage);
   } catch (const kforge::verify::CudaError& e) {
-    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitNoGpu;
+    return fail(app, e.what(), kforge::cli::kExitNoGpu);
+  } catch (const kforge::archive::ArchiveMissing& e) {  // like a task that does not exist
+    return fail(app, e.what(), kforge::cli::kExitUsage);
   } catch (const kforge::archive::ArchiveError& e) {
-    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitFindings;
+    return fail(app, e.what(), kforge::cli::kExitFindings);
   } catch (const kforge::UsageError& e) {
-    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitUsage;
+    return fail(app, e.what(), kforge::cli::kExitUsage);
   } catch (const kforge::Error& e) {  // a kforge bug, or the machine failing under it
-    std::cerr << "kforge: " << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitInternal;
+    return fail(app, e.what(), kforge::cli::kExitInternal);
   } catch (const std::exception& e) {
-    std::cerr << "kforge: internal error (a kforge bug; please report it): "
-              << kforge::printable(kforge::redact_secrets(e.what())) << "\n";
-    return kforge::cli::kExitInternal;
+    return fail(app, std::string("internal error (a kforge bug; please report it): ") + e.what(),
+                kforge::cli::kExitInternal);
   }
   return exit_code;
 }

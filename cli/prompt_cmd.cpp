@@ -31,7 +31,7 @@ void print_prompt(const evolve::PromptParts& p, const std::string& task) {
   std::cout << whole << std::flush;
   if (p.context.empty()) return;
   auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n') + 1; };
-  std::cerr << "kforge: lines 1-" << lines(p.context)
+  std::cerr << "kforge prompt render: lines 1-" << lines(p.context)
             << " are the context, the same in every prompt about " << task
             << " on this GPU (a provider caches it); the request starts at line "
             << lines(p.context) + 2 << "\n";
@@ -69,7 +69,7 @@ void add_prompt_command(CLI::App& app, int& exit_code) {
     if (::access(db.c_str(), F_OK) == 0)
       ar.emplace(archive::Archive::open(db, false));
     else if (a->parent || a->second_parent)
-      throw archive::ArchiveError(db + ": no archive here, so no parent candidate can be read");
+      throw archive::ArchiveMissing(db + ": no archive here, so no parent candidate can be read");
     evolve::PromptInputs in;
     in.task = &task;
     in.reference = &ref;

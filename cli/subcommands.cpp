@@ -19,13 +19,6 @@ std::vector<std::string> visible_subcommands(const CLI::App& app) {
   return names;
 }
 
-std::string command_path(const CLI::App& app) {
-  std::string path;
-  for (const CLI::App* a = &app; a; a = a->get_parent())
-    path = a->get_name() + (path.empty() ? "" : " " + path);
-  return path;
-}
-
 std::string listing(const CLI::App& app) {
   std::string out;
   size_t width = 0;
@@ -37,6 +30,19 @@ std::string listing(const CLI::App& app) {
 }
 
 }  // namespace
+
+std::string command_path(const CLI::App& app) {
+  std::string path;
+  for (const CLI::App* a = &app; a; a = a->get_parent())
+    path = a->get_name() + (path.empty() ? "" : " " + path);
+  return path;
+}
+
+const CLI::App& parsed_command(const CLI::App& app) {
+  const CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  return *at;
+}
 
 std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -59,8 +65,8 @@ std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv)
     at = const_cast<CLI::App*>(at)->get_subcommand(args[i]);
     ++i;
   }
-  if (help) {
-    std::cout << at->help();
+  if (help) {  // "Usage: kforge archive top", not "Usage: top"
+    std::cout << at->help(at->get_parent() ? command_path(*at->get_parent()) : "");
     return kExitOk;
   }
   if (!visible_subcommands(*at).empty() && i == args.size()) {

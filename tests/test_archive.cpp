@@ -633,14 +633,14 @@ TEST(Archive, BrowsesFromTheCommandLineInBothForms) {
   auto [rc8, runs] = run("runs --json");
   EXPECT_EQ(parse(runs)[0]["status"], "finished");
   auto [rc9, missing] = run("show 99");
-  EXPECT_EQ(rc9, 1);
+  EXPECT_EQ(rc9, 2);  // a candidate that is not there: a usage error, as a run or task would be
   EXPECT_NE(missing.find("no candidate 99"), std::string::npos);
   std::string none = (dir.path() / "none.db").string();
   FILE* p =
       popen((std::string(KFORGE_BINARY) + " archive stats --db " + none + " 2>&1").c_str(), "r");
   char buf[512] = {};
   fread(buf, 1, sizeof buf - 1, p);
-  EXPECT_EQ(WEXITSTATUS(pclose(p)), 1);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
   EXPECT_NE(std::string(buf).find("no archive here yet"), std::string::npos) << buf;
 }
 

@@ -537,7 +537,8 @@ TEST(ArchiveImport, MalformedLinesNameTheirFileLineAndField) {
         dir.write("case" + std::to_string(i) + ".jsonl", first + cases[i].line + "\n").string();
     auto [rc, out] = kforge_cli("archive import " + file + " --db " + db);
     EXPECT_EQ(rc, 2) << cases[i].expect << "\n" << out;
-    EXPECT_NE(out.find("kforge: " + file + cases[i].expect), std::string::npos) << out;
+    EXPECT_NE(out.find("kforge archive import: " + file + cases[i].expect), std::string::npos)
+        << out;
   }
 }
 
@@ -632,7 +633,7 @@ TEST(ArchiveDamage, ReadCommandsNeverWrite) {
   std::string empty = dir.write("empty.db", "").string();
   for (const char* cmd : {"stats", "export", "show 1"}) {
     auto [rc, out] = kforge_cli(std::string("archive ") + cmd + " --db " + empty);
-    EXPECT_EQ(rc, 1) << cmd << ": " << out;
+    EXPECT_EQ(rc, 2) << cmd << ": " << out;
     EXPECT_NE(out.find(empty + ": no archive here yet"), std::string::npos) << out;
   }
   struct stat st;
@@ -704,15 +705,17 @@ TEST(ArchiveDamage, AnExportThatCannotBeWrittenFails) {
   auto [rc, out] = kforge_cli("archive export /dev/full --db " + path);
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(rc, 4) << out;
-  EXPECT_NE(out.find("kforge: cannot write the export to /dev/full: No space left on device"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          "kforge archive export: cannot write the export to /dev/full: No space left on device"),
+      std::string::npos)
       << out;
   EXPECT_EQ(out.find("exported"), std::string::npos) << out;
   auto [rc_out, to_stdout] = kforge_cli("archive export --db " + path, ">/dev/full");
   EXPECT_NE(rc_out, 0) << to_stdout;
-  EXPECT_NE(
-      to_stdout.find("kforge: cannot write the export to standard output: No space left on device"),
-      std::string::npos)
+  EXPECT_NE(to_stdout.find("kforge archive export: cannot write the export to standard output: No "
+                           "space left on device"),
+            std::string::npos)
       << to_stdout;
 }
 

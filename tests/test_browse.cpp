@@ -157,6 +157,16 @@ TEST_F(Browse, EveryPageAndItsJsonAnswer) {
   EXPECT_NE(task_page.find("<polyline class=\"series\""), std::string::npos)
       << "the best-speedup plot has a line";
   EXPECT_EQ(task_page.find("no data"), std::string::npos);
+  // The task itself above its candidates: summary, timed dims, the baselines and the reference.
+  const json& info = task["info"];
+  EXPECT_NE(info.value("summary", "").find("oftmax"), std::string::npos) << info.dump();
+  EXPECT_NE(info.value("reference", "").find("def forward"), std::string::npos) << info.dump();
+  EXPECT_TRUE(info["dims"].is_object() && !info["dims"].empty()) << info.dump();
+  EXPECT_TRUE(info["baselines"]["eager"].is_number()) << info.dump();
+  EXPECT_NE(info.value("device", "").find("H200"), std::string::npos) << info.dump();
+  EXPECT_NE(task_page.find("<h2>Reference</h2>"), std::string::npos);
+  EXPECT_NE(task_page.find("<td>eager</td><td class=\"n\">"), std::string::npos);
+  EXPECT_NE(task_page.find("Timed at "), std::string::npos);
   html("/task?id=level1/no_such_task", 404);
 
   int64_t id = first_winner();

@@ -89,6 +89,13 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers
                                info.param.stem().string());
                          });
 
+// Kernels written but not yet judged on a GPU (tests/gpu/pending/README.md): they compile, pass the
+// plan checks on every configuration and do not spill, like the seeds they may replace.
+INSTANTIATE_TEST_SUITE_P(
+    Pending, ValidCandidate,
+    ::testing::ValuesIn(answers_under(kforge::test::source_dir() / "tests/gpu/pending")),
+    [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
+
 TEST(Compile, CorpusCoversTheKindsOfKernel) {
   EXPECT_GE(valid_answers().size(), 20u);
 }

@@ -302,7 +302,8 @@ TEST(Scale, SigtermEndsAnEvolveRunRecordedAsInterrupted) {
   test::CliResult r = test::run_command(
       "(" + evolve + " > " + (dir.path() / "out.txt").string() +
       " 2>&1 & pid=$!; for i in $(seq 600); do [ -s " + batch +
-      "/requests.jsonl ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo rc=$?)");
+      "/requests.jsonl ] && break; sleep 0.1; done; kill -TERM $pid; kill -TERM $pid; wait $pid; "
+      "echo rc=$?)");  // twice at once, as `timeout` does (the process, then its group)
   std::string out = *read_file((dir.path() / "out.txt").string());
   EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << "\n" << out;
   archive::Database raw(db, archive::Access::ReadOnly);

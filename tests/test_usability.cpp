@@ -121,8 +121,15 @@ TEST(Usability, PartialTuneFillsTheOtherTunables) {
   EXPECT_EQ(partial_none.code, 0) << partial_none.out;  // BLOCK=128: 128 * 16 <= 2048
   auto listed = run_kforge("compile --answer " + relu_seed() + " --tune BLOCK=100 --tasks-dir " +
                            tasks_dir());
-  EXPECT_EQ(listed.code, 1);
-  EXPECT_TRUE(has(listed.out, "tune.BLOCK: 100 is not one of the listed values")) << listed.out;
+  EXPECT_EQ(listed.code, 2) << listed.out;  // the argument is wrong, not the candidate
+  EXPECT_TRUE(has(listed.out, "kforge compile: --tune BLOCK=100: not one of the plan's values of "
+                              "BLOCK ("))
+      << listed.out;
+  auto unknown = run_kforge("compile --answer " + relu_seed() + " --tune BLOKC=128 --tasks-dir " +
+                            tasks_dir());
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_TRUE(has(unknown.out, "--tune BLOKC=128: the plan has no tunable BLOKC (its tunables: "))
+      << unknown.out;
 }
 
 // `--tune` is NAME=V everywhere; corpus's count of tune points is --tune-points.

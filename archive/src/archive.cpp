@@ -96,10 +96,10 @@ Archive Archive::open(const std::string& path, bool create, int busy_timeout_ms)
 Archive Archive::open_read_only(const std::string& path, int busy_timeout_ms) {
   std::string none =
       path + ": no archive here yet (nothing has been recorded; pass --db to use another file)";
-  if (::access(path.c_str(), F_OK) != 0) throw ArchiveError(none);
+  if (::access(path.c_str(), F_OK) != 0) throw ArchiveMissing(none);
   Archive a(std::make_unique<Database>(path, Access::ReadOnly, busy_timeout_ms));
   int version = a.check_file();
-  if (version == 0) throw ArchiveError(none);
+  if (version == 0) throw ArchiveMissing(none);
   if (version < kSchemaVersion)
     throw ArchiveError(path + ": the archive has schema version " + std::to_string(version) +
                        ", older than this kforge's (" + std::to_string(kSchemaVersion) +

@@ -1,6 +1,7 @@
 #include "kforge/archive/web_view.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "baseline_rows.h"
 #include "best.h"
@@ -114,6 +115,36 @@ std::vector<CandidateLine> task_candidates(Archive& ar, const std::string& suite
       kNewestEvaluation + " WHERE t.suite = ? AND t.name = ? ORDER BY c.id");
   s.bind(1, suite).bind(2, name);
   return lines(detail::database_of(ar), s);
+}
+
+std::optional<TaskInfo> task_info(Archive& ar, const std::string& suite, const std::string& name) {
+  Database& db = detail::database_of(ar);
+  Statement t =
+      db.prepare("SELECT t.id, t.summary, t.definition, t.version, t.tags FROM (" +
+                 std::string(detail::kNewestTasks) + ") t WHERE t.suite = ? AND t.name = ?");
+  t.bind(1, suite).bind(2, name);
+  if (!t.step()) return std::nullopt;
+  TaskInfo info;
+  int64_t task = t.integer(0);
+  info.summary = t.text(1);
+  info.reference = t.text(2);
+  info.version = t.text(3);
+  nlohmann::json tags = nlohmann::json::parse(t.text(4), nullptr, false);
+  if (tags.is_array())
+    for (const nlohmann::json& tag : tags)
+      if (tag.is_string()) info.tags.push_back(tag.get<std::string>());
+  Statement e = db.prepare(
+      "SELECT e.id, e.dims, COALESCE(d.name, '') FROM evaluations e JOIN candidates c ON c.id = "
+      "e.candidate_id LEFT JOIN devices d ON d.id = e.device_id WHERE c.task_id = ? AND EXISTS "
+      "(SELECT 1 FROM evaluation_baselines b WHERE b.evaluation_id = e.id) ORDER BY e.id DESC "
+      "LIMIT 1");
+  e.bind(1, task);
+  if (e.step()) {
+    info.dims = e.text(1);
+    info.device = e.text(2);
+    info.baselines = std::move(detail::evaluation_baselines(db, {e.integer(0)}).front());
+  }
+  return info;
 }
 
 std::map<int64_t, std::vector<GenerationBest>> task_best_by_generation(Archive& ar,

@@ -237,6 +237,29 @@ View task_list(archive::Archive& ar) {
                    rows + "</table>")};
 }
 
+// The task itself above its candidates: summary and tags, the timed dims, each baseline's time (or
+// why it has none) on the device of the newest evaluation, and the reference.
+std::string task_header(const archive::TaskInfo& info) {
+  std::string tags;
+  for (const std::string& t : info.tags) tags += (tags.empty() ? "" : ", ") + escape(t);
+  std::string out = "<p>" + escape(info.summary) +
+                    (tags.empty() ? "" : " <span class=\"c\">(" + tags + ")</span>") + "</p>\n";
+  if (!info.dims.empty()) {
+    out += "<p>Timed at " + escape(info.dims) +
+           (info.device.empty() ? "" : " on " + escape(info.device)) +
+           ".</p>\n<table><tr><th>baseline</th><th>time</th></tr>";
+    for (const BaselineKindInfo& kind : baseline_kinds()) {
+      const BaselineMs* b = info.baselines.find(kind.kind);
+      if (!b) continue;
+      out += "<tr><td>" + escape(std::string(kind.label)) + "</td><td class=\"n\">" +
+             (b->ms ? millis(b->ms) : escape(b->absent.empty() ? "-" : "none: " + b->absent)) +
+             "</td></tr>";
+    }
+    out += "</table>\n";
+  }
+  return out + "<h2>Reference</h2>\n<pre>" + escape(info.reference) + "</pre>\n";
+}
+
 View task_page(archive::Archive& ar, const std::string& id) {
   size_t slash = id.find('/');
   if (slash == std::string::npos) return not_found("no task " + id + " (ask for suite/name)");
@@ -279,16 +302,29 @@ View task_page(archive::Archive& ar, const std::string& id) {
   for (const auto& [outcome, n] : outcomes)
     breakdown +=
         "<tr>" + outcome_cell(outcome) + "<td class=\"n\">" + std::to_string(n) + "</td></tr>";
-  std::string body = svg_plot("Best kernel's speedup over the best baseline by generation",
-                              "generation", "x best", best_series) +
-                     " " + svg_plot("Time of correct candidates", "generation", "ms", time_series) +
-                     "\n<h2>Outcomes</h2><table>" + breakdown +
-                     "</table>\n<h2>Candidates</h2>\n"
-                     "<table><tr><th>candidate</th><th>generation</th><th>island</th><th>outcome</"
-                     "th><th>time</th>" +
-                     speedup_headings() + "<th>model</th></tr>\n" + rows + "</table>";
+  std::string body;
+  json task = {{"id", id}};
+  if (std::optional<archive::TaskInfo> info = archive::task_info(ar, suite, name)) {
+    body = task_header(*info);
+    task["summary"] = info->summary;
+    task["tags"] = info->tags;
+    task["reference"] = info->reference;
+    task["version"] = info->version;
+    task["dims"] = json::parse(info->dims.empty() ? "null" : info->dims, nullptr, false);
+    task["device"] = info->device;
+    task["baselines"] = info->baselines.to_json();
+  }
+  body += svg_plot("Best kernel's speedup over the best baseline by generation", "generation",
+                   "x best", best_series) +
+          " " + svg_plot("Time of correct candidates", "generation", "ms", time_series) +
+          "\n<h2>Outcomes</h2><table>" + breakdown +
+          "</table>\n<h2>Candidates</h2>\n"
+          "<table><tr><th>candidate</th><th>generation</th><th>island</th><th>outcome</"
+          "th><th>time</th>" +
+          speedup_headings() + "<th>model</th></tr>\n" + rows + "</table>";
   json counts = outcomes;
-  return {{{"task", id}, {"candidates", candidates}, {"outcomes", counts}}, page(id, body)};
+  return {{{"task", id}, {"info", task}, {"candidates", candidates}, {"outcomes", counts}},
+          page(id, body)};
 }
 
 View candidate_page(archive::Archive& ar, int64_t id) {

@@ -12,4 +12,11 @@ class ArchiveError : public Error {
   using Error::Error;
 };
 
+// What a command asked for is not in the archive: no archive file, no such run or candidate. The
+// command line exits 2 for it, as for a task that does not exist.
+class ArchiveMissing : public ArchiveError {
+ public:
+  using ArchiveError::ArchiveError;
+};
+
 }  // namespace kforge::archive

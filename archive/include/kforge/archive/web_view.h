@@ -46,6 +46,18 @@ std::set<std::string> tasks_tagged(Archive& ar, const std::string& tag);
 std::vector<CandidateLine> task_candidates(Archive& ar, const std::string& suite,
                                            const std::string& name);
 
+// What the task page says about the task itself: its newest version's summary, tags and
+// reference, and the timed dims and baselines of that version's newest evaluation with baselines
+// (on the device it ran on).
+struct TaskInfo {
+  std::string summary, reference, version;
+  std::vector<std::string> tags;
+  std::string dims;    // {"N": 4096}, as stored; "" without an evaluation
+  std::string device;  // the GPU's name; "" without an evaluation
+  BaselineTimes baselines;
+};
+std::optional<TaskInfo> task_info(Archive& ar, const std::string& suite, const std::string& name);
+
 // A point of a best-so-far curve: after `generation`, the best kernel so far, its time and
 // baselines.
 struct GenerationBest {
