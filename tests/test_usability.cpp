@@ -122,8 +122,9 @@ TEST(Usability, PartialTuneFillsTheOtherTunables) {
   auto listed = run_kforge("compile --answer " + relu_seed() + " --tune BLOCK=100 --tasks-dir " +
                            tasks_dir());
   EXPECT_EQ(listed.code, 2) << listed.out;  // the argument is wrong, not the candidate
-  EXPECT_TRUE(has(listed.out, "kforge compile: --tune BLOCK=100: not one of the plan's values of "
-                              "BLOCK ("))
+  EXPECT_TRUE(has(listed.out,
+                  "kforge compile: --tune BLOCK=100: not one of the plan's values of "
+                  "BLOCK ("))
       << listed.out;
   auto unknown = run_kforge("compile --answer " + relu_seed() + " --tune BLOKC=128 --tasks-dir " +
                             tasks_dir());
