@@ -224,15 +224,18 @@ void check_tune(const std::string& plan_text, const tasks::Task& task,
     std::string item = "--tune " + name + "=" + std::to_string(value) + ": ";
     auto it = std::find_if(plan->tune.begin(), plan->tune.end(),
                            [&](const auto& t) { return t.first == name; });
-    std::vector<std::string> names, values;
-    for (const auto& t : plan->tune) names.push_back(t.first);
-    if (it == plan->tune.end())
+    if (it == plan->tune.end()) {
+      std::vector<std::string> names;
+      for (const auto& t : plan->tune) names.push_back(t.first);
       throw UsageError(item + "the plan has no tunable " + name +
                        " (its tunables: " + (names.empty() ? "none" : join(names, ", ")) + ")");
-    for (int64_t v : it->second) values.push_back(std::to_string(v));
-    if (std::find(it->second.begin(), it->second.end(), value) == it->second.end())
+    }
+    if (std::find(it->second.begin(), it->second.end(), value) == it->second.end()) {
+      std::vector<std::string> values;
+      for (int64_t v : it->second) values.push_back(std::to_string(v));
       throw UsageError(item + "not one of the plan's values of " + name + " (" +
                        join(values, ", ") + ")");
+    }
   }
 }
 

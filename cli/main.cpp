@@ -82,9 +82,9 @@ int fail(const CLI::App& app, const std::string& what, int code) {
 
 // CLI11's "The following argument was not expected" after a command name reads "the following...".
 std::string lower_first(std::string text) {
-  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z' &&
-      !(text.size() > 1 && std::isupper(static_cast<unsigned char>(text[1]))))
-    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  auto upper = [&](size_t i) { return std::isupper(static_cast<unsigned char>(text[i])); };
+  if (!text.empty() && upper(0) && !(text.size() > 1 && upper(1)))  // "GPU ..." stays
+    text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
   return text;
 }
 

@@ -106,14 +106,14 @@ std::vector<fs::path> path_words(const std::string& text, const fs::path& cwd,
                                  const fs::path& home) {
   std::vector<fs::path> out;
   static const std::regex word(R"([^\s'"=]+)");
+  static const std::regex file_suffix(R"(\.(md|py|toml|json|jsonl|gz|cu|db)$)");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator();
        ++it) {
     std::string w = it->str();
     if (w.rfind("--", 0) == 0 || w.rfind("build/kforge", 0) == 0 ||
         w.find(':') != std::string::npos)
       continue;
-    bool looks = w.find('/') != std::string::npos ||
-                 std::regex_search(w, std::regex(R"(\.(md|py|toml|json|jsonl|gz|cu|db)$)"));
+    bool looks = w.find('/') != std::string::npos || std::regex_search(w, file_suffix);
     if (!looks) continue;
     if (w.rfind("~/", 0) == 0)
       out.push_back(home / w.substr(2));
@@ -146,6 +146,7 @@ Counts check_commands(const std::vector<DocCommand>& commands) {
   // Suites a documented KernelBench import (of the reader's checkout) would have written.
   std::vector<std::string> imported;
   static const std::regex suite_flag(R"(import-kernelbench .*--suite (\S+))");
+  static const std::regex no_run("no run [0-9]+");
   for (const DocCommand& c : commands) {
     std::string text = c.text;
     if (is_syntax(text) || text.find(" serve") != std::string::npos) {
@@ -180,8 +181,8 @@ Counts check_commands(const std::vector<DocCommand>& commands) {
     for (const fs::path& p : path_words(text, cwd, home))
       if (!fs::exists(p) && (r.out.find(p.filename().string()) != std::string::npos))
         missing_file = true;
-    bool needs_state = r.out.find("no archive here yet") != std::string::npos ||
-                       std::regex_search(r.out, std::regex("no run [0-9]+"));
+    bool needs_state =
+        r.out.find("no archive here yet") != std::string::npos || std::regex_search(r.out, no_run);
     for (const std::string& suite : imported)
       if (r.out.find("no task or suite named '" + suite + "'") != std::string::npos)
         needs_state = true;
