@@ -441,7 +441,11 @@ PromptGpu h200() {
   kforge::verify::MeasuredFacts m;
   m.name = "NVIDIA H200";
   m.read_gbps = 4000, m.write_gbps = 3900, m.copy_gbps = 3800;
-  m.peak_tflops = {{"float32", 51.2}, {"float16", 713.0}, {"bfloat16", 720.5}, {"float64", 60.1}};
+  m.peak_tflops = {{"float32", 51.2},
+                   {"float16", 713.0},
+                   {"bfloat16", 720.5},
+                   {"float64", 60.1},
+                   {kforge::verify::kTf32, 378.0}};
   g.measured = m;
   return g;
 }
@@ -457,7 +461,8 @@ TEST(Prompt, QuotesTheGpusFactsSayingWhichWereMeasured) {
         "Memory bandwidth, measured: 4000 GB/s reading, 3900 writing, 3800 copying",
         "spec 4800 GB/s",
         "Matmul peaks, measured (PyTorch matmul, TF32 off): float32 51.2, float16 713.0, bfloat16 "
-        "720.5, float64 60.1 TFLOP/s",
+        "720.5, float64 60.1 TFLOP/s; float32 with TF32 on 378.0 TFLOP/s (3xTF32, which keeps "
+        "float32 accuracy, runs at a third of it)\n",
         "L2 cache: 60 MiB (from the driver)", "48 KiB without opt-in; up to 232448 bytes (227 KiB",
         "Per SM (spec of sm_90): 65536 32-bit registers (at most 255 per thread), 2048 resident "
         "threads (64 warps), "

@@ -124,6 +124,33 @@ TEST(Timing, RooflineFloorIsTheSlowerOfBytesAndFlopsTimesNineTenths) {
   EXPECT_EQ(MeasuredFacts::from_json(f.to_json()).to_json(), f.to_json());
 }
 
+// Issue 39: 3xTF32 meets the precision rule, so float32 work may run at a third of the TF32 rate;
+// a floor from SGEMM's peak flagged correct 3xTF32 convolutions `suspicious` (H100, session 21).
+TEST(Timing, Float32FloorAllowsThreeTf32ProductsOnTheTensorCores) {
+  MeasuredFacts f;
+  f.read_gbps = f.write_gbps = f.copy_gbps = 4000;
+  f.peak_tflops = {{"float32", 50.0}, {kTf32, 450.0}, {"float16", 700.0}};
+  EXPECT_NEAR(*compute_peak_tflops(f, tasks::Dtype::Float32), 150.0, 1e-9);
+  // 1.5e12 flops at 150 TFLOP/s: 10 ms, x 0.9
+  EXPECT_NEAR(*roofline_floor_ms(f, 4e9, 1.5e12, tasks::Dtype::Float32), 9.0, 1e-9);
+  // a task that allows TF32: the whole TF32 rate
+  EXPECT_NEAR(*roofline_floor_ms(f, 4e9, 1.5e12, tasks::Dtype::Float32, true), 3.0, 1e-9);
+  // other dtypes keep their own peak; a third of TF32 below SGEMM's leaves SGEMM's
+  EXPECT_NEAR(*compute_peak_tflops(f, tasks::Dtype::Float16), 700.0, 1e-9);
+  f.peak_tflops[kTf32] = 120.0;
+  EXPECT_NEAR(*compute_peak_tflops(f, tasks::Dtype::Float32), 50.0, 1e-9);
+  // A kernel 3x faster than SGEMM's floor is not below the float32 floor any more.
+  f.peak_tflops[kTf32] = 450.0;
+  TimingResult t;
+  t.time.median_ms = 10.0;
+  t.floor_ms = roofline_floor_ms(f, 4e9, 1.5e12, tasks::Dtype::Float32);
+  assess_speed(t);
+  EXPECT_FALSE(t.suspicious) << t.suspicion;
+  t.time.median_ms = 8.0;
+  assess_speed(t);
+  EXPECT_TRUE(t.suspicious);
+}
+
 // The contract between the judge's canaries and the runner's guard gaps (docs/protocol.md,
 // Buffers).
 TEST(Buffers, TheTensorEndsAtItsAllocationAlignedWithSlackBefore) {

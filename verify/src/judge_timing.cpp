@@ -330,7 +330,7 @@ std::variant<TimingResult, Verdict> time_candidate(Verification& j, Config& c,
   tasks::Dtype dt = task.inputs.empty() ? tasks::Dtype::Float32 : task.inputs.front().dtype;
   t.bytes = bytes;
   t.flops = flops;
-  t.floor_ms = roofline_floor_ms(facts, bytes, flops, dt);
+  t.floor_ms = roofline_floor_ms(facts, bytes, flops, dt, task.allow_tf32);
   if (t.floor_ms) t.roofline_fraction = *t.floor_ms / t.time.median_ms;
   assess_speed(t);
   t.device = facts.to_json();

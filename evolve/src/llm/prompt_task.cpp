@@ -190,7 +190,11 @@ std::string gpu_facts(const PromptGpu& g) {
       if (auto it = m.peak_tflops.find(dtype); it != m.peak_tflops.end())
         peaks +=
             std::string(peaks.empty() ? " " : ", ") + dtype + " " + printf_g("%.1f", it->second);
-    s += peaks + " TFLOP/s\n";
+    s += peaks + " TFLOP/s";
+    if (auto it = m.peak_tflops.find(verify::kTf32); it != m.peak_tflops.end())
+      s += "; float32 with TF32 on " + printf_g("%.1f", it->second) +
+           " TFLOP/s (3xTF32, which keeps float32 accuracy, runs at a third of it)";
+    s += "\n";
   } else {
     s += "- Memory bandwidth and matmul peaks: not measured yet";
     if (g.spec_gbps)
@@ -231,7 +235,7 @@ std::optional<double> roofline_floor_ms(const tasks::Task& t, const tasks::Refer
   std::optional<double> flops;
   if (t.flops) flops = t.flops->eval_real(t.dims);
   tasks::Dtype dt = t.inputs.empty() ? tasks::Dtype::Float32 : t.inputs.front().dtype;
-  return verify::roofline_floor_ms(*g.measured, bytes, flops, dt);
+  return verify::roofline_floor_ms(*g.measured, bytes, flops, dt, t.allow_tf32);
 }
 
 }  // namespace kforge::evolve::prompt_parts
