@@ -4,6 +4,7 @@
 # report. Logs and the reports go to $OUT.
 #   device run:  source .device/env.sh && scripts/gpu-evolve.sh
 #                source .device/env.sh && MINUTES=8 scripts/gpu-evolve.sh levels
+#                source .device/env.sh && RESUME=1 LIMIT=300 scripts/gpu-evolve.sh levels
 # `levels`: one offline run over level1 and level2 under a MINUTES budget: its report, each suite's
 # winners table (docs/results.md) and the loop's throughput (bench/loop_throughput.py).
 set -uo pipefail
@@ -34,17 +35,27 @@ PY
 fi
 
 if [ "${1:-}" = levels ]; then
+  # LIMIT: seconds for evolve (default MINUTES * 60 + 60); RESUME=1 resumes run 1 of the archive a
+  # previous call on this (warm) machine left in /tmp; EVOLVE_ARGS: more flags (--no-max-autotune).
   DB=/tmp/kforge-levels.db
-  rm -f $DB*
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/levels.log" 2>&1
-  timeout $(( ${MINUTES:-8} * 60 + 60 )) "$K" evolve level1 level2 --llm none --generations 50 \
-    --budget-minutes "${MINUTES:-8}" --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
-  echo "evolve rc=$?" >> "$OUT/levels.log"
+  limit=${LIMIT:-$(( ${MINUTES:-8} * 60 + 60 ))}
+  nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/levels.log" 2>&1
+  if [ "${RESUME:-0}" = 1 ] && [ -f $DB ]; then
+    timeout "$limit" "$K" evolve --resume 1 ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
+  else
+    rm -f $DB*
+    timeout "$limit" "$K" evolve level1 level2 --llm none --generations 50 \
+      --budget-minutes "$(( (limit - 30) / 60 ))" ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
+  fi
+  echo "evolve rc=$? after ${SECONDS}s" >> "$OUT/levels.log"
   "$K" report 1 --db $DB > "$OUT/levels-report.md"
-  for suite in level1 level2; do "$K" archive results $suite --winners --db $DB > "$OUT/results-$suite.md"; done
+  for suite in level1 level2; do
+    "$K" archive results $suite --kind seed --db $DB > "$OUT/seeds-$suite.md"
+    "$K" archive results $suite --winners --db $DB > "$OUT/results-$suite.md"
+  done
   python3 bench/loop_throughput.py "$OUT/levels.jsonl" | tee "$OUT/throughput.md"
   gzip -c $DB > "$OUT/levels.db.gz"
-  tail -n 4 "$OUT/levels.log"; tail -n 3 "$OUT/results-level1.md" "$OUT/results-level2.md"
+  tail -n 4 "$OUT/levels.log"; grep -h "^Geometric" "$OUT"/seeds-level*.md "$OUT"/results-level*.md
   exit 0
 fi
 
