@@ -35,10 +35,12 @@ PY
 fi
 
 if [ "${1:-}" = levels ]; then
-  # LIMIT: seconds for evolve (default MINUTES * 60 + 60); RESUME=1 resumes run 1 of the archive a
+  # LIMIT: seconds for evolve (default MINUTES * 60 + 60), or DEADLINE: seconds after this script
+  # started by which evolve ends (the build's time taken off); RESUME=1 resumes run 1 of the archive a
   # previous call on this (warm) machine left in /tmp; EVOLVE_ARGS: more flags (--no-max-autotune).
   DB=/tmp/kforge-levels.db
   limit=${LIMIT:-$(( ${MINUTES:-8} * 60 + 60 ))}
+  [ -n "${DEADLINE:-}" ] && limit=$(( DEADLINE - SECONDS ))
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/levels.log" 2>&1
   if [ "${RESUME:-0}" = 1 ] && [ -f $DB ]; then
     timeout "$limit" "$K" evolve --resume 1 ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
