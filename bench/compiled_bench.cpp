@@ -1,5 +1,6 @@
 // torch.compile's baselines on the GPU machine (issue 20; docs/benchmarks.md, "torch.compile"):
-//   kforge-bench-compiled [--jobs N] [--python PY] [--build-only] --out DIR TASKS...
+//   kforge-bench-compiled [--jobs N] [--python PY] [--build-only] [--no-max-autotune] --out DIR
+//   TASKS...
 // 1. builds every task's AOTInductor packages (one per compiled kind: default mode, max-autotune),
 //    N at a time (the build cost per package: the helper's seconds, from a cold or warm
 //    TorchInductor cache as the machine has it);
@@ -84,7 +85,7 @@ json python_time(const tasks::Task& t, const std::vector<torch::Tensor>& flat,
 
 int main(int argc, char** argv) {
   int jobs = 4;
-  bool build_only = false;
+  bool build_only = false, max_autotune = true;
   std::string python, out_dir;
   std::vector<std::string> specs;
   for (int i = 1; i < argc; ++i) {
@@ -97,11 +98,14 @@ int main(int argc, char** argv) {
       out_dir = argv[++i];
     else if (a == "--build-only")
       build_only = true;
+    else if (a == "--no-max-autotune")
+      max_autotune = false;
     else
       specs.push_back(a);
   }
   if (specs.empty() || out_dir.empty()) {
-    std::cerr << "usage: kforge-bench-compiled [--jobs N] [--python PY] --out DIR TASKS...\n";
+    std::cerr << "usage: kforge-bench-compiled [--jobs N] [--python PY] [--build-only] "
+                 "[--no-max-autotune] --out DIR TASKS...\n";
     return 2;
   }
   make_directories(out_dir);
@@ -111,6 +115,7 @@ int main(int argc, char** argv) {
       all.push_back(tasks::load_task(f));
   verify::VerifyOptions options;
   options.compiled.python = python;
+  options.compiled.max_autotune = max_autotune;  // off: its packages are not built
   if (python.empty()) python = python_candidates().at(0);
 
   // 1. The packages, `jobs` at a time.

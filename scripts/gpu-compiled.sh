@@ -6,7 +6,8 @@
 # The machine is fresh on every call, so the packages travel: `build` packs the cache into
 # $OUT/compiled-cache.tgz; put it in .gpu-in/ (git-ignored, carried) and the next call's scripts
 # (gpu-common.sh) unpack it into $KFORGE_CACHE_DIR. Writes $OUT/compiled-MODE.log and the bench's
-# JSON lines to $OUT/compiled-bench.jsonl.
+# JSON lines to $OUT/compiled-bench.jsonl. KFORGE_BENCH_ARGS=--no-max-autotune builds the default
+# mode's packages only.
 set -uo pipefail
 mode=${1:-}; shift || true
 [ -n "$mode" ] && [ $# -gt 0 ] || { echo "usage: scripts/gpu-compiled.sh build|bench SUITE..." >&2; exit 2; }
@@ -15,7 +16,7 @@ B="$BUILD_DIR/bench/kforge-bench-compiled"
 build_kforge kforge-bench-compiled || exit 1
 jobs=${KFORGE_JOBS:-12}
 if [ "$mode" = build ]; then
-  timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" --out /tmp/kforge-compiled "$@" \
+  timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" ${KFORGE_BENCH_ARGS:-} --out /tmp/kforge-compiled "$@" \
     > "$OUT/compiled-build-only.log" 2>&1
   echo "build: rc=$? after ${SECONDS}s; $(grep -c '^built' "$OUT/compiled-build-only.log") package(s) done"
   tail -1 "$OUT/compiled-build-only.log"

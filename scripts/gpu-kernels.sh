@@ -9,10 +9,18 @@
 # KFORGE_LIMIT: seconds for the new kernels' judging (default 360); KFORGE_CORPUS_ARGS: more corpus
 # flags (e.g. --no-compile, which leaves torch.compile's column out). Writes $OUT/kernels.log,
 # $OUT/seeds.log, $OUT/kernels.jsonl, $OUT/tables.log and $OUT/archive-kernels.db.
+# KFORGE_PACKAGES="SUITE...": meanwhile, in the background, build those suites' torch.compile
+# packages (default mode, KFORGE_JOBS at a time, for KFORGE_BUILD_LIMIT s) into
+# $OUT/compiled-cache.tgz for later calls (scripts/gpu-compiled.sh build); the tasks judged here
+# are ms-scale GEMMs and convolutions, whose times the CPU load does not move.
 set -uo pipefail
 [ $# -gt 0 ] || { echo "usage: scripts/gpu-kernels.sh ANSWER.md..." >&2; exit 2; }
 source "$(dirname "$0")/gpu-common.sh"
-build_kforge || exit 1
+build_kforge ${KFORGE_PACKAGES:+kforge-bench-compiled} || exit 1
+if [ -n "${KFORGE_PACKAGES:-}" ]; then
+  KFORGE_BENCH_ARGS=--no-max-autotune scripts/gpu-compiled.sh build $KFORGE_PACKAGES > "$OUT/packages.log" 2>&1 &
+  packages=$!
+fi
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
 DB="$OUT/archive-kernels.db"
 args=(--expect correct --no-max-autotune --db "$DB" --wide ${KFORGE_CORPUS_ARGS:-})
@@ -39,3 +47,7 @@ for suite in $(printf '%s\n' "${seeds[@]}" | cut -d/ -f2 | sort -u); do
   done
 done > "$OUT/tables.log" 2>&1
 cat "$OUT/tables.log"
+if [ -n "${KFORGE_PACKAGES:-}" ]; then
+  wait "$packages"
+  cat "$OUT/packages.log"
+fi
