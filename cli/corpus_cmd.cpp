@@ -38,14 +38,16 @@ struct CorpusArgs {
   std::optional<uint64_t> seed;
   int jobs = 0, tune = 1;
   bool no_timing = false, admit = false, no_store = false, no_compile = false,
-       no_max_autotune = false;
+       no_max_autotune = false, json = false;
 };
 
-// The table, the JSONL records and the progress line, as the answers are judged.
+// The table, the JSONL records and the progress line, as the answers are judged; with --json the
+// records are kept for stdout and the rest goes to stderr (`out`).
 class Printer : public evolve::CorpusObserver {
  public:
-  Printer(const std::vector<evolve::CorpusEntry>& entries, const std::string& jsonl)
-      : entries_(entries), table_(heading_row()) {
+  Printer(const std::vector<evolve::CorpusEntry>& entries, const std::string& jsonl,
+          std::ostream& out, bool keep_records)
+      : out(out), entries_(entries), table_(heading_row()), keep_records_(keep_records) {
     if (!jsonl.empty()) jsonl_ = std::make_unique<std::ofstream>(jsonl);
   }
 
@@ -68,20 +70,22 @@ class Printer : public evolve::CorpusObserver {
                    const evolve::Screened& s) override {
     progress_.clear();
     for (const auto& [i, v] : s.wrong)
-      std::cout << "  " << e.name << " at " << tunables_text(points[i].report.tunables, " ") << ": "
-                << verify::to_string(v.outcome) << ": " << printable(v.summary.substr(0, 200))
-                << std::endl;
-    std::cout << "  " << e.name << ": screened " << points.size() << " tune point(s), chose "
-              << tunables_text(points[s.chosen].report.tunables, " ")
-              << (s.chosen_ms ? " at " + fixed(*s.chosen_ms, 4) + " ms" : "") << std::endl;
+      out << "  " << e.name << " at " << tunables_text(points[i].report.tunables, " ") << ": "
+          << verify::to_string(v.outcome) << ": " << printable(v.summary.substr(0, 200))
+          << std::endl;
+    out << "  " << e.name << ": screened " << points.size() << " tune point(s), chose "
+        << tunables_text(points[s.chosen].report.tunables, " ")
+        << (s.chosen_ms ? " at " + fixed(*s.chosen_ms, 4) + " ms" : "") << std::endl;
   }
 
   void on_result(size_t, const evolve::CorpusResult& r) override {
     const evolve::CorpusEntry& e = *r.entry;
     progress_.clear();
     if (!r.not_judged.empty()) {
-      std::cout << e.name << ": not judged: " << printable(r.not_judged) << std::endl;
+      out << e.name << ": not judged: " << printable(r.not_judged) << std::endl;
       table_.add({e.name, e.task_spec, join(e.expected, "|"), "-", "NOT JUDGED"});
+      if (keep_records_)
+        records.push_back({{"file", e.path}, {"task", e.task_spec}, {"not_judged", r.not_judged}});
       ++unmet;
       return;
     }
@@ -105,9 +109,9 @@ class Printer : public evolve::CorpusObserver {
       row.push_back(x);
     row.push_back(t && t->roofline_fraction ? fixed(100 * *t->roofline_fraction, 0) + "%" : "");
     table_.add(row);
-    std::cout << "  " << e.name << ": " << r.outcome << (r.as_expected ? "" : "  (UNEXPECTED)")
-              << " in " << fixed(ms / 1000, 2) << " s: " << v.summary.substr(0, 300) << std::endl;
-    if (jsonl_) {
+    out << "  " << e.name << ": " << r.outcome << (r.as_expected ? "" : "  (UNEXPECTED)") << " in "
+        << fixed(ms / 1000, 2) << " s: " << v.summary.substr(0, 300) << std::endl;
+    if (jsonl_ || keep_records_) {
       json j{{"file", e.path},
              {"task", c.proposal.task->id()},
              {"expected", e.expected},
@@ -122,12 +126,15 @@ class Printer : public evolve::CorpusObserver {
              {"correctness_split_ms", v.evidence.value("correctness_split_ms", json::object())}};
       if (r.evaluation.admission) j["admission"] = evolve::admission_json(*r.evaluation.admission);
       if (!r.tuning.empty()) j["tuning"] = r.tuning, j["tuning_ms"] = r.tuning_ms;
-      *jsonl_ << j.dump() << "\n" << std::flush;
+      if (jsonl_) *jsonl_ << j.dump() << "\n" << std::flush;
+      if (keep_records_) records.push_back(std::move(j));
     }
   }
 
-  void print_table() { table_.print(); }
+  void print_table() { table_.print(out); }
 
+  std::ostream& out;
+  json records = json::array();  // with --json: one per answer, as --jsonl writes them
   int unmet = 0, judged = 0;
   double judge_ms_total = 0;
   std::map<std::string, int> counts;
@@ -136,6 +143,7 @@ class Printer : public evolve::CorpusObserver {
   const std::vector<evolve::CorpusEntry>& entries_;
   Table table_;
   std::unique_ptr<std::ofstream> jsonl_;
+  bool keep_records_;
   Progress progress_;
 };
 
@@ -173,28 +181,30 @@ int run_corpus(const CorpusArgs& a) {
   apply_no_max_autotune(a.no_max_autotune, options);
   std::unique_ptr<evolve::Gpu> gpu = evolve::make_judge_gpu(options);
   evaluator.attach_gpu(gpu.get());
-  prepare_compiled_baselines(options, corpus.tasks(), std::cout);
+  std::ostream& out = a.json ? std::cerr : out;  // --json: stdout holds the records
+  prepare_compiled_baselines(options, corpus.tasks(), out);
   size_t answers = corpus.entries().size();
-  std::cout << "kforge corpus: " << answers << " answer(s), " << jobs
-            << " compile worker(s), compute-sanitizer " << (sanitizer ? "present" : "absent")
-            << (options.time ? "" : ", correctness only") << std::endl;
-  Printer printer(corpus.entries(), a.jsonl);
+  out << "kforge corpus: " << answers << " answer(s), " << jobs
+      << " compile worker(s), compute-sanitizer " << (sanitizer ? "present" : "absent")
+      << (options.time ? "" : ", correctness only") << std::endl;
+  Printer printer(corpus.entries(), a.jsonl, out, a.json);
   corpus.judge(printer);
   double wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-  std::cout << "\n";
+  out << "\n";
   printer.print_table();
-  std::cout << "\n";
-  for (const auto& [o, n] : printer.counts) std::cout << o << ": " << n << "   ";
-  std::cout << "\n"
-            << answers << " answer(s) in " << fixed(wall_s, 1)
-            << " s wall: " << fixed(60.0 * printer.judged / wall_s, 1)
-            << " candidates/minute (compiles in parallel, " << jobs
-            << " worker(s)); judge median per candidate: see --jsonl; "
-            << "judge total " << fixed(printer.judge_ms_total / 1000, 1) << " s\n";
-  std::cout << (printer.unmet == 0
-                    ? "every expectation met"
-                    : std::to_string(printer.unmet) + " answer(s) did not get an expected outcome")
-            << std::endl;
+  out << "\n";
+  for (const auto& [o, n] : printer.counts) out << o << ": " << n << "   ";
+  out << "\n"
+      << answers << " answer(s) in " << fixed(wall_s, 1)
+      << " s wall: " << fixed(60.0 * printer.judged / wall_s, 1)
+      << " candidates/minute (compiles in parallel, " << jobs
+      << " worker(s)); judge median per candidate: see --jsonl; "
+      << "judge total " << fixed(printer.judge_ms_total / 1000, 1) << " s\n";
+  out << (printer.unmet == 0
+              ? "every expectation met"
+              : std::to_string(printer.unmet) + " answer(s) did not get an expected outcome")
+      << std::endl;
+  if (a.json) std::cout << printer.records.dump(2) << std::endl;
   return printer.unmet == 0 ? kExitOk : kExitFindings;
 }
 
@@ -219,6 +229,8 @@ void add_corpus_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", a->seed, "Base seed of the inputs (default: fresh per candidate)");
   cmd->add_option("--jobs", a->jobs, "Compile workers (default: one per CPU)");
   cmd->add_option("--jsonl", a->jsonl, "Write one JSON record per answer to this file");
+  cmd->add_flag("--json", a->json,
+                "The records --jsonl writes, as one JSON array on stdout (the table on stderr)");
   cmd->add_option("--tasks-dir", a->tasks_dir, "Folder holding the suites");
   cmd->add_option("--db", a->db,
                   "Archive file (default $KFORGE_DB, else $XDG_DATA_HOME/kforge/archive.db)");

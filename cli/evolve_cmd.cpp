@@ -15,6 +15,7 @@
 #include "command_list.h"
 #include "commands.h"
 #include "compiled_baselines.h"
+#include "json_output.h"
 #include "kforge/archive/location.h"
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
@@ -43,7 +44,7 @@ struct EvolveArgs {
   std::optional<int> generations, lookahead, jobs;
   std::optional<int64_t> budget_evaluations;
   std::optional<double> budget_minutes, target_speedup;
-  bool no_admit = false, no_compile = false, no_max_autotune = false, dry_run = false;
+  bool no_admit = false, no_compile = false, no_max_autotune = false, dry_run = false, json = false;
   // Several GPUs (docs/scale.md): --gpus, or --workers started by --worker-command.
   std::string gpus, worker_command, worker_host = "127.0.0.1";
   int workers = 0;
@@ -244,7 +245,6 @@ int print_dry_run(const EvolveArgs& a, const evolve::RunConfig& c,
       : here            ? "this machine's GPU 0, " + verify::list_devices().at(0).name
                         : "no GPU here: the run would stop (exit 3); judge elsewhere with "
                           "--worker-command (docs/scale.md)";
-  std::cout << "kforge evolve --dry-run: nothing is judged, asked or recorded\n";
   std::vector<std::pair<std::string, std::string>> t;
   t.push_back({"run", a.resume
                           ? "resume run " + std::to_string(*a.resume) + " (its recorded config)"
@@ -260,9 +260,51 @@ int print_dry_run(const EvolveArgs& a, const evolve::RunConfig& c,
   t.push_back({"operators", operators});
   t.push_back({"judged on", judge});
   t.push_back({"archive", archive::database_path(a.db).string()});
+  if (a.json) {
+    nlohmann::json j = {{"dry_run", true}};
+    for (const auto& [key, value] : t) j[key == "judged on" ? "judged_on" : key] = value;
+    j["task_ids"] = nlohmann::json::array();
+    for (const auto& task : tasks) j["task_ids"].push_back(task->id());
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "kforge evolve --dry-run: nothing is judged, asked or recorded\n";
   for (const auto& [key, value] : t)
     std::cout << "  " << key << std::string(13 - key.size(), ' ') << printable(value) << "\n";
   return kExitOk;
+}
+
+// --json: the run's outcome, per task and in all (what the closing table and lines say).
+nlohmann::json summary_json(const evolve::RunSummary& s) {
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const evolve::TaskStatus& t : s.tasks)
+    tasks.push_back(
+        {{"task", t.task},
+         {"best", t.best ? nlohmann::json(*t.best) : nlohmann::json(nullptr)},
+         {"best_ms", t.best_ms ? nlohmann::json(*t.best_ms) : nlohmann::json(nullptr)},
+         {"speedup", t.baselines.speedups_json(t.best_ms)},
+         {"baselines", t.baselines.to_json()},
+         {"roofline_fraction",
+          t.roofline_fraction ? nlohmann::json(*t.roofline_fraction) : nlohmann::json(nullptr)},
+         {"screened", t.screened},
+         {"judged", t.judged},
+         {"correct", t.correct},
+         {"failed", t.failed},
+         {"stopped", t.stopped}});
+  return {{"run", s.run},
+          {"stopped", s.stopped},
+          {"evaluations", s.evaluations},
+          {"reused", s.reused},
+          {"wall_s", s.wall_s},
+          {"gpu_s", s.gpu_s},
+          {"llm",
+           {{"calls", s.llm.calls},
+            {"cached", s.llm.cached},
+            {"failed_calls", s.llm.failed_calls},
+            {"tokens_in", s.llm.tokens_in},
+            {"tokens_out", s.llm.tokens_out},
+            {"cost_usd", s.llm.cost_usd}}},
+          {"tasks", tasks}};
 }
 
 int run_evolve(const EvolveArgs& a) {
@@ -320,6 +362,7 @@ int run_evolve(const EvolveArgs& a) {
   // their GPU, from what the first one says of it.
   bool here = verify::Driver::get().available();
   if (a.dry_run) return print_dry_run(a, config, tasks, here);
+  StdoutToStderr redirect(a.json);
   if (a.worker_command.empty() && !here)
     throw verify::CudaError(
         "kforge evolve needs an NVIDIA GPU to judge on, and none can be used here: " +
@@ -442,7 +485,13 @@ int run_evolve(const EvolveArgs& a) {
                           "\n"
                     : "")
             << "`kforge report " << s.run << "` writes its report; `kforge evolve --resume "
-            << s.run << "` continues it.\n";
+            << s.run << "` continues it"
+            << (s.stopped == "time budget reached"
+                    ? " (with --budget-minutes N: N minutes in all, what it spent counting)"
+                : s.stopped == "evaluation budget reached"
+                    ? " (with --budget-evaluations N: N evaluations in all)"
+                    : "")
+            << ".\n";
   if (s.stopped == evolve::kWaitingForAnswers && batch) {
     std::cout << "run " << s.run << " waits for " << batch->unanswered()
               << " answer(s) to the requests in " << batch->requests_file().string()
@@ -453,8 +502,10 @@ int run_evolve(const EvolveArgs& a) {
               << batch->requests_file().parent_path().string()
               << " writes each unanswered prompt as a file; collect turns answer files into "
                  "such lines).\n";
+    if (a.json) redirect.print(summary_json(s));
     return kExitWaiting;
   }
+  if (a.json) redirect.print(summary_json(s));
   return s.stopped == "interrupted" ? 130 : kExitOk;
 }
 
@@ -467,7 +518,8 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", a->config_file,
                   "Run config (TOML, docs/evolve.md); flags override it");
   cmd->add_option("--resume", a->resume,
-                  "Continue run RUN (its recorded config; nothing measured twice)");
+                  "Continue run RUN (its recorded config, but --budget-minutes and "
+                  "--budget-evaluations as its new totals; nothing measured twice)");
   cmd->add_option("--llm", a->llm,
                   "none: the offline proposer only; auto (default): the LLM of --model when given");
   cmd->add_option("--model", a->model,
@@ -501,6 +553,9 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
                   "Stop after this many minutes of wall time");
   cmd->add_option("--target-speedup", a->target_speedup,
                   "A task stops once its best is this many times eager");
+  cmd->add_flag("--json", a->json,
+                "The run's outcome (or --dry-run's plan) as JSON on stdout; progress and tables on "
+                "stderr");
   cmd->add_flag("--dry-run", a->dry_run,
                 "Check the run's config, tasks and model and print what it would do, without a "
                 "GPU; nothing is judged, asked or recorded");
@@ -545,7 +600,12 @@ void add_evolve_command(CLI::App& app, int& exit_code) {
   report->add_option("run", *run, "The run's id (kforge evolve prints it)")->required();
   report->add_option("--db", *db, "Archive file");
   report->add_option("-o,--output", *out, "Write the markdown here instead of standard output");
-  report->callback([&exit_code, run, db, out] { exit_code = run_report(*run, *db, *out); });
+  auto json = std::make_shared<bool>(false);
+  report->add_flag("--json", *json,
+                   "The report's figures as JSON (per task best, baselines and speedups, the "
+                   "field's metrics, outcomes, proposers, lineage) instead of markdown");
+  report->callback(
+      [&exit_code, run, db, out, json] { exit_code = run_report(*run, *db, *out, *json); });
 }
 
 }  // namespace kforge::cli

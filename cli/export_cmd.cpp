@@ -14,7 +14,22 @@ namespace {
 struct ExportArgs {
   exporter::ExportOptions o;
   std::string archs = "sm_90a";
+  bool json = false;
 };
+
+// --json's result: what was exported, what was left out and why, how to build it.
+nlohmann::json export_json(const ExportArgs& a, const exporter::ExportResult& r) {
+  nlohmann::json ops = nlohmann::json::array(), left_out = nlohmann::json::array();
+  for (const exporter::Op& op : r.ops)
+    ops.push_back({{"op", op.op}, {"task", op.task->id()}, {"fallback", op.fallback}});
+  for (const exporter::Missing& m : r.missing)
+    left_out.push_back({{"task", m.task}, {"why", m.why}});
+  nlohmann::json j = {{"name", a.o.name}, {"out", a.o.out.string()}, {"archs", a.o.archs},
+                      {"ops", ops},       {"left_out", left_out},    {"written", !r.ops.empty()}};
+  if (!r.ops.empty())
+    j["build"] = "cmake -S " + a.o.out.string() + " -B " + (a.o.out / "build").string();
+  return j;
+}
 
 int run_export(ExportArgs& a) {
   a.o.archs = split(a.archs, ',');
@@ -26,10 +41,13 @@ int run_export(ExportArgs& a) {
   if (a.o.name.empty() || std::isdigit(static_cast<unsigned char>(a.o.name[0])))
     throw UsageError("kforge export: --name must start with a letter or _");
   compile::Compiler compiler;
-  std::cout << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into "
-            << a.o.out.string() << std::endl;
+  // With --json the progress goes to stderr and stdout holds the result alone.
+  std::ostream& out = a.json ? std::cerr : std::cout;
+  out << "kforge export: " << a.o.name << " for " << join(a.o.archs, ", ") << " into "
+      << a.o.out.string() << std::endl;
   exporter::ExportResult r = exporter::export_library(
-      a.o, compiler, [](const std::string& line) { std::cout << line << std::endl; });
+      a.o, compiler, [&out](const std::string& line) { out << line << std::endl; });
+  if (a.json) std::cout << export_json(a, r).dump(2) << std::endl;
   // Each reason once: a reason that leaves out several tasks is one line naming a few of them.
   std::vector<std::pair<std::string, std::vector<std::string>>> reasons;  // in first-seen order
   for (const exporter::Missing& m : r.missing) {
@@ -44,22 +62,22 @@ int run_export(ExportArgs& a) {
       why.insert(at + 1, "    ");
     if (tasks.size() < 4) {
       for (const std::string& task : tasks)
-        std::cout << "  " << printable(task) << ": not exported: " << why << std::endl;
+        out << "  " << printable(task) << ": not exported: " << why << std::endl;
       continue;
     }
     std::vector<std::string> some(tasks.begin(), tasks.begin() + 3);
-    std::cout << "  " << tasks.size() << " tasks (" << printable(join(some, ", ")) << ", ...): "
-              << "not exported: " << why << std::endl;
+    out << "  " << tasks.size() << " tasks (" << printable(join(some, ", ")) << ", ...): "
+        << "not exported: " << why << std::endl;
   }
   if (r.ops.empty()) {
-    std::cout << "0 op(s) exported, " << r.missing.size() << " task(s) left out: no package written"
-              << std::endl;
+    out << "0 op(s) exported, " << r.missing.size() << " task(s) left out: no package written"
+        << std::endl;
     return kExitFindings;
   }
-  std::cout << r.ops.size() << " op(s) exported, " << r.missing.size()
-            << " task(s) left out (manifest.json lists them); "
-            << "build: cmake -S " << a.o.out.string() << " -B " << (a.o.out / "build").string()
-            << ", or pip install --no-build-isolation " << a.o.out.string() << std::endl;
+  out << r.ops.size() << " op(s) exported, " << r.missing.size()
+      << " task(s) left out (manifest.json lists them); "
+      << "build: cmake -S " << a.o.out.string() << " -B " << (a.o.out / "build").string()
+      << ", or pip install --no-build-isolation " << a.o.out.string() << std::endl;
   return r.ops.empty() ? kExitFindings : kExitOk;
 }
 
@@ -94,6 +112,8 @@ void add_export_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--include-unadmitted", a->o.include_unadmitted,
                 "Also kernels never admitted (fresh dims, sanitizers); the manifest says which");
+  cmd->add_flag("--json", a->json,
+                "The result as JSON on stdout (ops, tasks left out and why), progress on stderr");
   cmd->add_flag(
       "--fallback", a->o.fallback,
       "Tasks without a winner as PyTorch ops that run the task's reference (the manifest says so)");

@@ -11,6 +11,7 @@
 
 #include "command_list.h"
 #include "commands.h"
+#include "json_output.h"
 
 namespace {
 
@@ -63,11 +64,13 @@ int main(int argc, char** argv) {
   for (const auto& c : kCommands) names.emplace_back(c.name);
   bool known = std::find(names.begin(), names.end(), first) != names.end();
   if (!known && first != "help" && first != "__reference" && first[0] != '-') {
-    std::cerr << "kforge: unknown command '" << first << "'";
+    std::string message = "unknown command '" + first + "'";
     if (auto near = kforge::cli::nearest(first, names))
-      std::cerr << "; did you mean '" << *near << "'?";
-    std::cerr << "\nThe commands of kforge are:\n";
+      message += "; did you mean '" + *near + "'?";
+    std::cerr << "kforge: " << message << "\nThe commands of kforge are:\n";
     list_commands(std::cerr);
+    if (kforge::cli::json_requested(argc, argv))
+      kforge::cli::print_json_refusal("kforge", message, kforge::cli::kExitUsage);
     return kforge::cli::kExitUsage;
   }
   std::string core = core_path();

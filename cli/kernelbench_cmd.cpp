@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "json_output.h"
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/tasks/check.h"
@@ -93,7 +94,20 @@ std::string mark_degenerate(const std::string& file, const std::vector<std::stri
 struct ImportArgs {
   tasks::KernelBenchOptions o;
   std::string out;
+  bool json = false;
 };
+
+const char* outcome_name(tasks::ProblemOutcome o) {
+  switch (o) {
+    case tasks::ProblemOutcome::Converted:
+      return "converted";
+    case tasks::ProblemOutcome::Failed:
+      return "failed";
+    case tasks::ProblemOutcome::Pending:
+      return "not_reached";
+  }
+  return "unknown";
+}
 
 int run_import(const ImportArgs& args, const fs::path& tasks_root) {
   tasks::KernelBenchOptions a = args.o;
@@ -110,6 +124,7 @@ int run_import(const ImportArgs& args, const fs::path& tasks_root) {
   if (a.device == "cuda")
     verify::Driver::get().require("kforge tasks import-kernelbench --device cuda");
   a.out_root = args.out.empty() ? tasks_root.string() : args.out;
+  StdoutToStderr redirect(args.json);  // --json: the lines below on stderr, the result on stdout
   Printer printer(a);
   tasks::KernelBenchImport r = tasks::import_kernelbench(a, printer);
   size_t converted = 0, failed = 0, unreached = 0;
@@ -157,13 +172,34 @@ int run_import(const ImportArgs& args, const fs::path& tasks_root) {
       << (unreached ? "; " + std::to_string(unreached) + " not reached (above)" : std::string())
       << (check_rc == kExitOk ? "" : "; some converted tasks fail `kforge tasks check` (above)")
       << "\n";
-  if (converted > 0) {  // the next command, with the folder the suite went to
-    std::string where = a.out_root == tasks_root.string() ? "" : " --tasks-dir " + a.out_root;
-    std::cout << "next: kforge evolve " << a.suite << where << " --dry-run  (then without "
-              << "--dry-run, on a GPU; kforge tasks list " << a.suite << where << " lists them)\n";
+  std::string where = a.out_root == tasks_root.string() ? "" : " --tasks-dir " + a.out_root;
+  std::string next = "kforge evolve " + a.suite + where + " --dry-run";
+  if (converted > 0)  // the next command, with the folder the suite went to
+    std::cout << "next: " << next << "  (then without --dry-run, on a GPU; kforge tasks list "
+              << a.suite << where << " lists them)\n";
+  int rc = r.kforge_bugs                                ? kExitInternal
+           : failed || unreached || check_rc != kExitOk ? kExitFindings
+                                                        : kExitOk;
+  if (args.json) {
+    nlohmann::json problems = nlohmann::json::array(), marked = nlohmann::json::array();
+    for (const tasks::KernelBenchProblem& p : r.problems)
+      problems.push_back({{"file", p.file},
+                          {"name", p.name},
+                          {"outcome", outcome_name(p.outcome)},
+                          {"reason", p.reason}});
+    for (const auto& [file, found] : degenerate)
+      marked.push_back({{"file", file}, {"degenerate", found}});
+    redirect.print({{"suite", a.suite},
+                    {"suite_dir", r.suite_dir},
+                    {"problems", problems},
+                    {"converted", converted},
+                    {"failed", failed},
+                    {"not_reached", unreached},
+                    {"tasks_check_passed", check_rc == kExitOk},
+                    {"degenerate", marked},
+                    {"next", converted > 0 ? nlohmann::json(next) : nlohmann::json(nullptr)}});
   }
-  if (r.kforge_bugs) return kExitInternal;
-  return failed || unreached || check_rc != kExitOk ? kExitFindings : kExitOk;
+  return rc;
 }
 
 }  // namespace
@@ -191,6 +227,9 @@ void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,
   cmd->add_option("--time-limit", a->o.time_limit,
                   "Seconds each problem may take to convert and check; kforge stops it then")
       ->capture_default_str();
+  cmd->add_flag("--json", a->json,
+                "The result as JSON on stdout (each problem's outcome, the next command); the "
+                "progress on stderr");
   cmd->fallthrough();
   cmd->callback([&exit_code, a, root] { exit_code = run_import(*a, root()); });
 }

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "command_list.h"
 #include "commands.h"
@@ -26,10 +28,13 @@ void add_llm_command(CLI::App& app, int& exit_code) {
                                        "Seconds per attempt, above 0 and at most 3600 (default: "
                                        "the config's provider timeout, else 60)");
   auto config = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  ping->add_flag("--json", *as_json,
+                 "One JSON object per model: reply or error, latency, attempts, tokens, cost");
   ping->add_option(
       "--config", *config,
       "LLM config file (TOML, docs/llm-config.md; default $KFORGE_LLM_CONFIG): ping every model");
-  ping->callback([&exit_code, model, timeout_s, timeout_opt, config] {
+  ping->callback([&exit_code, model, timeout_s, timeout_opt, config, as_json] {
     std::optional<std::chrono::milliseconds> timeout;  // checked before anything else happens
     if (timeout_opt->count()) timeout = evolve::parse_timeout(*timeout_s, "--timeout");
     std::string cfg_path = *config;
@@ -72,6 +77,7 @@ void add_llm_command(CLI::App& app, int& exit_code) {
              ", " + std::to_string(out) + " out";
     };
     exit_code = kExitOk;
+    nlohmann::json results = nlohmann::json::array();
     for (const auto& [e, m, p] : targets) {
       // Anthropic's own API needs a key; a server of another name that speaks its API (a local
       // one) may not.
@@ -79,8 +85,14 @@ void add_llm_command(CLI::App& app, int& exit_code) {
         throw InputError("ANTHROPIC_API_KEY", std::nullopt, "",
                          "not set; the Anthropic API needs a key");
       evolve::LlmClient client(e, p);
-      std::cout << "model     " << m.spec << " at " << printable(redact_secrets(e.base_url))
-                << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
+      nlohmann::json result = {{"model", m.spec},
+                               {"base_url", printable(redact_secrets(e.base_url))},
+                               {"key_set", !e.api_key.empty()}};
+      // With --json the lines below are not printed; `results` is, once every model answered.
+      std::ostringstream discard;
+      std::ostream& out = *as_json ? discard : std::cout;
+      out << "model     " << m.spec << " at " << printable(redact_secrets(e.base_url))
+          << (e.api_key.empty() ? " (no key)" : " (key set)") << "\n";
       evolve::ChatRequest ping;
       ping.system = "Answer with one word.";
       ping.user = "Say pong.";
@@ -94,25 +106,38 @@ void add_llm_command(CLI::App& app, int& exit_code) {
         evolve::ChatResponse r = client.chat(ping);
         // The reply is redacted as a whole (parse_reply did) and again here before it is cut.
         std::string reply = redact_secrets(r.text);
-        std::cout << "reply     " << printable(reply.substr(0, 200)) << "\nlatency   " << std::fixed
-                  << std::setprecision(0) << r.latency_ms << " ms (" << r.attempts
-                  << " attempt(s))\ntokens    "
-                  << tokens(r.tokens_in, r.tokens_cache_read, r.tokens_out) << "\ncost      $"
-                  << std::setprecision(6)
-                  << m.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read,
-                                r.tokens_cache_write)
-                  << "\n";
+        double cost =
+            m.cost_usd(r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write);
+        result.update({{"ok", true},
+                       {"reply", printable(reply.substr(0, 200))},
+                       {"latency_ms", r.latency_ms},
+                       {"attempts", r.attempts},
+                       {"tokens_in", r.tokens_in},
+                       {"tokens_cache_read", r.tokens_cache_read},
+                       {"tokens_out", r.tokens_out},
+                       {"cost_usd", cost}});
+        out << "reply     " << printable(reply.substr(0, 200)) << "\nlatency   " << std::fixed
+            << std::setprecision(0) << r.latency_ms << " ms (" << r.attempts
+            << " attempt(s))\ntokens    " << tokens(r.tokens_in, r.tokens_cache_read, r.tokens_out)
+            << "\ncost      $" << std::setprecision(6) << cost << "\n";
       } catch (const evolve::LlmError& err) {
-        std::cout << "failed    " << printable(redact_secrets(err.what())) << "\n";
+        double cost = m.cost_usd(err.tokens_in, err.tokens_out, err.tokens_cache_read,
+                                 err.tokens_cache_write);
+        result.update({{"ok", false},
+                       {"error", printable(redact_secrets(err.what()))},
+                       {"tokens_in", err.tokens_in},
+                       {"tokens_cache_read", err.tokens_cache_read},
+                       {"tokens_out", err.tokens_out},
+                       {"cost_usd", cost}});
+        out << "failed    " << printable(redact_secrets(err.what())) << "\n";
         if (err.tokens_in > 0 || err.tokens_out > 0)  // a failed reply is paid for too
-          std::cout << "tokens    " << tokens(err.tokens_in, err.tokens_cache_read, err.tokens_out)
-                    << "\ncost      $" << std::fixed << std::setprecision(6)
-                    << m.cost_usd(err.tokens_in, err.tokens_out, err.tokens_cache_read,
-                                  err.tokens_cache_write)
-                    << "\n";
+          out << "tokens    " << tokens(err.tokens_in, err.tokens_cache_read, err.tokens_out)
+              << "\ncost      $" << std::fixed << std::setprecision(6) << cost << "\n";
         exit_code = kExitFindings;
       }
+      results.push_back(std::move(result));
     }
+    if (*as_json) std::cout << results.dump(2) << "\n";
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include "command_list.h"
 #include "commands.h"
+#include "json_output.h"
 #include "kforge/archive/error.h"
 #include "kforge/common/error.h"
 #include "kforge/common/secrets.h"
@@ -70,13 +71,21 @@ void install_crash_report() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(sig, &action, nullptr);
 }
 
+bool g_json = false;  // --json given: a refusal is also JSON on stdout (json_refusal.h)
+
 // An error said once, after the command it stopped ("kforge archive show: no candidate 7"); a
 // message that already starts with its command's name ("kforge corpus: ...") is said as it is.
 int fail(const CLI::App& app, const std::string& what, int code) {
   std::string message = kforge::printable(kforge::redact_secrets(what));
-  if (message.rfind("kforge ", 0) != 0 && message.rfind("kforge:", 0) != 0)
-    message = kforge::cli::command_path(kforge::cli::parsed_command(app)) + ": " + message;
-  std::cerr << message << "\n";
+  std::string command = kforge::cli::command_path(kforge::cli::parsed_command(app));
+  std::string said = message.rfind("kforge ", 0) != 0 && message.rfind("kforge:", 0) != 0
+                         ? command + ": " + message
+                         : message;
+  std::cerr << said << "\n";
+  if (g_json) {
+    if (message.rfind(command + ": ", 0) == 0) message.erase(0, command.size() + 2);
+    kforge::cli::print_json_refusal(command, message, code);
+  }
   return code;
 }
 
@@ -92,6 +101,7 @@ std::string lower_first(std::string text) {
 
 int main(int argc, char** argv) {
   install_crash_report();
+  g_json = kforge::cli::json_requested(argc, argv);
   CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly",
                "kforge"};
   app.require_subcommand(1);

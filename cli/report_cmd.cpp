@@ -62,6 +62,22 @@ std::vector<archive::ProblemResult> problem_results(
   return out;
 }
 
+// The field's metrics over the run's tasks, each by its best under their rule (winner.h,
+// field_condition), and over each task's first sample: the first kernel a model wrote for it in
+// this run.
+archive::FieldFigures field_figures(const archive::RunReport& r) {
+  std::vector<std::optional<archive::RunBest>> field_bests;
+  for (const archive::RunTask& t : r.tasks) field_bests.push_back(t.field_best);
+  std::vector<archive::ProblemResult> results = problem_results(r, field_bests);
+  std::vector<archive::ProblemResult> first;
+  archive::FieldFigures figures;
+  for (const archive::FirstSample& f : r.first_samples)
+    first.push_back(f.result), figures.sampled += f.candidate.has_value();
+  figures.best = archive::field_metrics(results, results.size());
+  figures.first_sample = archive::field_metrics(first, results.size());
+  return figures;
+}
+
 // How the field's metrics moved: the best of all attempts among generations 0..g, for each g.
 std::string field_by_generation(const archive::RunReport& r) {
   if (r.field_best_by_generation.size() < 2) return "";
@@ -184,18 +200,7 @@ std::string report_markdown(const archive::RunReport& r) {
   }
   md << "\nBaselines: " << baseline_legend() << "; roofline = floor / time.\n"
      << absent_baselines(r);
-  // The field's metrics over the run's tasks, each by its best under their rule (winner.h,
-  // field_condition).
-  std::vector<std::optional<archive::RunBest>> field_bests;
-  for (const archive::RunTask& t : r.tasks) field_bests.push_back(t.field_best);
-  std::vector<archive::ProblemResult> results = problem_results(r, field_bests);
-  // And over each task's first sample: the first kernel a model wrote for it in this run.
-  std::vector<archive::ProblemResult> first;
-  archive::FieldFigures figures;
-  for (const archive::FirstSample& f : r.first_samples)
-    first.push_back(f.result), figures.sampled += f.candidate.has_value();
-  figures.best = archive::field_metrics(results, results.size());
-  figures.first_sample = archive::field_metrics(first, results.size());
+  archive::FieldFigures figures = field_figures(r);
   md << "\n## The field's metrics\n\nKernelBench's correctness rate, fast_p and geometric means "
         "over the run's tasks, for each task's best kernel and for the first kernel a model wrote "
         "for it in the run (docs/results.md):\n\n"
@@ -225,12 +230,54 @@ std::string report_markdown(const archive::RunReport& r) {
   return md.str();
 }
 
-int run_report(int64_t run, const std::string& db_flag, const std::string& out_file) {
+// --json: the report's figures (what the markdown shows, as numbers).
+nlohmann::json report_json(const archive::RunReport& r) {
+  auto best_json = [](const std::optional<archive::RunBest>& b) {
+    if (!b) return nlohmann::json(nullptr);
+    return nlohmann::json{
+        {"candidate", b->candidate.value},
+        {"time_ms", b->time_ms},
+        {"roofline_fraction",
+         b->roofline_fraction ? nlohmann::json(*b->roofline_fraction) : nlohmann::json(nullptr)},
+        {"baselines", b->baselines.to_json()},
+        {"speedup", b->baselines.speedups_json(b->time_ms)}};
+  };
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const archive::RunTask& t : r.tasks) {
+    tasks.push_back({{"task", t.task},
+                     {"best", best_json(t.best)},
+                     {"field_best", best_json(t.field_best)},
+                     {"candidates", t.candidates},
+                     {"failed_screens", t.failed_screens}});
+  }
+  nlohmann::json outcomes = nlohmann::json::object(), proposers = nlohmann::json::array(),
+                 lineage = nlohmann::json::object();
+  for (const archive::RunOutcome& o : r.outcomes) outcomes[o.outcome] = o.count;
+  for (const archive::RunProposer& p : r.proposers)
+    proposers.push_back({{"kind", p.kind},
+                         {"model", p.model},
+                         {"candidates", p.candidates},
+                         {"correct", p.correct}});
+  for (const auto& [task, chain] : r.lineage)
+    for (const archive::LineageEntry& c : chain)
+      lineage[task].push_back({{"candidate", c.candidate.value},
+                               {"prompt_kind", c.prompt_kind},
+                               {"tunables", c.tunables}});
+  return {{"run", r.run},
+          {"tasks", tasks},
+          {"metrics", field_figures(r).to_json()},
+          {"outcomes", outcomes},
+          {"proposers", proposers},
+          {"lineage", lineage},
+          {"last_generation", r.last_generation}};
+}
+
+int run_report(int64_t run, const std::string& db_flag, const std::string& out_file, bool json) {
   std::string path = archive::database_path(db_flag).string();
   archive::Archive ar = archive::Archive::open_read_only(path);
   std::optional<archive::RunReport> r = archive::run_report(ar, archive::RunId{run});
   if (!r) throw UsageError("kforge report: no run " + std::to_string(run) + " in " + path);
-  std::string md = report_markdown(*r);
+  std::string md = json ? report_json(*r).dump(2) + "\n" : report_markdown(*r);
   if (out_file.empty()) {
     std::cout << md;
   } else {

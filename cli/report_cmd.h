@@ -25,6 +25,7 @@ std::string report_markdown(const archive::RunReport& r);
 
 // Writes the report of `run` in the archive `db_flag` names to `out_file` (standard output when
 // empty); a UsageError when there is no such run or the file cannot be written.
-int run_report(int64_t run, const std::string& db_flag, const std::string& out_file);
+int run_report(int64_t run, const std::string& db_flag, const std::string& out_file,
+               bool json = false);
 
 }  // namespace kforge::cli

@@ -5,6 +5,7 @@
 
 #include "command_list.h"
 #include "commands.h"
+#include "json_output.h"
 #include "kforge/common/strings.h"
 
 namespace kforge::cli {
@@ -17,6 +18,10 @@ std::vector<std::string> visible_subcommands(const CLI::App& app) {
        app.get_subcommands([](const CLI::App* s) { return !s->get_description().empty(); }))
     names.push_back(sub->get_name());
   return names;
+}
+
+std::vector<std::string> names_of(const CLI::App& app) {
+  return visible_subcommands(app);
 }
 
 std::string listing(const CLI::App& app) {
@@ -57,9 +62,12 @@ std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv)
     if (std::find(names.begin(), names.end(), args[i]) == names.end()) {
       if (at == &app && args[i] == "__reference")
         return std::nullopt;  // the hidden reference child
-      std::cerr << command_path(*at) << ": unknown command '" << printable(args[i]) << "'";
-      if (auto near = nearest(args[i], names)) std::cerr << "; did you mean '" << *near << "'?";
-      std::cerr << "\nThe commands of " << command_path(*at) << " are:\n" << listing(*at);
+      std::string message = "unknown command '" + printable(args[i]) + "'";
+      if (auto near = nearest(args[i], names)) message += "; did you mean '" + *near + "'?";
+      std::cerr << command_path(*at) << ": " << message << "\nThe commands of " << command_path(*at)
+                << " are:\n"
+                << listing(*at);
+      if (json_requested(argc, argv)) print_json_refusal(command_path(*at), message, kExitUsage);
       return kExitUsage;
     }
     at = const_cast<CLI::App*>(at)->get_subcommand(args[i]);
@@ -73,6 +81,9 @@ std::optional<int> guide_subcommands(const CLI::App& app, int argc, char** argv)
     std::cerr << command_path(*at) << " needs a command:\n"
               << listing(*at) << "`" << command_path(*at)
               << " COMMAND --help` says more about one.\n";
+    if (json_requested(argc, argv))
+      print_json_refusal(command_path(*at), "needs a command: " + join(names_of(*at), ", "),
+                         kExitUsage);
     return kExitUsage;
   }
   return std::nullopt;

@@ -211,6 +211,17 @@ TEST_F(BestKernel, ReportWebViewAndExportAgreeOnEveryTasksBest) {
        at = m.suffix().first)
     from_cli[m[1].str()] = std::stoll(m[2].str());
   EXPECT_EQ(from_cli, want) << cli.out;
+  // --json: the same bests, as numbers.
+  test::CliResult as_json =
+      test::run_kforge("report " + std::to_string(run_.value) + " --json --db " + db_);
+  ASSERT_EQ(as_json.code, 0) << as_json.out;
+  std::map<std::string, std::optional<int64_t>> from_json;
+  json parsed = json::parse(as_json.out);
+  for (const json& t : parsed["tasks"])
+    from_json[t["task"].get<std::string>()] =
+        t["best"].is_null() ? std::nullopt
+                            : std::optional<int64_t>(t["best"]["candidate"].get<int64_t>());
+  EXPECT_EQ(from_json, want) << as_json.out;
 
   // The web view: the run's bests (overview), the leaderboard, the task page's curve.
   std::map<std::string, std::optional<int64_t>> from_overview, from_leaderboard, from_curve;

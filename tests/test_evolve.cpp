@@ -25,6 +25,7 @@
 #include "kforge/evolve/batch.h"
 #include "kforge/evolve/features.h"
 #include "kforge/evolve/run.h"
+#include "kforge/evolve/run_setup.h"
 #include "kforge/evolve/tuner.h"
 #include "loop_rig.h"
 #include "loopback_model.h"
@@ -254,6 +255,42 @@ TEST(Evolve, AResumedRunReadsBackWhatAnotherGpuOfTheSameKindMeasured) {
       EXPECT_EQ(other.baselined, 1);
     }
   }
+}
+
+// Session 21: a run stopped by its budget and resumed as it was stopped again at once (the GPU
+// call that resumed one spent a minute on nothing); budgets given with --resume are its new
+// totals, recorded, so a later resume keeps them.
+TEST(Evolve, ResumeWithANewBudgetGoesOnAndKeepsIt) {
+  Rig s;
+  evolve::RunConfig c = small_config();
+  c.evaluations = 7;
+  evolve::RunSummary first =
+      evolve::run_evolution(c, {task("smoke/relu")}, *s.evaluator, std::nullopt);
+  ASSERT_EQ(first.stopped, "evaluation budget reached");
+  auto config_of = [&](const evolve::RunRequest& r) {
+    return evolve::run_config_for(r, [&]() -> archive::Archive& { return s.evaluator->archive(); });
+  };
+  evolve::RunRequest again;
+  again.resume = first.run;
+  again.generations = 99;  // not a budget: ignored on a resume
+  evolve::RunConfig same = config_of(again);
+  EXPECT_EQ(same.evaluations, 7);
+  EXPECT_EQ(same.generations, c.generations);
+  evolve::RunSummary stopped =
+      evolve::run_evolution(same, {task("smoke/relu")}, *s.evaluator, first.run);
+  // As it was, the run stops at its budget: 7 evaluations in all, read back or measured.
+  EXPECT_EQ(stopped.evaluations + stopped.reused, 7);
+  EXPECT_EQ(stopped.stopped, "evaluation budget reached");
+  evolve::RunRequest more = again;
+  more.evaluations = 12;
+  evolve::RunConfig extended = config_of(more);
+  EXPECT_EQ(extended.evaluations, 12);
+  evolve::RunSummary second =
+      evolve::run_evolution(extended, {task("smoke/relu")}, *s.evaluator, first.run);
+  EXPECT_EQ(second.stopped, "evaluation budget reached");
+  EXPECT_EQ(second.evaluations + second.reused, 12);  // 12 in all, what was spent before counting
+  EXPECT_GE(second.evaluations, 4);
+  EXPECT_EQ(config_of(again).evaluations, 12) << "the new budget was not recorded";
 }
 
 TEST(Evolve, EachBudgetStopsTheRunAtItsLimit) {

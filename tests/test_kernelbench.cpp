@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -594,6 +595,26 @@ TEST(KernelBenchImport, BadArgumentsExit2) {
   r = run_kforge("tasks import-kernelbench " + problem + " --out " + dir.path().string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--suite is required"), std::string::npos) << r.out;
+}
+
+// --json: each problem's outcome and the next command as JSON on stdout, the progress on stderr.
+TEST(KernelBenchImport, JsonGivesEachProblemsOutcome) {
+  REQUIRE_TORCH();
+  TempDir dir;
+  std::string kb = (source_dir() / "tests/kernelbench").string();
+  CliResult r = run_command("{ " + std::string(KFORGE_BINARY) + " tasks import-kernelbench " + kb +
+                            "/1_ReLU.py " + kb + "/11_Gemm_Dropout.py --suite kb --json --out " +
+                            dir.path().string() + " 2>/dev/null; }");
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(r.code, 1) << r.out;  // one problem could not be converted
+  EXPECT_EQ(j["converted"], 1) << r.out;
+  EXPECT_EQ(j["failed"], 1) << r.out;
+  std::map<std::string, std::string> outcomes;
+  for (const auto& p : j["problems"]) outcomes[p["name"]] = p["outcome"];
+  EXPECT_EQ(outcomes["kb_1_relu"], "converted") << r.out;
+  EXPECT_EQ(outcomes["kb_11_gemm_dropout"], "failed") << r.out;
+  EXPECT_EQ(j["next"], "kforge evolve kb --tasks-dir " + dir.path().string() + " --dry-run");
 }
 
 }  // namespace

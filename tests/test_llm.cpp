@@ -373,6 +373,21 @@ TEST(Llm, PingFromTheCommandLine) {
                              " llm ping --model openai:m --timeout 1");
   EXPECT_EQ(rc3, 1) << out3;
   EXPECT_NE(out3.find("failed"), std::string::npos) << out3;
+  // --json: one object per model on stdout (stderr dropped here), the key nowhere.
+  auto [rc4, out4] = run_cli("{ " + env + KFORGE_BINARY +
+                             " llm ping --model openai:test-model --json 2>/dev/null; }");
+  EXPECT_EQ(rc4, 0) << out4;
+  nlohmann::json j = nlohmann::json::parse(out4, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << out4;
+  ASSERT_EQ(j.size(), 1u) << out4;
+  EXPECT_EQ(j[0]["ok"], true) << out4;
+  EXPECT_EQ(j[0]["tokens_in"], 120) << out4;
+  EXPECT_EQ(j[0]["tokens_out"], 45) << out4;
+  EXPECT_EQ(out4.find(kKey), std::string::npos) << "the key leaked: " << out4;
+  auto [rc5, out5] = run_cli(std::string("{ OPENAI_BASE_URL=http://127.0.0.1:1/v1 ") +
+                             KFORGE_BINARY + " llm ping --model openai:m --timeout 1 --json; }");
+  EXPECT_EQ(rc5, 1) << out5;
+  EXPECT_NE(out5.find("\"ok\": false"), std::string::npos) << out5;
 }
 
 // SIGPIPE ignored while a test's server writes to a client that hung up (the Debian build of

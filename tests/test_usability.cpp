@@ -4,8 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
 #include "kforge/common/files.h"
+#include "kforge/verify/driver.h"
 #include "test_util.h"
 
 namespace {
@@ -233,3 +235,86 @@ TEST(Usability, ProgressOnATerminalOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+// The binary's standard output alone (its stderr dropped): what a script reading --json gets.
+kforge::test::CliResult run_kforge_stdout(const std::string& args) {
+  return kforge::test::run_command("{ " + std::string(KFORGE_BINARY) + " " + args +
+                                   " 2>/dev/null; }");
+}
+
+// --json's refusal: one JSON object on stdout naming the command, the message and the exit code.
+json refusal(const kforge::test::CliResult& r) {
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out;
+  EXPECT_TRUE(j.contains("error")) << r.out;
+  if (!j.contains("error")) return json::object();
+  EXPECT_EQ(j["error"]["exit_code"], r.code) << r.out;
+  return j["error"];
+}
+
+}  // namespace
+
+// Issue 40: with --json a refusal is JSON too, whatever refused: the front door, CLI11's parser,
+// a command's own checks, a missing archive, no GPU.
+TEST(Usability, JsonRefusalsAreJson) {
+  TempDir dir;
+  std::string db = " --db " + (dir.path() / "none.db").string();
+  auto unknown = run_kforge_stdout("frobnicate --json");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(refusal(unknown)["kind"], "usage");
+  auto sub = run_kforge_stdout("tasks chek --json");
+  EXPECT_EQ(sub.code, 2);
+  EXPECT_EQ(refusal(sub)["command"], "kforge tasks");
+  auto parse = run_kforge_stdout("tasks list --json --frobnicate");
+  EXPECT_EQ(parse.code, 2);
+  json p = refusal(parse);
+  EXPECT_EQ(p["command"], "kforge tasks list");
+  EXPECT_TRUE(has(p.value("message", ""), "--frobnicate")) << parse.out;
+  auto task = run_kforge_stdout("evolve nosuch --llm none --json --tasks-dir " + tasks_dir());
+  EXPECT_EQ(task.code, 2);
+  json t = refusal(task);
+  EXPECT_EQ(t["command"], "kforge evolve");
+  EXPECT_TRUE(has(t.value("message", ""), "nosuch")) << task.out;
+  auto missing = run_kforge_stdout("archive show 7 --json" + db);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(refusal(missing)["kind"], "usage");
+  // Without --json the refusal stays on stderr alone.
+  EXPECT_EQ(run_kforge_stdout("archive show 7" + db).out, "");
+}
+
+TEST(Usability, JsonWithoutAGpu) {
+  if (kforge::verify::Driver::get().available()) GTEST_SKIP() << "a GPU is here";
+  auto evolve = run_kforge_stdout("evolve smoke --llm none --json --tasks-dir " + tasks_dir());
+  EXPECT_EQ(evolve.code, 3);
+  json e = refusal(evolve);
+  EXPECT_EQ(e["kind"], "no_gpu");
+  EXPECT_TRUE(has(e.value("message", ""), "--worker-command")) << evolve.out;
+  // --dry-run needs no GPU: the plan as JSON.
+  TempDir dir;
+  auto dry = run_kforge_stdout("evolve smoke --llm none --dry-run --json --tasks-dir " +
+                               tasks_dir() + " --db " + (dir.path() / "a.db").string());
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  json plan = json::parse(dry.out);
+  EXPECT_EQ(plan["dry_run"], true);
+  EXPECT_TRUE(has(plan["judged_on"].get<std::string>(), "no GPU here")) << dry.out;
+  EXPECT_NE(std::find(plan["task_ids"].begin(), plan["task_ids"].end(), "smoke/relu"),
+            plan["task_ids"].end())
+      << dry.out;
+}
+
+// export --json: the result alone on stdout, progress on stderr; nothing exported, nothing written.
+TEST(Usability, ExportJsonSaysWhatWasLeftOut) {
+  TempDir dir;
+  std::string db = (dir.path() / "a.db").string();
+  (void)kforge::archive::Archive::open(db);  // an archive without kernels
+  auto r =
+      run_kforge_stdout("export --json --out " + (dir.path() / "kernels").string() + " --db " + db);
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(j["written"], false);
+  EXPECT_TRUE(j["ops"].empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "kernels" / "CMakeLists.txt"));
+}

@@ -48,6 +48,14 @@ std::optional<json> RunLog::config(RunId run) {
   return stored_json(db, s, 0, "runs", "config", run.value);
 }
 
+void RunLog::set_config(RunId run, const json& config) {
+  detail::database_of(archive_)
+      .prepare("UPDATE runs SET config = ?1 WHERE id = ?2")
+      .bind(1, config.dump())
+      .bind(2, run.value)
+      .run();
+}
+
 void RunLog::set_status(RunId run, RunStatus status, const json& used) {
   Statement s = detail::database_of(archive_).prepare(
       "UPDATE runs SET status = ?1, budgets_used = ?2, finished_at = CASE WHEN ?1 = 'running' "

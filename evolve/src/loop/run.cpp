@@ -413,6 +413,7 @@ RunSummary run_evolution(const RunConfig& given,
   if (config.lookahead <= 0) config.lookahead = choose_lookahead(config, tasks.size(), llm);
   archive::RunLog log(evaluator.archive());
   archive::RunId run = resume ? archive::RunId{*resume} : log.start(config.to_json());
+  if (resume) log.set_config(run, config.to_json());  // budgets given again are kept
   double wall_before = resume ? log.recorded_wall_s(run) : 0;
   log.set_status(run, archive::RunStatus::Running, {{"wall_s", wall_before}});
   std::vector<TaskState> states;

@@ -36,8 +36,12 @@ RunConfig run_config_for(const RunRequest& r, const std::function<archive::Archi
     std::optional<json> recorded = archive::RunLog(archive()).config(archive::RunId{*r.resume});
     if (!recorded)
       throw UsageError("--resume: no run " + std::to_string(*r.resume) + " in the archive");
-    return RunConfig::from_json(*recorded);  // a resumed run keeps its config: choices would
-                                             // change what it replays
+    // A resumed run keeps its config (choices would change what it replays), but for its two
+    // run-wide budgets: given again, they are the run's new totals (what it spent counts).
+    RunConfig c = RunConfig::from_json(*recorded);
+    if (r.minutes) c.minutes = *r.minutes;
+    if (r.evaluations) c.evaluations = *r.evaluations;
+    return c;
   }
   RunConfig c;
   if (!r.config_file.empty()) c = load_run_config(r.config_file);

@@ -51,6 +51,8 @@ class RunLog {
   RunId start(const nlohmann::json& config);
   // The config recorded when the run started; none when the archive has no such run.
   std::optional<nlohmann::json> config(RunId run);
+  // Replaces the run's recorded config (a resumed run given new budgets keeps them).
+  void set_config(RunId run, const nlohmann::json& config);
   // The run's status and what it has spent; finished_at is stamped, or cleared for Running.
   void set_status(RunId run, RunStatus status, const nlohmann::json& used);
   // The wall time its earlier sessions recorded (budgets_used.wall_s); 0 when none.

@@ -22,6 +22,7 @@ namespace kforge::evolve {
 // (or the default).
 struct RunRequest {
   std::optional<int64_t> resume;  // continue this run: its recorded config, the rest ignored
+                                  // but minutes and evaluations (its new budget totals)
   std::string config_file;        // a run config (TOML, docs/evolve.md)
   std::vector<std::string> tasks;
   std::optional<uint64_t> seed;
