@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "baseline_columns.h"
 #include "candidate_input.h"
@@ -428,6 +429,17 @@ int run_evolve(const EvolveArgs& a) {
               << " (" << format.requests
               << "); answers are read from the other .jsonl files there (" << format.answers
               << ") as they appear. Ctrl-C and `kforge evolve --resume` keep what was answered.\n";
+    // While the model's answers are awaited, a line a minute says so (on stderr: from the
+    // proposers' threads, beside the progress line).
+    batch->on_waiting([](const evolve::BatchWaiting& w) {
+      static std::mutex said;
+      std::lock_guard<std::mutex> lock(said);
+      std::cerr << "\nkforge evolve: waiting for " << w.unanswered << " answer(s) in "
+                << w.dir.string() << ": " << fixed(w.waited_s / 60, 0) << " min so far; the run "
+                << "pauses after " << fixed(w.limit_s / 3600, w.limit_s < 3600 ? 2 : 0)
+                << " h without one (Ctrl-C pauses it now; scripts/batch-exchange.py pending "
+                << w.dir.string() << " writes each prompt as a file)" << std::endl;
+    });
   }
   if (llm)
     llm->set_target(evolve::recorded_target(

@@ -147,10 +147,12 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
     j["inputs"].push_back(i);
   }
   j["outputs"] = ordered_json::array();
+  j["outputs_fitted"] = facts.fitted;  // from CPU runs at the check dims, not the meta device
   std::vector<std::string> names = tasks::output_names(t, facts.output_count);
   for (size_t i = 0; i < names.size(); ++i) {
     ordered_json o = {{"name", names[i]}};
     if (outs) o["timed_shape"] = (*outs)[i].sizes, o["dtype"] = tasks::dtype_name((*outs)[i].dtype);
+    if (i < facts.output_exprs.size()) o["shape"] = facts.output_exprs[i];
     if (!t.outputs.empty() && t.outputs[i].tolerance) o["tolerance"] = *t.outputs[i].tolerance;
     j["outputs"].push_back(o);
   }
@@ -191,9 +193,14 @@ int run_show(const std::string& spec, const fs::path& root, bool as_json,
                tasks::values_text(in)});
   for (size_t i = 0; i < names.size(); ++i)
     table.add({"output", names[i], outs ? std::string(tasks::dtype_name((*outs)[i].dtype)) : "?",
-               "", outs ? format_shape((*outs)[i].sizes) : "(unknown: an op has no meta kernel)",
+               i < facts.output_exprs.size() ? "[" + join(facts.output_exprs[i], ", ") + "]" : "",
+               outs ? format_shape((*outs)[i].sizes)
+                    : "(unknown: an op has no meta kernel, and the CPU runs could not tell)",
                ""});
   table.print();
+  if (facts.fitted)
+    std::cout << "  (output shapes fitted from the reference run on the CPU at the check dims: "
+                 "LibTorch's meta device lacks an op)\n";
   std::cout << "\n  bytes that must move  "
             << (bytes ? human_bytes(*bytes) + " (" + j["bytes_source"].get<std::string>() + ")"
                       : "unknown")

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fuzz_util.h"
 #include "kforge/common/error.h"
@@ -528,6 +531,32 @@ TEST(BatchAnthropic, ScriptReadsEveryShapeOfAMessagesRequest) {
       EXPECT_FALSE(has(r.out, "Traceback")) << r.out;
       EXPECT_TRUE(has(r.out, "requests.jsonl:1: params")) << r.out;
     }
+  }
+}
+
+// Issue 40: a run waiting on a batch folder says so (kforge evolve prints a line a minute from
+// these reports), once per period whatever the number of requests waiting.
+TEST(BatchExchange, AWaitingRequestReportsWhileItWaits) {
+  TempDir dir;
+  ev::BatchExchange ex(dir.path(), "gpt-5", 450ms, 5ms);
+  std::mutex m;
+  std::vector<ev::BatchWaiting> reports;
+  ex.on_waiting(
+      [&](const ev::BatchWaiting& w) {
+        std::lock_guard<std::mutex> lock(m);
+        reports.push_back(w);
+      },
+      100ms);
+  std::thread other([&] { EXPECT_THROW(ex.chat({"", "another request", 1.0, 10}), ev::LlmError); });
+  EXPECT_THROW(ex.chat({"", "a request nobody answers", 1.0, 10}), ev::LlmError);
+  other.join();
+  ASSERT_GE(reports.size(), 2u);
+  EXPECT_LE(reports.size(), 5u) << "two waiting requests report once per period between them";
+  for (const ev::BatchWaiting& w : reports) {
+    EXPECT_EQ(w.unanswered, 2);
+    EXPECT_GE(w.waited_s, 0.1);
+    EXPECT_NEAR(w.limit_s, 0.45, 1e-9);
+    EXPECT_EQ(w.dir, dir.path());
   }
 }
 

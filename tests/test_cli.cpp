@@ -132,6 +132,17 @@ TEST(Cli, TasksListAndShow) {
   Result json = kforge_cli("tasks show level1/matmul_square --json --tasks-dir " + tasks_dir());
   EXPECT_EQ(json.code, 0);
   EXPECT_NE(json.out.find("\"flops\": 137438953472"), std::string::npos) << json.out;
+  // Issue 40: a convolution's output shape where the meta device lacks the op (LibTorch 1.13):
+  // fitted from CPU runs at the check dims, with its expressions; the meta device's elsewhere.
+  Result conv = kforge_cli("tasks show level1/conv2d --json --tasks-dir " + tasks_dir());
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  nlohmann::json c = nlohmann::json::parse(conv.out.substr(conv.out.find('{')));
+  const nlohmann::json& out = c["outputs"].at(0);
+  EXPECT_EQ(out["timed_shape"], nlohmann::json({32, 128, 96, 96})) << conv.out;
+  EXPECT_TRUE(c["bytes_that_must_move"].is_number()) << conv.out;
+  if (c["outputs_fitted"] == true) EXPECT_EQ(out["shape"], nlohmann::json({"N", "O", "H", "W"}));
+  Result text = kforge_cli("tasks show level1/conv2d --tasks-dir " + tasks_dir());
+  EXPECT_NE(text.out.find("[32, 128, 96, 96]"), std::string::npos) << text.out;
 }
 
 TEST(Cli, CheckPassesOnTheSmokeSuite) {

@@ -14,6 +14,7 @@
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/tasks/generator.h"
+#include "kforge/tasks/output_fit.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/transform.h"
 #include "kforge/verify/outcome.h"
@@ -169,41 +170,6 @@ std::string op_name(const std::string& task, const std::vector<Winner>& all) {
   return id;
 }
 
-// The outputs' shapes over dims: at every configuration (the meta device; else a CPU run on zeros
-// where the inputs are small), then fitted over the configurations where they are known.
-std::vector<std::vector<Expr>> output_shapes_of(const tasks::Task& task,
-                                                const tasks::Reference& ref) {
-  std::vector<tasks::Dims> configs = task.check_dims, known;
-  configs.push_back(task.dims);
-  std::vector<std::vector<std::vector<int64_t>>> sizes;
-  for (const tasks::Dims& d : configs) {
-    std::vector<std::vector<int64_t>> per;
-    if (std::optional<std::vector<tasks::TensorShape>> shapes =
-            tasks::output_shapes(task, ref, d)) {
-      for (const tasks::TensorShape& s : *shapes) per.push_back(s.sizes);
-    } else if (task.input_bytes(d) <= (int64_t{64} << 20)) {
-      std::vector<torch::Tensor> inputs;
-      for (const tasks::InputSpec& in : task.inputs)
-        inputs.push_back(torch::zeros(
-            task.shape_of(in, d), torch::TensorOptions().dtype(tasks::to_scalar_type(in.dtype))));
-      try {
-        for (const torch::Tensor& t : ref.run(inputs)) per.push_back(t.sizes().vec());
-      } catch (const std::exception&) {
-        continue;  // float16 on the CPU, say: this configuration tells nothing
-      }
-    } else {
-      continue;
-    }
-    sizes.push_back(per);
-    known.push_back(d);
-  }
-  if (known.size() < 2)
-    throw Error("the reference's output shapes are known at " + std::to_string(known.size()) +
-                " configuration(s) only (the meta device lacks an op, the others are too large to "
-                "run on the CPU)");
-  return infer_output_shapes(task, sizes, known);
-}
-
 // The manifest entry's task part: tensors, sizes, the reference, every configuration with its
 // inputs.
 json task_entry(const Op& op, const std::string& version) {
@@ -287,7 +253,7 @@ Op make_op(const Winner& w, const std::string& name, const ExportOptions& o,
   const tasks::Task& task = *op.task;
   tasks::Reference ref = tasks::Reference::compile(task);
   op.tensors = compile::task_tensors(task, ref);
-  op.output_shapes = output_shapes_of(task, ref);
+  op.output_shapes = tasks::fit_output_shapes(task, ref);
   op.plan = compile::parse_plan_text(w.plan, task, op.tensors);
   for (const auto& [k, v] : w.tunables.items()) op.tunables[k] = v.get<int64_t>();
   json not_built = json::array();  // architectures the kernel does not compile for (another may)
@@ -336,7 +302,7 @@ Op fallback_op(const std::string& task_id, const std::string& name, const Export
   tasks::Reference ref = tasks::Reference::compile(*op.task);
   op.tensors = compile::task_tensors(*op.task, ref);
   try {
-    op.output_shapes = output_shapes_of(*op.task, ref);
+    op.output_shapes = tasks::fit_output_shapes(*op.task, ref);
   } catch (const std::exception&) {
     op.output_shapes.clear();  // the reference makes them; the manifest says null
   }
@@ -349,51 +315,6 @@ Op fallback_op(const std::string& task_id, const std::string& name, const Export
 }
 
 }  // namespace
-
-std::vector<std::vector<Expr>> infer_output_shapes(
-    const tasks::Task& task, const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
-    const std::vector<tasks::Dims>& configs) {
-  std::vector<Expr> candidates;
-  for (const tasks::InputSpec& in : task.inputs)
-    for (const Expr& e : in.shape) candidates.push_back(e);
-  for (const auto& [d, v] : task.dims) candidates.push_back(Expr::parse(d));
-  // Convolutions and pools: an input size less a kernel's reach, divided by a stride.
-  size_t plain = candidates.size();
-  for (size_t i = 0; i < plain; ++i)
-    for (int div = 1; div <= 4; ++div)
-      for (int add = -8; add <= 8; ++add) {
-        if (div == 1 && add == 0) continue;
-        std::string e = add ? "(" + candidates[i].text() + ")" + (add > 0 ? " + " : " - ") +
-                                  std::to_string(std::abs(add))
-                            : candidates[i].text();
-        candidates.push_back(Expr::parse(div == 1 ? e : "(" + e + ") / " + std::to_string(div)));
-      }
-  std::vector<std::vector<Expr>> out;
-  size_t outputs = sizes_per_config.at(0).size();
-  for (size_t k = 0; k < outputs; ++k) {
-    std::vector<Expr> shape;
-    for (size_t a = 0; a < sizes_per_config[0][k].size(); ++a) {
-      auto fits = [&](const std::function<int64_t(size_t)>& value) {
-        for (size_t c = 0; c < configs.size(); ++c)
-          if (sizes_per_config[c].size() != outputs || sizes_per_config[c][k].size() <= a ||
-              sizes_per_config[c][k][a] != value(c))
-            return false;
-        return true;
-      };
-      std::optional<Expr> found;
-      for (const Expr& e : candidates)
-        if (!found && fits([&](size_t c) { return e.eval_int(configs[c]); })) found = e;
-      if (!found && fits([&](size_t) { return sizes_per_config[0][k][a]; }))
-        found = Expr::constant(sizes_per_config[0][k][a]);
-      if (!found)
-        throw Error("output " + std::to_string(k) + " axis " + std::to_string(a) +
-                    " is neither an input's size, a dim nor a constant across the configurations");
-      shape.push_back(*found);
-    }
-    out.push_back(shape);
-  }
-  return out;
-}
 
 ExportResult export_library(const ExportOptions& o, compile::Compiler& compiler,
                             const std::function<void(const std::string&)>& say) {

@@ -20,6 +20,7 @@
 #include "kforge/common/line_channel.h"
 #include "kforge/common/sandbox.h"
 #include "kforge/common/strings.h"
+#include "kforge/tasks/output_fit.h"
 #include "kforge/tasks/reference_cache.h"
 
 namespace kforge::tasks {
@@ -344,7 +345,10 @@ ShapeFacts ReferenceChild::shape_facts(const Task& task) {
       auto dtype = parse_dtype(out.at("dtype").get<std::string>());
       if (!dtype) throw Error("kforge's reference child sent an unknown dtype (a kforge bug)");
       f.outputs->push_back({out.at("sizes").get<std::vector<int64_t>>(), *dtype});
+      if (out.contains("shape"))
+        f.output_exprs.push_back(out["shape"].get<std::vector<std::string>>());
     }
+    f.fitted = r.value("fitted", false);
   }
   if (r.at("bytes").is_number()) f.bytes = r["bytes"].get<double>();
   return f;
@@ -456,6 +460,30 @@ json run_request(const json& req) {
       r["outputs"] = json::array();
       for (const auto& o : *outs)
         r["outputs"].push_back({{"sizes", o.sizes}, {"dtype", dtype_name(o.dtype)}});
+    } else {
+      try {  // the meta device lacks an op: fitted from CPU runs at the check dims
+        send({{"at", "on the check dims, on the CPU (the meta device lacks an op)"}});
+        std::vector<std::vector<Expr>> fitted = fit_output_shapes(task, ref);
+        std::vector<OutputInfo> info = describe_outputs(task, ref);
+        if (fitted.size() != info.size() || info.size() != ref.output_count())
+          throw Error("the outputs counted differently");
+        json outputs = json::array();
+        double out_bytes = 0;
+        for (size_t k = 0; k < fitted.size(); ++k) {
+          std::vector<int64_t> sizes;
+          std::vector<std::string> exprs;
+          for (const Expr& e : fitted[k])
+            sizes.push_back(e.eval_int(task.dims)), exprs.push_back(e.text());
+          out_bytes += static_cast<double>(TensorShape{sizes, info[k].dtype}.bytes());
+          outputs.push_back(
+              {{"sizes", sizes}, {"dtype", dtype_name(info[k].dtype)}, {"shape", exprs}});
+        }
+        r["outputs"] = outputs;
+        r["fitted"] = true;
+        if (!bytes) bytes = static_cast<double>(task.input_bytes(task.dims)) + out_bytes;
+      } catch (const std::exception&) {
+        // too large to run at two configurations, or no expression fits: unknown
+      }
     }
     r["bytes"] = bytes ? json(*bytes) : json(nullptr);
     return r;

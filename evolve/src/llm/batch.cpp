@@ -259,10 +259,20 @@ ChatResponse BatchExchange::chat(const ChatRequest& request, int sample) const {
     if (cancelled_)
       throw LlmError(LlmError::Kind::Unanswered, 0,
                      "the run stopped before " + id + " was answered");
-    if (std::chrono::steady_clock::now() - t0 >= wait_)
+    auto now = std::chrono::steady_clock::now();
+    if (now - t0 >= wait_)
       throw LlmError(LlmError::Kind::Unanswered, 0,
                      "no answer to " + id + " in " + dir_.string() + " after " +
                          std::to_string(wait_.count() / 1000) + " s");
+    if (report_ && now - t0 >= report_every_) {  // one report per `every`, across threads
+      int64_t now_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+      int64_t last = last_report_ms_.load();
+      if ((last < 0 || now_ms - last >= report_every_.count()) &&
+          last_report_ms_.compare_exchange_strong(last, now_ms))
+        report_({unanswered(), std::chrono::duration<double>(now - t0).count(),
+                 std::chrono::duration<double>(wait_).count(), dir_});
+    }
     std::this_thread::sleep_for(poll_);
   }
 }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -21,6 +22,14 @@
 #include "kforge/evolve/llm.h"
 
 namespace kforge::evolve {
+
+// What a request waiting for its answer reports (BatchExchange::on_waiting).
+struct BatchWaiting {
+  int unanswered = 0;   // requests in the folder with no answer yet
+  double waited_s = 0;  // how long this request has waited
+  double limit_s = 0;   // when the run pauses (the `wait` given)
+  std::filesystem::path dir;
+};
 
 class BatchExchange : public ChatModel {
  public:
@@ -51,6 +60,15 @@ class BatchExchange : public ChatModel {
   std::string model() const override { return model_; }
   void cancel() const override { cancelled_ = true; }
 
+  // Called while requests wait for answers: after `every` of waiting, then at most once per
+  // `every` whatever the number of requests waiting (from the threads that wait; set it before the
+  // first chat()).
+  void on_waiting(std::function<void(const BatchWaiting&)> report,
+                  std::chrono::milliseconds every = std::chrono::seconds(60)) const {
+    report_ = std::move(report);
+    report_every_ = every;
+  }
+
   // "kf-" and 24 hex digits of the hash of the request's body with the sample (a valid custom_id
   // for both APIs: Anthropic's are ^[a-zA-Z0-9_-]{1,64}$).
   std::string custom_id(const ChatRequest& request, int sample) const;
@@ -67,6 +85,9 @@ class BatchExchange : public ChatModel {
   std::string model_;
   std::chrono::milliseconds wait_, poll_;
   mutable std::atomic<bool> cancelled_{false};
+  mutable std::function<void(const BatchWaiting&)> report_;
+  mutable std::chrono::milliseconds report_every_{60000};
+  mutable std::atomic<int64_t> last_report_ms_{-1};  // steady clock, ms; -1 never
   mutable std::mutex mutex_;
   mutable std::set<std::string> written_;  // custom_ids in requests.jsonl
   mutable std::set<std::string> warned_;   // "file:line" of malformed output lines, said once

@@ -17,6 +17,7 @@
 
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/compiler.h"
+#include "kforge/tasks/output_fit.h"
 #include "kforge/tasks/task.h"
 
 namespace kforge::exporter {
@@ -66,13 +67,8 @@ struct ExportResult {
   std::vector<Missing> missing;
 };
 
-// The outputs' shapes over dims, from their sizes at several configurations (the reference on the
-// meta device): each axis the first of the inputs' shape entries, the dims, such an entry plus or
-// minus up to 8 and divided by up to 4 (convolutions, pools), or a constant that fits every
-// configuration. Throws kforge::Error naming the output and axis when none fits.
-std::vector<std::vector<Expr>> infer_output_shapes(
-    const tasks::Task& task, const std::vector<std::vector<std::vector<int64_t>>>& sizes_per_config,
-    const std::vector<tasks::Dims>& configs);
+// The outputs' shapes over dims (kforge/tasks/output_fit.h; tests call it from here).
+using tasks::infer_output_shapes;
 
 // The package's files for `ops` (and `missing`, listed in the manifest), under options.out.
 void write_package(const ExportOptions& options, const ExportResult& result);

@@ -40,10 +40,14 @@ struct ReferenceLimits {
 ReferenceLimits reference_limits(const std::optional<std::string>& flag, double default_seconds);
 
 // What `tasks show` needs from running the reference: its output count, and the output shapes and
-// bytes that must move at the timed dims (nullopt where the meta device cannot tell).
+// bytes that must move at the timed dims. Where the meta device lacks an op, the shapes are fitted
+// from CPU runs at the check dims (output_fit.h; `fitted`, with each axis's expression); nullopt
+// where neither can tell.
 struct ShapeFacts {
   size_t output_count = 1;
   std::optional<std::vector<TensorShape>> outputs;
+  bool fitted = false;
+  std::vector<std::vector<std::string>> output_exprs;  // per output, each axis (fitted only)
   std::optional<double> bytes;
 };
 
