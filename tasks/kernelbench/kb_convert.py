@@ -101,9 +101,17 @@ def _literal_sizes(tree):
     return out
 
 
-def convert(path, prelude, prelude_names, device):
-    """The task fields of one problem: dict(name=..., summary, reference, dims, check, inputs,
-    constraints, notes, checked)."""
+class Traced:
+    """A problem loaded and its Model traced (trace_problem()): what convert() and kb_model.py
+    build on."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def trace_problem(path, prelude, device):
+    """Steps 1 and 2 of convert(): the problem's inputs (how each is drawn, its shape over the size
+    constants) and its Model at the timed sizes on the meta device, traced by torch.fx."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -224,6 +232,16 @@ def convert(path, prelude, prelude_names, device):
     for q in kb_inputs.computed_buffers(gm, model, rec_model, init_tracer):
         notes.append(f"'{q}' is computed in the reference as __init__ computes it (it is not an input: a "
                      "drawn one would not be what the Model computes)")
+    return Traced(tree=tree, path=path, original=original, timed=timed, order=order, notes=notes, args=args,
+                  inputs=inputs, model=model, model_doc=model_doc, rec_model=rec_model, gm=gm, baked=baked)
+
+
+def convert(path, prelude, prelude_names, device):
+    """The task fields of one problem: dict(name=..., summary, reference, dims, check, inputs,
+    constraints, notes, checked)."""
+    t = trace_problem(path, prelude, device)
+    tree, original, timed, order, notes, args = t.tree, t.original, t.timed, t.order, t.notes, t.args
+    model, model_doc, rec_model, gm, baked = t.model, t.model_doc, t.rec_model, t.gm, t.baked
 
     # 3. which sizes a forward() argument can read: x.size(1) is batch_size...
     readers = {}
