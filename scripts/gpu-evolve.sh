@@ -37,7 +37,8 @@ fi
 if [ "${1:-}" = levels ]; then
   # LIMIT: seconds for evolve (default MINUTES * 60 + 60), or DEADLINE: seconds after this script
   # started by which evolve ends (the build's time taken off); RESUME=1 resumes run 1 of the archive a
-  # previous call on this (warm) machine left in /tmp; EVOLVE_ARGS: more flags (--no-max-autotune).
+  # previous call on this (warm) machine left in /tmp; EVOLVE_ARGS: more flags (--no-max-autotune);
+  # GENERATIONS: the tuner's generations per task after the seed (default 50).
   DB=/tmp/kforge-levels.db
   limit=${LIMIT:-$(( ${MINUTES:-8} * 60 + 60 ))}
   [ -n "${DEADLINE:-}" ] && limit=$(( DEADLINE - SECONDS ))
@@ -46,7 +47,7 @@ if [ "${1:-}" = levels ]; then
     timeout "$limit" "$K" evolve --resume 1 ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
   else
     rm -f $DB*
-    timeout "$limit" "$K" evolve level1 level2 --llm none --generations 50 \
+    timeout "$limit" "$K" evolve level1 level2 --llm none --generations "${GENERATIONS:-50}" \
       --budget-minutes "$(( (limit - 30) / 60 ))" ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
   fi
   echo "evolve rc=$? after ${SECONDS}s" >> "$OUT/levels.log"
