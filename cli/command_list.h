@@ -73,6 +73,12 @@ inline constexpr CommandInfo kCommands[] = {
      "GPU needed)",
      "  kforge export --out kernels --suite level1\n      the winners as a library\n  cmake -S "
      "kernels -B kernels/build && cmake --build kernels/build\n      build it\n"},
+    {"model",
+     "A user's model: the chains of operations that take its time, ranked, written as tasks "
+     "(profile); the model with kforge's kernels in, checked and timed end to end (check)",
+     "  kforge model profile my_model.py\n      the chains that take the time, ranked\n  kforge "
+     "model profile my_model.py --suite mine --top 3\n      the top three as a suite, for kforge "
+     "evolve mine\n"},
     {"serve",
      "Browse the archive in a web browser: runs, leaderboard, tasks, candidates, search "
      "(read-only)",

@@ -26,6 +26,7 @@ void add_baseline_command(CLI::App& app, int& exit_code);
 void add_corpus_command(CLI::App& app, int& exit_code);
 void add_evolve_command(CLI::App& app, int& exit_code);  // evolve and report
 void add_export_command(CLI::App& app, int& exit_code);
+void add_model_command(CLI::App& app, int& exit_code);  // model profile and model check
 void add_serve_command(CLI::App& app, int& exit_code);
 void add_gpu_worker_command(CLI::App& app,
                             int& exit_code);  // a GPU of kforge evolve --gpus / --worker-command

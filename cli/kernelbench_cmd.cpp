@@ -91,12 +91,6 @@ std::string mark_degenerate(const std::string& file, const std::vector<std::stri
   }
 }
 
-struct ImportArgs {
-  tasks::KernelBenchOptions o;
-  std::string out;
-  bool json = false;
-};
-
 const char* outcome_name(tasks::ProblemOutcome o) {
   switch (o) {
     case tasks::ProblemOutcome::Converted:
@@ -109,7 +103,9 @@ const char* outcome_name(tasks::ProblemOutcome o) {
   return "unknown";
 }
 
-int run_import(const ImportArgs& args, const fs::path& tasks_root) {
+}  // namespace
+
+int run_kernelbench_import(const KernelBenchImportArgs& args, const fs::path& tasks_root) {
   tasks::KernelBenchOptions a = args.o;
   if (a.suite.empty() || !std::all_of(a.suite.begin(), a.suite.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
@@ -202,15 +198,13 @@ int run_import(const ImportArgs& args, const fs::path& tasks_root) {
   return rc;
 }
 
-}  // namespace
-
 void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,
                                     std::function<fs::path()> root) {
   auto* cmd = tasks->add_subcommand("import-kernelbench",
                                     "Convert KernelBench problem files (or level folders) into a "
                                     "kforge suite, checked against each Model "
                                     "(needs a Python with PyTorch)");
-  auto a = std::make_shared<ImportArgs>();
+  auto a = std::make_shared<KernelBenchImportArgs>();
   cmd->add_option("paths", a->o.paths,
                   "KernelBench problem files or folders (e.g. KernelBench/KernelBench/level1)")
       ->required();
@@ -231,7 +225,7 @@ void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,
                 "The result as JSON on stdout (each problem's outcome, the next command); the "
                 "progress on stderr");
   cmd->fallthrough();
-  cmd->callback([&exit_code, a, root] { exit_code = run_import(*a, root()); });
+  cmd->callback([&exit_code, a, root] { exit_code = run_kernelbench_import(*a, root()); });
 }
 
 }  // namespace kforge::cli

@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
   kforge::cli::add_evolve_command(app, exit_code);
   kforge::cli::add_archive_command(app, exit_code);
   kforge::cli::add_export_command(app, exit_code);
+  kforge::cli::add_model_command(app, exit_code);
   kforge::cli::add_serve_command(app, exit_code);
   kforge::cli::add_gpu_worker_command(app, exit_code);
   kforge::cli::add_llm_command(app, exit_code);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kforge/tasks/kernelbench_import.h"
+
 namespace kforge::tasks {
 struct TaskCheck;
 }
@@ -33,6 +35,16 @@ struct CheckArgs {
 // Checks the tasks (every suite under `root` when `a.specs` is empty), prints one line per task
 // and a summary; kExitFindings when any fails.
 int run_check(const CheckArgs& a, const std::filesystem::path& root);
+
+// `kforge tasks import-kernelbench`'s work (kernelbench_cmd.cpp): the problems imported into a
+// suite, which is then checked; `kforge model profile --suite` imports its chains with it.
+struct KernelBenchImportArgs {
+  tasks::KernelBenchOptions o;
+  std::string out;  // the folder the suite goes in ("": the tasks folder)
+  bool json = false;
+};
+int run_kernelbench_import(const KernelBenchImportArgs& args,
+                           const std::filesystem::path& tasks_root);
 
 // Registers `kforge tasks import-kernelbench` (kernelbench_cmd.cpp) under `tasks`.
 void add_import_kernelbench_command(CLI::App* tasks, int& exit_code,

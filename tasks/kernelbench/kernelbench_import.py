@@ -4,7 +4,11 @@ Python that has PyTorch (docs/task-format.md, "KernelBench problems"; docs/secur
     python3 kernelbench_import.py --reply-fd N --job JOB.json [--layer-fd M]
 
 JOB.json (kforge's): {"prelude": PATH, "device": "cpu"|"cuda", "sys_path": [...],
-"problems": [{"name": TASK_NAME, "path": ABSOLUTE_PATH}, ...]}.
+"problems": [{"name": TASK_NAME, "path": ABSOLUTE_PATH, "file": NAME, "package": {...}}, ...],
+"mode": "convert"|"profile"|"check"}. With "profile" or "check" (`kforge model profile`, `kforge
+model check`), each problem is a user's model and its result is {"index": I, "ok": true,
+"result": {...}} (kb_model.py's profile() or check(), with the problem's "package") instead of a
+task.
 
 A problem is Python code: it runs in a process of its own, forked from this one, which holds
 nothing but a pipe for its one result. kforge runs this process under Landlock (on the CPU; with
@@ -85,6 +89,8 @@ def result_of_child(convert, problem, device, torch):
     from kb_load import Unconvertible
     try:
         r, toml = convert(problem)
+        if toml is None:  # a model's profile or check (kb_model.py)
+            return {"ok": True, "result": r}
         return {"ok": True, "toml": toml, "dims": r["dims"],
                 "fixed": {n: int(v) for n, (v, _) in r["fixed"].items()},
                 "checked": [str(c) for c in r["checked"]], "timed_checked": bool(r["timed_checked"]),
@@ -112,6 +118,8 @@ def valid_result(r):
         return None
     if not r["ok"]:
         return {"ok": False, "reason": str(r.get("reason", ""))[:2000], "importer": bool(r.get("importer", False))}
+    if "result" in r:  # kforge reads every field of a model's result defensively
+        return {"ok": True, "result": r["result"]} if isinstance(r["result"], dict) else None
     ok = (isinstance(r.get("toml"), str) and isinstance(r.get("dims"), dict)
           and all(isinstance(k, str) for k in r["dims"])
           and isinstance(r.get("fixed"), dict)
@@ -242,6 +250,14 @@ def main(argv):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        if job.get("mode") in ("profile", "check"):
+            import kb_model
+            file = problem.get("file", problem["name"])
+            if job["mode"] == "check":
+                package = problem["package"]
+                return kb_model.check(problem["path"], prelude, device, file, package, runs=int(package.get("runs", 50)),
+                                      compile_modes=tuple(package.get("compile_modes", ["default"]))), None
+            return kb_model.profile(problem["path"], prelude, device, file), None
         r = kb_convert.convert(problem["path"], prelude, prelude_names, device)
         return r, kb_toml.task_toml(problem["name"], problem["path"], r, torch.__version__)
 

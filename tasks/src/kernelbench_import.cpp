@@ -132,7 +132,8 @@ const std::vector<std::pair<std::string, std::string_view>>& helper_files() {
       {"kb_trace.py", embedded::kernelbench_helper_kb_trace},
       {"kb_compat.py", embedded::kernelbench_helper_kb_compat},
       {"kb_inputs.py", embedded::kernelbench_helper_kb_inputs},
-      {"kb_compact.py", embedded::kernelbench_helper_kb_compact}};
+      {"kb_compact.py", embedded::kernelbench_helper_kb_compact},
+      {"kb_model.py", embedded::kernelbench_helper_kb_model}};
   return files;
 }
 
@@ -304,6 +305,10 @@ class Import {
 
   std::vector<Problem>& problems() { return problems_; }
   std::vector<std::string>& written() { return written_; }
+  std::vector<std::string>& results() { return results_; }
+  const std::string& python() const { return python_; }
+  const std::string& torch() const { return torch_; }
+  const std::string& confinement() const { return confinement_; }
   size_t importer_failures() const { return importer_failures_; }
   size_t kforge_bugs() const { return kforge_bugs_; }
   bool started() const { return started_; }
@@ -319,8 +324,8 @@ class Import {
   std::string suite_dir_;
   std::vector<Problem> problems_;
   KernelBenchObserver& observer_;
-  std::vector<std::string> written_;
-  std::string confinement_;
+  std::vector<std::string> written_, results_;
+  std::string confinement_, python_, torch_;
   size_t importer_failures_ = 0, kforge_bugs_ = 0;
   bool started_ = false;
 };
@@ -328,6 +333,7 @@ class Import {
 bool Import::run(const PythonFacts& py, const HelperDir& dir, std::string& why) {
   std::vector<std::string> paths;
   for (const Problem& p : problems_) paths.push_back(p.path);
+  paths.insert(paths.end(), a_.reads.begin(), a_.reads.end());
   LandlockRules rules(helper_access(py, dir, paths, a_.device));
   const Confinement& c = rules.confinement();
   confinement_ = c.active
@@ -362,11 +368,16 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   json job = {{"prelude", dir.helper() + "/prelude.ts"},
               {"device", a_.device},
               {"sys_path", py.sys_path},
+              {"mode", a_.mode},
               {"problems", json::array()}};
   for (size_t i = 0; i < problems_.size(); ++i)
     if (problems_[i].outcome == Outcome::Pending) {
       todo.push_back(i);
-      job["problems"].push_back({{"name", problems_[i].name}, {"path", problems_[i].path}});
+      json problem = {{"name", problems_[i].name},
+                      {"path", problems_[i].path},
+                      {"file", fs::path(problems_[i].file).filename().string()}};
+      if (!a_.package_json.empty()) problem["package"] = json::parse(a_.package_json);
+      job["problems"].push_back(problem);
     }
   std::string job_file = dir.helper() + "/job.json";
   write_file_atomic(job_file, job.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -447,9 +458,11 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
     }
     if (j.contains("torch") && !hello) {
       hello = true;
-      if (!started_)
-        observer_.on_start(problems_.size(), text(field(j, "python")), text(field(j, "torch")),
-                           confinement_);
+      if (!started_) {
+        python_ = text(field(j, "python"));
+        torch_ = text(field(j, "torch"));
+        observer_.on_start(problems_.size(), python_, torch_, confinement_);
+      }
       started_ = true;
       deadline = clock::now() + limit;
     } else if (j.contains("start") && hello && !current && j["start"] == next &&
@@ -489,6 +502,13 @@ void Import::on_result(Problem& p, const json& j) {
     std::string reason = field(j, "reason").is_string() ? text(j["reason"]) : "no reason given";
     if (field(j, "importer") == true) ++importer_failures_;
     return fail(p, reason);
+  }
+  if (a_.mode != "convert") {  // a model's profile or check: the caller reads it defensively
+    if (!field(j, "result").is_object())
+      return fail(p, "its result is malformed (the model's code wrote on kforge's pipe)");
+    p.outcome = Outcome::Converted;
+    results_.push_back(j["result"].dump(-1, ' ', false, json::error_handler_t::replace));
+    return observer_.on_converted(p, KernelBenchConversion{});
   }
   const json &toml = field(j, "toml"), &dims_of = field(j, "dims"), &fixed_of = field(j, "fixed"),
              &checked = field(j, "checked"), &notes = field(j, "notes");
@@ -571,9 +591,8 @@ KernelBenchImport import_kernelbench(const KernelBenchOptions& a, KernelBenchObs
     std::string list;
     for (const auto& t : tried) list += "\n  " + t;
     throw UsageError(
-        "kforge tasks import-kernelbench needs a Python 3 with PyTorch (it imports each problem "
-        "with torch), and none was found:" +
-        list +
+        a.command + " needs a Python 3 with PyTorch (it runs each " +
+        (a.mode == "profile" ? "model" : "problem") + " with torch), and none was found:" + list +
         "\nInstall PyTorch for one of them (Debian: apt install python3-torch; or pip install "
         "torch), or name a Python that has it with --python or $KFORGE_PYTHON.");
   }
@@ -583,6 +602,10 @@ KernelBenchImport import_kernelbench(const KernelBenchOptions& a, KernelBenchObs
   out.written = std::move(import.written());
   out.importer_failures = import.importer_failures();
   out.kforge_bugs = import.kforge_bugs();
+  out.results = std::move(import.results());
+  out.python = import.python();
+  out.torch = import.torch();
+  out.confinement = import.confinement();
   return out;
 }
 

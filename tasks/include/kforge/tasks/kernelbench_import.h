@@ -22,6 +22,12 @@ struct KernelBenchOptions {
   std::string device = "cpu";      // where each task is checked against its Model: cpu or cuda
   std::string python;              // a Python with PyTorch; "": python_candidates() (paths.h)
   double time_limit = kDefaultProblemSeconds;  // seconds each problem may take
+  // "convert" (a task per problem), or "profile" or "check" (kforge model profile / check: each
+  // problem is a user's model, and its result is the helper's, KernelBenchImport::results).
+  std::string mode = "convert";
+  std::string package_json;        // mode "check": the package (a JSON object) given to the helper
+  std::vector<std::string> reads;  // more files and folders the helper may read (the package)
+  std::string command = "kforge tasks import-kernelbench";  // who asks, in the no-Python error
 };
 
 enum class ProblemOutcome { Pending, Converted, Failed };
@@ -64,6 +70,8 @@ struct KernelBenchImport {
   std::vector<std::string> written;          // the task files written
   size_t importer_failures = 0;  // problems that broke kforge's importer (reported by the helper)
   size_t kforge_bugs = 0;        // the helper broke its protocol: a kforge bug
+  std::vector<std::string> results;  // modes "profile", "check": each problem's result (JSON text)
+  std::string python, torch, confinement;  // the helper's Python, its PyTorch and how it ran
 };
 
 // Imports every problem: a problem that ends or hangs its process costs that problem only, and a
