@@ -5,6 +5,9 @@
 //
 // The model's code runs in kforge's confined Python helper (the KernelBench import's), whose
 // result is read here field by field: the model's code could have written it.
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -123,6 +126,16 @@ struct QuietObserver : tasks::KernelBenchObserver {
   void on_removed_stale(const std::string&) override {}
 };
 
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_folder(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 std::string percent_text(double share) {
   return fixed(100 * share, 1) + "%";
 }
@@ -133,8 +146,7 @@ double if_twice_as_fast(double share) {
 }
 
 int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
-  if (!fs::is_regular_file(a.file))
-    throw InputError(a.file, std::nullopt, "", "no such model file");
+  if (!is_file(a.file)) throw InputError(a.file, std::nullopt, "", "no such model file");
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda")
     throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
   if (a.top < 1) throw InputError("--top", std::nullopt, "", "must be at least 1");
@@ -154,7 +166,6 @@ int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
   tasks::KernelBenchOptions o;
   o.paths = {a.file};
   o.suite = "model";  // the helper writes no task in this mode
-  o.out_root = (fs::temp_directory_path() / "kforge-model-unused").string();
   o.device = device;
   o.python = a.python;
   o.time_limit = a.time_limit;
@@ -238,22 +249,22 @@ int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
       if (chains[i].problem.empty())
         std::cout << "not written: chain " << chains[i].index << " (" << chains[i].name
                   << "): " << chains[i].why_not << "\n";
-    fs::path root = a.tasks_dir.empty() ? tasks_root : fs::path(a.tasks_dir);
-    fs::path problems = root / a.suite / "model";
-    make_directories(problems.string());
+    std::string root = a.tasks_dir.empty() ? tasks_root.string() : a.tasks_dir;
+    std::string problems = root + "/" + a.suite + "/model";
+    make_directories(problems);
     KernelBenchImportArgs import;
     import.o.suite = a.suite;
     import.o.device = device;
     import.o.python = a.python;
-    import.out = root.string();
+    import.out = root;
     for (const Chain* c : top) {
-      fs::path f = problems / (c->name + ".py");
-      write_file_atomic(f.string(), c->problem);
-      import.o.paths.push_back(f.string());
-      written.push_back(f.string());
+      std::string f = problems + "/" + c->name + ".py";
+      write_file_atomic(f, c->problem);
+      import.o.paths.push_back(f);
+      written.push_back(f);
     }
-    std::cout << "\nthe top " << top.size() << " chain(s) as KernelBench problems in "
-              << problems.string() << ", imported as the suite " << a.suite << ":\n";
+    std::cout << "\nthe top " << top.size() << " chain(s) as KernelBench problems in " << problems
+              << ", imported as the suite " << a.suite << ":\n";
     rc = run_kernelbench_import(import, tasks_root);
   }
   if (a.json) {
@@ -271,30 +282,34 @@ struct CheckModelArgs {
 };
 
 // The package's PyTorch library, built: pip's place (python/NS/_C*.so) or CMake's build folder.
-std::string package_library(const fs::path& dir, const std::string& name) {
-  std::vector<fs::path> places = {dir / "python" / name, dir / "build", dir / "build" / "lib"};
-  for (const fs::path& place : places) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(place, ec)) {
-      std::string f = e.path().filename().string();
+// (POSIX calls, not std::filesystem's: see tests/test_util.h, TempDir.)
+std::string package_library(const std::string& dir, const std::string& name) {
+  for (const std::string& place : {dir + "/python/" + name, dir + "/build", dir + "/build/lib"}) {
+    DIR* d = ::opendir(place.c_str());
+    if (!d) continue;
+    std::string found;
+    while (dirent* e = ::readdir(d)) {
+      std::string f = e->d_name;
       if ((f.rfind("_C", 0) == 0 && f.find(".so") != std::string::npos) ||
           f == "lib" + name + "_torch.so")
-        return e.path().string();
+        found = place + "/" + f;
     }
+    ::closedir(d);
+    if (!found.empty()) return found;
   }
   return "";
 }
 
 // The manifest's ops as the helper needs them, each field checked (the file is the user's).
-json package_for_helper(const fs::path& manifest_file, json& manifest) {
-  std::optional<std::string> text = read_file(manifest_file.string());
+json package_for_helper(const std::string& manifest_file, json& manifest) {
+  std::optional<std::string> text = read_file(manifest_file);
   if (!text)
-    throw InputError(manifest_file.string(), std::nullopt, "",
+    throw InputError(manifest_file, std::nullopt, "",
                      "no manifest.json: --package names a folder `kforge export` wrote");
   manifest = json::parse(*text, nullptr, false);
   if (!manifest.is_object() || !manifest.contains("name") || !manifest["name"].is_string() ||
       !manifest.contains("ops") || !manifest["ops"].is_array())
-    throw InputError(manifest_file.string(), std::nullopt, "name, ops",
+    throw InputError(manifest_file, std::nullopt, "name, ops",
                      "not a kforge export manifest (an object with a name and ops)");
   json ops = json::array();
   for (size_t i = 0; i < manifest["ops"].size(); ++i) {
@@ -302,7 +317,7 @@ json package_for_helper(const fs::path& manifest_file, json& manifest) {
     std::string where = "ops[" + std::to_string(i) + "]";
     auto need = [&](const char* key, bool ok) {
       if (!ok)
-        throw InputError(manifest_file.string(), std::nullopt, where + "." + key,
+        throw InputError(manifest_file, std::nullopt, where + "." + key,
                          "missing or of the wrong type");
     };
     need("op", op.contains("op") && op["op"].is_string());
@@ -350,9 +365,8 @@ std::string ms_text(const json& j, const char* key) {
 }
 
 int run_model_check(const CheckModelArgs& a) {
-  if (!fs::is_regular_file(a.file))
-    throw InputError(a.file, std::nullopt, "", "no such model file");
-  if (!fs::is_directory(a.package))
+  if (!is_file(a.file)) throw InputError(a.file, std::nullopt, "", "no such model file");
+  if (!is_folder(a.package))
     throw InputError(
         "--package", std::nullopt, "",
         "'" + a.package + "' is not a folder (it names what `kforge export --out` wrote)");
@@ -361,7 +375,7 @@ int run_model_check(const CheckModelArgs& a) {
   if (a.runs < 1 || a.runs > 10000)
     throw InputError("--runs", std::nullopt, "", "must be 1 to 10000");
   json manifest;
-  json package = package_for_helper(fs::path(a.package) / "manifest.json", manifest);
+  json package = package_for_helper(a.package + "/manifest.json", manifest);
   std::string name = package["name"].get<std::string>();
   std::string library;
   if (!a.reference_ops) {
@@ -374,7 +388,7 @@ int run_model_check(const CheckModelArgs& a) {
                        "/build && cmake --build " + a.package +
                        "/build` (LibTorch with CUDA), or check the rewrite alone with "
                        "--reference-ops (each op's task reference in its place, no GPU needed)");
-    package["library"] = fs::absolute(library).string();
+    package["library"] = real_path(library);
   }
   std::string device = a.device;
   if (device.empty()) device = verify::Driver::get().available() ? "cuda" : "cpu";
@@ -388,14 +402,13 @@ int run_model_check(const CheckModelArgs& a) {
   tasks::KernelBenchOptions o;
   o.paths = {a.file};
   o.suite = "model";
-  o.out_root = (fs::temp_directory_path() / "kforge-model-unused").string();
   o.device = device;
   o.python = a.python;
   o.time_limit = a.time_limit;
   o.mode = "check";
   o.command = "kforge model check";
   o.package_json = package.dump();
-  o.reads = {fs::absolute(a.package).string()};
+  o.reads = {real_path(a.package)};
   QuietObserver quiet;
   std::cout << "checking " << a.file << " with " << name
             << "'s ops in place of its chains (it runs "

@@ -26,11 +26,6 @@ std::string read(const std::filesystem::path& p) {
   return s.str();
 }
 
-#define REQUIRE_TORCH()                                                                        \
-  if (torch_python().empty())                                                                  \
-  GTEST_SKIP() << "no Python with PyTorch (python3 or /usr/bin/python3 cannot import torch); " \
-                  "install python3-torch (scripts/deps.sh does)"
-
 bool has_line(const std::string& out, const std::string& pattern) {
   return std::regex_search(out, std::regex(pattern, std::regex::multiline));
 }

@@ -80,6 +80,11 @@ inline std::string torch_python() {
   return "";
 }
 
+#define REQUIRE_TORCH()                                                                        \
+  if (kforge::test::torch_python().empty())                                                    \
+  GTEST_SKIP() << "no Python with PyTorch (python3 or /usr/bin/python3 cannot import torch); " \
+                  "install python3-torch (scripts/deps.sh does)"
+
 #ifdef KFORGE_BINARY
 // The kforge binary with `args` (shell words), after `env` (shell assignments, e.g. "COLUMNS=60").
 inline CliResult run_kforge(const std::string& args, const std::string& env = "") {

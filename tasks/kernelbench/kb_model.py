@@ -16,13 +16,12 @@ not chains of their own: a chain that reads one copies it. Sizes, and tensors co
 alone (a causal mask built in forward()), are written as expressions in the chains that use them.
 """
 import math
-import operator
 
 import torch
 import torch.fx
 
 import kb_convert
-from kb_load import Sym, e_render
+from kb_load import Sym, Unconvertible, e_render
 from kb_trace import UNKNOWN, VALUE
 
 # Modules and functions that start a chain and never join one (save the exceptions above).
@@ -49,9 +48,14 @@ def _word(n, modules):
     return getattr(n.target, "__name__", str(n.target)).lstrip("_")
 
 
+def _device_attr(n):
+    """`x.device` or `x.dtype`: a chain reads it from its own first input."""
+    return n.op == "call_function" and n.target is getattr and len(n.args) > 1 and n.args[1] in ("device", "dtype")
+
+
 def _sizeish(n):
     """A node whose value is a size, a number, a device or a dtype (not a tensor)."""
-    if n.op == "call_function" and n.target is getattr and len(n.args) > 1 and n.args[1] in ("device", "dtype"):
+    if _device_attr(n):
         return True
     v = n.meta.get(VALUE)
     return v is not None and v is not UNKNOWN and not _is_tensorish(v)
@@ -476,7 +480,7 @@ def problem_text(chain, traced, model_file, index):
             return env[a]
         v = a.meta.get(VALUE)
         if g.kind[a] == "free" and not _is_tensorish(v):
-            if a.op == "call_function" and a.target is getattr and len(a.args) > 1 and a.args[1] in ("device", "dtype"):
+            if _device_attr(a):
                 if not chain.inputs:
                     raise ValueError("it has no input to take a device from")
                 env[a] = sub.call_function(getattr, (env[chain.inputs[0]], a.args[1]))
@@ -669,6 +673,19 @@ def profile(path, prelude, device, model_file):
     import kb_compat
     traced = kb_convert.trace_problem(path, prelude, device)
     graph = Graph(traced.gm, traced.model, traced.timed)
+    notes = list(traced.notes)
+    unknown = [n.name for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")
+               and n.meta.get(VALUE) is UNKNOWN]
+    if unknown:  # the meta device could not run them: does the model run at all?
+        try:
+            model, inputs = _real_model(traced, device)
+            with torch.no_grad():
+                model(*inputs)
+        except Exception as e:  # noqa: BLE001 (the model's own error, said as it is)
+            from kb_check import first_line
+            raise Unconvertible(f"the model's forward() fails: {type(e).__name__}: {first_line(e)}")
+        notes.append(f"kforge could not follow the shapes of {len(unknown)} operation(s) ({', '.join(unknown[:5])}"
+                     f"{', ...' if len(unknown) > 5 else ''}): the chains holding them may not be written as problems")
     rows = []
     for i, c in enumerate(graph.chains):
         row = {"index": i + 1, "name": c.base_name, "what": c.what(), "ops": len(c.members),
@@ -688,7 +705,7 @@ def profile(path, prelude, device, model_file):
                                  "shape": [int(traced.timed.get(e[1], 0)) if e[0] == "dim" else int(e[1]) if e[0] == "num"
                                            else 0 for e in d.shape]} for d in traced.args]},
            "nodes": sum(1 for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")),
-           "chains": rows, "device": device, "notes": list(traced.notes)}
+           "chains": rows, "device": device, "notes": notes}
     if device == "cuda":
         per_chain, other, total, forward_ms, gpu = time_chains(graph, traced, device)
         for i, row in enumerate(rows):
@@ -713,25 +730,43 @@ class _Replacement(torch.nn.Module):
     def forward(self, *args):
         self.calls += 1
         values = [args[i] if kind == "input" else t for kind, i, t in self.source]
-        bound = {}
-        for decl, v in zip(self.inputs, values):
-            if len(decl["shape"]) != v.dim():
-                bound = None
-                break
-            for d, n in zip(decl["shape"], v.shape):
-                if isinstance(d, str) and not d.isdigit():
-                    if bound.setdefault(d, int(n)) != int(n):
-                        bound = None
-                        break
-                elif int(d) != int(n):
-                    bound = None
-                    break
-            if bound is None:
-                break
-        if bound is None or not any(all(c.get(k) == v for k, v in bound.items()) for c in self.judged):
+        shapes = [[int(n) for n in v.shape] for v in values]
+        if not any(all(_shape_at(decl["shape"], dims) == shape for decl, shape in zip(self.inputs, shapes))
+                   for dims in self.judged):
             self.fallbacks += 1
             return self.original(*args)
         return self.op(*[v.contiguous() for v in values])
+
+
+def _shape_at(shape, dims):
+    """An op input's shape (sizes, dim names or expressions over them, as the manifest writes
+    them) at one judged configuration's dims; None where it cannot be evaluated."""
+    import ast
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.FloorDiv: lambda a, b: a // b if b else None, ast.Mod: lambda a, b: a % b if b else None}
+
+    def value(e):
+        if isinstance(e, ast.Constant) and type(e.value) is int:
+            return e.value
+        if isinstance(e, ast.Name):
+            return dims.get(e.id)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            v = value(e.operand)
+            return None if v is None else -v
+        if isinstance(e, ast.BinOp) and type(e.op) in ops:
+            a, b = value(e.left), value(e.right)
+            return None if a is None or b is None else ops[type(e.op)](a, b)
+        return None
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+            continue
+        try:
+            out.append(value(ast.parse(str(d).replace("/", "//").replace("////", "//"), mode="eval").body))
+        except (SyntaxError, ValueError):
+            return None
+    return out
 
 
 def _chain_module(graph, chain, root):

@@ -487,6 +487,7 @@ void Import::fail(Problem& p, const std::string& reason) {
   p.outcome = Outcome::Failed;
   p.reason = reason;
   observer_.on_failed(p);
+  if (a_.mode != "convert") return;  // a model's profile or check writes no task
   // A task an earlier import wrote for this problem would now be stale: it goes.
   std::string stale = suite_dir_ + "/" + p.name + ".toml";
   std::optional<std::string> old = read_file(stale);
