@@ -650,15 +650,16 @@ def time_chains(graph, traced, device, runs=3):
                 Marked(gm).run(*inputs)
             torch.cuda.synchronize()
     per_chain, other, total = {}, 0.0, 0.0
-    for e in prof.key_averages():
-        if not e.key.startswith("kf::"):
+    from torch.autograd import DeviceType
+    for e in prof.events():
+        # A mark's CPU event counts the kernels of everything it ran (its children's included); on
+        # the GPU's timeline the profiler may repeat the mark, which is not counted again.
+        if not e.name.startswith("kf::") or getattr(e, "device_type", DeviceType.CPU) != DeviceType.CPU:
             continue
-        us = getattr(e, "device_time_total", None)
-        if us is None:
-            us = e.cuda_time_total
+        us = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
         ms = us / 1000.0 / runs
         total += ms
-        i = owner.get(e.key[4:])
+        i = owner.get(e.name[4:])
         if i is None:
             other += ms
         else:
