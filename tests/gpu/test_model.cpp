@@ -37,7 +37,7 @@ TEST(GpuModel, ProfileTimesEveryChainAndCheckTimesTheModelEndToEnd) {
       dir.path().string() + " --json > " + dir.path().string() + "/profile.json)");
   std::cout << p.out << std::endl;
   ASSERT_EQ(p.code, 0) << p.out;
-  json j = read_json(dir.path().string() + "/profile.json)");
+  json j = read_json(dir.path().string() + "/profile.json");
   ASSERT_TRUE(j.is_object());
   ASSERT_EQ(j["chains"].size(), 7u) << j.dump(1);
   double sum = j["other_gpu_ms"].get<double>();
@@ -66,7 +66,7 @@ TEST(GpuModel, ProfileTimesEveryChainAndCheckTimesTheModelEndToEnd) {
                   "/check.json)");
   std::cout << c.out << std::endl;
   ASSERT_EQ(c.code, 0) << c.out;
-  json r = read_json(dir.path().string() + "/check.json)");
+  json r = read_json(dir.path().string() + "/check.json");
   ASSERT_TRUE(r.is_object());
   EXPECT_EQ(r["replaced"], 7) << r.dump(1);
   EXPECT_EQ(r["correct"], true) << r.dump(1);
