@@ -278,8 +278,10 @@ TEST(Evolve, ResumeWithANewBudgetGoesOnAndKeepsIt) {
   EXPECT_EQ(same.generations, c.generations);
   evolve::RunSummary stopped =
       evolve::run_evolution(same, {task("smoke/relu")}, *s.evaluator, first.run);
-  // As it was, the run stops at its budget: 7 evaluations in all, read back or measured.
-  EXPECT_EQ(stopped.evaluations + stopped.reused, 7);
+  // As it was, the run stops at its budget: nothing measured again, nothing new (its replay may
+  // stop before it has read back all 7: they are spent whatever it reaches).
+  EXPECT_EQ(stopped.evaluations, 0);
+  EXPECT_LE(stopped.reused, 7);
   EXPECT_EQ(stopped.stopped, "evaluation budget reached");
   evolve::RunRequest more = again;
   more.evaluations = 12;
@@ -288,8 +290,8 @@ TEST(Evolve, ResumeWithANewBudgetGoesOnAndKeepsIt) {
   evolve::RunSummary second =
       evolve::run_evolution(extended, {task("smoke/relu")}, *s.evaluator, first.run);
   EXPECT_EQ(second.stopped, "evaluation budget reached");
-  EXPECT_EQ(second.evaluations + second.reused, 12);  // 12 in all, what was spent before counting
-  EXPECT_GE(second.evaluations, 4);
+  EXPECT_EQ(second.evaluations, 5);  // 12 in all, the 7 spent before counting
+
   EXPECT_EQ(config_of(again).evaluations, 12) << "the new budget was not recorded";
 }
 

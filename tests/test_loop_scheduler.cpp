@@ -106,7 +106,7 @@ struct Stage {
     return p;
   }
   std::unique_ptr<Scheduler> scheduler() {
-    return std::make_unique<Scheduler>(config, *ev, run, hooks, nullptr, 0, tasks);
+    return std::make_unique<Scheduler>(config, *ev, run, hooks, nullptr, SpentBefore{}, tasks);
   }
   int64_t count(const std::string& sql) { return test::ArchiveSql(ev->archive()).count(sql); }
 };

@@ -70,6 +70,13 @@ double RunLog::recorded_wall_s(RunId run) {
   return s.step() && !s.is_null(0) ? s.real(0) : 0;
 }
 
+int64_t RunLog::recorded_evaluations(RunId run) {
+  Statement s = detail::database_of(archive_).prepare(
+      "SELECT json_extract(budgets_used, '$.evaluations') FROM runs WHERE id = ?");
+  s.bind(1, run.value);
+  return s.step() && !s.is_null(0) ? s.integer(0) : 0;
+}
+
 std::optional<CandidateId> RunLog::find_candidate(TaskId task, const std::string& identity) {
   Statement s = detail::database_of(archive_).prepare(
       "SELECT id FROM candidates WHERE task_id = ? AND identity = ?");

@@ -374,12 +374,9 @@ def _flops(g, n):
             k = math.prod(int(s) for s in m.kernel_size)
             return 2 * out.numel() * int(m.in_channels) // int(m.groups) * k
         return 5 * out.numel()
-    if w in ("matmul", "mm", "bmm", "baddbmm", "addmm", "linear"):
-        a = n.args[0].meta.get(VALUE) if isinstance(n.args[0], torch.fx.Node) else None
-        k = int(a.shape[-1]) if isinstance(a, torch.Tensor) and a.dim() else 1
-        if w == "linear":
-            k = int(a.shape[-1]) if isinstance(a, torch.Tensor) else 1
-        return 2 * out.numel() * k
+    if w in ("matmul", "mm", "bmm", "baddbmm", "addmm", "linear"):  # 2 * outputs * the inner size
+        a = n.args[0].meta.get(VALUE) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+        return 2 * out.numel() * (int(a.shape[-1]) if isinstance(a, torch.Tensor) and a.dim() else 1)
     return out.numel()
 
 
@@ -590,6 +587,11 @@ def _globals(globs):
     return imports, defs
 
 
+def _shape_of(n):
+    v = n.meta.get(VALUE)
+    return [int(x) for x in v.shape] if isinstance(v, torch.Tensor) else []
+
+
 def chain_names(graph):
     """Each chain's name, unique, in graph order: a task's name and a file's (letters, digits, _;
     a letter first); `kforge model check` finds a package's op for a chain by it."""
@@ -671,7 +673,6 @@ def time_chains(graph, traced, device, runs=3):
 # ---- the whole profile ---------------------------------------------------------------------------
 def profile(path, prelude, device, model_file):
     """The profile as kforge reads it (docs/model.md): the model, its chains, their times on a GPU."""
-    import kb_compat
     traced = kb_convert.trace_problem(path, prelude, device)
     graph = Graph(traced.gm, traced.model, traced.timed)
     notes = list(traced.notes)
@@ -691,9 +692,8 @@ def profile(path, prelude, device, model_file):
     for i, c in enumerate(graph.chains):
         row = {"index": i + 1, "name": c.base_name, "what": c.what(), "ops": len(c.members),
                "nodes": [m.name for m in c.members],
-               "inputs": [{"name": a.name, "shape": [int(s) for s in a.meta[VALUE].shape]} for a in c.inputs],
-               "output": [int(s) for s in c.tail.meta[VALUE].shape] if isinstance(c.tail.meta.get(VALUE), torch.Tensor)
-               else [], "flops": int(c.flops()), "bytes": int(c.bytes())}
+               "inputs": [{"name": a.name, "shape": _shape_of(a)} for a in c.inputs],
+               "output": _shape_of(c.tail), "flops": int(c.flops()), "bytes": int(c.bytes())}
         try:
             row["problem"] = problem_text(c, traced, model_file, i + 1)
         except ValueError as e:
@@ -703,8 +703,7 @@ def profile(path, prelude, device, model_file):
         row["name"] = name
     out = {"model": {"file": model_file, "summary": traced.model_doc, "constants": {n: int(v) for n, v in traced.timed.items()},
                      "inputs": [{"name": d.name, "dtype": str(d.dtype).replace("torch.", ""),
-                                 "shape": [int(traced.timed.get(e[1], 0)) if e[0] == "dim" else int(e[1]) if e[0] == "num"
-                                           else 0 for e in d.shape]} for d in traced.args]},
+                                 "shape": [int(x) for x in d.shape_at(traced.timed)]} for d in traced.args]},
            "nodes": sum(1 for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")),
            "chains": rows, "device": device, "notes": notes}
     if device == "cuda":
@@ -712,7 +711,6 @@ def profile(path, prelude, device, model_file):
         for i, row in enumerate(rows):
             row["gpu_ms"] = per_chain.get(i, 0.0)
         out.update({"gpu": gpu, "traced_gpu_ms": total, "other_gpu_ms": other, "forward_ms": forward_ms})
-    del kb_compat
     return out
 
 

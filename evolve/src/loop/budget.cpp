@@ -130,9 +130,12 @@ std::optional<StopReason> Budget::task_reached(const std::string& id) const {
   return std::nullopt;
 }
 
-EvaluationGate::EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks)
+EvaluationGate::EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks,
+                               int64_t spent_before)
     : run_limit_(run_limit),
       task_limit_(task_limit),
+      spent_before_(spent_before),
+      run_(spent_before),
       tasks_(std::make_unique<std::atomic<int64_t>[]>(tasks)) {}
 
 bool EvaluationGate::take(size_t task) {
@@ -153,7 +156,7 @@ bool EvaluationGate::task_spent(size_t task) const {
 }
 
 void EvaluationGate::count(size_t task) {
-  run_.fetch_add(1);
+  if (read_back_.fetch_add(1) >= spent_before_) run_.fetch_add(1);
   tasks_[task].fetch_add(1);
 }
 

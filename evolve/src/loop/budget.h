@@ -5,6 +5,7 @@
 // earlier sessions' wall time (the run log's), and its read-back evaluations count as they replay.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -52,6 +53,12 @@ std::optional<StopReason> stop_reason_from_string(std::string_view text);
 bool pauses(StopReason reason);
 
 // The budgets (0: no limit).
+// What a resumed run's earlier sessions spent, as they recorded it when they stopped.
+struct SpentBefore {
+  double wall_s = 0;
+  int64_t evaluations = 0;
+};
+
 struct Limits {
   int64_t evaluations = 0, task_evaluations = 0;
   double minutes = 0, gpu_minutes = 0, task_gpu_minutes = 0;
@@ -78,16 +85,21 @@ struct TaskUsage {
 // before a budget ran out does not start after it did, so the run and each task stop at their
 // evaluation budgets exactly (the time budgets are reached while measurements run: those running
 // then finish and count). Thread-safe.
+//
+// A resumed run starts with what its earlier sessions spent (`spent_before`, as recorded when they
+// stopped): its replay reads those evaluations back in whatever order its lanes reach them, and a
+// new measurement must not take the budget a read-back that comes later would have taken. So the
+// first `spent_before` read-backs are already counted, and only those beyond them count again.
 class EvaluationGate {
  public:
-  EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks);
+  EvaluationGate(int64_t run_limit, int64_t task_limit, size_t tasks, int64_t spent_before = 0);
   bool take(size_t task);   // one measurement may start (and is counted); false once one is spent
   void count(size_t task);  // one evaluation read back from the archive
   bool task_spent(size_t task) const;  // whether the task's own budget refuses (not the run's)
 
  private:
-  int64_t run_limit_, task_limit_;
-  std::atomic<int64_t> run_{0};
+  int64_t run_limit_, task_limit_, spent_before_;
+  std::atomic<int64_t> run_{0}, read_back_{0};
   std::unique_ptr<std::atomic<int64_t>[]> tasks_;
 };
 
@@ -99,6 +111,10 @@ class Budget {
   // `wall_before`: the wall time of the run's earlier sessions (a resumed run).
   explicit Budget(Limits limits, double wall_before = 0, Clock clock = {});
 
+  // A resumed run: the evaluations its earlier sessions spent, which its replay reads back (it
+  // may stop before reading them all); they count whatever the replay reaches (see EvaluationGate).
+  void set_spent_before(int64_t evaluations) { evaluations_before_ = evaluations; }
+
   // What the loop spends.
   void count_measured(const std::string& task);   // a screen or judgment measured
   void count_read_back(const std::string& task);  // one read back from the archive instead
@@ -108,7 +124,8 @@ class Budget {
 
   int64_t measured() const { return measured_; }
   int64_t reused() const { return reused_; }
-  int64_t evaluations() const { return measured_ + reused_; }
+  // Measured here, and read back here or spent before (a resumed run's), whichever is more.
+  int64_t evaluations() const { return measured_ + std::max(reused_, evaluations_before_); }
   double gpu_s() const { return gpu_s_; }
   double wall_s() const;  // earlier sessions' and this one's
   const LlmUsage& llm() const { return llm_; }
@@ -125,7 +142,7 @@ class Budget {
   Limits limits_;
   double wall_before_ = 0, start_ = 0;
   Clock clock_;
-  int64_t measured_ = 0, reused_ = 0;
+  int64_t measured_ = 0, reused_ = 0, evaluations_before_ = 0;
   double gpu_s_ = 0;
   LlmUsage llm_;
   std::map<std::string, TaskUsage> tasks_;

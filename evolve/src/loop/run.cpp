@@ -58,14 +58,14 @@ struct Step {
 class Loop : public Scheduler::Policy {
  public:
   Loop(const RunConfig& config, Evaluator& evaluator, int64_t run, const LoopHooks& hooks,
-       LlmProposer* llm, double wall_before, std::vector<TaskState>& states)
+       LlmProposer* llm, loop::SpentBefore before, std::vector<TaskState>& states)
       : config_(config),
         ev_(evaluator),
         run_(run),
         hooks_(hooks),
         llm_(llm),
         states_(states),
-        scheduler_(config, evaluator, run, hooks, llm, wall_before, states) {
+        scheduler_(config, evaluator, run, hooks, llm, before, states) {
     proposers_.push_back(std::make_unique<loop::TunerProposer>(config, evaluator, run));
     if (llm_) {
       llm_->ideas = config_.ideas_count;
@@ -414,8 +414,9 @@ RunSummary run_evolution(const RunConfig& given,
   archive::RunLog log(evaluator.archive());
   archive::RunId run = resume ? archive::RunId{*resume} : log.start(config.to_json());
   if (resume) log.set_config(run, config.to_json());  // budgets given again are kept
-  double wall_before = resume ? log.recorded_wall_s(run) : 0;
-  log.set_status(run, archive::RunStatus::Running, {{"wall_s", wall_before}});
+  loop::SpentBefore before;
+  if (resume) before = {log.recorded_wall_s(run), log.recorded_evaluations(run)};
+  log.set_status(run, archive::RunStatus::Running, {{"wall_s", before.wall_s}});
   std::vector<TaskState> states;
   for (const auto& t : tasks) {
     evaluator.prepare(*t);
@@ -425,7 +426,7 @@ RunSummary run_evolution(const RunConfig& given,
     s.status.task = t->id();
     states.push_back(std::move(s));
   }
-  Loop loop(config, evaluator, run.value, hooks, llm, wall_before, states);
+  Loop loop(config, evaluator, run.value, hooks, llm, before, states);
   RunSummary summary;
   try {
     time_baselines(evaluator, states, hooks);

@@ -19,20 +19,24 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 Scheduler::Scheduler(const RunConfig& config, Evaluator& ev, int64_t run, const LoopHooks& hooks,
-                     LlmProposer* llm, double wall_before, std::vector<TaskState>& tasks)
+                     LlmProposer* llm, SpentBefore before, std::vector<TaskState>& tasks)
     : config_(config),
       ev_(ev),
       log_(ev.archive()),
       run_(run),
       hooks_(hooks),
       llm_(llm),
-      budget_(Limits::of(config), wall_before),
-      tasks_(tasks) {}
+      before_(before),
+      budget_(Limits::of(config), before.wall_s),
+      tasks_(tasks) {
+  budget_.set_spent_before(before.evaluations);
+}
 
 void Scheduler::run(Policy& policy) {
   Gpu* gpu = ev_.gpu();
   Lanes lanes({llm_ ? llm_->concurrency : 1, ev_.compile_workers(), gpu ? gpu->parallel() : 1});
-  EvaluationGate gate(config_.evaluations, config_.task_evaluations, tasks_.size());
+  EvaluationGate gate(config_.evaluations, config_.task_evaluations, tasks_.size(),
+                      before_.evaluations);
   policy_ = &policy, lanes_ = &lanes, gate_ = &gate;
   try {
     for (size_t t = 0; t < tasks_.size() && !stopping(); ++t) policy.propose(t, 0);

@@ -34,9 +34,9 @@ class Scheduler : public Slots {
     virtual void committed(const Round& round) = 0;  // after done(): the next rounds
   };
 
-  // `wall_before`: the wall time of the run's earlier sessions (a resumed run).
+  // `before`: what the run's earlier sessions spent (a resumed run).
   Scheduler(const RunConfig& config, Evaluator& ev, int64_t run, const LoopHooks& hooks,
-            LlmProposer* llm, double wall_before, std::vector<TaskState>& tasks);
+            LlmProposer* llm, SpentBefore before, std::vector<TaskState>& tasks);
 
   // Round 0 of every task, then everything that follows, until nothing is left to do or the run
   // stops. Rethrows what a part threw.
@@ -86,6 +86,7 @@ class Scheduler : public Slots {
   int64_t run_;
   const LoopHooks& hooks_;
   LlmProposer* llm_;
+  SpentBefore before_;
   Budget budget_;  // the limits and what the run and each task spent against them
   std::vector<TaskState>& tasks_;
   std::optional<StopReason> stopped_;  // why the run stops (none while it goes on)

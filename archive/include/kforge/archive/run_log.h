@@ -57,6 +57,9 @@ class RunLog {
   void set_status(RunId run, RunStatus status, const nlohmann::json& used);
   // The wall time its earlier sessions recorded (budgets_used.wall_s); 0 when none.
   double recorded_wall_s(RunId run);
+  // The evaluations (measured and read back) the run had spent when it last stopped; 0 if unknown
+  // (a run killed before it could say).
+  int64_t recorded_evaluations(RunId run);
 
   // The candidate stored for the task under this identity.
   std::optional<CandidateId> find_candidate(TaskId task, const std::string& identity);
