@@ -136,6 +136,27 @@ bool is_folder(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// Runs the model file through kforge's confined Python helper in `o.mode` ("profile", "check"):
+// its result, an object the caller reads field by field. A model the helper cannot run is the
+// user's input error, naming the file and why.
+json run_model_helper(tasks::KernelBenchOptions o, const std::string& file,
+                      const std::string& verb) {
+  o.paths = {file};
+  o.suite = "model";  // the helper writes no task in these modes
+  o.command = "kforge model " + o.mode;
+  QuietObserver quiet;
+  tasks::KernelBenchImport r = tasks::import_kernelbench(o, quiet);
+  if (r.results.empty())
+    throw InputError(file, std::nullopt, "",
+                     "kforge cannot " + verb + " this model: " +
+                         (r.problems.empty() ? std::string("no result") : r.problems[0].reason) +
+                         " (a model file defines class Model, get_inputs() and "
+                         "get_init_inputs(), as KernelBench's problems do: docs/model.md)");
+  json result = json::parse(r.results[0], nullptr, false);
+  if (!result.is_object()) throw Error("kforge's model helper sent no object (a kforge bug)");
+  return result;
+}
+
 std::string percent_text(double share) {
   return fixed(100 * share, 1) + "%";
 }
@@ -164,32 +185,13 @@ int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
   StdoutToStderr redirect(a.json);
 
   tasks::KernelBenchOptions o;
-  o.paths = {a.file};
-  o.suite = "model";  // the helper writes no task in this mode
   o.device = device;
   o.python = a.python;
   o.time_limit = a.time_limit;
   o.mode = "profile";
-  o.command = "kforge model profile";
-  struct Quiet : tasks::KernelBenchObserver {
-    void on_start(size_t, const std::string&, const std::string&, const std::string&) override {}
-    void on_converted(const tasks::KernelBenchProblem&,
-                      const tasks::KernelBenchConversion&) override {}
-    void on_failed(const tasks::KernelBenchProblem&) override {}
-    void on_removed_stale(const std::string&) override {}
-  } quiet;
   std::cout << "profiling " << a.file << " (it runs the file's code, confined; on " << device << ")"
             << std::endl;
-  tasks::KernelBenchImport r = tasks::import_kernelbench(o, quiet);
-  if (r.results.empty()) {
-    std::string why = r.problems.empty() ? "no result" : r.problems[0].reason;
-    throw InputError(a.file, std::nullopt, "",
-                     "kforge cannot profile this model: " + why +
-                         " (a model file defines class Model, get_inputs() and "
-                         "get_init_inputs(), as KernelBench's problems do: docs/model.md)");
-  }
-  json profile = json::parse(r.results[0], nullptr, false);
-  if (!profile.is_object()) throw Error("the profile helper sent no object (a kforge bug)");
+  json profile = run_model_helper(o, a.file, "profile");
   std::vector<Chain> chains = read_chains(profile);
   const json model =
       profile.contains("model") && profile["model"].is_object() ? profile["model"] : json::object();
@@ -400,26 +402,16 @@ int run_model_check(const CheckModelArgs& a) {
   StdoutToStderr redirect(a.json);
 
   tasks::KernelBenchOptions o;
-  o.paths = {a.file};
-  o.suite = "model";
   o.device = device;
   o.python = a.python;
   o.time_limit = a.time_limit;
   o.mode = "check";
-  o.command = "kforge model check";
   o.package_json = package.dump();
   o.reads = {real_path(a.package)};
-  QuietObserver quiet;
   std::cout << "checking " << a.file << " with " << name
-            << "'s ops in place of its chains (it runs "
-            << "the file's code, confined; on " << device << ")" << std::endl;
-  tasks::KernelBenchImport r = tasks::import_kernelbench(o, quiet);
-  if (r.results.empty())
-    throw InputError(a.file, std::nullopt, "",
-                     "kforge cannot check this model: " +
-                         (r.problems.empty() ? std::string("no result") : r.problems[0].reason));
-  json result = json::parse(r.results[0], nullptr, false);
-  if (!result.is_object()) throw Error("the check helper sent no object (a kforge bug)");
+            << "'s ops in place of its chains (it runs the file's code, confined; on " << device
+            << ")" << std::endl;
+  json result = run_model_helper(o, a.file, "check");
   const json rows =
       result.contains("rows") && result["rows"].is_array() ? result["rows"] : json::array();
   std::cout << "package " << a.package << " (" << name << ", " << package["ops"].size()

@@ -36,6 +36,9 @@ std::string sbatch_script() {
   return (kforge::test::source_dir() / "scripts/slurm/kforge-evolve.sbatch").string();
 }
 
+// The offline run every test asks for, before its tasks folder.
+const std::string kRun = "--llm none --generations 2 --tasks-dir ";
+
 // A TCP port nobody listens on now.
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -180,6 +183,16 @@ CliResult submit(const TempDir& dir, int workers, const std::string& env, const 
   return r;
 }
 
+// The script submitted without waiting for it, its workers taking 150 ms a measurement (so the
+// run lasts long enough to act on it while it runs): the job's id.
+std::string start_job(const TempDir& dir, int workers, const std::string& db,
+                      const std::string& out) {
+  CliResult s =
+      submit(dir, workers, settings(db, worker("--busy-ms 150"), kRun + tasks_dir()), out, false);
+  EXPECT_EQ(s.code, 0) << s.out;
+  return std::regex_replace(s.out, std::regex("\\s+"), "");
+}
+
 // Whether `ready()` came true within `seconds` (asked every 100 ms).
 template <class F>
 bool wait_until(F ready, int seconds) {
@@ -222,9 +235,14 @@ std::map<std::string, std::string> outcome(const std::string& db) {
   return out;
 }
 
-// The screens the archive holds (0 before kforge made it).
+// The screens the archive holds (0 before kforge has made it and its tables).
 int64_t screens(const std::string& db) {
-  return ::access(db.c_str(), F_OK) == 0 ? scalar(db, "SELECT count(*) FROM screens") : 0;
+  if (::access(db.c_str(), F_OK) != 0) return 0;
+  try {
+    return scalar(db, "SELECT count(*) FROM screens");
+  } catch (const std::exception&) {  // the file is there, its schema not yet
+    return 0;
+  }
 }
 
 void expect_nothing_twice(const std::string& db) {
@@ -237,8 +255,6 @@ void expect_nothing_twice(const std::string& db) {
                    "candidate_id HAVING count(*) > 1)"),
             0);
 }
-
-const std::string kRun = "--llm none --generations 2 --tasks-dir ";
 
 }  // namespace
 
@@ -281,11 +297,8 @@ TEST_F(Slurm, AWorkerStepCancelledMidRunIsTakenOutAndTheRunFinishes) {
   TempDir dir;
   std::string db = dir.path().string() + "/a.db";
   std::string out = dir.path().string() + "/job.out";
-  // The workers take 150 ms a measurement, so the run lasts long enough to cancel one in it.
-  CliResult s =
-      submit(dir, 3, settings(db, worker("--busy-ms 150"), kRun + tasks_dir()), out, false);
-  ASSERT_EQ(s.code, 0) << s.out;
-  std::string job = std::regex_replace(s.out, std::regex("\\s+"), "");
+  std::string job = start_job(dir, 3, db, out);
+  ASSERT_FALSE(job.empty());
   // Wait for the three worker steps and the first measurements, then cancel step 1.
   bool running = wait_until(
       [&] {
@@ -315,10 +328,8 @@ TEST_F(Slurm, ARunWhoseAllocationEndsIsResumedInANewOne) {
   TempDir dir;
   std::string db = dir.path().string() + "/a.db";
   std::string out = dir.path().string() + "/job1.out";
-  CliResult s =
-      submit(dir, 2, settings(db, worker("--busy-ms 150"), kRun + tasks_dir()), out, false);
-  ASSERT_EQ(s.code, 0) << s.out;
-  std::string job = std::regex_replace(s.out, std::regex("\\s+"), "");
+  std::string job = start_job(dir, 2, db, out);
+  ASSERT_FALSE(job.empty());
   bool measuring = wait_until([&] { return screens(db) > 3; }, 60);
   ASSERT_TRUE(measuring) << read_file(out).value_or("") << cluster->logs();
   ASSERT_EQ(run_command(cluster->env() + "scancel " + job).code, 0);
