@@ -51,7 +51,7 @@ std::vector<std::string> chain_names(const json& profile) {
 // The resnet block profiled into a suite and exported with every op its task's reference: the
 // package `kforge model check --reference-ops` reads. Made once (10 s).
 class ModelPackage : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() {
     if (torch_python().empty()) return;
     dir_ = new TempDir();
@@ -123,30 +123,39 @@ TEST(Model, ProfileCutsTheTransformerBlockIntoItsChains) {
   EXPECT_NE(r.out.find("ranked by FLOPs, without times"), std::string::npos) << r.out;
 }
 
-TEST_F(ModelPackage, TheTopChainsBecomeASuiteThatChecks) {
+namespace {
+
+void TheTopChainsBecomeASuiteThatChecks() {
   // conv + batch norm on the skip path, conv + batch norm + ReLU, conv + batch norm + the residual
   // add + ReLU: each written as a problem and imported, its reference checked against the chain.
   for (const char* name :
        {"downsample_0_batchnorm2d", "conv1_batchnorm2d_relu", "conv2_batchnorm2d_add_relu"}) {
-    EXPECT_TRUE(std::ifstream(dir_->path().string() + "/rb/" + name + ".toml").good()) << name;
-    EXPECT_TRUE(std::ifstream(dir_->path().string() + "/rb/model/" + name + ".py").good()) << name;
+    EXPECT_TRUE(std::ifstream(ModelPackage::dir_->path().string() + "/rb/" + name + ".toml").good())
+        << name;
+    EXPECT_TRUE(
+        std::ifstream(ModelPackage::dir_->path().string() + "/rb/model/" + name + ".py").good())
+        << name;
   }
-  EXPECT_NE(profile_out_->find("imported 3 of 3"), std::string::npos) << *profile_out_;
-  EXPECT_NE(profile_out_->find("3 of 3 task(s) ok"), std::string::npos) << *profile_out_;
-  EXPECT_NE(profile_out_->find("next: kforge evolve rb --tasks-dir " + dir_->path().string()),
+  EXPECT_NE(ModelPackage::profile_out_->find("imported 3 of 3"), std::string::npos)
+      << *ModelPackage::profile_out_;
+  EXPECT_NE(ModelPackage::profile_out_->find("3 of 3 task(s) ok"), std::string::npos)
+      << *ModelPackage::profile_out_;
+  EXPECT_NE(ModelPackage::profile_out_->find("next: kforge evolve rb --tasks-dir " +
+                                             ModelPackage::dir_->path().string()),
             std::string::npos)
-      << *profile_out_;
+      << *ModelPackage::profile_out_;
   // The sizes are the model's constants, so the suite can be judged at other sizes.
-  std::string task = read_text(dir_->path().string() + "/rb/conv1_batchnorm2d_relu.toml");
+  std::string task =
+      read_text(ModelPackage::dir_->path().string() + "/rb/conv1_batchnorm2d_relu.toml");
   EXPECT_NE(task.find("in_channels = 64"), std::string::npos) << task;
   EXPECT_NE(task.find("out_channels = 128"), std::string::npos) << task;
 }
 
-TEST_F(ModelPackage, TheRewriteWithReferenceOpsEqualsTheModel) {
+void TheRewriteWithReferenceOpsEqualsTheModel() {
   TempDir dir;
   CliResult r;
-  json j = kforge_json("model check " + model_file("resnet_block.py") + " --package " + package() +
-                           " --reference-ops --device cpu",
+  json j = kforge_json("model check " + model_file("resnet_block.py") + " --package " +
+                           ModelPackage::package() + " --reference-ops --device cpu",
                        dir, r);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(j["replaced"], 3) << j.dump(1);
@@ -161,9 +170,9 @@ TEST_F(ModelPackage, TheRewriteWithReferenceOpsEqualsTheModel) {
   EXPECT_NE(r.out.find("correct yes"), std::string::npos) << r.out;
 }
 
-TEST_F(ModelPackage, AnOpThatComputesSomethingElseIsCaughtInsideTheModel) {
+void AnOpThatComputesSomethingElseIsCaughtInsideTheModel() {
   // The package's last op scaled by 1.01: inside the model, its error shows at the output.
-  json manifest = json::parse(read_text(package() + "/manifest.json"));
+  json manifest = json::parse(read_text(ModelPackage::package() + "/manifest.json"));
   bool changed = false;
   for (json& op : manifest["ops"]) {
     if (op["op"] != "conv2_batchnorm2d_add_relu") continue;
@@ -175,7 +184,8 @@ TEST_F(ModelPackage, AnOpThatComputesSomethingElseIsCaughtInsideTheModel) {
   }
   ASSERT_TRUE(changed);
   TempDir dir;
-  ASSERT_EQ(run_command("cp -r " + package() + " " + dir.path().string() + "/pkg").code, 0);
+  ASSERT_EQ(
+      run_command("cp -r " + ModelPackage::package() + " " + dir.path().string() + "/pkg").code, 0);
   std::ofstream(dir.path().string() + "/pkg/manifest.json") << manifest.dump(1);
   CliResult r;
   json j = kforge_json("model check " + model_file("resnet_block.py") + " --package " +
@@ -187,7 +197,7 @@ TEST_F(ModelPackage, AnOpThatComputesSomethingElseIsCaughtInsideTheModel) {
   EXPECT_NE(r.out.find("correct NO"), std::string::npos) << r.out;
 }
 
-TEST_F(ModelPackage, SizesTheOpsWereNeverJudgedAtFallBackToTheModel) {
+void SizesTheOpsWereNeverJudgedAtFallBackToTheModel() {
   // The same model at batch 8: no op was judged there, so every call runs the chain as the model
   // does, and says so.
   TempDir dir;
@@ -195,8 +205,9 @@ TEST_F(ModelPackage, SizesTheOpsWereNeverJudgedAtFallBackToTheModel) {
   text = std::regex_replace(text, std::regex("batch_size = 16"), "batch_size = 8");
   std::string file = dir.write("resnet_block_8.py", text).string();
   CliResult r;
-  json j = kforge_json(
-      "model check " + file + " --package " + package() + " --reference-ops --device cpu", dir, r);
+  json j = kforge_json("model check " + file + " --package " + ModelPackage::package() +
+                           " --reference-ops --device cpu",
+                       dir, r);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(j["replaced"], 3);
   for (const json& row : j["rows"]) {
@@ -206,7 +217,35 @@ TEST_F(ModelPackage, SizesTheOpsWereNeverJudgedAtFallBackToTheModel) {
   EXPECT_EQ(j["correct"], true);
 }
 
-TEST_F(ModelPackage, BadInputSaysWhatIsWrong) {
+}  // namespace
+
+// The four steps above in one process: the package they share is made once (the profile, the
+// import and the export take 20 s; ctest runs each test in a process of its own).
+TEST_F(ModelPackage, FromTheProfileToTheModelChecked) {
+  {
+    SCOPED_TRACE("TheTopChainsBecomeASuiteThatChecks");
+    TheTopChainsBecomeASuiteThatChecks();
+  }
+  if (HasFatalFailure()) return;
+  {
+    SCOPED_TRACE("TheRewriteWithReferenceOpsEqualsTheModel");
+    TheRewriteWithReferenceOpsEqualsTheModel();
+  }
+  if (HasFatalFailure()) return;
+  {
+    SCOPED_TRACE("AnOpThatComputesSomethingElseIsCaughtInsideTheModel");
+    AnOpThatComputesSomethingElseIsCaughtInsideTheModel();
+  }
+  if (HasFatalFailure()) return;
+  {
+    SCOPED_TRACE("SizesTheOpsWereNeverJudgedAtFallBackToTheModel");
+    SizesTheOpsWereNeverJudgedAtFallBackToTheModel();
+  }
+  if (HasFatalFailure()) return;
+}
+
+TEST(Model, BadInputSaysWhatIsWrong) {
+  REQUIRE_TORCH();
   TempDir dir;
   // A file that is no model: the file and what a model file defines.
   std::string no_model = dir.write("no_model.py", "import torch\nx = 1\n").string();
@@ -241,7 +280,10 @@ def get_init_inputs():
                  " --reference-ops --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(empty + "/manifest.json"), std::string::npos) << r.out;
-  r = run_kforge("model check " + model_file("resnet_block.py") + " --package " + package());
+  std::string unbuilt = dir.path().string() + "/unbuilt";
+  ::mkdir(unbuilt.c_str(), 0755);
+  std::ofstream(unbuilt + "/manifest.json") << R"({"name": "k", "ops": []})";
+  r = run_kforge("model check " + model_file("resnet_block.py") + " --package " + unbuilt);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("not built"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--reference-ops"), std::string::npos) << r.out;
