@@ -35,15 +35,18 @@ using nlohmann::json;
 constexpr double kDefaultModelSeconds = 900;  // a model's trace, the chains' problems and a profile
 constexpr size_t kMaxChains = 10000;
 
-struct ProfileArgs {
+// What both subcommands take.
+struct ModelArgs {
   std::string file;
   std::string device;  // "": cuda where kforge can use a GPU, else cpu
-  std::string suite;
-  int top = 5;
   std::string python;
   double time_limit = kDefaultModelSeconds;
-  std::string tasks_dir;
   bool json = false;
+};
+
+struct ProfileArgs : ModelArgs {
+  std::string suite, tasks_dir;
+  int top = 5;
 };
 
 // One chain of the profile, as read from the helper's result.
@@ -166,29 +169,34 @@ double if_twice_as_fast(double share) {
   return 1 / (1 - share / 2);
 }
 
-int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
+// The helper's options for `mode` from what both subcommands take, checked; the device chosen.
+tasks::KernelBenchOptions model_options(const ModelArgs& a, const std::string& mode) {
   if (!is_file(a.file)) throw InputError(a.file, std::nullopt, "", "no such model file");
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda")
     throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
-  if (a.top < 1) throw InputError("--top", std::nullopt, "", "must be at least 1");
   if (!(a.time_limit > 0 && a.time_limit <= tasks::kMaxReferenceSeconds))
     throw InputError("--time-limit", std::nullopt, "",
                      "must be a number of seconds above 0 and at most 86400");
+  tasks::KernelBenchOptions o;
+  o.device = a.device;
+  if (o.device.empty()) o.device = verify::Driver::get().available() ? "cuda" : "cpu";
+  o.python = a.python;
+  o.time_limit = a.time_limit;
+  o.mode = mode;
+  return o;
+}
+
+int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
+  tasks::KernelBenchOptions o = model_options(a, "profile");
+  const std::string& device = o.device;
+  if (a.top < 1) throw InputError("--top", std::nullopt, "", "must be at least 1");
   if (!a.suite.empty() && !std::all_of(a.suite.begin(), a.suite.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
       }))
     throw InputError("--suite", std::nullopt, "",
                      "must be a folder name of letters, digits, _ and -, got '" + a.suite + "'");
-  std::string device = a.device;
-  if (device.empty()) device = verify::Driver::get().available() ? "cuda" : "cpu";
   if (device == "cuda") verify::Driver::get().require("kforge model profile --device cuda");
   StdoutToStderr redirect(a.json);
-
-  tasks::KernelBenchOptions o;
-  o.device = device;
-  o.python = a.python;
-  o.time_limit = a.time_limit;
-  o.mode = "profile";
   std::cout << "profiling " << a.file << " (it runs the file's code, confined; on " << device << ")"
             << std::endl;
   json profile = run_model_helper(o, a.file, "profile");
@@ -276,11 +284,10 @@ int run_profile(const ProfileArgs& a, const fs::path& tasks_root) {
   return rc;
 }
 
-struct CheckModelArgs {
-  std::string file, package, device, python;
-  double time_limit = kDefaultModelSeconds;
+struct CheckModelArgs : ModelArgs {
+  std::string package;
   int runs = 50;
-  bool reference_ops = false, max_autotune = false, json = false;
+  bool reference_ops = false, max_autotune = false;
 };
 
 // The package's PyTorch library, built: pip's place (python/NS/_C*.so) or CMake's build folder.
@@ -367,13 +374,12 @@ std::string ms_text(const json& j, const char* key) {
 }
 
 int run_model_check(const CheckModelArgs& a) {
-  if (!is_file(a.file)) throw InputError(a.file, std::nullopt, "", "no such model file");
+  tasks::KernelBenchOptions o = model_options(a, "check");
+  const std::string& device = o.device;
   if (!is_folder(a.package))
     throw InputError(
         "--package", std::nullopt, "",
         "'" + a.package + "' is not a folder (it names what `kforge export --out` wrote)");
-  if (!a.device.empty() && a.device != "cpu" && a.device != "cuda")
-    throw InputError("--device", std::nullopt, "", "must be cpu or cuda, got '" + a.device + "'");
   if (a.runs < 1 || a.runs > 10000)
     throw InputError("--runs", std::nullopt, "", "must be 1 to 10000");
   json manifest;
@@ -392,8 +398,6 @@ int run_model_check(const CheckModelArgs& a) {
                        "--reference-ops (each op's task reference in its place, no GPU needed)");
     package["library"] = real_path(library);
   }
-  std::string device = a.device;
-  if (device.empty()) device = verify::Driver::get().available() ? "cuda" : "cpu";
   if (!a.reference_ops || device == "cuda")
     verify::Driver::get().require(a.reference_ops ? "kforge model check --device cuda"
                                                   : "kforge model check (the package's kernels)");
@@ -401,11 +405,6 @@ int run_model_check(const CheckModelArgs& a) {
   package["compile_modes"] = a.max_autotune ? json({"default", "max-autotune"}) : json({"default"});
   StdoutToStderr redirect(a.json);
 
-  tasks::KernelBenchOptions o;
-  o.device = device;
-  o.python = a.python;
-  o.time_limit = a.time_limit;
-  o.mode = "check";
   o.package_json = package.dump();
   o.reads = {real_path(a.package)};
   std::cout << "checking " << a.file << " with " << name
