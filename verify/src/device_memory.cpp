@@ -1,6 +1,9 @@
 // The GPU part of memory.h: free memory as the driver sees it, and LibTorch's cache given back.
 #include <c10/util/Exception.h>
 #include <torch/types.h>
+#ifdef KFORGE_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include "kforge/verify/driver.h"
 #include "kforge/verify/memory.h"
@@ -25,17 +28,13 @@ DeviceMemory device_memory(int device) {
   return m;
 }
 
-void release_torch_cache(int device) {
-  uint64_t total = device_memory(device).total;
-  try {
-    // Never satisfiable: LibTorch frees every cached block it can, retries, then throws.
-    torch::Tensor t =
-        torch::empty({static_cast<int64_t>(2 * total + (uint64_t{1} << 30))},
-                     torch::TensorOptions()
-                         .dtype(torch::kUInt8)
-                         .device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)));
-  } catch (const c10::Error&) {
-  }
+void release_torch_cache(int /*device*/) {
+#ifdef KFORGE_TORCH_CUDA
+  // Every unused cached block, on every device, back to the driver. (kforge once asked for an
+  // allocation too large to satisfy, which made the allocator free its cache before failing; with
+  // LibTorch 2.11 on an H100 that left 32 GiB cached.)
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
 }
 
 bool is_out_of_memory(const std::exception& e) {
