@@ -123,6 +123,37 @@ TEST(Model, ProfileCutsTheTransformerBlockIntoItsChains) {
   EXPECT_NE(r.out.find("ranked by FLOPs, without times"), std::string::npos) << r.out;
 }
 
+// KernelBench's ResNet-101 (a graph hundreds of operations deep) once failed as "nesting too deeply
+// to trace", and Swin V2 (relative position tables filled in place in __init__) could not be
+// profiled at all. The stack here is deeper, and its gate is filled in place: the profile has every
+// chain, and the one reading the gate says why it cannot be written as a problem.
+TEST(Model, ProfileWalksADeepModelAndNamesTheChainsItCannotWrite) {
+  REQUIRE_TORCH();
+  TempDir dir;
+  CliResult r;
+  json j = kforge_json("model profile " + model_file("deep_stack.py") + " --device cpu", dir, r);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j["chains"].size(), 300u);
+  int unwritable = 0;
+  for (const json& c : j["chains"]) {
+    if (!c.contains("why_not")) {
+      EXPECT_TRUE(c.contains("problem")) << c.dump();
+      continue;
+    }
+    ++unwritable;
+    EXPECT_EQ(c["name"], "layers_598_relu_mul");
+    EXPECT_NE(c["why_not"].get<std::string>().find("it reads gate, computed in __init__ with an "
+                                                   "in-place operation (__setitem__)"),
+              std::string::npos)
+        << c.dump();
+  }
+  EXPECT_EQ(unwritable, 1);
+  EXPECT_NE(r.out.find("'gate' is computed in __init__ with an in-place operation"),
+            std::string::npos)
+      << r.out;
+}
+
 namespace {
 
 void TheTopChainsBecomeASuiteThatChecks() {

@@ -109,9 +109,11 @@ class Traced:
         self.__dict__.update(fields)
 
 
-def trace_problem(path, prelude, device):
+def trace_problem(path, prelude, device, whole_model=False):
     """Steps 1 and 2 of convert(): the problem's inputs (how each is drawn, its shape over the size
-    constants) and its Model at the timed sizes on the meta device, traced by torch.fx."""
+    constants) and its Model at the timed sizes on the meta device, traced by torch.fx. With
+    `whole_model` (kforge model: the graph runs with the Model's own buffers) a buffer computed in a
+    way a reference cannot write stays the Model's, and the chains reading it are not written."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -229,9 +231,13 @@ def trace_problem(path, prelude, device):
     for q in getattr(gm, "kf_state", ()):
         notes.append(f"forward() keeps self.{q} from one call to the next, but overwrites what it kept from its "
                      "inputs before reading it: the output is a function of the inputs")
-    for q in kb_inputs.computed_buffers(gm, model, rec_model, init_tracer):
+    kept = {} if whole_model else None
+    for q in kb_inputs.computed_buffers(gm, model, rec_model, init_tracer, kept):
         notes.append(f"'{q}' is computed in the reference as __init__ computes it (it is not an input: a "
                      "drawn one would not be what the Model computes)")
+    for q, why in (kept or {}).items():
+        notes.append(f"'{q}' is {why}, which kforge cannot write into a problem: the chains reading it are "
+                     "profiled but not written as problems")
     return Traced(tree=tree, path=path, original=original, timed=timed, order=order, notes=notes, args=args,
                   inputs=inputs, model=model, model_doc=model_doc, rec_model=rec_model, gm=gm, baked=baked)
 

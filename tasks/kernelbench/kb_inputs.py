@@ -395,10 +395,12 @@ class NotComputed(Exception):
     reference cannot follow (the message says how)."""
 
 
-def computed_buffers(gm, model, rec, tracer):
+def computed_buffers(gm, model, rec, tracer, kept=None):
     """Each get_attr node of `gm` reading a buffer (or a tensor the Model keeps) that __init__
     computed from sizes alone becomes the nodes computing it: [qualified name]. A buffer drawn at
-    random stays a drawn input; one computed in a way kforge cannot follow fails the problem."""
+    random stays a drawn input; one computed in a way kforge cannot follow fails the problem, or,
+    given `kept` (a dict: kforge model, where the model's own buffers are at hand), stays the
+    model's attribute, its node marked `kf_uncomputable` and kept[name] = why."""
     import builtins
     import operator
 
@@ -431,6 +433,10 @@ def computed_buffers(gm, model, rec, tracer):
             except NotComputed as e:
                 if e.args[0] is True:
                     continue  # random: drawn, as before
+                if kept is not None:
+                    node.meta["kf_uncomputable"] = kept[buffers.get(id(t), node.target)] = \
+                        f"computed in __init__ {e.args[0]}"
+                    continue
                 raise Unconvertible(f"{what} is computed in __init__ {e.args[0]}, which kforge cannot write into "
                                     "the reference (and a drawn one would not be what the Model computes)")
         node.replace_all_uses_with(value)

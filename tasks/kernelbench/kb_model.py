@@ -62,8 +62,8 @@ def _sizeish(n):
 
 
 def _is_tensorish(v):
-    return isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and v and
-                                           all(isinstance(x, torch.Tensor) for x in v))
+    """A tensor, or a tuple or list of them (nested too: an LSTM's (out, (h, c)))."""
+    return isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and v and all(_is_tensorish(x) for x in v))
 
 
 class Graph:
@@ -74,6 +74,7 @@ class Graph:
         self._sizes, self._pool = {}, None
         self.modules = dict(gm.named_modules())
         self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self._data = self._data_nodes()
         self.kind = {n: self._kind(n) for n in gm.graph.nodes}
         self.chains = []
         self._cut()
@@ -89,22 +90,25 @@ class Graph:
             return "param" if isinstance(self._attr(n.target), torch.Tensor) else "free"
         if _sizeish(n):
             return "free"
-        if not self._data(n):
+        if not self._data[n]:
             return "const"
         return "view" if _word(n, self.modules) in VIEWS else "op"
 
-    def _data(self, n, seen=None):
-        """Whether `n`'s value depends on the values of an input or a parameter (not only sizes)."""
-        seen = seen if seen is not None else {}
-        if n not in seen:
-            seen[n] = False
+    def _data_nodes(self):
+        """Each node: whether its value depends on the values of an input or a parameter (not only
+        sizes). One pass in graph order (every node after its inputs): a deep model (ResNet-101's
+        hundreds of layers) needs no recursion."""
+        data = {}
+        for n in self.gm.graph.nodes:
             if n.op == "placeholder":
-                seen[n] = True
+                data[n] = True
             elif n.op == "get_attr":
-                seen[n] = isinstance(self._attr(n.target), torch.Tensor)
-            elif not _sizeish(n):
-                seen[n] = any(self._data(a, seen) for a in n.all_input_nodes)
-        return seen[n]
+                data[n] = isinstance(self._attr(n.target), torch.Tensor)
+            elif _sizeish(n):
+                data[n] = False
+            else:
+                data[n] = any(data.get(a, False) for a in n.all_input_nodes)
+        return data
 
     # ---- sizes as expressions over the size constants ------------------------------------------
     def sizes(self, n):
@@ -357,11 +361,27 @@ def _nbytes(v):
     return 0
 
 
+def _rnn_flops(m, x):
+    """nn.RNN, LSTM or GRU over input x: per step, layer and direction, 2 * gates * hidden *
+    (its input + hidden) for the products (the gates' elementwise work is small beside them)."""
+    gates = {"LSTM": 4, "GRU": 3}.get(type(m).__name__, 1)
+    steps = x.numel() // int(x.shape[-1])  # sequence length x batch
+    dirs = 2 if m.bidirectional else 1
+    hidden, total = int(m.hidden_size), 0
+    for layer in range(int(m.num_layers)):
+        inner = int(m.input_size) if layer == 0 else dirs * hidden
+        total += dirs * steps * 2 * gates * hidden * (inner + hidden)
+    return total
+
+
 def _flops(g, n):
     out = n.meta.get(VALUE)
+    w = _word(n, g.modules)
+    if n.op == "call_module" and isinstance(g.modules[n.target], torch.nn.RNNBase):
+        x = n.args[0].meta.get(VALUE) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+        return _rnn_flops(g.modules[n.target], x) if isinstance(x, torch.Tensor) and x.dim() else 0
     if not isinstance(out, torch.Tensor):
         return 0
-    w = _word(n, g.modules)
     if n.op == "call_module":
         m = g.modules[n.target]
         if w == "Linear":
@@ -432,6 +452,11 @@ def _ctor(m, timed):
         return None
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        if isinstance(m, torch.nn.RNNBase):  # nn.LSTM(*args, **kwargs): RNNBase's, its mode aside
+            params = [p for p in list(inspect.signature(torch.nn.RNNBase.__init__).parameters.values())[1:]
+                      if p.name != "mode"]
+            if isinstance(m, torch.nn.RNN):
+                params.append(inspect.Parameter("nonlinearity", inspect.Parameter.KEYWORD_ONLY))
     except (TypeError, ValueError):
         return None
     args = []
@@ -514,6 +539,8 @@ def problem_text(chain, traced, model_file, index):
             env[n] = sub.call_module(new, _map(n.args, arg, timed), _map(n.kwargs, arg, timed))
         elif n.op == "get_attr":
             t = g._attr(n.target)
+            if n.meta.get("kf_uncomputable"):
+                raise ValueError(f"it reads {n.target}, {n.meta['kf_uncomputable']}, which kforge cannot write")
             if not isinstance(t, torch.Tensor):
                 raise ValueError(f"it reads {n.target}, which is not a tensor")
             new = flat(n.target)
@@ -673,7 +700,7 @@ def time_chains(graph, traced, device, runs=3):
 # ---- the whole profile ---------------------------------------------------------------------------
 def profile(path, prelude, device, model_file):
     """The profile as kforge reads it (docs/model.md): the model, its chains, their times on a GPU."""
-    traced = kb_convert.trace_problem(path, prelude, device)
+    traced = kb_convert.trace_problem(path, prelude, device, whole_model=True)
     graph = Graph(traced.gm, traced.model, traced.timed)
     notes = list(traced.notes)
     unknown = [n.name for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")
@@ -838,7 +865,7 @@ def _error(out, ref):
 
 def check(path, prelude, device, model_file, package, runs=50, compile_modes=("default",)):
     """`kforge model check`: the model with the package's ops in place of its chains (docs/model.md)."""
-    traced = kb_convert.trace_problem(path, prelude, device)
+    traced = kb_convert.trace_problem(path, prelude, device, whole_model=True)
     graph = Graph(traced.gm, traced.model, traced.timed)
     names = chain_names(graph)
     ops = {}
