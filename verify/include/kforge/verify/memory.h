@@ -117,11 +117,11 @@ struct DeviceMemory {
 // cuMemGetInfo on `device`'s primary context (other processes' use, the runner's included, is
 // not free).
 DeviceMemory device_memory(int device);
-// Gives LibTorch's cached but unused blocks (on every device) back to the driver, so that the judge's
-// own VMM allocations (cuMemCreate) can have them. LibTorch keeps freed blocks for reuse and
-// releases them only when one of its own allocations fails. With a LibTorch built with CUDA this is
-// its allocator's emptyCache (c10_cuda, linked where the LibTorch has it); a LibTorch without CUDA
-// holds no GPU memory, and there it does nothing.
+// Gives LibTorch's cached but unused blocks (on every device) back to the driver, so that the
+// judge's own VMM allocations (cuMemCreate) can have them. LibTorch keeps freed blocks for reuse
+// and releases them only when one of its own allocations fails. With a LibTorch built with CUDA
+// this is its allocator's emptyCache (c10_cuda, linked where the LibTorch has it); a LibTorch
+// without CUDA holds no GPU memory, and there it does nothing.
 void release_torch_cache(int device);
 // An allocation that failed: a CudaError with CUDA_ERROR_OUT_OF_MEMORY, LibTorch's
 // c10::OutOfMemoryError, or either as TorchScript's interpreter rethrows it (a runtime_error whose
