@@ -154,6 +154,41 @@ TEST(Model, ProfileWalksADeepModelAndNamesTheChainsItCannotWrite) {
       << r.out;
 }
 
+// An LSTM's result is a nested tuple, (output, (h_n, c_n)): its chain is a task with three outputs
+// (the importer's form), and model check nests the op's outputs again where the model reads them.
+TEST(Model, AnLstmIsAChainATaskAndAnOpInTheModel) {
+  REQUIRE_TORCH();
+  TempDir dir;
+  const std::string d = dir.path().string();
+  CliResult r;
+  json j = kforge_json("model profile " + model_file("lstm.py") +
+                           " --device cpu --suite ls --top 1 --tasks-dir " + d,
+                       dir, r);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j["chains"].size(), 1u) << j.dump(1);
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["name"], "lstm");
+  // Per step (4 x 16), layer and gate (4): 2 * hidden * (its input + hidden).
+  EXPECT_EQ(c["flops"], 64 * 2 * 4 * 48 * (32 + 48) + 64 * 2 * 4 * 48 * (48 + 48));
+  EXPECT_NE(r.out.find("out0[1, 1, 1] out1[2, 1, 1] out2[2, 1, 1]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("imported 1 of 1"), std::string::npos) << r.out;
+
+  std::ofstream(d + "/empty.jsonl").close();
+  CliResult e = run_kforge("export --suite ls --tasks-dir " + d + " --fallback --out " + d +
+                           "/pkg --from " + d + "/empty.jsonl");
+  ASSERT_EQ(e.code, 0) << e.out;
+  json k = kforge_json("model check " + model_file("lstm.py") + " --package " + d +
+                           "/pkg --reference-ops --device cpu",
+                       dir, r);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(k.is_object()) << r.out;
+  EXPECT_EQ(k["correct"], true) << k.dump(1);
+  EXPECT_EQ(k["replaced"], 1) << k.dump(1);
+  EXPECT_EQ(k["rows"][0]["calls"], 1) << k.dump(1);
+  EXPECT_EQ(k["rows"][0]["fallbacks"], 0) << k.dump(1);
+}
+
 namespace {
 
 void TheTopChainsBecomeASuiteThatChecks() {

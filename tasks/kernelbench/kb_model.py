@@ -481,6 +481,24 @@ def _ctor(m, timed):
     return f"nn.{cls.__name__}({', '.join(args)})"
 
 
+def _rnn(g, n):
+    """"LSTM", "GRU" or "RNN" where node n calls such a layer, else None."""
+    m = g.modules.get(n.target) if n.op == "call_module" else None
+    return type(m).__name__ if isinstance(m, torch.nn.RNNBase) else None
+
+
+def _flat_result(graph, value, rnn):
+    """A recurrent layer's result as a flat tuple, the importer's form (an LSTM's (output, (h_n,
+    c_n)) as output, h_n, c_n); any other value as it is."""
+    import operator
+    if rnn is None:
+        return value
+    first, state = (graph.call_function(operator.getitem, (value, i)) for i in (0, 1))
+    if rnn != "LSTM":
+        return (first, state)
+    return (first, graph.call_function(operator.getitem, (state, 0)), graph.call_function(operator.getitem, (state, 1)))
+
+
 def problem_text(chain, traced, model_file, index):
     """The chain as a KernelBench problem file (a string), or raises ValueError why it cannot be."""
     g, timed = chain.g, traced.timed
@@ -550,7 +568,7 @@ def problem_text(chain, traced, model_file, index):
             env[n] = sub.get_attr(new)
         else:
             env[n] = sub.create_node(n.op, n.target, _map(n.args, arg, timed), _map(n.kwargs, arg, timed), name=n.name)
-    sub.output(env[chain.tail])
+    sub.output(_flat_result(sub, env[chain.tail], _rnn(g, chain.tail)))
     code = sub.python_code("self")
     body = [ln for ln in code.src.splitlines() if ln.strip() and not ln.startswith("torch.fx._symbolic_trace.wrap")]
     imports, defs = _globals({k: v for k, v in code.globals.items() if any(_mentions(ln, k) for ln in body)})
@@ -746,9 +764,10 @@ class _Replacement(torch.nn.Module):
     """A chain replaced by a package's op: the op where the sizes are ones kforge judged it at,
     else the chain as the model computes it (counted)."""
 
-    def __init__(self, op, inputs, dims, judged, original, source):
+    def __init__(self, op, inputs, dims, judged, original, source, rnn=None):
         super().__init__()
         self.op, self.inputs, self.dims, self.judged = op, inputs, dims, judged
+        self.rnn = rnn  # a recurrent layer's chain: the op's flat outputs nested as the layer's
         self.original = original  # a GraphModule of the chain over the model
         self.source = source      # how each op input is found: ("input", i) or ("param", tensor)
         self.calls = self.fallbacks = 0
@@ -761,7 +780,10 @@ class _Replacement(torch.nn.Module):
                    for dims in self.judged):
             self.fallbacks += 1
             return self.original(*args)
-        return self.op(*[v.contiguous() for v in values])
+        out = self.op(*[v.contiguous() for v in values])
+        if self.rnn == "LSTM":
+            return out[0], (out[1], out[2])
+        return (out[0], out[1]) if self.rnn else out
 
 
 def _shape_at(shape, dims):
@@ -897,7 +919,8 @@ def check(path, prelude, device, model_file, package, runs=50, compile_modes=("d
             fn = _script(op["reference_torchscript"]).forward
             row["stand_in"] = "reference"
         judged = [c.get("dims", {}) for c in op.get("configurations", [])]
-        rep = _Replacement(fn, op["inputs"], op.get("dims", []), judged, _chain_module(graph, chain, model), sources)
+        rep = _Replacement(fn, op["inputs"], op.get("dims", []), judged, _chain_module(graph, chain, model), sources,
+                           _rnn(graph, chain.tail))
         replacements.append((chain, rep, row))
         rows.append(row)
     # The rewrite: each replaced chain's value comes from its replacement; what only it read goes.
