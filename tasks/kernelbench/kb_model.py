@@ -377,7 +377,7 @@ def _rnn_flops(m, x):
 def _flops(g, n):
     out = n.meta.get(VALUE)
     w = _word(n, g.modules)
-    if n.op == "call_module" and isinstance(g.modules[n.target], torch.nn.RNNBase):
+    if _rnn(g, n):
         x = n.args[0].meta.get(VALUE) if n.args and isinstance(n.args[0], torch.fx.Node) else None
         return _rnn_flops(g.modules[n.target], x) if isinstance(x, torch.Tensor) and x.dim() else 0
     if not isinstance(out, torch.Tensor):
