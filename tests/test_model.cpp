@@ -353,6 +353,37 @@ def get_init_inputs():
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("not built"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--reference-ops"), std::string::npos) << r.out;
+  // A model that draws random values in forward() (KernelBench's 35_LSTM draws its initial state):
+  // the profile times it and says which draw keeps its chains from being tasks; a check cannot
+  // compare two runs of it, and says so.
+  std::string random = dir.write("random.py", R"(import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.fc(x) + torch.randn(x.shape[0], 10)
+
+batch_size = 4
+
+def get_inputs():
+    return [torch.randn(batch_size, 10)]
+
+def get_init_inputs():
+    return []
+)")
+                           .string();
+  r = run_kforge("model profile " + random + " --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forward() draws random values (torch.randn at line 11"), std::string::npos)
+      << r.out;
+  r = run_kforge("model check " + random + " --package " + unbuilt + " --reference-ops --device cpu");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot be compared with its rewrite"), std::string::npos) << r.out;
   // A missing model file.
   r = run_kforge("model profile " + dir.path().string() + "/nosuch.py");
   EXPECT_EQ(r.code, 2) << r.out;

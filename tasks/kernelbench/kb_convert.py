@@ -219,7 +219,8 @@ def trace_problem(path, prelude, device, whole_model=False):
     Sym.uses = set()
     try:
         with rec_model.active():
-            gm = kb_trace.trace(model, traced_inputs, shape_of, concrete_args=concrete or None)
+            gm = kb_trace.trace(model, traced_inputs, shape_of, concrete_args=concrete or None,
+                                random_ok=whole_model)
     except Unconvertible:
         raise
     except Exception as e:

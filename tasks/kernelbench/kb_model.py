@@ -502,6 +502,9 @@ def _flat_result(graph, value, rnn):
 def problem_text(chain, traced, model_file, index):
     """The chain as a KernelBench problem file (a string), or raises ValueError why it cannot be."""
     g, timed = chain.g, traced.timed
+    for n in chain.nodes:
+        if n.meta.get("kf_random"):
+            raise ValueError(f"{n.meta['kf_random']}: no reference can match it")
     decls = {d.name: d for d in traced.args}
     sub = torch.fx.Graph()
     env, names, init_lines, shapes = {}, {}, [], []
@@ -721,6 +724,10 @@ def profile(path, prelude, device, model_file):
     traced = kb_convert.trace_problem(path, prelude, device, whole_model=True)
     graph = Graph(traced.gm, traced.model, traced.timed)
     notes = list(traced.notes)
+    for n in traced.gm.graph.nodes:
+        if n.meta.get("kf_random"):
+            notes.append(f"{n.meta['kf_random']}: the profile times it, and the chains that read the draw are not "
+                         "written as problems (get_inputs() could draw them and pass them to forward())")
     unknown = [n.name for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")
                and n.meta.get(VALUE) is UNKNOWN]
     if unknown:  # the meta device could not run them: does the model run at all?
@@ -888,6 +895,10 @@ def _error(out, ref):
 def check(path, prelude, device, model_file, package, runs=50, compile_modes=("default",)):
     """`kforge model check`: the model with the package's ops in place of its chains (docs/model.md)."""
     traced = kb_convert.trace_problem(path, prelude, device, whole_model=True)
+    for n in traced.gm.graph.nodes:
+        if n.meta.get("kf_random"):
+            raise Unconvertible(f"{n.meta['kf_random']}: its output differs from call to call, so the model cannot "
+                                "be compared with its rewrite (get_inputs() could draw them and pass them to forward())")
     graph = Graph(traced.gm, traced.model, traced.timed)
     names = chain_names(graph)
     ops = {}

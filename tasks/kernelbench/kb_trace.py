@@ -291,9 +291,11 @@ def why_not_traced(e, path):
     return f"torch.fx cannot trace forward(){why}: {type(e).__name__}: {first_line(e)}"
 
 
-def trace(model, inputs, shape_of, concrete_args=None):
+def trace(model, inputs, shape_of, concrete_args=None, random_ok=False):
     """The GraphModule of model.forward traced by SizeTracer. `inputs`: forward()'s argument name
-    -> (meta tensor, shape expressions) for the arguments get_inputs() gives."""
+    -> (meta tensor, shape expressions) for the arguments get_inputs() gives. With `random_ok`
+    (kforge model profile) a random draw in forward() is marked (`kf_random`: why no reference can
+    match it) instead of refused."""
     values = {}
     for name, (t, exprs) in inputs.items():
         values[name] = (t, _syms(t, exprs)) if isinstance(t, torch.Tensor) else (UNKNOWN, None)
@@ -317,7 +319,7 @@ def trace(model, inputs, shape_of, concrete_args=None):
     _merge_sizes(gm)
     _drop_unused(gm)
     gm.kf_state = stored  # kept state forward() overwrites before it reads it
-    _refuse_random(gm, model)
+    _refuse_random(gm, model, random_ok)
     return gm
 
 
@@ -327,17 +329,21 @@ RANDOM_METHODS = {"bernoulli", "bernoulli_", "uniform_", "normal_", "random_", "
                   "cauchy_", "log_normal_", "multinomial"}
 
 
-def _refuse_random(gm, model):
+def _refuse_random(gm, model, mark_only=False):
     """forward() drawing random values (`h0 = torch.randn(...)` when no state is given) has no
-    reference: the reason names the call and the problem's line."""
+    reference: the reason names the call and the problem's line (with `mark_only`, kept on the
+    node as meta["kf_random"])."""
     for n in gm.graph.nodes:
         name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
         if (n.op == "call_function" and name in RANDOM_FUNCTIONS and n.target in (
                 getattr(torch, name, None), getattr(torch._C._VariableFunctions, name, None))) or (
                 n.op == "call_method" and name in RANDOM_METHODS):
             where = _line_of(n, type(model))
-            raise Unconvertible(f"forward() draws random values ({'torch.' if n.op == 'call_function' else '.'}{name}"
-                                f"{where}): its output differs from call to call, so no reference can match it "
+            draw = f"forward() draws random values ({'torch.' if n.op == 'call_function' else '.'}{name}{where})"
+            if mark_only:
+                n.meta["kf_random"] = draw
+                continue
+            raise Unconvertible(f"{draw}: its output differs from call to call, so no reference can match it "
                                 "(get_inputs() could draw them and pass them to forward())")
 
 
