@@ -381,7 +381,8 @@ def get_init_inputs():
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("forward() draws random values (torch.randn at line 11"), std::string::npos)
       << r.out;
-  r = run_kforge("model check " + random + " --package " + unbuilt + " --reference-ops --device cpu");
+  r = run_kforge("model check " + random + " --package " + unbuilt +
+                 " --reference-ops --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cannot be compared with its rewrite"), std::string::npos) << r.out;
   // A missing model file.
