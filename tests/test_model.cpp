@@ -114,8 +114,9 @@ TEST(Model, ProfileCutsTheTransformerBlockIntoItsChains) {
       EXPECT_LT(c["flops"].get<double>(), 2.0 * 16 * 512 * 768 * 3072 * 1.01);
       EXPECT_EQ(c["ops"], 9);  // linear, then 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3)))
     }
-    if (c["name"] == "matmul_mul_masked_fill_softmax")
+    if (c["name"] == "matmul_mul_masked_fill_softmax") {
       EXPECT_EQ(c["what"], "matmul + mul + masked_fill + softmax + matmul");
+    }
   }
   EXPECT_EQ(j["model"]["inputs"][0]["shape"], json({16, 512, 768}));
   EXPECT_FALSE(j.contains("traced_gpu_ms"));
