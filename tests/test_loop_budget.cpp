@@ -98,7 +98,7 @@ TEST(LoopBudget, LimitsComeFromTheRunConfig) {
 
 TEST(LoopBudget, ZeroMeansNoLimit) {
   FakeClock clock;
-  Budget b(Limits{}, 1e9, clock.fn());
+  Budget b(Limits{}, {1e9}, clock.fn());
   for (int k = 0; k < 1000; ++k) b.count_measured("a"), b.count_read_back("a");
   b.add_gpu_s("a", 1e9);
   b.set_llm({1'000'000, 1'000'000'000, 1e6});
@@ -129,7 +129,7 @@ TEST(LoopBudget, WallTimeCountsEarlierSessions) {
   Limits l;
   l.minutes = 2;  // 120 s
   FakeClock clock;
-  Budget b(l, 100, clock.fn());  // 100 s in earlier sessions
+  Budget b(l, {100}, clock.fn());  // 100 s in earlier sessions
   EXPECT_DOUBLE_EQ(b.wall_s(), 100);
   clock.now += 19.5;
   EXPECT_EQ(b.run_reached(false), std::nullopt);
@@ -137,9 +137,9 @@ TEST(LoopBudget, WallTimeCountsEarlierSessions) {
   EXPECT_DOUBLE_EQ(b.wall_s(), 120);
   EXPECT_EQ(b.run_reached(false), StopReason::TimeBudget);
 
-  Budget resumed_past_it(l, 120, clock.fn());
+  Budget resumed_past_it(l, {120}, clock.fn());
   EXPECT_EQ(resumed_past_it.run_reached(false), StopReason::TimeBudget);
-  Budget fresh(l, 0, clock.fn());
+  Budget fresh(l, {}, clock.fn());
   EXPECT_EQ(fresh.run_reached(false), std::nullopt);
 }
 
@@ -188,7 +188,7 @@ TEST(LoopBudget, TheInterruptWinsThenTheOrderIsFixed) {
   l.evaluations = 1, l.minutes = 1, l.gpu_minutes = 1, l.llm_calls = 1, l.llm_tokens = 1;
   l.llm_dollars = 1;
   FakeClock clock;
-  Budget b(l, 0, clock.fn());
+  Budget b(l, {}, clock.fn());
   EXPECT_EQ(b.run_reached(true), StopReason::Interrupted);
   EXPECT_EQ(b.run_reached(false), std::nullopt);
   b.set_llm({1, 1, 1});

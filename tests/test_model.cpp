@@ -37,6 +37,18 @@ json kforge_json(const std::string& args, const TempDir& dir, CliResult& r) {
   return json::parse(read_text(out), nullptr, false);
 }
 
+// The end of the small model files the bad-input test writes: a batch of 4 rows of 10, no
+// constructor arguments.
+const std::string kSmallInputs = R"(
+batch_size = 4
+
+def get_inputs():
+    return [torch.randn(batch_size, 10)]
+
+def get_init_inputs():
+    return []
+)";
+
 // The chains of the profile in graph order (their "index").
 std::vector<std::string> chain_names(const json& profile) {
   std::vector<std::pair<int, std::string>> by_index;
@@ -328,14 +340,7 @@ class Model(nn.Module):
     def forward(self, x):
         return x.view(3, -1, 7) @ torch.ones(5, 5)
 
-batch_size = 4
-
-def get_inputs():
-    return [torch.randn(batch_size, 10)]
-
-def get_init_inputs():
-    return []
-)")
+)" + kSmallInputs)
                             .string();
   r = run_kforge("model profile " + failing + " --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
@@ -369,14 +374,7 @@ class Model(nn.Module):
     def forward(self, x):
         return self.fc(x) + torch.randn(x.shape[0], 10)
 
-batch_size = 4
-
-def get_inputs():
-    return [torch.randn(batch_size, 10)]
-
-def get_init_inputs():
-    return []
-)")
+)" + kSmallInputs)
                            .string();
   r = run_kforge("model profile " + random + " --device cpu");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -71,10 +71,11 @@ Limits Limits::of(const RunConfig& c) {
   return l;
 }
 
-Budget::Budget(Limits limits, double wall_before, Clock clock)
+Budget::Budget(Limits limits, SpentBefore before, Clock clock)
     : limits_(limits),
-      wall_before_(wall_before),
-      clock_(clock ? std::move(clock) : Clock(steady_seconds)) {
+      wall_before_(before.wall_s),
+      clock_(clock ? std::move(clock) : Clock(steady_seconds)),
+      evaluations_before_(before.evaluations) {
   start_ = clock_();
 }
 

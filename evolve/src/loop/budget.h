@@ -108,12 +108,10 @@ class Budget {
   // Seconds on a monotonic clock; the default is std::chrono::steady_clock.
   using Clock = std::function<double()>;
 
-  // `wall_before`: the wall time of the run's earlier sessions (a resumed run).
-  explicit Budget(Limits limits, double wall_before = 0, Clock clock = {});
-
-  // A resumed run: the evaluations its earlier sessions spent, which its replay reads back (it
-  // may stop before reading them all); they count whatever the replay reaches (see EvaluationGate).
-  void set_spent_before(int64_t evaluations) { evaluations_before_ = evaluations; }
+  // `before`: what a resumed run's earlier sessions spent: their wall time, and the evaluations
+  // its replay reads back (it may stop before reading them all), which count whatever the replay
+  // reaches (see EvaluationGate).
+  explicit Budget(Limits limits, SpentBefore before = {}, Clock clock = {});
 
   // What the loop spends.
   void count_measured(const std::string& task);   // a screen or judgment measured

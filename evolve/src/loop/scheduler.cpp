@@ -27,10 +27,8 @@ Scheduler::Scheduler(const RunConfig& config, Evaluator& ev, int64_t run, const 
       hooks_(hooks),
       llm_(llm),
       before_(before),
-      budget_(Limits::of(config), before.wall_s),
-      tasks_(tasks) {
-  budget_.set_spent_before(before.evaluations);
-}
+      budget_(Limits::of(config), before),
+      tasks_(tasks) {}
 
 void Scheduler::run(Policy& policy) {
   Gpu* gpu = ev_.gpu();
