@@ -15,11 +15,13 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
+#include "kforge/compile/answer.h"
 #include "kforge/compile/candidate.h"
 #include "kforge/compile/module.h"
 #include "kforge/export/exporter.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/outcome.h"
+#include "compile_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -136,6 +138,32 @@ TEST(Export, GeneratedArithmeticIsKforgesOwn) {
                ExprError);
 }
 
+// `def` (an op's definition) compiled, syntax only, against the runtime header a package ships.
+kforge::test::CliResult syntax_check(const TempDir& dir, const exporter::Op& op,
+                                     const std::string& def) {
+  std::string runtime =
+      *read_file((source_dir() / "export/templates/runtime/runtime_header.h").string());
+  for (size_t at; (at = runtime.find("KFORGE_NS")) != std::string::npos;)
+    runtime.replace(at, 9, "ns");
+  dir.write("src/ns_runtime.h", runtime);
+  dir.write("include/ns/ns.h",
+            "#pragma once\n#include <cuda.h>\n#include <cstddef>\n#include <cstdint>\n#include "
+            "<stdexcept>\n"
+            "namespace ns {\nclass Error : public std::runtime_error {\n public:\n  using "
+            "std::runtime_error::runtime_error;\n};\n" +
+                exporter::op_declaration(op) + "}\n");
+  std::string ops =
+      dir.write("src/ops.cpp",
+                "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include "
+                "\"ns_runtime.h\"\n"
+                "namespace ns {\nnamespace detail { extern const OpImages " + op.op + "_images; }\n"
+                "using namespace detail;\n" +
+                    def + "}\n")
+          .string();
+  return run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" +
+             (dir.path() / "include").string() + " -I" + (dir.path() / "src").string() + " " + ops);
+}
+
 // A plan with every feature the runner has: the generated op and PyTorch op hold each, and the op
 // compiles against the runtime it is shipped with.
 TEST(Export, EveryPlanFeatureIsGeneratedAndCompiles) {
@@ -211,28 +239,44 @@ extern "C" __global__ void paired(float* out, int rows) {
   EXPECT_NE(def.find("m.functions[2]"), std::string::npos) << "three kernels, in the plan's order";
   EXPECT_EQ(exporter::torch_schema(op), "softmax(Tensor x) -> Tensor");
   // The op compiles against the runtime header it ships with.
-  std::string runtime =
-      *read_file((source_dir() / "export/templates/runtime/runtime_header.h").string());
-  for (size_t at; (at = runtime.find("KFORGE_NS")) != std::string::npos;)
-    runtime.replace(at, 9, "ns");
-  dir.write("src/ns_runtime.h", runtime);
-  dir.write("include/ns/ns.h",
-            "#pragma once\n#include <cuda.h>\n#include <cstddef>\n#include <cstdint>\n#include "
-            "<stdexcept>\n"
-            "namespace ns {\nclass Error : public std::runtime_error {\n public:\n  using "
-            "std::runtime_error::runtime_error;\n};\n" +
-                exporter::op_declaration(op) + "}\n");
-  std::string ops =
-      dir.write("src/ops.cpp",
-                "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include "
-                "\"ns_runtime.h\"\n"
-                "namespace ns {\nnamespace detail { extern const OpImages softmax_images; }\n"
-                "using namespace detail;\n" +
-                    def + "}\n")
-          .string();
-  auto [rc, out] =
-      run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" +
-          (dir.path() / "include").string() + " -I" + (dir.path() / "src").string() + " " + ops);
+  auto [rc, out] = syntax_check(dir, op, def);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+// A plan's tensor maps: each encoded at launch from the call's dims, after a check that it stays
+// inside its tensor (the library's own bound: outputs and inputs at the call's shapes).
+TEST(Export, TensorMapsAreCheckedAndEncodedAtEachCall) {
+  TempDir dir;
+  std::string answer = *read_file((source_dir() / "tests/gpu/honest/relu_tma.md").string());
+  auto task =
+      std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/relu.toml"));
+  std::vector<compile::TensorInfo> tensors =
+      compile::task_tensors(*task, tasks::Reference::compile(*task));
+  compile::Answer a = compile::parse_answer(answer);
+  compile::Compiler compiler(private_cache(dir));
+  compile::CandidateReport r =
+      compile::check_candidate(*task, tensors, a.source, a.plan, std::nullopt,
+                               compile::DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << join(r.errors, "\n");
+  exporter::Op op;
+  op.op = "relu";
+  op.task = task;
+  op.tensors = tensors;
+  op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
+  op.plan = compile::parse_plan_text(a.plan, *task, tensors);
+  op.tunables = r.tunables;
+  op.kernels = r.kernels;
+  op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
+  std::string def = exporter::op_definition(op, "ns");
+  for (const char* line :
+       {"kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_x), 8};",
+        "kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_out), 8};", "a.map.rank = 1;",
+        "a.map.dims[0] = I(kforge_launch::IntOp::Mul, d_B, d_N);", "a.map.box[0] = t_BOX;",
+        "a.map.element_bytes = 4;", "a.map.swizzle = 0;",
+        "check_tensor_map(a.map, int64_t(4) * int64_t(d_B) * int64_t(d_N));",
+        "launch[0].args[1].\" + kforge_launch::place(why, "})
+    EXPECT_NE(def.find(line), std::string::npos) << line << "\n" << def;
+  auto [rc, out] = syntax_check(dir, op, def);
   EXPECT_EQ(rc, 0) << out;
 }
 

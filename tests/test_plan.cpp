@@ -21,6 +21,44 @@ const std::string kPlan =
     R"js({"launch": [{"kernel": "relu", "grid": ["min(ceil_div(B * N, BLOCK), 8 * num_sms)"],
   "block": ["BLOCK"], "args": ["x", "out", "B * N"]}], "tune": {"BLOCK": [256, 128, 512]}})js";
 
+// The same ReLU through the tensor memory accelerator (TMA): each block loads a box of BOX elements
+// into shared memory, waits on an mbarrier, applies ReLU there and stores the box back. The maps
+// view x and out as one row of B * N elements: the last box's elements past the end read as zero
+// and are not written.
+const std::string kTmaSource = R"cu(#include <cuda.h>
+template <int kBox>
+__global__ void relu_tma(const __grid_constant__ CUtensorMap x, const __grid_constant__ CUtensorMap out) {
+  __shared__ alignas(128) float tile[kBox];
+  __shared__ alignas(8) unsigned long long bar;
+  const unsigned t = (unsigned)__cvta_generic_to_shared(tile), b = (unsigned)__cvta_generic_to_shared(&bar);
+  const int c0 = blockIdx.x * kBox;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(kBox * 4) : "memory");
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];"
+                 ::"r"(t), "l"(&x), "r"(c0), "r"(b) : "memory");
+  }
+  asm volatile("{\n.reg .pred p;\nW: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n@!p bra W;\n}" ::"r"(b) : "memory");
+  for (int i = threadIdx.x; i < kBox; i += blockDim.x) tile[i] = fmaxf(tile[i], 0.0f);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%1}], [%2];" ::"l"(&out), "r"(c0), "r"(t) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+}
+)cu";
+const std::string kTmaPlan =
+    R"js({"launch": [{"kernel": "relu_tma<BOX>", "grid": ["ceil_div(B * N, BOX)"], "block": [128],
+  "args": [{"tensor_map": "x", "dims": ["B * N"], "box": ["BOX"]},
+           {"tensor_map": "out", "dims": ["B * N"], "box": ["BOX"]}]}],
+  "tune": {"BOX": [256, 128]}})js";
+
 struct Case {
   const char* label;
   std::string source, plan;
@@ -60,7 +98,7 @@ std::vector<Case> cases() {
       {"argument names nothing", s, with(p, "[\"x\", \"out\"", "[\"y\", \"out\""), Stage::Plan,
        "'y' is neither a tensor"},
       {"real-valued argument", s, with(p, "\"B * N\"]", "1.5]"), Stage::Plan,
-       "must be a tensor name or an integer expression"},
+       "must be a tensor name, an integer expression or a tensor map"},
       {"malformed expression", s, with(p, "B * N\"]", "B * * N\"]"), Stage::Plan, "unexpected '*'"},
       {"tune is not an object", s, with(p, "{\"BLOCK\": [256, 128, 512]}", "[256]"), Stage::Plan,
        "tune: must be an object"},
@@ -164,6 +202,37 @@ std::vector<Case> cases() {
        "candidate.cu(1): error: bytes that are not UTF-8"},
       {"4 TiB device array", with(s, "__global__", "__device__ char big[1ull << 42];\n__global__"),
        p, Stage::Limits, "module: its __device__ variables take 43980465"},
+      // Tensor maps (TMA): the map's form, the driver's rules at every configuration, the
+      // kernel's parameter type.
+      {"tensor map of no tensor", kTmaSource, with(kTmaPlan, "\"tensor_map\": \"x\"", "\"tensor_map\": \"y\""),
+       Stage::Plan, "launch[0].args[0].tensor_map: must name a tensor (x, out)"},
+      {"tensor map with an unknown key", kTmaSource,
+       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"stride\": [1]}"), Stage::Plan,
+       "launch[0].args[0].stride: unknown key"},
+      {"tensor map box for two dims", kTmaSource,
+       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\", 1]}"), Stage::Plan,
+       "launch[0].args[0].box: has 2 sizes for 1 dims"},
+      {"tensor map swizzle of 100 bytes", kTmaSource,
+       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 100}"), Stage::Plan,
+       "launch[0].args[0].swizzle: must be 0, 32, 64 or 128"},
+      {"tensor map box of 512", kTmaSource, with(kTmaPlan, "[256, 128]", "[512]"), Stage::Limits,
+       "launch[0].args[0].box[0] for dims (B=4096, N=4096) and tunables (BOX=512): 512; each box "
+       "size must be between 1 and 256"},
+      {"tensor map box row of 12 bytes", kTmaSource, with(kTmaPlan, "[256, 128]", "[3]"),
+       Stage::Limits, "a box row is 12 bytes; it must be a multiple of 16"},
+      {"tensor map rows 12 bytes apart", kTmaSource,
+       with(kTmaPlan, "\"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}",
+            "\"x\", \"dims\": [\"B * N / 3\", 3], \"box\": [1, 4]}"),
+       Stage::Limits, "launch[0].args[0].dims[0]"},
+      {"tensor map swizzled narrower than its box", kTmaSource,
+       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 128}"), Stage::Limits,
+       "a box row is 1024 bytes, more than the 128-byte swizzle"},
+      {"tensor map passed to a pointer", kSource,
+       with(kPlan, "[\"x\", \"out\"", "[{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [64]}, \"out\""),
+       Stage::Limits, "the tensor map of 'x' is passed to parameter 1 of type 'float const*'; "
+       "declare it 'const __grid_constant__ CUtensorMap'"},
+      {"pointer passed to a tensor map", kTmaSource, with(kTmaPlan, "{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}", "\"x\""),
+       Stage::Limits, "parameter 1 is a CUtensorMap, but the plan passes tensor 'x'"},
   };
 }
 
@@ -211,6 +280,68 @@ TEST(Plan, GoodCandidateEvaluatesOnEveryConfiguration) {
   ASSERT_EQ(r.kernels.size(), 1u);
   EXPECT_EQ(r.kernels[0].signature, "relu(float const*, float*, long long)");
   EXPECT_GT(r.kernels[0].resources.registers, 0);
+}
+
+// A TMA kernel: <cuda.h> is kforge's shim (the tensor map type), NVRTC compiles the bulk tensor
+// copies for sm_90a, and each configuration's maps are evaluated: dims, boxes, the element type.
+TEST(Plan, TensorMapCandidateCompilesAndItsMapsAreEvaluated) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource, kTmaPlan, std::nullopt,
+                                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
+  ASSERT_EQ(r.kernels.size(), 1u);
+  EXPECT_EQ(r.kernels[0].signature, "void relu_tma<256>(CUtensorMap_st, CUtensorMap_st)");
+  ASSERT_EQ(r.configurations.size(), fx.task.all_dims().size());
+  for (const auto& [dims, plan] : r.configurations) {
+    const ConcreteLaunch& l = plan.launches.at(0);
+    const int64_t n = dims.at("B") * dims.at("N");
+    EXPECT_EQ(l.grid[0], (n + 255) / 256);
+    for (const ConcreteArg& a : l.args) {
+      EXPECT_TRUE(a.is_tensor);
+      EXPECT_EQ(a.map.rank, 1);
+      EXPECT_EQ(a.map.dims[0], n);
+      EXPECT_EQ(a.map.box[0], 256);
+      EXPECT_EQ(a.map.element_bytes, 4);
+      EXPECT_EQ(a.map.type, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+      EXPECT_EQ(a.map.swizzle, 0);
+    }
+  }
+  // Tensor maps are Hopper's: an sm_80 target is told so.
+  Plan p = parse_plan_text(kTmaPlan, fx.task, fx.tensors);
+  try {
+    evaluate_plan(p, fx.task.dims, {{"BOX", 256}}, DeviceFacts::for_arch("sm_80"));
+    ADD_FAILURE() << "sm_80 accepted a tensor map";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor maps (TMA) need sm_90 or newer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The rules a map must keep, including the one only the judge and an exported library can check
+// (the map inside its tensor's bytes).
+TEST(Plan, TensorMapRulesNameTheFieldAndTheLimit) {
+  kforge_launch::TensorMap m;
+  m.rank = 2;
+  m.dims[0] = 64, m.dims[1] = 128;  // [64, 128] float16: rows 256 bytes apart
+  m.box[0] = 64, m.box[1] = 64;
+  m.element_bytes = 2;
+  m.swizzle = 128;
+  EXPECT_EQ(kforge_launch::check_tensor_map(m, 64 * 128 * 2), "");
+  EXPECT_EQ(kforge_launch::place(kforge_launch::check_tensor_map(m, 64 * 128 * 2 - 1), ""),
+            "dims: the map spans 16384 bytes but the tensor has 16383");
+  m.dims[1] = 100;  // rows 200 bytes apart
+  EXPECT_EQ(kforge_launch::place(kforge_launch::check_tensor_map(m, 1 << 20), " at N=100"),
+            "dims[0] at N=100: its rows are 200 bytes apart; the stride of every dim but the last "
+            "must be a multiple of 16 bytes");
+  m.dims[1] = 128, m.rank = 6;
+  EXPECT_NE(kforge_launch::check_tensor_map(m, 1 << 20).find("a tensor map has 1 to 5"),
+            std::string::npos);
+  m.rank = 2, m.dims[0] = int64_t{1} << 40;
+  EXPECT_NE(kforge_launch::check_tensor_map(m, INT64_MAX).find("between 1 and 2^32"),
+            std::string::npos);
 }
 
 TEST(Plan, TuneSpaceHonoursConstraints) {
@@ -323,6 +454,20 @@ TEST(Signature, ParsesDemangledParameters) {
   EXPECT_EQ(demangle("_Z12softmax_rowsILi256EEvPKfPfi"),
             "void softmax_rows<256>(float const*, float*, int)");
   EXPECT_EQ(demangle("plain"), "");
+}
+
+// extern "C" kernels: PTX's parameter list, a struct by value (a tensor map) counted in bytes.
+TEST(Signature, ReadsPtxParameterSizes) {
+  const std::string ptx =
+      ".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128],\n\t.param .u64 k_param_1,\n"
+      "\t.param .u32 k_param_2\n)\n{\n}\n";
+  auto p = ptx_parameters(ptx, "k");
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->size(), 3u);
+  EXPECT_EQ((*p)[0].bits, 1024);
+  EXPECT_EQ((*p)[0].text, ".b8[128]");
+  EXPECT_EQ((*p)[1].bits, 64);
+  EXPECT_EQ((*p)[2].bits, 32);
 }
 
 }  // namespace

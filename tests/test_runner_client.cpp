@@ -44,7 +44,7 @@ const auto kWatchdog = std::chrono::milliseconds(400);
 
 TEST(Protocol, VersionsArePinned) {
   // Changing either is a decision: update docs/protocol.md and this pin together.
-  EXPECT_EQ(kProtocolVersion, 3);
+  EXPECT_EQ(kProtocolVersion, 4);  // 4: tensor map arguments
   EXPECT_EQ(kHarnessVersion, 3);
 }
 
@@ -54,8 +54,24 @@ TEST(Protocol, RunRequestAndReplyRoundTrip) {
   q.launches[0].shared_bytes = 65536;
   q.launches[0].cooperative = true;
   q.repeat = 3;
+  LaunchArg map{1, 0, 8};  // a tensor map of buffer 1: [4096, 128] float16, boxes [64, 64]
+  map.map.rank = 2;
+  map.map.dims[0] = 4096, map.map.dims[1] = 128;
+  map.map.box[0] = 64, map.map.box[1] = 64;
+  map.map.element_bytes = 2;
+  map.map.type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  map.map.swizzle = 128;
+  q.launches[0].args.push_back(map);
   RunRequest back = run_request_from_json(json::parse(to_json(q).dump()));
   EXPECT_EQ(to_json(back), to_json(q));
+  const kforge_launch::TensorMap& m = back.launches[0].args[3].map;
+  EXPECT_EQ(back.launches[0].args[3].buffer, 1);
+  EXPECT_EQ(m.rank, 2);
+  EXPECT_EQ(m.dims[0], 4096);
+  EXPECT_EQ(m.box[1], 64);
+  EXPECT_EQ(m.type, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  EXPECT_EQ(m.swizzle, 128);
+  EXPECT_EQ(back.launches[0].args[0].map.rank, 0);
   EXPECT_EQ(back.launches[0].args[1].value, 12345678901LL);
   EXPECT_EQ(back.launches[0].args[2].bytes, 4);
   EXPECT_EQ(back.launches[0].args[0].buffer, 0);

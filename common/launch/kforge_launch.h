@@ -153,11 +153,61 @@ inline std::string place(const std::string& why, const std::string& where) {
   return bar == std::string::npos ? why + where : why.substr(0, bar) + where + why.substr(bar + 1);
 }
 
-// A kernel parameter: a device pointer, or an integer passed as 4 or 8 bytes (the kernel's type).
+// ---- Tensor maps (TMA)
+// ------------------------------------------------------------------------------
+
+// A tensor as Hopper's tensor memory accelerator sees it: dense and row-major, `dims` outermost
+// first as a task writes shapes, read and written in boxes of `box` elements, the box's rows
+// swizzled in shared memory over `swizzle` bytes (0: none). The driver encodes it at launch into
+// the 128-byte CUtensorMap the kernel takes by value (`const __grid_constant__ CUtensorMap`).
+// Elements outside `dims` read as zero and are never written: the map is the bound.
+struct TensorMap {
+  int rank = 0;  // 1 to 5; 0: the argument is not a tensor map
+  int64_t dims[5] = {}, box[5] = {};
+  int element_bytes = 4;
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  int swizzle = 0;  // 0, 32, 64 or 128 bytes
+};
+
+// The first rule of cuTensorMapEncodeTiled's (and kforge's: the map stays inside the tensor's
+// `tensor_bytes`) that `m` breaks, as "field|: why" for place(); empty when it keeps them all.
+inline std::string check_tensor_map(const TensorMap& m, int64_t tensor_bytes) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  if (m.rank < 1 || m.rank > 5) return "dims|: " + s(m.rank) + " dims; a tensor map has 1 to 5";
+  int64_t extent = m.element_bytes;  // bytes the map spans, and the stride of the dim being read
+  for (int i = m.rank - 1; i >= 0; --i) {
+    std::string d = "[" + s(i) + "]";
+    if (m.dims[i] < 1 || m.dims[i] > (int64_t{1} << 32))
+      return "dims" + d + "|: " + s(m.dims[i]) + "; each dim must be between 1 and 2^32";
+    if (m.box[i] < 1 || m.box[i] > 256)
+      return "box" + d + "|: " + s(m.box[i]) + "; each box size must be between 1 and 256";
+    if (i < m.rank - 1 && (extent % 16 != 0 || extent >= (int64_t{1} << 40)))
+      return "dims" + d + "|: its rows are " + s(extent) +
+             " bytes apart; the stride of every dim but the last must be a multiple of 16 bytes";
+    if (__builtin_mul_overflow(extent, m.dims[i], &extent))
+      return "dims|: the map spans more than 2^63 bytes";
+  }
+  int64_t row = m.box[m.rank - 1] * m.element_bytes;
+  if (row % 16 != 0)
+    return "box[" + s(m.rank - 1) + "]|: a box row is " + s(row) +
+           " bytes; it must be a multiple of 16";
+  if (m.swizzle != 0 && m.swizzle != 32 && m.swizzle != 64 && m.swizzle != 128)
+    return "swizzle|: " + s(m.swizzle) + "; it must be 0, 32, 64 or 128 (bytes)";
+  if (m.swizzle != 0 && row > m.swizzle)
+    return "box[" + s(m.rank - 1) + "]|: a box row is " + s(row) + " bytes, more than the " +
+           s(m.swizzle) + "-byte swizzle";
+  if (extent > tensor_bytes)
+    return "dims|: the map spans " + s(extent) + " bytes but the tensor has " + s(tensor_bytes);
+  return {};
+}
+
+// A kernel parameter: a device pointer, an integer passed as 4 or 8 bytes (the kernel's type), or
+// a tensor map over the tensor at `value`.
 struct Arg {
   bool pointer = false;
   uint64_t value = 0;  // the pointer, or the integer's bits
   int bytes = 8;
+  TensorMap map;  // rank > 0: the parameter is this map of the tensor at `value`
 };
 
 // How wide an integer argument is passed: 4 bytes for a 32-bit kernel parameter, else 8 (pointers,
@@ -173,24 +223,66 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                     const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill) = nullptr;
 #ifndef KFORGE_LAUNCH_NO_LINKED_DRIVER
   static Driver linked() {
     Driver d;
     d.cuFuncSetAttribute = &::cuFuncSetAttribute;
     d.cuLaunchKernel = &::cuLaunchKernel;
     d.cuLaunchKernelEx = &::cuLaunchKernelEx;
+    d.cuTensorMapEncodeTiled = &::cuTensorMapEncodeTiled;
     return d;
   }
 #endif
 };
+
+// Encodes `m` over the tensor at `address` (interleave none, elements read one by one, L2
+// promotion of 128 bytes, out-of-bounds elements zero).
+inline CUresult encode_tensor_map(const Driver& d, const TensorMap& m, uint64_t address,
+                                  CUtensorMap* out) {
+  if (!d.cuTensorMapEncodeTiled) return CUDA_ERROR_NOT_SUPPORTED;
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], element_strides[5];
+  uint64_t stride = static_cast<uint64_t>(m.element_bytes);
+  for (int i = 0; i < m.rank; ++i) {  // the driver's order: innermost first
+    const int k = m.rank - 1 - i;
+    dims[i] = static_cast<cuuint64_t>(m.dims[k]);
+    box[i] = static_cast<cuuint32_t>(m.box[k]);
+    element_strides[i] = 1;
+    if (i > 0) strides[i - 1] = stride;
+    stride *= dims[i];
+  }
+  const CUtensorMapSwizzle swizzle = m.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : m.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                       : CU_TENSOR_MAP_SWIZZLE_NONE;
+  return d.cuTensorMapEncodeTiled(out, m.type, static_cast<cuuint32_t>(m.rank),
+                                  reinterpret_cast<void*>(address), dims, strides, box,
+                                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
 
 // Launches `f` on `stream` as `l` says; `what` (on failure) names the step that failed:
 // "allowing N bytes of dynamic shared memory" or "launching".
 inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std::vector<Arg>& args,
                        CUstream stream, std::string* what = nullptr) {
   std::vector<uint64_t> storage(args.size());
+  std::vector<CUtensorMap> maps(args.size());
   std::vector<void*> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].map.rank > 0) {
+      CUresult r = encode_tensor_map(d, args[i].map, args[i].value, &maps[i]);
+      if (r != CUDA_SUCCESS) {
+        if (what) *what = "encoding the tensor map of argument " + std::to_string(i);
+        return r;
+      }
+      params[i] = &maps[i];
+      continue;
+    }
     if (args[i].pointer || args[i].bytes == 8) {
       storage[i] = args[i].value;
     } else {

@@ -118,6 +118,7 @@ Module compile_module_here(const ModuleRequest& r) {
     std::string_view text = name == "kforge_shims.h" ? embedded::compile_shims_kforge_shims
                             : name == "cmath" || name == "math.h" ? embedded::compile_shims_cmath
                             : name == "algorithm" ? embedded::compile_shims_algorithm
+                            : name == "cuda.h"    ? embedded::compile_shims_cuda
                                                   : embedded::compile_shims_forwarding;
     headers.emplace_back(name, std::string(text));
   }

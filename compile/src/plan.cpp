@@ -234,6 +234,41 @@ class Parser {
     return out;
   }
 
+  // {"tensor_map": TENSOR, "dims": [...], "box": [...], "swizzle": 0|32|64|128}
+  ArgSpec tensor_map_arg(const json& j, const std::string& field) const {
+    static const char* kForm = "{tensor_map, dims, box, swizzle}";
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "tensor_map" && it.key() != "dims" && it.key() != "box" &&
+          it.key() != "swizzle")
+        fail(field + "." + it.key(), "unknown key (a tensor map is " + std::string(kForm) + ")");
+    ArgSpec a;
+    if (!j.contains("tensor_map") || !j["tensor_map"].is_string() ||
+        !plan_.tensor(j["tensor_map"].get<std::string>()))
+      fail(field + ".tensor_map", "must name a tensor (" + names_of_tensors() + ")");
+    a.text = j["tensor_map"].get<std::string>();
+    a.is_tensor = true;
+    TensorMapSpec m;
+    for (const char* key : {"dims", "box"}) {
+      const std::string f = field + "." + key;
+      if (!j.contains(key) || !j[key].is_array() || j[key].empty() || j[key].size() > 5)
+        fail(f, "missing: a list of 1 to 5 expressions, outermost first");
+      std::vector<Expr>& out = std::string(key) == "dims" ? m.dims : m.box;
+      for (size_t k = 0; k < j[key].size(); ++k)
+        out.push_back(expression(j[key][k], f + "[" + std::to_string(k) + "]"));
+    }
+    if (m.box.size() != m.dims.size())
+      fail(field + ".box", "has " + std::to_string(m.box.size()) + " sizes for " +
+                               std::to_string(m.dims.size()) + " dims; give one per dim");
+    if (j.contains("swizzle")) {
+      const json& sw = j["swizzle"];
+      if (!sw.is_number_integer() || (sw != 0 && sw != 32 && sw != 64 && sw != 128))
+        fail(field + ".swizzle", "must be 0, 32, 64 or 128 (bytes), got " + sw.dump());
+      m.swizzle = sw.get<int>();
+    }
+    a.map = std::move(m);
+    return a;
+  }
+
   LaunchSpec parse_launch(const json& j, const std::string& field) const {
     if (!j.is_object()) fail(field, "must be an object {kernel, grid, block, shared_bytes, args}");
     static const std::set<std::string> keys = {"kernel", "grid",        "block",  "shared_bytes",
@@ -268,7 +303,9 @@ class Parser {
     for (size_t i = 0; i < args.size(); ++i) {
       std::string af = field + ".args[" + std::to_string(i) + "]";
       ArgSpec a;
-      if (args[i].is_string() && plan_.tensor(args[i].get<std::string>())) {
+      if (args[i].is_object()) {
+        a = tensor_map_arg(args[i], af);
+      } else if (args[i].is_string() && plan_.tensor(args[i].get<std::string>())) {
         a.text = args[i].get<std::string>();
         a.is_tensor = true;
       } else if (args[i].is_string() || args[i].is_number_integer()) {
@@ -283,7 +320,10 @@ class Parser {
           throw;
         }
       } else {
-        fail(af, "must be a tensor name or an integer expression, got " + args[i].dump());
+        fail(af,
+             "must be a tensor name, an integer expression or a tensor map {tensor_map, dims, box, "
+             "swizzle}, got " +
+                 args[i].dump());
       }
       l.args.push_back(a);
     }
@@ -420,17 +460,55 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     if (!problem.ok())
       throw PlanError(field + "." + problem.field + ": " + kforge_launch::place(problem.why, at));
     for (size_t k = 0; k < l.args.size(); ++k) {
+      const std::string af = field + ".args[" + std::to_string(k) + "]";
       ConcreteArg a;
       a.is_tensor = l.args[k].is_tensor;
       if (a.is_tensor)
         a.tensor = l.args[k].text;
       else
-        a.value = value(l.args[k].value, field + ".args[" + std::to_string(k) + "]");
+        a.value = value(l.args[k].value, af);
+      if (const auto& m = l.args[k].map) {
+        const tasks::Dtype dtype = plan.tensor(a.tensor)->dtype;
+        a.map.rank = static_cast<int>(m->dims.size());
+        for (size_t d = 0; d < m->dims.size(); ++d) {
+          a.map.dims[d] = value(m->dims[d], af + ".dims[" + std::to_string(d) + "]");
+          a.map.box[d] = value(m->box[d], af + ".box[" + std::to_string(d) + "]");
+        }
+        a.map.element_bytes = static_cast<int>(tasks::dtype_size(dtype));
+        a.map.type = tensor_map_type(dtype);
+        a.map.swizzle = m->swizzle;
+        // The tensor's size is the judge's to check (outputs' shapes come from the reference).
+        std::string why = kforge_launch::check_tensor_map(a.map, INT64_MAX);
+        if (!why.empty()) throw PlanError(af + "." + kforge_launch::place(why, at));
+        if (sm_number(facts.arch) < 90)
+          throw PlanError(af + ": tensor maps (TMA) need sm_90 or newer; the target is " +
+                          facts.arch);
+      }
       c.args.push_back(a);
     }
     out.launches.push_back(std::move(c));
   }
   return out;
+}
+
+CUtensorMapDataType tensor_map_type(tasks::Dtype dtype) {
+  switch (dtype) {
+    case tasks::Dtype::Float32:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case tasks::Dtype::Float16:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case tasks::Dtype::BFloat16:
+      return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case tasks::Dtype::Float64:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    case tasks::Dtype::Int32:
+      return CU_TENSOR_MAP_DATA_TYPE_INT32;
+    case tasks::Dtype::Int64:
+      return CU_TENSOR_MAP_DATA_TYPE_INT64;
+    case tasks::Dtype::Bool:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  }
+  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
 }
 
 Tunables default_tunables(const Plan& plan) {

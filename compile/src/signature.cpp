@@ -103,14 +103,18 @@ std::optional<std::vector<ParamType>> ptx_parameters(const std::string& ptx,
   size_t end = ptx.find(')', start);
   if (end == std::string::npos) return std::nullopt;
   std::string list = ptx.substr(start, end - start);
-  static const std::regex param(R"(\.param\s+\.(?:align\s+\d+\s+)?\.?([a-z]+)(\d+))");
+  // ".param .u64 name", ".param .align 64 .b8 name[128]" (a struct by value: its bytes).
+  static const std::regex param(
+      R"(\.param\s+\.(?:align\s+\d+\s+)?\.?([a-z]+)(\d+)\s+[\w$]+(?:\[(\d+)\])?)");
   std::vector<ParamType> out;
   for (auto it = std::sregex_iterator(list.begin(), list.end(), param);
        it != std::sregex_iterator(); ++it) {
     ParamType p;
     p.kind = ParamType::Kind::Other;
-    p.bits = std::stoi((*it)[2]);
-    p.text = "." + std::string((*it)[1]) + std::string((*it)[2]);
+    const int count = (*it)[3].matched ? std::stoi((*it)[3]) : 1;
+    p.bits = std::stoi((*it)[2]) * count;
+    p.text = "." + std::string((*it)[1]) + std::string((*it)[2]) +
+             ((*it)[3].matched ? "[" + std::string((*it)[3]) + "]" : "");
     out.push_back(p);
   }
   return out;
@@ -127,6 +131,16 @@ const std::vector<std::string>& accepted_pointees(tasks::Dtype d) {
       {tasks::Dtype::Bool, {"bool", "unsigned char", "signed char", "char"}}};
   return table.at(d);
 }
+
+namespace {
+
+bool is_tensor_map_type(const ParamType& p) {
+  return p.kind == ParamType::Kind::Other &&
+         (p.text == "CUtensorMap_st" || p.text == "CUtensorMap_st const" ||
+          p.text == "CUtensorMap");
+}
+
+}  // namespace
 
 std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t index,
                                          const Plan& plan, const std::vector<ParamType>& params,
@@ -145,6 +159,20 @@ std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t in
     std::string af = field + ".args[" + std::to_string(i) + "]";
     std::string arg_text =
         a.is_tensor ? "tensor '" + a.tensor + "'" : "the integer " + std::to_string(a.value);
+    if (a.map.rank > 0) {  // by value: a 128-byte CUtensorMap
+      if (from_ptx ? p.bits != 1024 : !is_tensor_map_type(p))
+        problems.push_back(af + ": the tensor map of '" + a.tensor + "' is passed to parameter " +
+                           std::to_string(i + 1) + " of type '" + p.text +
+                           "'; declare it 'const __grid_constant__ CUtensorMap' (#include "
+                           "<cuda.h>)");
+      continue;
+    }
+    if (is_tensor_map_type(p)) {
+      problems.push_back(af + ": parameter " + std::to_string(i + 1) + " is a CUtensorMap, but " +
+                         "the plan passes " + arg_text +
+                         "; pass {\"tensor_map\": TENSOR, \"dims\": [...], \"box\": [...]}");
+      continue;
+    }
     if (from_ptx) {
       // extern "C": PTX only says how wide each parameter is.
       if (a.is_tensor && p.bits != 64)
@@ -162,8 +190,8 @@ std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t in
     }
     if (p.kind == ParamType::Kind::Other) {
       problems.push_back(af + ": parameter " + std::to_string(i + 1) + " has type '" + p.text +
-                         "'; kernel parameters must be tensor pointers or integers (float "
-                         "constants belong in the source)");
+                         "'; kernel parameters must be tensor pointers, integers or tensor "
+                         "maps (float constants belong in the source)");
       continue;
     }
     if (a.is_tensor) {

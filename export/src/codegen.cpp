@@ -139,6 +139,28 @@ const compile::TensorInfo& tensor_named(const Op& op, const std::string& name) {
   throw Error("the plan names a tensor the task lacks: " + name);
 }
 
+// C++ for the bytes of tensor `t` at the call's dims (w: its index, for a workspace).
+std::string tensor_bytes_code(const Op& op, const compile::TensorInfo& t, size_t w) {
+  if (t.role == TensorRole::Workspace) return "int64_t(ws" + std::to_string(w) + "_bytes)";
+  const std::vector<Expr>* shape = nullptr;
+  if (t.role == TensorRole::Input) {
+    for (const tasks::InputSpec& in : op.task->inputs)
+      if (in.name == t.name) shape = &in.shape;
+  } else {
+    size_t k = 0;  // its place among the outputs
+    for (const compile::TensorInfo& u : op.tensors) {
+      if (u.name == t.name) break;
+      if (u.role == TensorRole::Output) ++k;
+    }
+    if (k < op.output_shapes.size()) shape = &op.output_shapes[k];
+  }
+  if (!shape) throw Error("the shape of tensor '" + t.name + "' is not known, so its tensor map "
+                          "cannot be checked");
+  std::string out = "int64_t(" + std::to_string(tasks::dtype_size(t.dtype)) + ")";
+  for (const Expr& e : *shape) out += " * int64_t(" + code(e, op) + ")";
+  return out;
+}
+
 // The facts and the workspaces' byte offsets, shared by NAME_workspace_bytes and NAME.
 std::string workspace_code(const Op& op) {
   std::ostringstream o;
@@ -264,13 +286,33 @@ std::string op_definition(const Op& op, const std::string& ns) {
       const compile::ArgSpec& arg = l.args[a];
       if (arg.is_tensor) {
         const compile::TensorInfo& t = tensor_named(op, arg.text);
-        if (t.role == TensorRole::Workspace) {
-          size_t w = 0;
+        size_t w = 0;
+        if (t.role == TensorRole::Workspace)
           while (op.plan.workspaces[w].name != arg.text) ++w;
-          o << "    args.push_back({true, ws_base + ws" << w << "_offset, 8});\n";
-        } else {
-          o << "    args.push_back({true, reinterpret_cast<uint64_t>(x_" << t.name << "), 8});\n";
+        const std::string pointer = t.role == TensorRole::Workspace
+                                        ? "ws_base + ws" + std::to_string(w) + "_offset"
+                                        : "reinterpret_cast<uint64_t>(x_" + t.name + ")";
+        if (!arg.map) {
+          o << "    args.push_back({true, " << pointer << ", 8});\n";
+          continue;
         }
+        // A tensor map: encoded at launch, checked against the tensor's bytes first.
+        const std::string af = "launch[" + std::to_string(k) + "].args[" + std::to_string(a) + "]";
+        o << "    {\n      kforge_launch::Arg a{true, " << pointer << ", 8};\n"
+          << "      a.map.rank = " << arg.map->dims.size() << ";\n";
+        for (size_t d = 0; d < arg.map->dims.size(); ++d) {
+          field("a.map.dims[" + std::to_string(d) + "]", arg.map->dims[d]);
+          field("a.map.box[" + std::to_string(d) + "]", arg.map->box[d]);
+        }
+        o << "      a.map.element_bytes = " << tasks::dtype_size(t.dtype) << ";\n"
+          << "      a.map.type = static_cast<CUtensorMapDataType>("
+          << static_cast<int>(compile::tensor_map_type(t.dtype)) << ");\n"
+          << "      a.map.swizzle = " << arg.map->swizzle << ";\n"
+          << "      std::string why = kforge_launch::check_tensor_map(a.map, "
+          << tensor_bytes_code(op, t, w) << ");\n"
+          << "      if (!why.empty()) throw Error(std::string(op) + \": " << af
+          << ".\" + kforge_launch::place(why, " << dims_in_words(op) << "));\n"
+          << "      args.push_back(a);\n    }\n";
       } else {
         o << "    e = " << literal(arg.value.text()) << ";\n    args.push_back({false, uint64_t("
           << code(arg.value, op) << "), "

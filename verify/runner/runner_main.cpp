@@ -218,6 +218,14 @@ class Runner {
       args[i].pointer = a.buffer >= 0;
       args[i].value = a.buffer >= 0 ? mappings_.at(a.buffer).data : static_cast<uint64_t>(a.value);
       args[i].bytes = a.bytes;
+      if (a.map.rank > 0) {  // the judge checked it; so does the runner, against what it mapped
+        std::string why = kforge_launch::check_tensor_map(a.map, mappings_.at(a.buffer).bytes);
+        if (!why.empty())
+          throw DriverFailure{CUDA_ERROR_INVALID_VALUE,
+                              "the tensor map of argument " + std::to_string(i) + ": " +
+                                  kforge_launch::place(why, "")};
+        args[i].map = a.map;
+      }
     }
     std::string what;
     CUresult r =
@@ -320,7 +328,7 @@ class Runner {
   const Driver& d_;
   // The three entry points kforge_launch::launch calls, from the libcuda opened at run time.
   kforge_launch::Driver launch_driver_{d_.cuFuncSetAttribute, d_.cuLaunchKernel,
-                                       d_.cuLaunchKernelEx};
+                                       d_.cuLaunchKernelEx, d_.cuTensorMapEncodeTiled};
   Channel& channel_;
   int ordinal_ = 0;
   std::unique_ptr<TimingGate> gate_;  // made by the first timed run

@@ -161,6 +161,14 @@ Verdict Judge::guarded(const std::function<Verdict()>& judge) {
     if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) throw;
     runner_.restart();
     return parts::out_of_memory({{"harness_version", kHarnessVersion}}, e.what(), options_.device);
+  } catch (const compile::PlanError& e) {
+    // A rule only the judge can check: a tensor map past its tensor, whose size needs the
+    // reference's output shapes.
+    Verdict v;
+    v.outcome = Outcome::PlanError;
+    v.summary = std::string("plan: ") + e.what();
+    v.evidence = {{"stage", "plan"}, {"errors", {e.what()}}, {"harness_version", kHarnessVersion}};
+    return v;
   } catch (const std::exception& e) {
     if (is_out_of_memory(e)) {  // LibTorch's, raised in a reference or a comparison
       runner_.restart();

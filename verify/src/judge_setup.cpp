@@ -202,7 +202,8 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
     if (w.zero_init) c.request.zero_buffers.push_back(static_cast<int>(c.buffers.size() - 1));
   }
   const compile::CandidateReport& report = j.report;
-  for (const compile::ConcreteLaunch& l : plan.launches) {
+  for (size_t li = 0; li < plan.launches.size(); ++li) {
+    const compile::ConcreteLaunch& l = plan.launches[li];
     LaunchSpecWire w;
     for (size_t k = 0; k < report.kernels.size(); ++k)
       if (report.kernels[k].name == l.kernel) w.kernel = static_cast<int>(k);
@@ -216,6 +217,15 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
       if (l.args[a].is_tensor) {
         arg.buffer = static_cast<int>(std::find(c.names.begin(), c.names.end(), l.args[a].tensor) -
                                       c.names.begin());
+        if (l.args[a].map.rank > 0) {  // the map stays inside the tensor (compile checked the rest)
+          std::string why = kforge_launch::check_tensor_map(
+              l.args[a].map, static_cast<int64_t>(c.buffers.at(arg.buffer)->spec().bytes));
+          if (!why.empty())
+            throw compile::PlanError(
+                "launch[" + std::to_string(li) + "].args[" + std::to_string(a) + "]." +
+                kforge_launch::place(why, " for dims (" + tasks::format_dims(dims) + ")"));
+          arg.map = l.args[a].map;
+        }
       } else {
         arg.value = l.args[a].value;
         arg.bytes = kforge_launch::int_arg_bytes(a < params.size() ? params[a].bits : 64);

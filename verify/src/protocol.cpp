@@ -1,6 +1,7 @@
 #include "kforge/verify/protocol.h"
 
 #include <regex>
+#include <stdexcept>
 
 namespace kforge::verify {
 
@@ -20,9 +21,19 @@ json to_json(const RunRequest& r) {
   json launches = json::array();
   for (const LaunchSpecWire& l : r.launches) {
     json args = json::array();
-    for (const LaunchArg& a : l.args)
-      args.push_back(a.buffer >= 0 ? json{{"buffer", a.buffer}}
-                                   : json{{"int", a.value}, {"bytes", a.bytes}});
+    for (const LaunchArg& a : l.args) {
+      json arg = a.buffer >= 0 ? json{{"buffer", a.buffer}}
+                               : json{{"int", a.value}, {"bytes", a.bytes}};
+      if (a.map.rank > 0) {
+        const kforge_launch::TensorMap& m = a.map;
+        arg["map"] = {{"dims", std::vector<int64_t>(m.dims, m.dims + m.rank)},
+                      {"box", std::vector<int64_t>(m.box, m.box + m.rank)},
+                      {"element_bytes", m.element_bytes},
+                      {"type", static_cast<int>(m.type)},
+                      {"swizzle", m.swizzle}};
+      }
+      args.push_back(arg);
+    }
     launches.push_back({{"kernel", l.kernel},
                         {"grid", l.grid},
                         {"block", l.block},
@@ -38,6 +49,25 @@ json to_json(const RunRequest& r) {
           {"timed", r.timed}};
 }
 
+namespace {
+
+kforge_launch::TensorMap tensor_map_from_json(const json& j) {
+  kforge_launch::TensorMap m;
+  auto dims = j.at("dims").get<std::vector<int64_t>>();
+  auto box = j.at("box").get<std::vector<int64_t>>();
+  if (dims.empty() || dims.size() > 5 || box.size() != dims.size())
+    throw std::invalid_argument("a tensor map has 1 to 5 dims, and a box size for each");
+  m.rank = static_cast<int>(dims.size());
+  std::copy(dims.begin(), dims.end(), m.dims);
+  std::copy(box.begin(), box.end(), m.box);
+  m.element_bytes = j.at("element_bytes");
+  m.type = static_cast<CUtensorMapDataType>(j.at("type").get<int>());
+  m.swizzle = j.at("swizzle");
+  return m;
+}
+
+}  // namespace
+
 RunRequest run_request_from_json(const json& j) {
   RunRequest r;
   for (const json& l : j.at("launches")) {
@@ -52,6 +82,7 @@ RunRequest run_request_from_json(const json& j) {
       LaunchArg arg;
       if (a.contains("buffer")) {
         arg.buffer = a.at("buffer");
+        if (a.contains("map")) arg.map = tensor_map_from_json(a.at("map"));
       } else {
         arg.value = a.at("int");
         arg.bytes = a.at("bytes");

@@ -5,6 +5,7 @@
 #include <kforge_launch.h>
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,10 +48,18 @@ struct TensorInfo {
   TensorRole role = TensorRole::Input;
 };
 
+// `{"tensor_map": TENSOR, "dims": [...], "box": [...], "swizzle": 128}`: a TMA tensor map of the
+// tensor, its dims and box outermost first (kforge_launch::TensorMap).
+struct TensorMapSpec {
+  std::vector<Expr> dims, box;
+  int swizzle = 0;
+};
+
 struct ArgSpec {
-  std::string text;
+  std::string text;  // the tensor's name, or the integer expression as written
   bool is_tensor = false;
-  Expr value = Expr::constant(0);  // when not a tensor
+  Expr value = Expr::constant(0);     // when not a tensor
+  std::optional<TensorMapSpec> map;   // a tensor passed as a tensor map
 };
 
 struct LaunchSpec {
@@ -93,7 +102,11 @@ struct ConcreteArg {
   bool is_tensor = false;
   std::string tensor;
   int64_t value = 0;
+  kforge_launch::TensorMap map;  // rank > 0: the tensor passed as this tensor map
 };
+
+// The TMA element type of a dtype (bool as bytes).
+CUtensorMapDataType tensor_map_type(tasks::Dtype dtype);
 
 struct ConcreteLaunch {
   std::string kernel;

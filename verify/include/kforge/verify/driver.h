@@ -52,6 +52,7 @@ class CudaError : public Error {
   X(cuLaunchCooperativeKernel, 9000)       \
   X(cuLaunchKernelEx, 11060)               \
   X(cuFuncSetAttribute, 9000)              \
+  X(cuTensorMapEncodeTiled, 12000)         \
   X(cuModuleGetGlobal, 3020)               \
   X(cuMemGetAllocationGranularity, 10020)  \
   X(cuMemCreate, 10020)                    \

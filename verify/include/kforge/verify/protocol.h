@@ -3,6 +3,8 @@
 // buffers the judge shares with it; it never sees a reference.
 #pragma once
 
+#include <kforge_launch.h>
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,7 +13,7 @@
 namespace kforge::verify {
 
 // Bumped by hand whenever the protocol's messages change meaning (pinned by a test).
-inline constexpr int kProtocolVersion = 3;
+inline constexpr int kProtocolVersion = 4;
 // The harness version (a verdict's, not a message's) is kHarnessVersion in outcome.h.
 
 // One buffer the judge shares: an allocation of `allocation_bytes` (a multiple of the VMM
@@ -29,6 +31,7 @@ struct LaunchArg {
   int buffer = -1;    // index into the buffers, or -1 for an integer
   int64_t value = 0;  // integers
   int bytes = 8;      // integers: 4 or 8, the kernel parameter's width
+  kforge_launch::TensorMap map;  // rank > 0: a tensor map of the buffer, passed by value
 };
 
 struct LaunchSpecWire {
