@@ -188,7 +188,7 @@ extern "C" __global__ void paired(float* out, int rows) {
   "launch": [
     { "kernel": "partial<BLOCK>", "grid": ["ceil_div(B * N, BLOCK)"], "block": ["BLOCK"], "args": ["x", "part", "B * N"] },
     { "kernel": "finish", "grid": [1], "block": [32], "cooperative": true, "args": ["part", "out", "B", "N"] },
-    { "kernel": "paired", "grid": ["2 * B"], "block": [32], "cluster": [2, 1, 1], "shared_bytes": "4 * N", "args": ["out", "B"] }
+    { "kernel": "paired", "grid": ["2 * B"], "block": [32], "cluster": [2, 1, 1], "shared_bytes": "4 * N", "args": ["out", "B"], "when": "B > 1" }
   ],
   "workspace": [ { "name": "part", "dtype": "float32", "count": "ceil_div(B * N, BLOCK)", "zero_init": true } ],
   "tune": { "BLOCK": [256, 512] },
@@ -237,6 +237,10 @@ extern "C" __global__ void paired(float* out, int rows) {
   EXPECT_NE(def.find("// plan constraint (chose the tunables): BLOCK % 32 == 0"),
             std::string::npos);
   EXPECT_NE(def.find("m.functions[2]"), std::string::npos) << "three kernels, in the plan's order";
+  EXPECT_NE(def.find("e = \"B > 1\";\n  if (I(kforge_launch::IntOp::Gt, d_B, int64_t{1}) != 0) {  "
+                     "// launch[2]"),
+            std::string::npos)
+      << "a launch made only where its `when` holds";
   EXPECT_EQ(exporter::torch_schema(op), "softmax(Tensor x) -> Tensor");
   // The op compiles against the runtime header it ships with.
   auto [rc, out] = syntax_check(dir, op, def);

@@ -320,6 +320,65 @@ TEST(Plan, TensorMapCandidateCompilesAndItsMapsAreEvaluated) {
   }
 }
 
+// `when` makes a launch at some configurations only: a 2-D map needs rows 16 bytes apart (N % 4
+// == 0 for float32), so the plan takes the TMA path there and a plain kernel elsewhere; the
+// configurations keep the plan's launch index. A plan with no launch at some dims is refused.
+TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  const std::string plan = R"js({"launch": [
+    {"kernel": "relu_tma<BOX>", "when": "N % 4 == 0", "grid": ["B * ceil_div(N, BOX)"], "block": [128],
+     "args": [{"tensor_map": "x", "dims": ["B", "N"], "box": [1, "BOX"]},
+              {"tensor_map": "out", "dims": ["B", "N"], "box": [1, "BOX"]}]},
+    {"kernel": "relu", "when": "N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+     "args": ["x", "out", "B * N"]}],
+  "tune": {"BOX": [256]}})js";
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan,
+                                      std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
+  int tma = 0, plain = 0;
+  for (const auto& [dims, cp] : r.configurations) {
+    ASSERT_EQ(cp.launches.size(), 1u) << kforge::tasks::format_dims(dims);
+    const ConcreteLaunch& l = cp.launches[0];
+    if (dims.at("N") % 4 == 0) {
+      ++tma;
+      EXPECT_EQ(l.index, 0u);
+      EXPECT_EQ(l.args[0].map.rank, 2);
+      EXPECT_EQ(l.args[0].map.dims[1], dims.at("N"));
+    } else {
+      ++plain;
+      EXPECT_EQ(l.index, 1u);
+      EXPECT_EQ(l.kernel, "relu");
+    }
+  }
+  EXPECT_EQ(tma, 2);    // N = 4096, 1000
+  EXPECT_EQ(plain, 2);  // N = 3, 4099
+  // Without `when` the 2-D map is refused where its rows are 12 bytes apart (N = 3).
+  std::string always = plan;
+  const std::string when = "\"when\": \"N % 4 == 0\", ";
+  always.erase(always.find(when), when.size());
+  r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, always, std::nullopt,
+                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errors[0].find("launch[0].args[0].dims[0] for dims (B=1, N=3)"), std::string::npos)
+      << r.errors[0];
+  Plan never = parse_plan_text(
+      R"js({"launch": [{"kernel": "relu", "when": "N < 0", "grid": [1], "block": [32],
+        "args": ["x", "out", "N"]}]})js",
+      fx.task, fx.tensors);
+  EXPECT_THROW(
+      {
+        try {
+          evaluate_plan(never, fx.task.dims, {}, DeviceFacts::for_arch("sm_90a"));
+        } catch (const PlanError& e) {
+          EXPECT_NE(std::string(e.what()).find("no launch's `when` holds"), std::string::npos);
+          throw;
+        }
+      },
+      PlanError);
+}
+
 // The rules a map must keep, including the one only the judge and an exported library can check
 // (the map inside its tensor's bytes).
 TEST(Plan, TensorMapRulesNameTheFieldAndTheLimit) {

@@ -271,19 +271,20 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
       const KernelReport* kr = nullptr;
       for (const auto& k : r.kernels)
         if (k.name == l.kernel) kr = &k;
-      for (std::string& p : check_arguments(l, i, plan, params[l.kernel], from_ptx[l.kernel])) {
+      for (std::string& p :
+           check_arguments(l, l.index, plan, params[l.kernel], from_ptx[l.kernel])) {
         p += " (at dims " + tasks::format_dims(d) + ")";
         if (std::find(r.errors.begin(), r.errors.end(), p) == r.errors.end()) r.errors.push_back(p);
       }
       if (kr && kr->resources.static_shared_bytes + l.shared_bytes > facts.max_shared_per_block)
-        r.errors.push_back("launch[" + std::to_string(i) +
+        r.errors.push_back("launch[" + std::to_string(l.index) +
                            "]: " + std::to_string(kr->resources.static_shared_bytes) +
                            " bytes of static plus " + std::to_string(l.shared_bytes) +
                            " bytes of dynamic shared memory exceed " +
                            std::to_string(facts.max_shared_per_block) + " per block (at dims " +
                            tasks::format_dims(d) + ")");
       if (kr && kr->resources.registers * l.block[0] * l.block[1] * l.block[2] > 65536)
-        r.errors.push_back("launch[" + std::to_string(i) +
+        r.errors.push_back("launch[" + std::to_string(l.index) +
                            "]: " + std::to_string(kr->resources.registers) + " registers x " +
                            std::to_string(l.block[0] * l.block[1] * l.block[2]) +
                            " threads exceed the 65536 registers of an SM (add __launch_bounds__ or "

@@ -271,12 +271,12 @@ class Parser {
 
   LaunchSpec parse_launch(const json& j, const std::string& field) const {
     if (!j.is_object()) fail(field, "must be an object {kernel, grid, block, shared_bytes, args}");
-    static const std::set<std::string> keys = {"kernel", "grid",        "block",  "shared_bytes",
-                                               "args",   "cooperative", "cluster"};
+    static const std::set<std::string> keys = {"kernel",      "grid",    "block", "shared_bytes",
+                                               "args",        "cooperative", "cluster", "when"};
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!keys.count(it.key()))
-        fail(field + "." + it.key(),
-             "unknown key (known: kernel, grid, block, shared_bytes, args, cooperative, cluster)");
+        fail(field + "." + it.key(), "unknown key (known: kernel, grid, block, shared_bytes, args, "
+                                     "cooperative, cluster, when)");
     LaunchSpec l;
     if (!j.contains("kernel") || !j["kernel"].is_string() || j["kernel"].get<std::string>().empty())
       fail(field + ".kernel",
@@ -297,6 +297,7 @@ class Parser {
       l.cooperative = j["cooperative"].get<bool>();
     }
     if (j.contains("cluster")) l.cluster = dims3(j["cluster"], field + ".cluster");
+    if (j.contains("when")) l.when = expression(j["when"], field + ".when");
     if (!j.contains("args") || !j["args"].is_array())
       fail(field + ".args", "missing: a list with one entry per kernel parameter");
     const json& args = j["args"];
@@ -437,7 +438,9 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
   for (size_t i = 0; i < plan.launches.size(); ++i) {
     const LaunchSpec& l = plan.launches[i];
     std::string field = "launch[" + std::to_string(i) + "]";
+    if (l.when && value(*l.when, field + ".when") == 0) continue;
     ConcreteLaunch c;
+    c.index = i;
     c.kernel = l.kernel;
     c.cooperative = l.cooperative;
     for (size_t k = 0; k < l.grid.size(); ++k)
@@ -488,6 +491,8 @@ ConcretePlan evaluate_plan(const Plan& plan, const tasks::Dims& dims, const Tuna
     }
     out.launches.push_back(std::move(c));
   }
+  if (out.launches.empty())
+    throw PlanError("launch: no launch's `when` holds" + at + "; every configuration needs one");
   return out;
 }
 

@@ -259,13 +259,22 @@ std::string op_definition(const Op& op, const std::string& ns) {
       o << "  detail::check(cuMemsetD8Async(CUdeviceptr(ws_base + ws" << i << "_offset), 0, ws" << i
         << "_bytes, stream), op, " << literal("zeroing workspace " + op.plan.workspaces[i].name)
         << ");\n";
+  // Every launch conditional: at dims where none holds the op refuses, as kforge's plan check does.
+  const bool all_conditional =
+      std::all_of(op.plan.launches.begin(), op.plan.launches.end(),
+                  [](const compile::LaunchSpec& l) { return l.when.has_value(); });
+  if (all_conditional) o << "  bool launched = false;\n";
   for (size_t k = 0; k < op.plan.launches.size(); ++k) {
     const compile::LaunchSpec& l = op.plan.launches[k];
     size_t kernel = 0;
     for (size_t i = 0; i < op.kernels.size(); ++i)
       if (op.kernels[i].name == l.kernel) kernel = i;
-    o << "  {  // launch[" << k << "]: " << cpp_text(l.kernel)
-      << "\n    kforge_launch::Launch l;\n";
+    if (l.when)  // the plan makes this launch only where `when` holds
+      o << "  e = " << literal(l.when->text()) << ";\n  if (" << code(*l.when, op) << " != 0) {";
+    else
+      o << "  {";
+    o << "  // launch[" << k << "]: " << cpp_text(l.kernel) << "\n    kforge_launch::Launch l;\n";
+    if (all_conditional) o << "    launched = true;\n";
     auto field = [&](const std::string& lhs, const Expr& e) {
       o << "    e = " << literal(e.text()) << ";\n    " << lhs << " = " << code(e, op) << ";\n";
     };
@@ -323,6 +332,9 @@ std::string op_definition(const Op& op, const std::string& ns) {
       << "    detail::check(kforge_launch::launch(kforge_launch::Driver::linked(), m.functions["
       << kernel << "], l, args, stream, &what), op, \"launch[" << k << "]: \" + what);\n  }\n";
   }
+  if (all_conditional)
+    o << "  if (!launched) throw Error(std::string(op) + \": no launch's `when` holds\" + "
+      << dims_in_words(op) << ");\n";
   o << "}\n";
   (void)ns;
   return o.str();

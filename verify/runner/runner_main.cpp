@@ -281,7 +281,8 @@ class Runner {
           launch(q.launches[i]);
         } catch (const DriverFailure& f) {
           // A fault of an earlier launch can surface here; the driver's own refusals cannot fault.
-          return failure(is_fault(f.code) ? "sync" : "launch", static_cast<int>(i), f);
+          const int named = q.launches[i].index >= 0 ? q.launches[i].index : static_cast<int>(i);
+          return failure(is_fault(f.code) ? "sync" : "launch", named, f);
         }
       }
     }

@@ -202,9 +202,9 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
     if (w.zero_init) c.request.zero_buffers.push_back(static_cast<int>(c.buffers.size() - 1));
   }
   const compile::CandidateReport& report = j.report;
-  for (size_t li = 0; li < plan.launches.size(); ++li) {
-    const compile::ConcreteLaunch& l = plan.launches[li];
+  for (const compile::ConcreteLaunch& l : plan.launches) {
     LaunchSpecWire w;
+    w.index = static_cast<int>(l.index);
     for (size_t k = 0; k < report.kernels.size(); ++k)
       if (report.kernels[k].name == l.kernel) w.kernel = static_cast<int>(k);
     const std::vector<compile::ParamType>& params =
@@ -222,7 +222,7 @@ Config prepare_config(const Verification& j, const tasks::Dims& dims,
               l.args[a].map, static_cast<int64_t>(c.buffers.at(arg.buffer)->spec().bytes));
           if (!why.empty())
             throw compile::PlanError(
-                "launch[" + std::to_string(li) + "].args[" + std::to_string(a) + "]." +
+                "launch[" + std::to_string(l.index) + "].args[" + std::to_string(a) + "]." +
                 kforge_launch::place(why, " for dims (" + tasks::format_dims(dims) + ")"));
           arg.map = l.args[a].map;
         }

@@ -34,7 +34,8 @@ json to_json(const RunRequest& r) {
       }
       args.push_back(arg);
     }
-    launches.push_back({{"kernel", l.kernel},
+    launches.push_back({{"index", l.index},
+                        {"kernel", l.kernel},
                         {"grid", l.grid},
                         {"block", l.block},
                         {"cluster", l.cluster},
@@ -72,6 +73,7 @@ RunRequest run_request_from_json(const json& j) {
   RunRequest r;
   for (const json& l : j.at("launches")) {
     LaunchSpecWire w;
+    w.index = l.value("index", -1);
     w.kernel = l.at("kernel");
     w.grid = l.at("grid");
     w.block = l.at("block");

@@ -69,6 +69,7 @@ struct LaunchSpec {
   std::vector<ArgSpec> args;
   bool cooperative = false;
   std::vector<Expr> cluster;
+  std::optional<Expr> when;  // made only where this holds (e.g. "N % 8 == 0": a TMA path)
 };
 
 struct WorkspaceSpec {
@@ -109,6 +110,7 @@ struct ConcreteArg {
 CUtensorMapDataType tensor_map_type(tasks::Dtype dtype);
 
 struct ConcreteLaunch {
+  size_t index = 0;  // launch[index] of the plan (a launch whose `when` fails is left out)
   std::string kernel;
   std::array<int64_t, 3> grid = {1, 1, 1}, block = {1, 1, 1}, cluster = {1, 1, 1};
   int64_t shared_bytes = 0;

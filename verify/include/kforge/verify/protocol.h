@@ -35,6 +35,7 @@ struct LaunchArg {
 };
 
 struct LaunchSpecWire {
+  int index = -1;  // the plan's launch[index], named in a failure (-1: the position here)
   int kernel = 0;  // index into the module's kernels
   std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1}, cluster{1, 1, 1};
   int64_t shared_bytes = 0;
