@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 
+#include "compile_test_util.h"
 #include "kforge/common/files.h"
 #include "kforge/common/strings.h"
 #include "kforge/compile/answer.h"
@@ -21,7 +22,6 @@
 #include "kforge/export/exporter.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/verify/outcome.h"
-#include "compile_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -156,8 +156,10 @@ kforge::test::CliResult syntax_check(const TempDir& dir, const exporter::Op& op,
       dir.write("src/ops.cpp",
                 "#include <string>\n#include <vector>\n#include \"ns/ns.h\"\n#include "
                 "\"ns_runtime.h\"\n"
-                "namespace ns {\nnamespace detail { extern const OpImages " + op.op + "_images; }\n"
-                "using namespace detail;\n" +
+                "namespace ns {\nnamespace detail { extern const OpImages " +
+                    op.op +
+                    "_images; }\n"
+                    "using namespace detail;\n" +
                     def + "}\n")
           .string();
   return run("c++ -std=c++17 -Wall -fsyntax-only " + include_flags() + " -I" +
@@ -277,7 +279,8 @@ TEST(Export, TensorMapsAreCheckedAndEncodedAtEachCall) {
         "kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_out), 8};", "a.map.rank = 1;",
         "a.map.dims[0] = I(kforge_launch::IntOp::Mul, d_B, d_N);", "a.map.box[0] = t_BOX;",
         "a.map.element_bytes = 4;", "a.map.swizzle = 0;",
-        "check_tensor_map(a.map, int64_t(4) * int64_t(d_B) * int64_t(d_N));",
+        "check_tensor_map(a.map, I(kforge_launch::IntOp::Mul, I(kforge_launch::IntOp::Mul, "
+        "int64_t{4}, d_B), d_N));",
         "launch[0].args[1].\" + kforge_launch::place(why, "})
     EXPECT_NE(def.find(line), std::string::npos) << line << "\n" << def;
   auto [rc, out] = syntax_check(dir, op, def);

@@ -204,8 +204,9 @@ std::vector<Case> cases() {
        p, Stage::Limits, "module: its __device__ variables take 43980465"},
       // Tensor maps (TMA): the map's form, the driver's rules at every configuration, the
       // kernel's parameter type.
-      {"tensor map of no tensor", kTmaSource, with(kTmaPlan, "\"tensor_map\": \"x\"", "\"tensor_map\": \"y\""),
-       Stage::Plan, "launch[0].args[0].tensor_map: must name a tensor (x, out)"},
+      {"tensor map of no tensor", kTmaSource,
+       with(kTmaPlan, "\"tensor_map\": \"x\"", "\"tensor_map\": \"y\""), Stage::Plan,
+       "launch[0].args[0].tensor_map: must name a tensor (x, out)"},
       {"tensor map with an unknown key", kTmaSource,
        with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"stride\": [1]}"), Stage::Plan,
        "launch[0].args[0].stride: unknown key"},
@@ -225,13 +226,17 @@ std::vector<Case> cases() {
             "\"x\", \"dims\": [\"B * N / 3\", 3], \"box\": [1, 4]}"),
        Stage::Limits, "launch[0].args[0].dims[0]"},
       {"tensor map swizzled narrower than its box", kTmaSource,
-       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 128}"), Stage::Limits,
-       "a box row is 1024 bytes, more than the 128-byte swizzle"},
+       with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 128}"),
+       Stage::Limits, "a box row is 1024 bytes, more than the 128-byte swizzle"},
       {"tensor map passed to a pointer", kSource,
-       with(kPlan, "[\"x\", \"out\"", "[{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [64]}, \"out\""),
-       Stage::Limits, "the tensor map of 'x' is passed to parameter 1 of type 'float const*'; "
+       with(kPlan, "[\"x\", \"out\"",
+            "[{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [64]}, \"out\""),
+       Stage::Limits,
+       "the tensor map of 'x' is passed to parameter 1 of type 'float const*'; "
        "declare it 'const __grid_constant__ CUtensorMap'"},
-      {"pointer passed to a tensor map", kTmaSource, with(kTmaPlan, "{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}", "\"x\""),
+      {"pointer passed to a tensor map", kTmaSource,
+       with(kTmaPlan, "{\"tensor_map\": \"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}",
+            "\"x\""),
        Stage::Limits, "parameter 1 is a CUtensorMap, but the plan passes tensor 'x'"},
   };
 }
@@ -334,8 +339,8 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
     {"kernel": "relu", "when": "N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
      "args": ["x", "out", "B * N"]}],
   "tune": {"BOX": [256]}})js";
-  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan,
-                                      std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
+                                      DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
   int tma = 0, plain = 0;
   for (const auto& [dims, cp] : r.configurations) {
@@ -377,6 +382,63 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
         }
       },
       PlanError);
+}
+
+// A launch the check sizes never make (its `when` holds at the timed dims only) is checked at one
+// more size, drawn where it runs; a launch for the timed dims alone is refused.
+TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  const std::string plan = R"js({"launch": [
+    {"kernel": "relu_tma<BOX>", "when": "N % 16 == 0", "grid": ["B * ceil_div(N, BOX)"], "block": [128],
+     "args": [{"tensor_map": "x", "dims": ["B", "N"], "box": [1, "BOX"]},
+              {"tensor_map": "out", "dims": ["B", "N"], "box": [1, "BOX"]}]},
+    {"kernel": "relu", "when": "N % 16 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+     "args": ["x", "out", "B * N"]}],
+  "tune": {"BOX": [256]}})js";
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
+                                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
+  ASSERT_EQ(r.configurations.size(), fx.task.all_dims().size() + 1);  // N = 1000 % 16 == 8
+  const auto& [drawn, cp] = r.configurations.back();
+  EXPECT_EQ(drawn.at("N") % 16, 0) << kforge::tasks::format_dims(drawn);
+  EXPECT_NE(drawn, fx.task.dims);
+  EXPECT_EQ(cp.launches.at(0).index, 0u);
+  // The same draw every time: the judge and a GPU worker check the same sizes.
+  CandidateReport again = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan,
+                                          std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  EXPECT_EQ(again.configurations.back().first, drawn);
+
+  std::string timed_only = plan;
+  timed_only.replace(timed_only.find("N % 16 == 0"), 11, "B == 4096 && N == 4096");
+  timed_only.replace(timed_only.find("N % 16 != 0"), 11, "B != 4096 || N != 4096");
+  r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, timed_only, std::nullopt,
+                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errors[0].find("launch[0].when: 'B == 4096 && N == 4096' holds at none of the check "
+                             "sizes, and kforge found no other size where it holds"),
+            std::string::npos)
+      << r.errors[0];
+}
+
+// A parameter named CUtensorMap_st of another size would make the driver copy past the 128 bytes
+// kforge encodes: the size comes from PTX, and only 128 bytes pass.
+TEST(Plan, ATensorMapParameterMustBe128Bytes) {
+  CompileFixture fx = CompileFixture::load("smoke/relu");
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  std::string fake = kTmaSource;
+  fake.replace(fake.find("#include <cuda.h>"), 17,
+               "struct CUtensorMap_st { unsigned long long bytes[512]; };\n"
+               "typedef CUtensorMap_st CUtensorMap;");
+  CandidateReport r = check_candidate(fx.task, fx.tensors, fake, kTmaPlan, std::nullopt,
+                                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errors[0].find("the tensor map of 'x' is passed to parameter 1 of type "
+                             "'CUtensorMap_st'"),
+            std::string::npos)
+      << r.errors[0];
 }
 
 // The rules a map must keep, including the one only the judge and an exported library can check
@@ -527,6 +589,14 @@ TEST(Signature, ReadsPtxParameterSizes) {
   EXPECT_EQ((*p)[0].text, ".b8[128]");
   EXPECT_EQ((*p)[1].bits, 64);
   EXPECT_EQ((*p)[2].bits, 32);
+  // Newer PTX writes a pointer's attributes before its name.
+  auto q = ptx_parameters(
+      ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .u32 k_param_1\n)\n",
+      "k");
+  ASSERT_TRUE(q);
+  ASSERT_EQ(q->size(), 2u);
+  EXPECT_EQ((*q)[0].bits, 64);
+  EXPECT_EQ((*q)[1].bits, 32);
 }
 
 }  // namespace

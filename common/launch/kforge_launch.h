@@ -174,6 +174,8 @@ struct TensorMap {
 inline std::string check_tensor_map(const TensorMap& m, int64_t tensor_bytes) {
   auto s = [](int64_t v) { return std::to_string(v); };
   if (m.rank < 1 || m.rank > 5) return "dims|: " + s(m.rank) + " dims; a tensor map has 1 to 5";
+  if (m.element_bytes != 1 && m.element_bytes != 2 && m.element_bytes != 4 && m.element_bytes != 8)
+    return "element_bytes|: " + s(m.element_bytes) + "; an element is 1, 2, 4 or 8 bytes";
   int64_t extent = m.element_bytes;  // bytes the map spans, and the stride of the dim being read
   for (int i = m.rank - 1; i >= 0; --i) {
     std::string d = "[" + s(i) + "]";
@@ -259,11 +261,10 @@ inline CUresult encode_tensor_map(const Driver& d, const TensorMap& m, uint64_t 
                                      : m.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                      : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                        : CU_TENSOR_MAP_SWIZZLE_NONE;
-  return d.cuTensorMapEncodeTiled(out, m.type, static_cast<cuuint32_t>(m.rank),
-                                  reinterpret_cast<void*>(address), dims, strides, box,
-                                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return d.cuTensorMapEncodeTiled(
+      out, m.type, static_cast<cuuint32_t>(m.rank), reinterpret_cast<void*>(address), dims, strides,
+      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 // Launches `f` on `stream` as `l` says; `what` (on failure) names the step that failed:

@@ -179,6 +179,45 @@ std::string relabel_log(const std::string& log, const std::string& file, int fir
   return out;
 }
 
+namespace {
+
+// A launch with `when` that no check size makes runs where the task's check sizes cannot catch its
+// edge bugs (or runs at the timed size only: a kernel for that size alone). It is checked at one
+// more configuration, drawn (deterministically, as admission's unseen sizes are) among the sizes
+// where it runs; with none to draw, the plan is refused.
+void check_conditional_launches(const tasks::Task& task, const Plan& plan, const DeviceFacts& facts,
+                                CandidateReport& r,
+                                const std::function<void(const tasks::Dims&)>& add_configuration) {
+  for (size_t k = 0; k < plan.launches.size(); ++k) {
+    if (!plan.launches[k].when) continue;
+    auto runs = [k](const ConcretePlan& cp) {
+      return std::any_of(cp.launches.begin(), cp.launches.end(),
+                         [k](const ConcreteLaunch& l) { return l.index == k; });
+    };
+    if (std::any_of(r.configurations.begin(), r.configurations.end(),
+                    [&](const auto& c) { return c.first != task.dims && runs(c.second); }))
+      continue;
+    std::vector<tasks::Dims> drawn = tasks::draw_unseen_dims(
+        task, 0x6b666f72676500 + k, 1, int64_t{256} << 20, [&](const tasks::Dims& d) {
+          try {
+            return runs(evaluate_plan(plan, d, r.tunables, facts));
+          } catch (const PlanError&) {
+            return false;
+          }
+        });
+    if (drawn.empty())
+      r.errors.push_back("launch[" + std::to_string(k) + "].when: '" +
+                         plan.launches[k].when->text() +
+                         "' holds at none of the check sizes, and kforge found no other size where "
+                         "it holds to check the launch at: a launch must run somewhere besides the "
+                         "timed dims");
+    else
+      add_configuration(drawn.front());
+  }
+}
+
+}  // namespace
+
 CandidateReport check_candidate(const tasks::Task& task, const std::vector<TensorInfo>& tensors,
                                 const std::string& source, const std::string& plan_text,
                                 const std::optional<Tunables>& tunables, const DeviceFacts& facts,
@@ -244,6 +283,12 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
                          (kr.signature.empty() ? kr.lowered : kr.signature) + ")");
       continue;
     }
+    // An Other parameter (a struct by value) gets its size from PTX, which names no types.
+    if (!kr.signature.empty())
+      if (auto sizes = ptx_parameters(r.module.ptx, kr.lowered);
+          sizes && sizes->size() == p->size())
+        for (size_t i = 0; i < p->size(); ++i)
+          if ((*p)[i].kind == ParamType::Kind::Other) (*p)[i].bits = (*sizes)[i].bits;
     params[name] = *p;
     r.kernels.back().params = *p;
     from_ptx[name] = kr.signature.empty();
@@ -258,13 +303,13 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
         (bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
         " bytes; the limit is " + std::to_string(kMaxModuleGlobalBytes) +
         " (256 MiB): declare large scratch memory as a plan workspace");
-  for (const tasks::Dims& d : task.all_dims()) {
+  auto add_configuration = [&](const tasks::Dims& d) {
     ConcretePlan cp;
     try {
       cp = evaluate_plan(plan, d, r.tunables, facts);
     } catch (const PlanError& e) {
       r.errors.push_back(e.what());
-      continue;
+      return;
     }
     for (size_t i = 0; i < cp.launches.size(); ++i) {
       const ConcreteLaunch& l = cp.launches[i];
@@ -291,7 +336,9 @@ CandidateReport check_candidate(const tasks::Task& task, const std::vector<Tenso
                            "use smaller blocks)");
     }
     r.configurations.emplace_back(d, std::move(cp));
-  }
+  };
+  for (const tasks::Dims& d : task.all_dims()) add_configuration(d);
+  if (r.errors.empty()) check_conditional_launches(task, plan, facts, r, add_configuration);
   // The same message for every configuration is one problem.
   std::sort(r.errors.begin(), r.errors.end());
   r.errors.erase(std::unique(r.errors.begin(), r.errors.end()), r.errors.end());

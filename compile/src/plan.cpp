@@ -271,12 +271,13 @@ class Parser {
 
   LaunchSpec parse_launch(const json& j, const std::string& field) const {
     if (!j.is_object()) fail(field, "must be an object {kernel, grid, block, shared_bytes, args}");
-    static const std::set<std::string> keys = {"kernel",      "grid",    "block", "shared_bytes",
-                                               "args",        "cooperative", "cluster", "when"};
+    static const std::set<std::string> keys = {"kernel", "grid",        "block",   "shared_bytes",
+                                               "args",   "cooperative", "cluster", "when"};
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!keys.count(it.key()))
-        fail(field + "." + it.key(), "unknown key (known: kernel, grid, block, shared_bytes, args, "
-                                     "cooperative, cluster, when)");
+        fail(field + "." + it.key(),
+             "unknown key (known: kernel, grid, block, shared_bytes, args, "
+             "cooperative, cluster, when)");
     LaunchSpec l;
     if (!j.contains("kernel") || !j["kernel"].is_string() || j["kernel"].get<std::string>().empty())
       fail(field + ".kernel",

@@ -103,9 +103,10 @@ std::optional<std::vector<ParamType>> ptx_parameters(const std::string& ptx,
   size_t end = ptx.find(')', start);
   if (end == std::string::npos) return std::nullopt;
   std::string list = ptx.substr(start, end - start);
-  // ".param .u64 name", ".param .align 64 .b8 name[128]" (a struct by value: its bytes).
+  // ".param .u64 name", ".param .u64 .ptr .align 1 name" (a pointer's attributes), ".param .align
+  // 64 .b8 name[128]" (a struct by value: its bytes).
   static const std::regex param(
-      R"(\.param\s+\.(?:align\s+\d+\s+)?\.?([a-z]+)(\d+)\s+[\w$]+(?:\[(\d+)\])?)");
+      R"(\.param\s+\.(?:align\s+\d+\s+)?\.?([a-z]+)(\d+)\s+(?:\.\w+\s+(?:\d+\s+)?)*[\w$]+(?:\[(\d+)\])?)");
   std::vector<ParamType> out;
   for (auto it = std::sregex_iterator(list.begin(), list.end(), param);
        it != std::sregex_iterator(); ++it) {
@@ -134,10 +135,16 @@ const std::vector<std::string>& accepted_pointees(tasks::Dtype d) {
 
 namespace {
 
+// By name, and by size where PTX gave it (check_candidate fills an Other parameter's bits from
+// PTX): a struct of another size named CUtensorMap_st would make the driver copy past the 128
+// bytes kforge encodes.
 bool is_tensor_map_type(const ParamType& p) {
   return p.kind == ParamType::Kind::Other &&
          (p.text == "CUtensorMap_st" || p.text == "CUtensorMap_st const" ||
           p.text == "CUtensorMap");
+}
+bool is_tensor_map_parameter(const ParamType& p) {
+  return is_tensor_map_type(p) && p.bits == 1024;
 }
 
 }  // namespace
@@ -160,7 +167,7 @@ std::vector<std::string> check_arguments(const ConcreteLaunch& launch, size_t in
     std::string arg_text =
         a.is_tensor ? "tensor '" + a.tensor + "'" : "the integer " + std::to_string(a.value);
     if (a.map.rank > 0) {  // by value: a 128-byte CUtensorMap
-      if (from_ptx ? p.bits != 1024 : !is_tensor_map_type(p))
+      if (from_ptx ? p.bits != 1024 : !is_tensor_map_parameter(p))
         problems.push_back(af + ": the tensor map of '" + a.tensor + "' is passed to parameter " +
                            std::to_string(i + 1) + " of type '" + p.text +
                            "'; declare it 'const __grid_constant__ CUtensorMap' (#include "

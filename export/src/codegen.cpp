@@ -154,10 +154,13 @@ std::string tensor_bytes_code(const Op& op, const compile::TensorInfo& t, size_t
     }
     if (k < op.output_shapes.size()) shape = &op.output_shapes[k];
   }
-  if (!shape) throw Error("the shape of tensor '" + t.name + "' is not known, so its tensor map "
-                          "cannot be checked");
-  std::string out = "int64_t(" + std::to_string(tasks::dtype_size(t.dtype)) + ")";
-  for (const Expr& e : *shape) out += " * int64_t(" + code(e, op) + ")";
+  if (!shape)
+    throw Error("the shape of tensor '" + t.name +
+                "' is not known, so its tensor map "
+                "cannot be checked");
+  std::string out = "int64_t{" + std::to_string(tasks::dtype_size(t.dtype)) + "}";
+  for (const Expr& e : *shape)
+    out = "I(kforge_launch::IntOp::Mul, " + out + ", " + code(e, op) + ")";
   return out;
 }
 
@@ -317,6 +320,7 @@ std::string op_definition(const Op& op, const std::string& ns) {
           << "      a.map.type = static_cast<CUtensorMapDataType>("
           << static_cast<int>(compile::tensor_map_type(t.dtype)) << ");\n"
           << "      a.map.swizzle = " << arg.map->swizzle << ";\n"
+          << "      e = " << literal("the bytes of tensor " + t.name) << ";\n"
           << "      std::string why = kforge_launch::check_tensor_map(a.map, "
           << tensor_bytes_code(op, t, w) << ");\n"
           << "      if (!why.empty()) throw Error(std::string(op) + \": " << af

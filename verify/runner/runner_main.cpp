@@ -221,9 +221,9 @@ class Runner {
       if (a.map.rank > 0) {  // the judge checked it; so does the runner, against what it mapped
         std::string why = kforge_launch::check_tensor_map(a.map, mappings_.at(a.buffer).bytes);
         if (!why.empty())
-          throw DriverFailure{CUDA_ERROR_INVALID_VALUE,
-                              "the tensor map of argument " + std::to_string(i) + ": " +
-                                  kforge_launch::place(why, "")};
+          throw DriverFailure{CUDA_ERROR_INVALID_VALUE, "the tensor map of argument " +
+                                                            std::to_string(i) + ": " +
+                                                            kforge_launch::place(why, "")};
         args[i].map = a.map;
       }
     }

@@ -5,6 +5,7 @@
 
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <set>
 #include <variant>
 
@@ -42,8 +43,9 @@ Verdict run_verification(Verification& j) {
   Clock::time_point phase = Clock::now();
   double eager_ms = time_eager(j);
   note_phase(j.evidence, "eager_probe", phase);
-  size_t launches =
-      j.report.configurations.empty() ? 1 : j.report.configurations.front().second.launches.size();
+  size_t launches = 1;  // the most any configuration makes (a launch's `when` can leave some out)
+  for (const auto& [dims, plan] : j.report.configurations)
+    launches = std::max(launches, plan.launches.size());
   j.watchdog = j.options.watchdog ? *j.options.watchdog : default_watchdog(eager_ms, launches);
   j.evidence["toolchain"] = toolchain(j.options.device);
   j.evidence["eager_ms"] = eager_ms;

@@ -22,8 +22,8 @@ json to_json(const RunRequest& r) {
   for (const LaunchSpecWire& l : r.launches) {
     json args = json::array();
     for (const LaunchArg& a : l.args) {
-      json arg = a.buffer >= 0 ? json{{"buffer", a.buffer}}
-                               : json{{"int", a.value}, {"bytes", a.bytes}};
+      json arg =
+          a.buffer >= 0 ? json{{"buffer", a.buffer}} : json{{"int", a.value}, {"bytes", a.bytes}};
       if (a.map.rank > 0) {
         const kforge_launch::TensorMap& m = a.map;
         arg["map"] = {{"dims", std::vector<int64_t>(m.dims, m.dims + m.rank)},

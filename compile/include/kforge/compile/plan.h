@@ -58,8 +58,8 @@ struct TensorMapSpec {
 struct ArgSpec {
   std::string text;  // the tensor's name, or the integer expression as written
   bool is_tensor = false;
-  Expr value = Expr::constant(0);     // when not a tensor
-  std::optional<TensorMapSpec> map;   // a tensor passed as a tensor map
+  Expr value = Expr::constant(0);    // when not a tensor
+  std::optional<TensorMapSpec> map;  // a tensor passed as a tensor map
 };
 
 struct LaunchSpec {

@@ -16,7 +16,7 @@ struct ParamType {
   std::string text;       // as demangled, e.g. "float const*"
   std::string pointee;    // for pointers, without const: "float", "float4", "__half"
   bool is_const = false;  // pointer to const
-  int bits = 0;           // integers: 32 or 64 (Other from PTX: the size in bits)
+  int bits = 0;           // integers: 32 or 64; Other: its size in bits, from PTX (0: unknown)
   bool is_signed = true;
 };
 

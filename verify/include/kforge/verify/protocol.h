@@ -28,9 +28,9 @@ struct BufferSpec {
 };
 
 struct LaunchArg {
-  int buffer = -1;    // index into the buffers, or -1 for an integer
-  int64_t value = 0;  // integers
-  int bytes = 8;      // integers: 4 or 8, the kernel parameter's width
+  int buffer = -1;               // index into the buffers, or -1 for an integer
+  int64_t value = 0;             // integers
+  int bytes = 8;                 // integers: 4 or 8, the kernel parameter's width
   kforge_launch::TensorMap map;  // rank > 0: a tensor map of the buffer, passed by value
 };
 
