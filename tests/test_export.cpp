@@ -220,10 +220,10 @@ extern "C" __global__ void paired(float* out, int rows) {
             std::string::npos)
       << def;
   EXPECT_NE(
-      def.find("args.push_back({false, uint64_t(I(kforge_launch::IntOp::Mul, d_B, d_N)), 8});"),
+      def.find("args.push_back({false, uint64_t(I(kforge_launch::IntOp::Mul, d_B, d_N)), 8, {}});"),
       std::string::npos)
       << "a dims product as a 64-bit argument (long long n)";
-  EXPECT_NE(def.find("args.push_back({false, uint64_t(d_B), 4});"), std::string::npos)
+  EXPECT_NE(def.find("args.push_back({false, uint64_t(d_B), 4, {}});"), std::string::npos)
       << "int rows: 4 bytes";
   EXPECT_NE(def.find("l.cooperative = true;"), std::string::npos);
   EXPECT_NE(def.find("l.cluster[0] = int64_t{2};"), std::string::npos);
@@ -233,7 +233,7 @@ extern "C" __global__ void paired(float* out, int rows) {
             std::string::npos)
       << "the zero_init workspace is cleared before the first launch";
   EXPECT_LT(def.find("cuMemsetD8Async"), def.find("// launch[0]"));
-  EXPECT_NE(def.find("args.push_back({true, ws_base + ws0_offset, 8});"), std::string::npos);
+  EXPECT_NE(def.find("args.push_back({true, ws_base + ws0_offset, 8, {}});"), std::string::npos);
   // The plan's constraints chose the tunables; as in kforge's judge, they do not refuse a call.
   EXPECT_EQ(def.find("the kernel needs BLOCK % 32 == 0"), std::string::npos);
   EXPECT_NE(def.find("// plan constraint (chose the tunables): BLOCK % 32 == 0"),
@@ -275,8 +275,8 @@ TEST(Export, TensorMapsAreCheckedAndEncodedAtEachCall) {
   op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
   std::string def = exporter::op_definition(op, "ns");
   for (const char* line :
-       {"kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_x), 8};",
-        "kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_out), 8};", "a.map.rank = 1;",
+       {"kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_x), 8, {}};",
+        "kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_out), 8, {}};", "a.map.rank = 1;",
         "a.map.dims[0] = I(kforge_launch::IntOp::Mul, d_B, d_N);", "a.map.box[0] = t_BOX;",
         "a.map.element_bytes = 4;", "a.map.swizzle = 0;",
         "check_tensor_map(a.map, I(kforge_launch::IntOp::Mul, I(kforge_launch::IntOp::Mul, "

@@ -239,8 +239,8 @@ void check_probes(const LogicalLine& line, const std::vector<std::string>& inclu
 
 const std::vector<std::string>& shim_header_names() {
   static const std::vector<std::string> names = {
-      "kforge_shims.h", "cmath",    "math.h", "algorithm", "cstdint", "stdint.h",
-      "cstddef",        "stddef.h", "cfloat", "float.h",   "climits", "limits.h", "cuda.h"};
+      "kforge_shims.h", "cmath",  "math.h",  "algorithm", "cstdint",  "stdint.h", "cstddef",
+      "stddef.h",       "cfloat", "float.h", "climits",   "limits.h", "cuda.h"};
   return names;
 }
 

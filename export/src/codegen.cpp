@@ -305,12 +305,12 @@ std::string op_definition(const Op& op, const std::string& ns) {
                                         ? "ws_base + ws" + std::to_string(w) + "_offset"
                                         : "reinterpret_cast<uint64_t>(x_" + t.name + ")";
         if (!arg.map) {
-          o << "    args.push_back({true, " << pointer << ", 8});\n";
+          o << "    args.push_back({true, " << pointer << ", 8, {}});\n";
           continue;
         }
         // A tensor map: encoded at launch, checked against the tensor's bytes first.
         const std::string af = "launch[" + std::to_string(k) + "].args[" + std::to_string(a) + "]";
-        o << "    {\n      kforge_launch::Arg a{true, " << pointer << ", 8};\n"
+        o << "    {\n      kforge_launch::Arg a{true, " << pointer << ", 8, {}};\n"
           << "      a.map.rank = " << arg.map->dims.size() << ";\n";
         for (size_t d = 0; d < arg.map->dims.size(); ++d) {
           field("a.map.dims[" + std::to_string(d) + "]", arg.map->dims[d]);
@@ -329,7 +329,7 @@ std::string op_definition(const Op& op, const std::string& ns) {
       } else {
         o << "    e = " << literal(arg.value.text()) << ";\n    args.push_back({false, uint64_t("
           << code(arg.value, op) << "), "
-          << kforge_launch::int_arg_bytes(a < params.size() ? params[a].bits : 64) << "});\n";
+          << kforge_launch::int_arg_bytes(a < params.size() ? params[a].bits : 64) << ", {}});\n";
       }
     }
     o << "    std::string what;\n"
