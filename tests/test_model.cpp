@@ -175,17 +175,24 @@ TEST(Model, AnLstmIsAChainATaskAndAnOpInTheModel) {
   const std::string d = dir.path().string();
   CliResult r;
   json j = kforge_json("model profile " + model_file("lstm.py") +
-                           " --device cpu --suite ls --top 1 --tasks-dir " + d,
+                           " --device cpu --suite ls --top 2 --tasks-dir " + d,
                        dir, r);
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_TRUE(j.is_object()) << r.out;
-  ASSERT_EQ(j["chains"].size(), 1u) << j.dump(1);
+  ASSERT_EQ(j["chains"].size(), 2u) << j.dump(1);
   const json& c = j["chains"][0];
   EXPECT_EQ(c["name"], "lstm");
   // Per step (4 x 16), layer and gate (4): 2 * hidden * (its input + hidden).
   EXPECT_EQ(c["flops"], 64 * 2 * 4 * 48 * (32 + 48) + 64 * 2 * 4 * 48 * (48 + 48));
   EXPECT_NE(r.out.find("out0[1, 1, 1] out1[2, 1, 1] out2[2, 1, 1]"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("imported 1 of 1"), std::string::npos) << r.out;
+  // The projection's chain reads items of the LSTM's result: its output, and h_n of (h_n, c_n).
+  const json& fc = j["chains"][1];
+  EXPECT_EQ(fc["name"], "fc_add");
+  EXPECT_FALSE(fc.contains("why_not") && !fc["why_not"].is_null()) << fc.dump(1);
+  ASSERT_EQ(fc["inputs"].size(), 2u) << fc.dump(1);
+  EXPECT_EQ(fc["inputs"][0]["shape"], json({4, 16, 48}));
+  EXPECT_EQ(fc["inputs"][1]["shape"], json({2, 4, 48}));
+  EXPECT_NE(r.out.find("imported 2 of 2"), std::string::npos) << r.out;
 
   std::ofstream(d + "/empty.jsonl").close();
   CliResult e = run_kforge("export --suite ls --tasks-dir " + d + " --fallback --out " + d +
@@ -197,9 +204,11 @@ TEST(Model, AnLstmIsAChainATaskAndAnOpInTheModel) {
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_TRUE(k.is_object()) << r.out;
   EXPECT_EQ(k["correct"], true) << k.dump(1);
-  EXPECT_EQ(k["replaced"], 1) << k.dump(1);
-  EXPECT_EQ(k["rows"][0]["calls"], 1) << k.dump(1);
-  EXPECT_EQ(k["rows"][0]["fallbacks"], 0) << k.dump(1);
+  EXPECT_EQ(k["replaced"], 2) << k.dump(1);
+  for (int row : {0, 1}) {
+    EXPECT_EQ(k["rows"][row]["calls"], 1) << k.dump(1);
+    EXPECT_EQ(k["rows"][row]["fallbacks"], 0) << k.dump(1);
+  }
 }
 
 namespace {

@@ -156,6 +156,11 @@ class Graph:
             ys = self.sizes(n.args[1])
             if ys and len(xs) >= 2 and len(ys) >= 2:
                 return (xs[:-2] if len(xs) >= len(ys) else ys[:-2]) + [xs[-2], ys[-1]]
+        if w == "getitem" and x is not None and _rnn(self, x) and n.args[1] == 0:
+            m, ins = self.modules[x.target], self.sizes(x.args[0])  # output: [B, T, D * H] or [T, B, D * H]
+            if ins and len(ins) == 3:
+                width = m.hidden_size * (2 if m.bidirectional else 1)
+                return [ins[0], ins[1], width]
         if w == "getitem" and x is not None and x.op == "call_method" and x.target in ("split", "chunk"):
             base = self.sizes(x.args[0])
             if base:
@@ -191,6 +196,22 @@ class Graph:
         for part in target.split("."):
             t = getattr(t, part)
         return t
+
+    def tuple_item(self, n):
+        """Whether n takes a tensor out of an operation's tuple, directly or through items (an
+        RNN's output, or h_n of its (h_n, c_n)): such an item is where a chain reading it starts, as
+        the tuple cannot be a task's input."""
+        import operator
+
+        def item(m):
+            return m.op == "call_function" and m.target is operator.getitem and isinstance(m.args[0], torch.fx.Node)
+        if (not item(n) or not isinstance(n.meta.get(VALUE), torch.Tensor)
+                or isinstance(n.args[0].meta.get(VALUE), torch.Tensor)):  # the first tensor only
+            return False
+        x = n.args[0]
+        while self.kind[x] == "view" and item(x):
+            x = x.args[0]
+        return self.kind[x] == "op" and not isinstance(x.meta.get(VALUE), torch.Tensor)
 
     def roots(self, n):
         """The non-view nodes a node's value comes from, through views."""
@@ -313,14 +334,15 @@ class Chain:
         need, todo = set(members), list(members)
         while todo:
             for a in todo.pop().all_input_nodes:
-                if a not in need and graph.kind[a] in ("view", "param", "const"):
+                if a not in need and graph.kind[a] in ("view", "param", "const") and not graph.tuple_item(a):
                     need.add(a)
                     todo.append(a)
         self.nodes = sorted(need, key=graph.order.get)
         self.inputs = []  # outside values the chain reads: placeholders and other chains' tails
         for m in self.nodes:
             for a in m.all_input_nodes:
-                if a not in need and graph.kind[a] in ("op", "placeholder") and a not in self.inputs:
+                if (a not in need and (graph.kind[a] in ("op", "placeholder") or graph.tuple_item(a))
+                        and a not in self.inputs):
                     self.inputs.append(a)
         self.inputs.sort(key=graph.order.get)
 
