@@ -197,21 +197,21 @@ class Graph:
             t = getattr(t, part)
         return t
 
-    def tuple_item(self, n):
-        """Whether n takes a tensor out of an operation's tuple, directly or through items (an
-        RNN's output, or h_n of its (h_n, c_n)): such an item is where a chain reading it starts, as
-        the tuple cannot be a task's input."""
+    def tuple_root(self, n):
+        """The operation whose tuple n takes a tensor out of, directly or through items (an RNN's
+        output, or h_n of its (h_n, c_n)); else None. A chain that reads such an item and not the
+        operation starts at the item, as the tuple cannot be a task's input."""
         import operator
 
         def item(m):
             return m.op == "call_function" and m.target is operator.getitem and isinstance(m.args[0], torch.fx.Node)
         if (not item(n) or not isinstance(n.meta.get(VALUE), torch.Tensor)
                 or isinstance(n.args[0].meta.get(VALUE), torch.Tensor)):  # the first tensor only
-            return False
+            return None
         x = n.args[0]
         while self.kind[x] == "view" and item(x):
             x = x.args[0]
-        return self.kind[x] == "op" and not isinstance(x.meta.get(VALUE), torch.Tensor)
+        return x if self.kind[x] == "op" and not isinstance(x.meta.get(VALUE), torch.Tensor) else None
 
     def roots(self, n):
         """The non-view nodes a node's value comes from, through views."""
@@ -332,16 +332,20 @@ class Chain:
         # Every node the chain's code needs, in graph order: members, the views they read, and the
         # parameters and constant tensors those read (sizes are written as expressions).
         need, todo = set(members), list(members)
+
+        def item_input(a):  # an item of another chain's tuple
+            root = graph.tuple_root(a)
+            return root is not None and root not in members
         while todo:
             for a in todo.pop().all_input_nodes:
-                if a not in need and graph.kind[a] in ("view", "param", "const") and not graph.tuple_item(a):
+                if a not in need and graph.kind[a] in ("view", "param", "const") and not item_input(a):
                     need.add(a)
                     todo.append(a)
         self.nodes = sorted(need, key=graph.order.get)
         self.inputs = []  # outside values the chain reads: placeholders and other chains' tails
         for m in self.nodes:
             for a in m.all_input_nodes:
-                if (a not in need and (graph.kind[a] in ("op", "placeholder") or graph.tuple_item(a))
+                if (a not in need and (graph.kind[a] in ("op", "placeholder") or item_input(a))
                         and a not in self.inputs):
                     self.inputs.append(a)
         self.inputs.sort(key=graph.order.get)
