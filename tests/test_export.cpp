@@ -138,6 +138,30 @@ TEST(Export, GeneratedArithmeticIsKforgesOwn) {
                ExprError);
 }
 
+// The op of a candidate (checked and compiled here, sm_90a) for a task whose output is [B, N], as
+// the exporter makes it; no kernels when the candidate fails (the failure is reported).
+exporter::Op checked_op(const TempDir& dir, std::shared_ptr<tasks::Task> task,
+                        const std::string& name, const std::string& source,
+                        const std::string& plan) {
+  std::vector<compile::TensorInfo> tensors =
+      compile::task_tensors(*task, tasks::Reference::compile(*task));
+  compile::Compiler compiler(private_cache(dir));
+  compile::CandidateReport r =
+      compile::check_candidate(*task, tensors, source, plan, std::nullopt,
+                               compile::DeviceFacts::for_arch("sm_90a"), compiler);
+  EXPECT_TRUE(r.ok()) << join(r.errors, "\n");
+  exporter::Op op;
+  op.op = name;
+  op.task = task;
+  op.tensors = tensors;
+  op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
+  op.plan = compile::parse_plan_text(plan, *task, tensors);
+  op.tunables = r.tunables;
+  if (r.ok()) op.kernels = r.kernels;
+  op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
+  return op;
+}
+
 // `def` (an op's definition) compiled, syntax only, against the runtime header a package ships.
 kforge::test::CliResult syntax_check(const TempDir& dir, const exporter::Op& op,
                                      const std::string& def) {
@@ -172,8 +196,6 @@ TEST(Export, EveryPlanFeatureIsGeneratedAndCompiles) {
   TempDir dir;
   auto task =
       std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/softmax.toml"));
-  std::vector<compile::TensorInfo> tensors =
-      compile::task_tensors(*task, tasks::Reference::compile(*task));
   const std::string source = R"cuda(
 template <int T> __global__ void partial(const float* x, float* part, long long n) {
   long long i = (long long)blockIdx.x * T + threadIdx.x;
@@ -196,23 +218,8 @@ extern "C" __global__ void paired(float* out, int rows) {
   "tune": { "BLOCK": [256, 512] },
   "constraints": ["BLOCK % 32 == 0"]
 })json";
-  compile::CompilerOptions co;
-  co.cache_dir = (dir.path() / "cache").string();
-  co.work_dir = (dir.path() / "work").string();
-  compile::Compiler compiler(co);
-  compile::CandidateReport r =
-      compile::check_candidate(*task, tensors, source, plan, std::nullopt,
-                               compile::DeviceFacts::for_arch("sm_90a"), compiler);
-  ASSERT_TRUE(r.ok()) << join(r.errors, "\n");
-  exporter::Op op;
-  op.op = "softmax";
-  op.task = task;
-  op.tensors = tensors;
-  op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
-  op.plan = compile::parse_plan_text(plan, *task, tensors);
-  op.tunables = r.tunables;
-  op.kernels = r.kernels;
-  op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
+  exporter::Op op = checked_op(dir, task, "softmax", source, plan);
+  ASSERT_FALSE(op.kernels.empty());
   std::string def = exporter::op_definition(op, "ns");
   // Each launch, as the runner makes it.
   EXPECT_NE(def.find("l.grid[0] = I(kforge_launch::IntOp::CeilDiv, I(kforge_launch::IntOp::Mul, "
@@ -256,23 +263,9 @@ TEST(Export, TensorMapsAreCheckedAndEncodedAtEachCall) {
   std::string answer = *read_file((source_dir() / "tests/gpu/honest/relu_tma.md").string());
   auto task =
       std::make_shared<tasks::Task>(tasks::load_task(source_dir() / "tasks/smoke/relu.toml"));
-  std::vector<compile::TensorInfo> tensors =
-      compile::task_tensors(*task, tasks::Reference::compile(*task));
   compile::Answer a = compile::parse_answer(answer);
-  compile::Compiler compiler(private_cache(dir));
-  compile::CandidateReport r =
-      compile::check_candidate(*task, tensors, a.source, a.plan, std::nullopt,
-                               compile::DeviceFacts::for_arch("sm_90a"), compiler);
-  ASSERT_TRUE(r.ok()) << join(r.errors, "\n");
-  exporter::Op op;
-  op.op = "relu";
-  op.task = task;
-  op.tensors = tensors;
-  op.output_shapes = {{Expr::parse("B"), Expr::parse("N")}};
-  op.plan = compile::parse_plan_text(a.plan, *task, tensors);
-  op.tunables = r.tunables;
-  op.kernels = r.kernels;
-  op.manifest = {{"candidate", {{"identity", "0123456789abcdef"}}}};
+  exporter::Op op = checked_op(dir, task, "relu", a.source, a.plan);
+  ASSERT_FALSE(op.kernels.empty());
   std::string def = exporter::op_definition(op, "ns");
   for (const char* line :
        {"kforge_launch::Arg a{true, reinterpret_cast<uint64_t>(x_x), 8, {}};",

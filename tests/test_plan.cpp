@@ -325,6 +325,21 @@ TEST(Plan, TensorMapCandidateCompilesAndItsMapsAreEvaluated) {
   }
 }
 
+// ReLU through 2-D tensor maps where N % m == 0 (their rows 16 bytes apart when m is a multiple of
+// 4), the plain kernel elsewhere: two launches, each with its `when`.
+std::string two_path_plan(int m) {
+  const std::string n = "N % " + std::to_string(m);
+  return R"js({"launch": [
+    {"kernel": "relu_tma<BOX>", "when": ")js" +
+         n + R"js( == 0", "grid": ["B * ceil_div(N, BOX)"], "block": [128],
+     "args": [{"tensor_map": "x", "dims": ["B", "N"], "box": [1, "BOX"]},
+              {"tensor_map": "out", "dims": ["B", "N"], "box": [1, "BOX"]}]},
+    {"kernel": "relu", "when": ")js" +
+         n + R"js( != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+     "args": ["x", "out", "B * N"]}],
+  "tune": {"BOX": [256]}})js";
+}
+
 // `when` makes a launch at some configurations only: a 2-D map needs rows 16 bytes apart (N % 4
 // == 0 for float32), so the plan takes the TMA path there and a plain kernel elsewhere; the
 // configurations keep the plan's launch index. A plan with no launch at some dims is refused.
@@ -332,13 +347,7 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
   CompileFixture fx = CompileFixture::load("smoke/relu");
   TempDir dir;
   Compiler compiler(kforge::test::private_cache(dir));
-  const std::string plan = R"js({"launch": [
-    {"kernel": "relu_tma<BOX>", "when": "N % 4 == 0", "grid": ["B * ceil_div(N, BOX)"], "block": [128],
-     "args": [{"tensor_map": "x", "dims": ["B", "N"], "box": [1, "BOX"]},
-              {"tensor_map": "out", "dims": ["B", "N"], "box": [1, "BOX"]}]},
-    {"kernel": "relu", "when": "N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
-     "args": ["x", "out", "B * N"]}],
-  "tune": {"BOX": [256]}})js";
+  const std::string plan = two_path_plan(4);
   CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
                                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
@@ -390,13 +399,7 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
   CompileFixture fx = CompileFixture::load("smoke/relu");
   TempDir dir;
   Compiler compiler(kforge::test::private_cache(dir));
-  const std::string plan = R"js({"launch": [
-    {"kernel": "relu_tma<BOX>", "when": "N % 16 == 0", "grid": ["B * ceil_div(N, BOX)"], "block": [128],
-     "args": [{"tensor_map": "x", "dims": ["B", "N"], "box": [1, "BOX"]},
-              {"tensor_map": "out", "dims": ["B", "N"], "box": [1, "BOX"]}]},
-    {"kernel": "relu", "when": "N % 16 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
-     "args": ["x", "out", "B * N"]}],
-  "tune": {"BOX": [256]}})js";
+  const std::string plan = two_path_plan(16);
   CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
                                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
