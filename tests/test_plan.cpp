@@ -413,6 +413,17 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
                                           std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
   EXPECT_EQ(again.configurations.back().first, drawn);
 
+  // Admission's unseen task (its sizes all drawn) adds none: a fast path for large sizes need not
+  // run at admission's small ones.
+  kforge::tasks::Task unseen = fx.task;
+  unseen.dims = {{"B", 4}, {"N", 8}};
+  unseen.check_dims = {{{"B", 3}, {"N", 5}}};
+  unseen.unseen = true;
+  r = check_candidate(unseen, fx.tensors, kTmaSource + kSource, two_path_plan(1024), std::nullopt,
+                      DeviceFacts::for_arch("sm_90a"), compiler);
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
+  EXPECT_EQ(r.configurations.size(), 2u);
+
   std::string timed_only = plan;
   timed_only.replace(timed_only.find("N % 16 == 0"), 11, "B == 4096 && N == 4096");
   timed_only.replace(timed_only.find("N % 16 != 0"), 11, "B != 4096 || N != 4096");

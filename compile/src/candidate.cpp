@@ -188,6 +188,7 @@ namespace {
 void check_conditional_launches(const tasks::Task& task, const Plan& plan, const DeviceFacts& facts,
                                 CandidateReport& r,
                                 const std::function<void(const tasks::Dims&)>& add_configuration) {
+  if (task.unseen) return;  // admission's sizes, drawn already: the task's own check covered them
   for (size_t k = 0; k < plan.launches.size(); ++k) {
     if (!plan.launches[k].when) continue;
     auto runs = [k](const ConcretePlan& cp) {

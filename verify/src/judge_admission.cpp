@@ -44,6 +44,7 @@ std::optional<tasks::Task> unseen_task(const tasks::Task& task, uint64_t seed, i
   tasks::Task unseen = task;
   unseen.dims = dims.front();
   unseen.check_dims.assign(dims.begin() + 1, dims.end());
+  unseen.unseen = true;
   return unseen;
 }
 

@@ -297,7 +297,8 @@ struct RemoteGpu::Impl {
              {"text", task_text(task)},
              {"content_hash", task.content_hash},
              {"dims", task.dims},
-             {"check_dims", task.check_dims}}}};
+             {"check_dims", task.check_dims},
+             {"unseen", task.unseen}}}};
     if (c)
       j["candidate"] = {{"source", c->proposal.source},
                         {"plan", c->proposal.plan},
@@ -519,6 +520,9 @@ std::shared_ptr<const tasks::Task> task_of(const json& j) {
   for (size_t i = 0; i < checks.size(); ++i)
     check_dims.push_back(dims_of(checks[i], t, "task.check_dims[" + std::to_string(i) + "]"));
   t.check_dims = std::move(check_dims);
+  const json unseen = j.contains("unseen") ? j.at("unseen") : json(false);  // j: the task
+  if (!unseen.is_boolean()) throw job_error("task.unseen", "not true or false");
+  t.unseen = unseen.get<bool>();
   return std::make_shared<const tasks::Task>(std::move(t));
 }
 

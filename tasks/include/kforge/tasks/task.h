@@ -67,6 +67,9 @@ struct Task {
   std::string reference;  // as written; see reference.h for what is compiled
   Dims dims;              // the timed configuration
   std::vector<Dims> check_dims;
+  // Admission's copy, its dims all drawn (unseen sizes): a plan's conditional launches get no
+  // configurations of their own here (compile's check_candidate).
+  bool unseen = false;
   std::vector<InputSpec> inputs;
   std::vector<OutputSpec> outputs;  // empty: named by the reference's result
   std::vector<Expr> constraints;
