@@ -272,10 +272,11 @@ inline CUresult encode_tensor_map(const Driver& d, const TensorMap& m, uint64_t 
 inline CUresult launch(const Driver& d, CUfunction f, const Launch& l, const std::vector<Arg>& args,
                        CUstream stream, std::string* what = nullptr) {
   std::vector<uint64_t> storage(args.size());
-  std::vector<CUtensorMap> maps(args.size());
+  std::vector<CUtensorMap> maps;  // sized at the first tensor map: most launches pass none
   std::vector<void*> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].map.rank > 0) {
+      if (maps.empty()) maps.resize(args.size());  // once, so &maps[i] stays valid
       CUresult r = encode_tensor_map(d, args[i].map, args[i].value, &maps[i]);
       if (r != CUDA_SUCCESS) {
         if (what) *what = "encoding the tensor map of argument " + std::to_string(i);
