@@ -24,7 +24,8 @@ const std::string kPlan =
 // The same ReLU through the tensor memory accelerator (TMA): each block loads a box of BOX elements
 // into shared memory, waits on an mbarrier, applies ReLU there and stores the box back. The maps
 // view x and out as one row of B * N elements: the last box's elements past the end read as zero
-// and are not written.
+// and are not written. A row must be whole 16-byte units, so where B * N is not a multiple of 4
+// floats a plain kernel runs instead.
 const std::string kTmaSource = R"cu(#include <cuda.h>
 template <int kBox>
 __global__ void relu_tma(const __grid_constant__ CUtensorMap x, const __grid_constant__ CUtensorMap out) {
@@ -52,11 +53,17 @@ __global__ void relu_tma(const __grid_constant__ CUtensorMap x, const __grid_con
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
 }
+__global__ void relu_rest(const float* x, float* out, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
 )cu";
 const std::string kTmaPlan =
-    R"js({"launch": [{"kernel": "relu_tma<BOX>", "grid": ["ceil_div(B * N, BOX)"], "block": [128],
-  "args": [{"tensor_map": "x", "dims": ["B * N"], "box": ["BOX"]},
-           {"tensor_map": "out", "dims": ["B * N"], "box": ["BOX"]}]}],
+    R"js({"launch": [{"kernel": "relu_tma<BOX>", "when": "B * N % 4 == 0", "grid": ["ceil_div(B * N, BOX)"],
+  "block": [128], "args": [{"tensor_map": "x", "dims": ["B * N"], "box": ["BOX"]},
+                           {"tensor_map": "out", "dims": ["B * N"], "box": ["BOX"]}]},
+  {"kernel": "relu_rest", "when": "B * N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+   "args": ["x", "out", "B * N"]}],
   "tune": {"BOX": [256, 128]}})js";
 
 struct Case {
@@ -221,10 +228,10 @@ std::vector<Case> cases() {
        "size must be between 1 and 256"},
       {"tensor map box row of 12 bytes", kTmaSource, with(kTmaPlan, "[256, 128]", "[3]"),
        Stage::Limits, "a box row is 12 bytes; it must be a multiple of 16"},
-      {"tensor map rows 12 bytes apart", kTmaSource,
+      {"tensor map rows of 12 bytes", kTmaSource,
        with(kTmaPlan, "\"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}",
             "\"x\", \"dims\": [\"B * N / 3\", 3], \"box\": [1, 4]}"),
-       Stage::Limits, "launch[0].args[0].dims[0]"},
+       Stage::Limits, "launch[0].args[0].dims[1] for dims (B=4096, N=4096) and tunables (BOX=256): a row is 12 bytes"},
       {"tensor map swizzled narrower than its box", kTmaSource,
        with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 128}"),
        Stage::Limits, "a box row is 1024 bytes, more than the 128-byte swizzle"},
@@ -296,12 +303,16 @@ TEST(Plan, TensorMapCandidateCompilesAndItsMapsAreEvaluated) {
   CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource, kTmaPlan, std::nullopt,
                                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
-  ASSERT_EQ(r.kernels.size(), 1u);
+  ASSERT_EQ(r.kernels.size(), 2u);
   EXPECT_EQ(r.kernels[0].signature, "void relu_tma<256>(CUtensorMap_st, CUtensorMap_st)");
   ASSERT_EQ(r.configurations.size(), fx.task.all_dims().size());
+  int mapped = 0;
   for (const auto& [dims, plan] : r.configurations) {
     const ConcreteLaunch& l = plan.launches.at(0);
     const int64_t n = dims.at("B") * dims.at("N");
+    EXPECT_EQ(l.index, n % 4 == 0 ? 0u : 1u);  // rows of whole 16-byte units take the maps
+    if (l.index != 0) continue;
+    ++mapped;
     EXPECT_EQ(l.grid[0], (n + 255) / 256);
     for (const ConcreteArg& a : l.args) {
       EXPECT_TRUE(a.is_tensor);
@@ -313,6 +324,7 @@ TEST(Plan, TensorMapCandidateCompilesAndItsMapsAreEvaluated) {
       EXPECT_EQ(a.map.swizzle, 0);
     }
   }
+  EXPECT_EQ(mapped, 2);  // B * N = 4096 * 4096, 37 * 1000
   // Tensor maps are Hopper's: an sm_80 target is told so.
   Plan p = parse_plan_text(kTmaPlan, fx.task, fx.tensors);
   try {
@@ -368,14 +380,14 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
   }
   EXPECT_EQ(tma, 2);    // N = 4096, 1000
   EXPECT_EQ(plain, 2);  // N = 3, 4099
-  // Without `when` the 2-D map is refused where its rows are 12 bytes apart (N = 3).
+  // Without `when` the 2-D map is refused where its rows are 12 bytes (N = 3).
   std::string always = plan;
   const std::string when = "\"when\": \"N % 4 == 0\", ";
   always.erase(always.find(when), when.size());
   r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, always, std::nullopt,
                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.errors[0].find("launch[0].args[0].dims[0] for dims (B=1, N=3)"), std::string::npos)
+  EXPECT_NE(r.errors[0].find("launch[0].args[0].dims[1] for dims (B=1, N=3)"), std::string::npos)
       << r.errors[0];
   Plan never = parse_plan_text(
       R"js({"launch": [{"kernel": "relu", "when": "N < 0", "grid": [1], "block": [32],
@@ -467,10 +479,14 @@ TEST(Plan, TensorMapRulesNameTheFieldAndTheLimit) {
   EXPECT_EQ(kforge_launch::check_tensor_map(m, 64 * 128 * 2), "");
   EXPECT_EQ(kforge_launch::place(kforge_launch::check_tensor_map(m, 64 * 128 * 2 - 1), ""),
             "dims: the map spans 16384 bytes but the tensor has 16383");
-  m.dims[1] = 100;  // rows 200 bytes apart
+  m.dims[1] = 100;  // rows of 200 bytes
   EXPECT_EQ(kforge_launch::place(kforge_launch::check_tensor_map(m, 1 << 20), " at N=100"),
-            "dims[0] at N=100: its rows are 200 bytes apart; the stride of every dim but the last "
-            "must be a multiple of 16 bytes");
+            "dims[1] at N=100: a row is 200 bytes; it must be a multiple of 16 (the TMA moves "
+            "memory in 16-byte units and would write past the row's end)");
+  m.rank = 1, m.dims[0] = 3, m.box[0] = 64;  // a 1-D map of 3 halves: 6 bytes, refused too
+  EXPECT_NE(kforge_launch::check_tensor_map(m, 1 << 20).find("dims[0]|: a row is 6 bytes"),
+            std::string::npos);
+  m.rank = 2, m.dims[0] = 64;
   m.dims[1] = 128, m.rank = 6;
   EXPECT_NE(kforge_launch::check_tensor_map(m, 1 << 20).find("a tensor map has 1 to 5"),
             std::string::npos);

@@ -160,7 +160,8 @@ inline std::string place(const std::string& why, const std::string& where) {
 // first as a task writes shapes, read and written in boxes of `box` elements, the box's rows
 // swizzled in shared memory over `swizzle` bytes (0: none). The driver encodes it at launch into
 // the 128-byte CUtensorMap the kernel takes by value (`const __grid_constant__ CUtensorMap`).
-// Elements outside `dims` read as zero and are never written: the map is the bound.
+// Elements outside `dims` read as zero and are never written: the map is the bound, once its rows
+// are whole 16-byte units (check_tensor_map).
 struct TensorMap {
   int rank = 0;  // 1 to 5; 0: the argument is not a tensor map
   int64_t dims[5] = {}, box[5] = {};
@@ -183,11 +184,16 @@ inline std::string check_tensor_map(const TensorMap& m, int64_t tensor_bytes) {
       return "dims" + d + "|: " + s(m.dims[i]) + "; each dim must be between 1 and 2^32";
     if (m.box[i] < 1 || m.box[i] > 256)
       return "box" + d + "|: " + s(m.box[i]) + "; each box size must be between 1 and 256";
-    if (i < m.rank - 1 && (extent % 16 != 0 || extent >= (int64_t{1} << 40)))
-      return "dims" + d + "|: its rows are " + s(extent) +
-             " bytes apart; the stride of every dim but the last must be a multiple of 16 bytes";
+    if (i < m.rank - 1 && extent >= (int64_t{1} << 40))
+      return "dims" + d + "|: its rows are " + s(extent) + " bytes apart; the limit is 2^40";
     if (__builtin_mul_overflow(extent, m.dims[i], &extent))
       return "dims|: the map spans more than 2^63 bytes";
+    // The driver asks this of every stride but the row's own; an H100 showed the row needs it too:
+    // a 12-byte row's TMA store wrote 16 bytes (the memory moves in 16-byte units).
+    if (i == m.rank - 1 && extent % 16 != 0)
+      return "dims" + d + "|: a row is " + s(extent) +
+             " bytes; it must be a multiple of 16 (the TMA moves memory in 16-byte units and "
+             "would write past the row's end)";
   }
   int64_t row = m.box[m.rank - 1] * m.element_bytes;
   if (row % 16 != 0)
