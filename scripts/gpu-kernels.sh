@@ -8,7 +8,7 @@
 #
 # KFORGE_LIMIT: seconds for the new kernels' judging (default 360); KFORGE_CORPUS_ARGS: more corpus
 # flags (e.g. --no-compile, which leaves torch.compile's column out). Writes $OUT/kernels.log,
-# $OUT/seeds.log, $OUT/kernels.jsonl, $OUT/tables.log and $OUT/archive-kernels.db.
+# $OUT/seeds.log, $OUT/kernels.jsonl, $OUT/tables.log and $OUT/archive-kernels.db.gz.
 # KFORGE_PACKAGES="SUITE...": meanwhile, in the background, build those suites' torch.compile
 # packages (default mode, KFORGE_JOBS at a time, for KFORGE_BUILD_LIMIT s) into
 # $OUT/compiled-cache.tgz for later calls (scripts/gpu-compiled.sh build); the tasks judged here
@@ -47,6 +47,9 @@ for suite in $(printf '%s\n' "${seeds[@]}" | cut -d/ -f2 | sort -u); do
   done
 done > "$OUT/tables.log" 2>&1
 cat "$OUT/tables.log"
+# One file for the archive (the device returns 8 files a call): its WAL folded in, then packed.
+python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$DB" &&
+  gzip -f "$DB" && rm -f "$DB-wal" "$DB-shm"
 if [ -n "${KFORGE_PACKAGES:-}" ]; then
   wait "$packages"
   cat "$OUT/packages.log"

@@ -12,9 +12,10 @@
 #   DEADLINE (seconds: no step starts that could run past it; 590)
 #
 # It goes on where an earlier call on the same machine stopped (state in $W, kept with the build
-# folder; FRESH=1 starts again). Writes $OUT/model/: profile.json and .txt, verify-CHAIN.json,
+# folder; FRESH=1 starts again). Writes, across calls, profile.json and .txt, verify-CHAIN.json,
 # evolve.log, export.json, configure.log, build.log, check.json and .txt, archive.jsonl (every
-# candidate and verdict); a summary prints last.
+# candidate and verdict), packed into $OUT/model.tgz (the device returns 8 files a call), with
+# $OUT/check.txt beside it; a summary prints last.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 MODEL=${MODEL:-tests/models/transformer_block.py}
@@ -22,7 +23,7 @@ SUITE=${SUITE:-gpt2}
 ANSWERS=${ANSWERS:-tests/models/answers/$SUITE}
 DEADLINE=${DEADLINE:-590}
 W=$PWD/$BUILD_DIR/model-$SUITE
-D=$OUT/model
+D=$W/log
 [ "${FRESH:-0}" = 1 ] && rm -rf "$W"
 mkdir -p "$W/done" "$D"
 export KFORGE_DB=$W/archive.db
@@ -42,6 +43,8 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: stdout to $D/NAME, stderr to $D/
 }
 finish() {
   "$K" archive export "$D/archive.jsonl" > /dev/null 2>&1
+  tar -C "$W" -czf "$OUT/model.tgz" log
+  [ -f "$D/check.txt" ] && cp "$D/check.txt" "$OUT/check.txt"
   printf '%s\n' "${summary[@]}"
   exit "${1:-0}"
 }
