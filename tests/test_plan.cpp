@@ -231,7 +231,9 @@ std::vector<Case> cases() {
       {"tensor map rows of 12 bytes", kTmaSource,
        with(kTmaPlan, "\"x\", \"dims\": [\"B * N\"], \"box\": [\"BOX\"]}",
             "\"x\", \"dims\": [\"B * N / 3\", 3], \"box\": [1, 4]}"),
-       Stage::Limits, "launch[0].args[0].dims[1] for dims (B=4096, N=4096) and tunables (BOX=256): a row is 12 bytes"},
+       Stage::Limits,
+       "launch[0].args[0].dims[1] for dims (B=4096, N=4096) and tunables (BOX=256): a row is 12 "
+       "bytes"},
       {"tensor map swizzled narrower than its box", kTmaSource,
        with(kTmaPlan, "\"box\": [\"BOX\"]}", "\"box\": [\"BOX\"], \"swizzle\": 128}"),
        Stage::Limits, "a box row is 1024 bytes, more than the 128-byte swizzle"},
