@@ -6,7 +6,8 @@
 #                source .device/env.sh && MINUTES=8 scripts/gpu-evolve.sh levels
 #                source .device/env.sh && RESUME=1 LIMIT=300 scripts/gpu-evolve.sh levels
 # `levels`: one offline run over level1 and level2 under a MINUTES budget: its report, each suite's
-# winners table (docs/results.md) and the loop's throughput (bench/loop_throughput.py).
+# seeds and winners tables in $OUT/tables.md (docs/results.md) and the loop's throughput
+# (bench/loop_throughput.py).
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 build_kforge || exit 1
@@ -52,13 +53,17 @@ if [ "${1:-}" = levels ]; then
   fi
   echo "evolve rc=$? after ${SECONDS}s" >> "$OUT/levels.log"
   "$K" report 1 --db $DB > "$OUT/levels-report.md"
+  # The tables in one file (the device returns 8 files a call): each suite's seeds, then its winners.
   for suite in level1 level2; do
-    "$K" archive results $suite --kind seed --db $DB > "$OUT/seeds-$suite.md"
-    "$K" archive results $suite --winners --db $DB > "$OUT/results-$suite.md"
-  done
+    for what in "--kind seed" --winners; do
+      echo "\$ kforge archive results $suite $what"
+      "$K" archive results $suite $what --db $DB --wide
+      echo
+    done
+  done > "$OUT/tables.md"
   python3 bench/loop_throughput.py "$OUT/levels.jsonl" | tee "$OUT/throughput.md"
   gzip -c $DB > "$OUT/levels.db.gz"
-  tail -n 4 "$OUT/levels.log"; grep -h "^Geometric" "$OUT"/seeds-level*.md "$OUT"/results-level*.md
+  tail -n 4 "$OUT/levels.log"; grep -h -e "^\\$ kforge" -e "^Geometric" "$OUT/tables.md"
   exit 0
 fi
 
