@@ -25,7 +25,7 @@ const std::string kPlan =
 // into shared memory, waits on an mbarrier, applies ReLU there and stores the box back. The maps
 // view x and out as one row of B * N elements: the last box's elements past the end read as zero
 // and are not written. A row must be whole 16-byte units, so where B * N is not a multiple of 4
-// floats a plain kernel runs instead.
+// floats the plain kernel (kSource's, in this source too) runs instead.
 const std::string kTmaSource = R"cu(#include <cuda.h>
 template <int kBox>
 __global__ void relu_tma(const __grid_constant__ CUtensorMap x, const __grid_constant__ CUtensorMap out) {
@@ -53,16 +53,12 @@ __global__ void relu_tma(const __grid_constant__ CUtensorMap x, const __grid_con
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
 }
-__global__ void relu_rest(const float* x, float* out, long long n) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = fmaxf(x[i], 0.0f);
-}
-)cu";
+)cu" + kSource;
 const std::string kTmaPlan =
     R"js({"launch": [{"kernel": "relu_tma<BOX>", "when": "B * N % 4 == 0", "grid": ["ceil_div(B * N, BOX)"],
   "block": [128], "args": [{"tensor_map": "x", "dims": ["B * N"], "box": ["BOX"]},
                            {"tensor_map": "out", "dims": ["B * N"], "box": ["BOX"]}]},
-  {"kernel": "relu_rest", "when": "B * N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
+  {"kernel": "relu", "when": "B * N % 4 != 0", "grid": ["ceil_div(B * N, 256)"], "block": [256],
    "args": ["x", "out", "B * N"]}],
   "tune": {"BOX": [256, 128]}})js";
 
@@ -362,7 +358,7 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
   TempDir dir;
   Compiler compiler(kforge::test::private_cache(dir));
   const std::string plan = two_path_plan(4);
-  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource, plan, std::nullopt,
                                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
   int tma = 0, plain = 0;
@@ -386,7 +382,7 @@ TEST(Plan, WhenChoosesTheLaunchesOfEachConfiguration) {
   std::string always = plan;
   const std::string when = "\"when\": \"N % 4 == 0\", ";
   always.erase(always.find(when), when.size());
-  r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, always, std::nullopt,
+  r = check_candidate(fx.task, fx.tensors, kTmaSource, always, std::nullopt,
                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.errors[0].find("launch[0].args[0].dims[1] for dims (B=1, N=3)"), std::string::npos)
@@ -414,7 +410,7 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
   TempDir dir;
   Compiler compiler(kforge::test::private_cache(dir));
   const std::string plan = two_path_plan(16);
-  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan, std::nullopt,
+  CandidateReport r = check_candidate(fx.task, fx.tensors, kTmaSource, plan, std::nullopt,
                                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
   ASSERT_EQ(r.configurations.size(), fx.task.all_dims().size() + 1);  // N = 1000 % 16 == 8
@@ -423,8 +419,8 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
   EXPECT_NE(drawn, fx.task.dims);
   EXPECT_EQ(cp.launches.at(0).index, 0u);
   // The same draw every time: the judge and a GPU worker check the same sizes.
-  CandidateReport again = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, plan,
-                                          std::nullopt, DeviceFacts::for_arch("sm_90a"), compiler);
+  CandidateReport again = check_candidate(fx.task, fx.tensors, kTmaSource, plan, std::nullopt,
+                                          DeviceFacts::for_arch("sm_90a"), compiler);
   EXPECT_EQ(again.configurations.back().first, drawn);
 
   // Admission's unseen task (its sizes all drawn) adds none: a fast path for large sizes need not
@@ -433,7 +429,7 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
   unseen.dims = {{"B", 4}, {"N", 8}};
   unseen.check_dims = {{{"B", 3}, {"N", 5}}};
   unseen.unseen = true;
-  r = check_candidate(unseen, fx.tensors, kTmaSource + kSource, two_path_plan(1024), std::nullopt,
+  r = check_candidate(unseen, fx.tensors, kTmaSource, two_path_plan(1024), std::nullopt,
                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
   EXPECT_EQ(r.configurations.size(), 2u);
@@ -441,7 +437,7 @@ TEST(Plan, ALaunchOnlyTheTimedDimsMakeIsCheckedAtADrawnSize) {
   std::string timed_only = plan;
   timed_only.replace(timed_only.find("N % 16 == 0"), 11, "B == 4096 && N == 4096");
   timed_only.replace(timed_only.find("N % 16 != 0"), 11, "B != 4096 || N != 4096");
-  r = check_candidate(fx.task, fx.tensors, kTmaSource + kSource, timed_only, std::nullopt,
+  r = check_candidate(fx.task, fx.tensors, kTmaSource, timed_only, std::nullopt,
                       DeviceFacts::for_arch("sm_90a"), compiler);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.errors[0].find("launch[0].when: 'B == 4096 && N == 4096' holds at none of the check "

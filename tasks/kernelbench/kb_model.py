@@ -16,6 +16,7 @@ not chains of their own: a chain that reads one copies it. Sizes, and tensors co
 alone (a causal mask built in forward()), are written as expressions in the chains that use them.
 """
 import math
+import operator
 
 import torch
 import torch.fx
@@ -201,10 +202,9 @@ class Graph:
         """The operation whose tuple n takes a tensor out of, directly or through items (an RNN's
         output, or h_n of its (h_n, c_n)); else None. A chain that reads such an item and not the
         operation starts at the item, as the tuple cannot be a task's input."""
-        import operator
-
         def item(m):
-            return m.op == "call_function" and m.target is operator.getitem and isinstance(m.args[0], torch.fx.Node)
+            return (m.op == "call_function" and _word(m, self.modules) == "getitem"
+                    and isinstance(m.args[0], torch.fx.Node))
         if (not item(n) or not isinstance(n.meta.get(VALUE), torch.Tensor)
                 or isinstance(n.args[0].meta.get(VALUE), torch.Tensor)):  # the first tensor only
             return None
@@ -516,7 +516,6 @@ def _rnn(g, n):
 def _flat_result(graph, value, rnn):
     """A recurrent layer's result as a flat tuple, the importer's form (an LSTM's (output, (h_n,
     c_n)) as output, h_n, c_n); any other value as it is."""
-    import operator
     if rnn is None:
         return value
     first, state = (graph.call_function(operator.getitem, (value, i)) for i in (0, 1))
