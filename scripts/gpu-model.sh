@@ -10,7 +10,8 @@
 #   MODEL (tests/models/transformer_block.py), SUITE (gpt2), ANSWERS (tests/models/answers/$SUITE),
 #   TOP (7), GENERATIONS (1; 0: no tuner), MIN_SPEEDUP (1.0), RUNS (50), MAX_AUTOTUNE (1: torch.compile
 #   max-autotune timed too; its build takes minutes),
-#   DEADLINE (seconds: no step starts that could run past it; 590)
+#   DEADLINE (seconds: no step starts that could run past it; 590), CHECK_LIMIT (seconds for `model check`;
+#   400: max-autotune's builds can take minutes, so a warm second call may give it the whole call)
 #
 # It goes on where an earlier call on the same machine stopped (state in $W, kept with the build
 # folder; FRESH=1 starts again). Writes, across calls, profile.json and .txt, verify-CHAIN.json,
@@ -77,7 +78,7 @@ TORCH_CMAKE_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_pa
 step configure.log 60 cmake -S "$W/pkg" -B "$W/pkg/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" &&
   step build.log 240 cmake --build "$W/pkg/build" -j"$(nproc)" || finish 1
-step check.json 400 "$K" model check "$MODEL" --package "$W/pkg" --device cuda --runs "${RUNS:-50}" --json \
+step check.json "${CHECK_LIMIT:-400}" "$K" model check "$MODEL" --package "$W/pkg" --device cuda --runs "${RUNS:-50}" --json \
   $([ "${MAX_AUTOTUNE:-1}" = 1 ] && echo --max-autotune)
 cp "$D/check.json.err" "$D/check.txt"
 finish 0
