@@ -997,6 +997,11 @@ def check(path, prelude, device, model_file, package, runs=50, compile_modes=("d
             result["gpu"] = torch.cuda.get_device_name(0)
             result["runs"] = runs
             compiled = {}
+            # Inductor compiles here, in this process: its compile workers are new processes started
+            # inside kforge's confinement, where Triton finds no GPU ("Could not find an active GPU
+            # backend": max-autotune's template choices failed so on an H100 in session 27).
+            import torch._inductor.config as inductor_config
+            inductor_config.compile_threads = 1
             for mode in compile_modes:
                 try:
                     c = torch.compile(model, mode=None if mode == "default" else mode)
