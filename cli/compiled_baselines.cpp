@@ -41,7 +41,7 @@ void prepare_compiled_baselines(const verify::VerifyOptions& options,
   for (const tasks::Task* t : tasks)
     if (seen.insert(t->content_hash + tasks::format_dims(t->dims)).second) distinct.push_back(t);
   if (distinct.empty()) return;
-  size_t built = 0, cached = 0, absent = 0, done = 0,
+  size_t built = 0, cached = 0, absent = 0, interrupted = 0, done = 0,
          packages = distinct.size() * verify::compiled_kinds().size();
   std::set<std::string> reasons;  // each said once: a missing PyTorch is every task's reason
   Progress progress;
@@ -52,7 +52,9 @@ void prepare_compiled_baselines(const verify::VerifyOptions& options,
         ++done;
         std::string of = "  torch.compile baseline (" + std::string(baseline_info(p.kind).label) +
                          ") of " + t.id();
-        if (!p.absent.empty()) {
+        if (p.absent == verify::kCompiledInterrupted) {
+          ++interrupted;
+        } else if (!p.absent.empty()) {
           ++absent;
           if (!reasons.insert(p.absent).second) return;
           progress.clear();
@@ -72,6 +74,7 @@ void prepare_compiled_baselines(const verify::VerifyOptions& options,
   out << "torch.compile baselines: " << built << " built"
       << (built ? " in " + std::to_string(static_cast<int>(wall + 0.5)) + " s" : "") << ", "
       << cached << " from the cache, " << absent << " absent (the reason shows with each verdict)"
+      << (interrupted ? ", " + std::to_string(interrupted) + " not built (interrupted)" : "")
       << std::endl;
 }
 

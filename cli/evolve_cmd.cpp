@@ -384,7 +384,8 @@ int run_evolve(const EvolveArgs& a) {
   verify::VerifyOptions vo;
   apply_no_compile(a.no_compile, vo);
   apply_no_max_autotune(a.no_max_autotune, vo);
-  evolve::RemoteGpu* pool = workers.get();  // with --gpus or --worker-command
+  vo.compiled.stop = [] { return g_stop.load() > 0; };  // Ctrl-C does not wait for the builds
+  evolve::RemoteGpu* pool = workers.get();              // with --gpus or --worker-command
   std::unique_ptr<evolve::Gpu> gpu = workers ? std::move(workers) : evolve::make_judge_gpu(vo);
   evaluator.attach_gpu(gpu.get());
 

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -164,6 +165,31 @@ TEST(CompiledBaseline, PackagesAheadOfARunComeBackPerTaskWithTheirReasons) {
     EXPECT_TRUE(c.path.empty());
     EXPECT_EQ(c.absent, why);
   }
+}
+
+// Once a stop is requested (Ctrl-C in `kforge evolve`) no build starts: every package not yet
+// built is absent with the interruption's reason, and `done` still hears of each. (The builds under
+// way are killed: tests/gpu/test_compiled_baseline.cpp, where packages can be built.)
+TEST(CompiledBaseline, NoBuildStartsOnceAStopIsRequested) {
+  std::vector<std::shared_ptr<tasks::Task>> owned = {task("smoke/relu"), task("smoke/softmax")};
+  std::vector<const tasks::Task*> ts = {owned[0].get(), owned[1].get()};
+  verify::CompiledOptions o;
+  o.build_jobs = 2;
+  std::atomic<int> asked{0};  // polled from the building threads
+  o.stop = [&asked] { return ++asked > 0; };
+  size_t heard = 0;
+  std::vector<verify::CompiledPackage> p = verify::compiled_packages(
+      ts, 0, o, [&](const tasks::Task&, const verify::CompiledPackage& c) {
+        ++heard;
+        EXPECT_EQ(c.absent, verify::kCompiledInterrupted);
+      });
+  ASSERT_EQ(p.size(), ts.size() * verify::compiled_kinds().size());
+  for (const verify::CompiledPackage& c : p) {
+    EXPECT_TRUE(c.path.empty());
+    EXPECT_EQ(c.absent, verify::kCompiledInterrupted);
+  }
+  EXPECT_EQ(heard, p.size());
+  EXPECT_GE(asked.load(), static_cast<int>(p.size()));
 }
 
 TEST(CompiledBaseline, TheHelperNamesWhatIsMissing) {

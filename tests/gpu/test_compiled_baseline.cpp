@@ -2,7 +2,9 @@
 // packages (default mode and max-autotune) with this machine's PyTorch, the judge loads them,
 // checks them against the reference and times them beside eager and scripted; built ahead for
 // several tasks at once, a judge finds them in the cache.
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "../corpus_util.h"
@@ -176,5 +178,28 @@ TEST(GpuCompiled, AReferenceTorchExportCannotTakeIsAbsentWithTheReason) {
   EXPECT_GT(m.ms(BaselineKind::Eager).value_or(0), 0)
       << "eager and scripted are timed all the same";
   EXPECT_GT(m.ms(BaselineKind::Scripted).value_or(0), 0);
+  ::unsetenv("KFORGE_CACHE_DIR");
+}
+
+// A stop request (Ctrl-C in `kforge evolve`) ends the builds under way within a second, however
+// long they would take, and caches nothing: the next command builds the packages.
+TEST(GpuCompiled, AStopRequestEndsTheBuildsAtOnceAndCachesNothing) {
+  KFORGE_REQUIRE_GPU();
+  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);
+  CompileFixture f = CompileFixture::load("smoke/relu");
+  verify::CompiledOptions o;
+  o.max_autotune = false;
+  auto t0 = std::chrono::steady_clock::now();
+  o.stop = [&] { return std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2); };
+  std::vector<verify::CompiledPackage> p = verify::compiled_packages({&f.task}, 0, o);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(p.size(), verify::compiled_kinds().size());
+  EXPECT_EQ(p[0].absent, verify::kCompiledInterrupted) << "a build of smoke/relu takes ~1 minute";
+  EXPECT_LT(s, 5.0);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+    EXPECT_NE(e.path().extension(), ".absent")
+        << e.path() << ": an interrupted build is not cached";
   ::unsetenv("KFORGE_CACHE_DIR");
 }

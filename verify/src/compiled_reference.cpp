@@ -26,6 +26,7 @@
 #include "kforge/common/error.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
+#include "kforge/common/line_channel.h"
 #include "kforge/common/paths.h"
 #include "kforge/common/process.h"
 #include "kforge/common/sandbox.h"
@@ -57,7 +58,7 @@ std::string gpu_kind(int device) {
 // log then says why).
 std::optional<json> run_helper(const std::string& python, const std::string& script,
                                const std::string& spec, const std::string& log,
-                               std::chrono::seconds timeout) {
+                               std::chrono::seconds timeout, const std::function<bool()>& stop) {
   // One compile thread per build: compiled_packages runs several builds at once, and each build's
   // own pool of compile workers (one per CPU, each importing PyTorch) costs more than it saves on a
   // task's few kernels. TORCHINDUCTOR_COMPILE_THREADS in kforge's environment overrides it.
@@ -82,11 +83,22 @@ std::optional<json> run_helper(const std::string& python, const std::string& scr
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char chunk[4096];
   for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (now > deadline) break;
+    Wait w =
+        wait_readable(out.read.get(), std::min(deadline, now + std::chrono::milliseconds(250)));
+    if (w == Wait::Timeout) {
+      if (stop && stop()) {
+        p.kill();
+        return json{{"ok", false}, {"reason", kCompiledInterrupted}, {"interrupted", true}};
+      }
+      continue;
+    }
+    if (w == Wait::Failed) break;
     ssize_t n = ::read(out.read.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(chunk, static_cast<size_t>(n));
-    if (std::chrono::steady_clock::now() > deadline) break;
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -192,7 +204,11 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
       continue;
     }
     std::optional<json> r =
-        run_helper(resolved, script, base + ".json", out.log, options.build_timeout);
+        run_helper(resolved, script, base + ".json", out.log, options.build_timeout, options.stop);
+    if (r && r->value("interrupted", false)) {
+      out.absent = kCompiledInterrupted;  // not cached: the next command builds it
+      return out;
+    }
     if (!r) {
       tried.push_back(resolved + ": the helper failed (" + out.log + ")");
       continue;
@@ -248,6 +264,12 @@ std::vector<CompiledPackage> compiled_packages(
         const tasks::Task& t = *tasks[k / kinds.size()];
         out[k] = CompiledPackage{};
         out[k].kind = kinds[k % kinds.size()];
+        if (options.stop && options.stop()) {
+          out[k].absent = kCompiledInterrupted;
+          std::lock_guard<std::mutex> lock(report);
+          if (done) done(t, out[k]);
+          continue;
+        }
         try {
           // Shapes and dtypes are all a package's key and build need: meta tensors hold no memory.
           std::vector<torch::Tensor> inputs;

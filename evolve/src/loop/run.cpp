@@ -354,6 +354,12 @@ class Loop : public Scheduler::Policy {
   std::vector<std::unique_ptr<loop::Proposer>> proposers_;  // by the operators they write
 };
 
+bool interrupted(const verify::Baselines& b) {
+  return std::any_of(b.list.begin(), b.list.end(), [](const verify::BaselineTiming& t) {
+    return t.absent == verify::kCompiledInterrupted;
+  });
+}
+
 // Each task's references timed before generation 0 where no GPU of this kind timed them at these
 // dims yet, so that every prompt, the first included, quotes the times to beat; the first timing
 // of a kind stays what prompts quote (a resumed run renders the same prompts).
@@ -376,7 +382,7 @@ void time_baselines(Evaluator& ev, const std::vector<TaskState>& states, const L
         lock.unlock();
         std::optional<verify::Baselines> b = gpu->baselines(*s.task);
         lock.lock();
-        if (b)
+        if (b && !interrupted(*b))  // a package the stop left unbuilt: timed again on --resume
           ev.archive().store_baseline(s.task_id, s.task->dims,
                                       archive::DeviceId{ev.device_id(b->gpu_uuid)}, b->math_mode,
                                       baseline_times(*b));

@@ -36,7 +36,15 @@ struct CompiledOptions {
   std::string off_reason =
       "turned off";  // the absent reason when !enabled (a command names its flag)
   std::string max_autotune_off_reason = "max-autotune turned off";  // when !max_autotune
+  // Polled while packages are built (every quarter second): once it returns true no build starts,
+  // the ones running are killed, and their packages are absent with kCompiledInterrupted (not
+  // cached: the next command builds them). A command that ends its run on Ctrl-C or SIGTERM
+  // (`kforge evolve`) sets it, so its builds do not hold the stop up for minutes.
+  std::function<bool()> stop;
 };
+
+// The absent reason of a package whose build CompiledOptions::stop ended or never started.
+inline constexpr const char* kCompiledInterrupted = "not built: the command was interrupted";
 
 // The torch.compile mode a kind's package is built in ("default", "max-autotune"); nullopt for a
 // kind that is no package (eager, scripted).
