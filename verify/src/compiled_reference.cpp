@@ -205,7 +205,8 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
     }
     std::optional<json> r =
         run_helper(resolved, script, base + ".json", out.log, options.build_timeout, options.stop);
-    if (r && r->value("interrupted", false)) {
+    // A helper the stop killed (or that died of the same signal, sent to kforge's process group).
+    if ((r && r->value("interrupted", false)) || (!r && options.stop && options.stop())) {
       out.absent = kCompiledInterrupted;  // not cached: the next command builds it
       return out;
     }
