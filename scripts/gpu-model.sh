@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A user's model end to end on the GPU machine (docs/model.md): the model profiled (each chain timed,
 # the top ones written as tasks and imported as a suite), kernels for those tasks judged and admitted
-# (answer files, one per chain, named CHAIN.md, judged in the order of the chains' GPU time), the
-# offline tuner on them, the winners exported (a chain without a winner faster than eager runs its
-# reference), the package built with this machine's LibTorch, and `kforge model check` timing the
-# model with them against eager and torch.compile.
+# (answer files named CHAIN.md, and CHAIN.VARIANT.md for more than one, judged in the order of the
+# chains' GPU time), the offline tuner on them, the winners exported (a chain without a winner
+# faster than eager runs its reference), the package built with this machine's LibTorch, and
+# `kforge model check` timing the model with them against eager and torch.compile.
 #
 #   device run: source .device/env.sh; scripts/gpu-model.sh
 #   MODEL (tests/models/transformer_block.py), SUITE (gpt2), ANSWERS (tests/models/answers/$SUITE),
@@ -60,12 +60,15 @@ fi
 # The answers in the order of their chains' GPU time, the largest first.
 order=$(python3 -c 'import json, sys
 print(" ".join(c["name"] for c in sorted(json.load(open(sys.argv[1]))["chains"], key=lambda c: -c.get("gpu_ms", 0))))' "$W/profile.json")
+# A chain's answer is CHAIN.md; CHAIN.VARIANT.md are others for it (the export takes the fastest).
 for chain in $order; do
-  a=$ANSWERS/$chain.md
-  [ -f "$a" ] && [ ! -f "$W/done/verify-$chain" ] || continue
-  step "verify-$chain.json" 150 "$K" verify --answer "$a" --task "$SUITE/$chain" --tasks-dir "$W/tasks" \
-    --admit --no-compile --json
-  [ $? = 124 ] || touch "$W/done/verify-$chain"
+  for a in "$ANSWERS/$chain.md" "$ANSWERS/$chain".*.md; do
+    v=$(basename "$a" .md)
+    [ -f "$a" ] && [ ! -f "$W/done/verify-$v" ] || continue
+    step "verify-$v.json" 150 "$K" verify --answer "$a" --task "$SUITE/$chain" --tasks-dir "$W/tasks" \
+      --admit --no-compile --json
+    [ $? = 124 ] || touch "$W/done/verify-$v"
+  done
 done
 if [ "${GENERATIONS:-1}" -gt 0 ] && [ ! -f "$W/done/evolve" ]; then
   step evolve.log 200 "$K" evolve "$SUITE" --tasks-dir "$W/tasks" --llm none --no-compile \

@@ -107,8 +107,10 @@ TEST(Model, ProfileCutsTheTransformerBlockIntoItsChains) {
   REQUIRE_TORCH();
   TempDir dir;
   CliResult r;
-  json j =
-      kforge_json("model profile " + model_file("transformer_block.py") + " --device cpu", dir, r);
+  std::string tasks_dir = dir.path().string() + "/tasks";
+  json j = kforge_json("model profile " + model_file("transformer_block.py") +
+                           " --device cpu --suite gpt2 --top 7 --tasks-dir " + tasks_dir,
+                       dir, r);
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_TRUE(j.is_object()) << r.out;
   // Layer norm, QKV, attention (matmul, scale, causal mask, softmax, matmul), the output
@@ -134,6 +136,27 @@ TEST(Model, ProfileCutsTheTransformerBlockIntoItsChains) {
   EXPECT_FALSE(j.contains("traced_gpu_ms"));
   // The table says how it ranks without a GPU.
   EXPECT_NE(r.out.find("ranked by FLOPs, without times"), std::string::npos) << r.out;
+
+  // The answers scripts/gpu-model.sh judges on a GPU for this suite (tests/models/answers/gpt2:
+  // CHAIN.md, and CHAIN.VARIANT.md) compile against the tasks written here, for sm_90a, and pass
+  // the plan checks at every configuration, without spills.
+  int answers = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(source_dir() / "tests/models/answers/gpt2")) {
+    std::string name = e.path().filename().string();
+    std::string chain = name.substr(0, name.find('.'));
+    SCOPED_TRACE(name);
+    CliResult c;
+    json k = kforge_json("compile --answer " + e.path().string() + " --task gpt2/" + chain +
+                             " --tasks-dir " + tasks_dir + " --arch sm_90a",
+                         dir, c);
+    ASSERT_EQ(c.code, 0) << c.out;
+    EXPECT_EQ(k["ok"], true) << k.dump(1);
+    for (const json& kernel : k["kernels"]) EXPECT_EQ(kernel["spill_store_bytes"], 0) << kernel;
+    EXPECT_GE(k["configurations"].size(), 4u) << "the timed size and the check sizes";
+    ++answers;
+  }
+  EXPECT_GE(answers, 7) << "one answer a chain at least";
 }
 
 // KernelBench's ResNet-101 (a graph hundreds of operations deep) once failed as "nesting too deeply
