@@ -55,7 +55,7 @@ std::string gpu_kind(int device) {
 }
 
 // Runs the helper with `python` on `spec`: its JSON line, or nullopt when it printed none (its
-// log then says why).
+// log then says why) or `stop` returned true while it ran (it is killed then).
 std::optional<json> run_helper(const std::string& python, const std::string& script,
                                const std::string& spec, const std::string& log,
                                std::chrono::seconds timeout, const std::function<bool()>& stop) {
@@ -90,7 +90,7 @@ std::optional<json> run_helper(const std::string& python, const std::string& scr
     if (w == Wait::Timeout) {
       if (stop && stop()) {
         p.kill();
-        return json{{"ok", false}, {"reason", kCompiledInterrupted}, {"interrupted", true}};
+        return std::nullopt;  // the caller sees the stop itself
       }
       continue;
     }
@@ -206,7 +206,7 @@ CompiledPackage compiled_package(const tasks::Task& task, const std::vector<torc
     std::optional<json> r =
         run_helper(resolved, script, base + ".json", out.log, options.build_timeout, options.stop);
     // A helper the stop killed (or that died of the same signal, sent to kforge's process group).
-    if ((r && r->value("interrupted", false)) || (!r && options.stop && options.stop())) {
+    if (!r && options.stop && options.stop()) {
       out.absent = kCompiledInterrupted;  // not cached: the next command builds it
       return out;
     }
