@@ -20,7 +20,7 @@ if [ "$mode" = build ]; then
     > "$OUT/compiled-build-only.log" 2>&1
   echo "build: rc=$? after ${SECONDS}s; $(grep -c '^built' "$OUT/compiled-build-only.log") package(s) done"
   tail -1 "$OUT/compiled-build-only.log"
-  tar -C "$KFORGE_CACHE_DIR" -czf "$OUT/compiled-cache.tgz" compiled && ls -l "$OUT/compiled-cache.tgz"
+  pack_compiled_cache
 else
   "$B" --jobs "$jobs" --out /tmp/kforge-compiled "$@" > "$OUT/compiled-bench.md" 2> "$OUT/compiled-bench.jsonl"
   cat "$OUT/compiled-bench.md"

@@ -39,7 +39,9 @@ if [ "${1:-}" = levels ]; then
   # LIMIT: seconds for evolve (default MINUTES * 60 + 60), or DEADLINE: seconds after this script
   # started by which evolve ends (the build's time taken off); RESUME=1 resumes run 1 of the archive a
   # previous call on this (warm) machine left in /tmp; EVOLVE_ARGS: more flags (--no-max-autotune);
-  # GENERATIONS: the tuner's generations per task after the seed (default 50).
+  # GENERATIONS: the tuner's generations per task after the seed (default 50); TASKS: suites, task
+  # names or files (default: level1 level2). The machine's torch.compile packages come back as
+  # $OUT/compiled-cache.tgz (8 files in all: no room for another).
   DB=/tmp/kforge-levels.db
   limit=${LIMIT:-$(( ${MINUTES:-8} * 60 + 60 ))}
   [ -n "${DEADLINE:-}" ] && limit=$(( DEADLINE - SECONDS ))
@@ -48,7 +50,7 @@ if [ "${1:-}" = levels ]; then
     timeout "$limit" "$K" evolve --resume 1 ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
   else
     rm -f $DB*
-    timeout "$limit" "$K" evolve level1 level2 --llm none --generations "${GENERATIONS:-50}" \
+    timeout "$limit" "$K" evolve ${TASKS:-level1 level2} --llm none --generations "${GENERATIONS:-50}" \
       --budget-minutes "$(( (limit - 30) / 60 ))" ${EVOLVE_ARGS:-} --db $DB --log-json "$OUT/levels.jsonl" >> "$OUT/levels.log" 2>&1
   fi
   echo "evolve rc=$? after ${SECONDS}s" >> "$OUT/levels.log"
@@ -63,6 +65,7 @@ if [ "${1:-}" = levels ]; then
   done > "$OUT/tables.md"
   python3 bench/loop_throughput.py "$OUT/levels.jsonl" | tee "$OUT/throughput.md"
   gzip -c $DB > "$OUT/levels.db.gz"
+  pack_compiled_cache  # the 8th file: the next session's machine starts with the packages
   tail -n 4 "$OUT/levels.log"; grep -h -e "^\\$ kforge" -e "^Geometric" "$OUT/tables.md"
   exit 0
 fi
