@@ -251,7 +251,8 @@ std::string results_table(const json& rows, const std::string& kind) {
     return os.str();
   };
   std::set<std::string> devices, harness;
-  std::vector<std::string> absent;  // "task: compile: why its time is missing"
+  std::vector<AbsentBaseline> absent;  // each timed task's missing baselines, with why
+  size_t timed = 0;
   std::ostringstream out;
   out << "| task |";
   for (const std::string& label : baseline_labels(false)) out << " " << label << " ms |";
@@ -270,7 +271,8 @@ std::string results_table(const json& rows, const std::string& kind) {
         << " | " << num(r["time_ms"], 4) << " | " << join(speedup_cells(b, time_of(r)), " | ")
         << " | " << num(r["roofline_fraction"], 0, 100, "%") << " | " << tuned << " |\n";
     for (const std::string& why : absent_reasons(b))
-      absent.push_back(r["task"].get<std::string>() + ": " + why);
+      absent.push_back({r["task"].get<std::string>(), why});
+    if (time_of(r)) ++timed;
     if (!r["device"].is_null()) devices.insert(r["device"].get<std::string>());
     if (!r["harness_version"].is_null())
       harness.insert(std::to_string(r["harness_version"].get<int64_t>()));
@@ -283,10 +285,7 @@ std::string results_table(const json& rows, const std::string& kind) {
       << (harness.empty() ? "-"
                           : join(std::vector<std::string>(harness.begin(), harness.end()), ", "))
       << "; roofline = floor / time; " << baseline_legend() << ".\n";
-  if (!absent.empty()) {
-    out << "\nBaselines not measured (their columns \"-\"):\n";
-    for (const auto& line : absent) out << "- " << printable(line) << "\n";
-  }
+  out << absent_baselines_text(absent, timed);
   return out.str();
 }
 

@@ -1,5 +1,6 @@
 #include "baseline_columns.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "table.h"
@@ -84,6 +85,29 @@ std::vector<std::string> absent_reasons(const BaselineTimes& b) {
     if (!m.ms && !m.absent.empty())
       out.push_back(std::string(baseline_info(m.kind).label) + ": " + m.absent);
   return out;
+}
+
+std::string absent_baselines_text(const std::vector<AbsentBaseline>& absent, size_t timed) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, its tasks
+  for (const AbsentBaseline& a : absent) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == a.reason; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {a.reason, {}});
+    it->second.push_back(a.task);
+  }
+  std::string out;
+  for (const auto& [reason, names] : groups) {
+    if (names.size() <= 2) {
+      for (const std::string& task : names) out += "- " + printable(task + ": " + reason) + "\n";
+    } else if (names.size() == timed) {
+      out +=
+          "- " + printable(reason) + ": every timed task above (" + std::to_string(timed) + ")\n";
+    } else {
+      out += "- " + printable(reason) + ": " + std::to_string(names.size()) +
+             " tasks: " + printable(joined(names, ", ")) + "\n";
+    }
+  }
+  return out.empty() ? "" : "\nBaselines not measured (their columns \"-\"):\n" + out;
 }
 
 }  // namespace kforge::cli

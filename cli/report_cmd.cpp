@@ -137,14 +137,17 @@ std::string spend(const archive::RunReport& r) {
   return md.str();
 }
 
-// "- task: compile: why" for each best's baseline that is absent with a reason.
+// The baselines absent, with their reasons, of the tasks' bests (absent_baselines_text).
 std::string absent_baselines(const archive::RunReport& r) {
-  std::string out;
+  std::vector<AbsentBaseline> absent;
+  size_t timed = 0;
   for (const archive::RunTask& t : r.tasks)
-    if (t.best)
+    if (t.best) {
+      ++timed;
       for (const std::string& why : absent_reasons(t.best->baselines))
-        out += "- " + t.task + ": " + printable(why) + "\n";
-  return out.empty() ? "" : "\nBaselines not measured (their columns \"-\"):\n" + out;
+        absent.push_back({t.task, why});
+    }
+  return absent_baselines_text(absent, timed);
 }
 
 }  // namespace

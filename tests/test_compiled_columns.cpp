@@ -208,6 +208,35 @@ TEST(CompiledColumns, WithoutTorchCompileTheColumnIsADashAndTheReasonIsShown) {
       << show.out;
 }
 
+// Session 28: a level run with --no-max-autotune listed "max-autotune: turned off" under the
+// results table once per task (49 lines). A reason more than two tasks give is one line.
+TEST(CompiledColumns, AReasonEveryTaskGivesIsOneLineUnderTheTables) {
+  Rig s;
+  s.gpu.compiled_absent = kNoPython;
+  std::string root = (kforge::test::source_dir() / "tasks").string();
+  std::vector<std::shared_ptr<const tasks::Task>> smoke;
+  for (const char* name : {"smoke/relu", "smoke/softmax", "smoke/sum_rows"})
+    smoke.push_back(std::make_shared<const tasks::Task>(
+        tasks::load_task(tasks::resolve_tasks(name, root).at(0))));
+  evolve::RunConfig c;
+  c.tasks = {"smoke/relu", "smoke/softmax", "smoke/sum_rows"};
+  c.generations = 0;
+  c.islands = 1;
+  evolve::RunSummary run = evolve::run_evolution(c, smoke, *s.evaluator, std::nullopt);
+  for (const auto& t : run.tasks) ASSERT_TRUE(t.best_ms) << t.task;
+  std::string db = (s.dir.path() / "a.db").string();
+  std::string lines = std::string("Baselines not measured (their columns \"-\"):\n- compile: ") +
+                      kNoPython + ": every timed task above (3)\n- max-autotune: " + kNoPython +
+                      ": every timed task above (3)\n";
+  kforge::test::CliResult results = run_kforge("archive results smoke --db " + db);
+  ASSERT_EQ(results.code, 0) << results.out;
+  EXPECT_NE(results.out.find(lines), std::string::npos) << results.out;
+  EXPECT_EQ(results.out.find("- smoke/relu: compile:"), std::string::npos) << results.out;
+  kforge::test::CliResult report = run_kforge("report " + std::to_string(run.run) + " --db " + db);
+  ASSERT_EQ(report.code, 0) << report.out;
+  EXPECT_NE(report.out.find(lines), std::string::npos) << report.out;
+}
+
 // A version 4 archive (before torch.compile's baseline) migrates to 5: its rows read with no
 // compiled time, and its export and an export without the new fields import as before.
 TEST(CompiledColumns, AVersionFourArchiveMigratesWithNoCompiledTimes) {
