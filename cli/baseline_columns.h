@@ -39,12 +39,11 @@ std::vector<std::string> absent_reasons(const BaselineTimes& b);
 struct AbsentBaseline {
   std::string task, reason;
 };
-// The lines under a table whose `timed` rows have a kernel time, "Baselines not measured (their
-// columns \"-\"):" then
-// "- task: compile: why" for a reason one or two tasks give, and once for a reason more give
-// ("- max-autotune: turned off (--no-max-autotune): every timed task above (49)", or "...: 5 tasks:
-// a, b, ..."), so that a flag that turned a kind off for the run is one line, not one per task; ""
-// when none is absent. Each text through printable().
+// The lines under a table whose `timed` rows have a kernel time: "Baselines not measured (their
+// columns "-"):", then "- task: compile: why" for a reason one or two tasks give, and one line
+// for a reason more give ("- max-autotune: turned off (--no-max-autotune): every timed task
+// above (49)", or "- ...: 5 tasks: a, b, ..."), so a flag that turned a kind off for the whole
+// run is one line; "" when none is absent. Each text through printable().
 std::string absent_baselines_text(const std::vector<AbsentBaseline>& absent, size_t timed);
 
 }  // namespace kforge::cli
