@@ -149,12 +149,17 @@ json run_model_helper(tasks::KernelBenchOptions o, const std::string& file,
   o.command = "kforge model " + o.mode;
   QuietObserver quiet;
   tasks::KernelBenchImport r = tasks::import_kernelbench(o, quiet);
-  if (r.results.empty())
+  if (r.results.empty()) {
+    std::string why = r.problems.empty() ? std::string("no result") : r.problems[0].reason;
+    // The file's convention is the fix only where the file lacks it; a model that fails says where.
+    bool not_a_model = why.find("not a KernelBench problem") != std::string::npos;
     throw InputError(file, std::nullopt, "",
-                     "kforge cannot " + verb + " this model: " +
-                         (r.problems.empty() ? std::string("no result") : r.problems[0].reason) +
-                         " (a model file defines class Model, get_inputs() and "
-                         "get_init_inputs(), as KernelBench's problems do: docs/model.md)");
+                     "kforge cannot " + verb + " this model: " + why +
+                         (not_a_model ? " (a model file defines class Model, get_inputs() and "
+                                        "get_init_inputs(), as KernelBench's problems do: "
+                                        "docs/model.md)"
+                                      : ""));
+  }
   json result = json::parse(r.results[0], nullptr, false);
   if (!result.is_object()) throw Error("kforge's model helper sent no object (a kforge bug)");
   return result;

@@ -377,6 +377,8 @@ class Model(nn.Module):
   r = run_kforge("model profile " + failing + " --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("kforge cannot profile this model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 6"), std::string::npos) << "where it failed\n" << r.out;
+  EXPECT_EQ(r.out.find("class Model"), std::string::npos) << "it defines one\n" << r.out;
   // A package folder without a manifest, and a package whose ops are not built.
   std::string empty = dir.path().string() + "/empty";
   ::mkdir(empty.c_str(), 0755);

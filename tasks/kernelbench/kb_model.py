@@ -743,6 +743,16 @@ def time_chains(graph, traced, device, runs=3):
     return per_chain, other, total, times[len(times) // 2], torch.cuda.get_device_name(0)
 
 
+def _raised_at(e, model):
+    """` at line N (`code`)`: the model file's last line on the exception's way up, or ""."""
+    import traceback
+    path = getattr(getattr(type(model).forward, "__code__", None), "co_filename", "")
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    if not frames:
+        return ""
+    return f" at line {frames[-1].lineno} (`{(frames[-1].line or '').strip()[:80]}`)"
+
+
 # ---- the whole profile ---------------------------------------------------------------------------
 def profile(path, prelude, device, model_file):
     """The profile as kforge reads it (docs/model.md): the model, its chains, their times on a GPU."""
@@ -760,9 +770,10 @@ def profile(path, prelude, device, model_file):
             model, inputs = _real_model(traced, device)
             with torch.no_grad():
                 model(*inputs)
-        except Exception as e:  # noqa: BLE001 (the model's own error, said as it is)
+        except Exception as e:  # noqa: BLE001 (the model's own error, said as it is, and where)
             from kb_check import first_line
-            raise Unconvertible(f"the model's forward() fails: {type(e).__name__}: {first_line(e)}")
+            raise Unconvertible(f"the model's forward() fails{_raised_at(e, traced.model)}: "
+                                f"{type(e).__name__}: {first_line(e)}")
         notes.append(f"kforge could not follow the shapes of {len(unknown)} operation(s) ({', '.join(unknown[:5])}"
                      f"{', ...' if len(unknown) > 5 else ''}): the chains holding them may not be written as problems")
     rows = []
