@@ -11,6 +11,8 @@
 #include "compile_test_util.h"
 #include "kforge/common/files.h"
 #include "kforge/compile/answer.h"
+#include "kforge/compile/plan.h"
+#include "kforge/verify/judge.h"
 
 namespace {
 
@@ -96,6 +98,62 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers
 // plan checks on every configuration and do not spill, like the seeds they may replace.
 INSTANTIATE_TEST_SUITE_P(
     Pending, ValidCandidate,
+    ::testing::ValuesIn(answers_under(kforge::test::source_dir() / "tests/gpu/pending")),
+    [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
+
+// Admission's CPU half for every seed and pending kernel, as Evaluator::admit does it
+// (evolve/src/evaluator.cpp): the unseen dims that three verification seeds draw, among those where
+// the plan's constraints hold at its default tunables, pass the plan checks and compile. So a
+// seed's admission on the GPU can fail only for what a GPU shows (its results at those sizes, the
+// sanitizers), never for a plan refused at a size its checks did not reach (session 28 admitted 49
+// seeds on an H100; the others wait for the GPU).
+class AdmissionDims : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(AdmissionDims, ThePlanHoldsAtTheUnseenSizesAdmissionDraws) {
+  std::string text = *kforge::read_file(GetParam().string());
+  CompileFixture fx = CompileFixture::load(task_of(text));
+  Answer a = parse_answer(text);
+  TempDir dir;
+  Compiler compiler(kforge::test::private_cache(dir));
+  DeviceFacts facts = DeviceFacts::for_arch("sm_90a");
+  CandidateReport shown =
+      check_candidate(fx.task, fx.tensors, a.source, a.plan, std::nullopt, facts, compiler);
+  ASSERT_TRUE(shown.ok()) << "at the task's own sizes (ValidCandidate says why)";
+  Plan plan = parse_plan_text(a.plan, fx.task, fx.tensors);
+  auto usable = [&](const kforge::tasks::Dims& d) {
+    try {
+      return constraints_hold(plan, d, shown.tunables, facts);
+    } catch (const PlanError&) {
+      return false;
+    }
+  };
+  for (uint64_t seed : {1, 2, 3}) {
+    std::optional<kforge::tasks::Task> unseen =
+        kforge::verify::unseen_task(fx.task, seed, 3, usable);
+    ASSERT_TRUE(unseen) << "no unseen size for seed " << seed;
+    CandidateReport r =
+        check_candidate(*unseen, fx.tensors, a.source, a.plan, shown.tunables, facts, compiler);
+    std::string all;
+    for (const auto& e : r.errors) all += e + "\n";
+    std::string sizes;
+    for (const kforge::tasks::Dims& d : unseen->all_dims())
+      sizes += kforge::tasks::format_dims(d) + "; ";
+    EXPECT_TRUE(r.ok()) << "seed " << seed << ", unseen sizes " << sizes << stage_name(r.stage)
+                        << ":\n"
+                        << all;
+    EXPECT_EQ(r.configurations.size(), unseen->all_dims().size()) << "each unseen size checked";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, AdmissionDims, ::testing::ValuesIn(seed_answers()),
+                         [](const auto& info) {
+                           return kforge::test::test_name(
+                               info.param.parent_path().parent_path().filename().string() + "_" +
+                               info.param.stem().string());
+                         });
+
+INSTANTIATE_TEST_SUITE_P(
+    Pending, AdmissionDims,
     ::testing::ValuesIn(answers_under(kforge::test::source_dir() / "tests/gpu/pending")),
     [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
 
