@@ -5,7 +5,7 @@
 #   device run:  source .device/env.sh && scripts/gpu-evolve.sh
 #                source .device/env.sh && MINUTES=8 scripts/gpu-evolve.sh levels
 #                source .device/env.sh && RESUME=1 LIMIT=300 scripts/gpu-evolve.sh levels
-# `levels`: one offline run over level1 and level2 under a MINUTES budget: its report, each suite's
+# `levels`: one offline run over level1 and level2 (or TASKS) under a MINUTES budget: its report, each suite's
 # seeds and winners tables in $OUT/tables.md (docs/results.md) and the loop's throughput
 # (bench/loop_throughput.py).
 set -uo pipefail
@@ -56,7 +56,8 @@ if [ "${1:-}" = levels ]; then
   echo "evolve rc=$? after ${SECONDS}s" >> "$OUT/levels.log"
   "$K" report 1 --db $DB > "$OUT/levels-report.md"
   # The tables in one file (the device returns 8 files a call): each suite's seeds, then its winners.
-  for suite in level1 level2; do
+  suites=$(for t in ${TASKS:-level1 level2}; do echo "${t%%/*}"; done | sort -u)  # the tasks' suites
+  for suite in $suites; do
     for what in "--kind seed" --winners; do
       echo "\$ kforge archive results $suite $what"
       "$K" archive results $suite $what --db $DB --wide

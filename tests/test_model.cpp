@@ -364,11 +364,12 @@ TEST(Model, BadInputSaysWhatIsWrong) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(no_model), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("class Model"), std::string::npos) << r.out;
-  // A model whose forward fails: the error, with the file.
+  // A model whose forward fails: the error, with the file and the line (found through a decorator).
   std::string failing = dir.write("failing.py", R"(import torch
 import torch.nn as nn
 
 class Model(nn.Module):
+    @torch.no_grad()
     def forward(self, x):
         return x.view(3, -1, 7) @ torch.ones(5, 5)
 
@@ -377,7 +378,9 @@ class Model(nn.Module):
   r = run_kforge("model profile " + failing + " --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("kforge cannot profile this model"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("line 6"), std::string::npos) << "where it failed\n" << r.out;
+  EXPECT_NE(r.out.find("forward() fails at line 7 (`return x.view(3, -1, 7)"), std::string::npos)
+      << "where it failed\n"
+      << r.out;
   EXPECT_EQ(r.out.find("class Model"), std::string::npos) << "it defines one\n" << r.out;
   // A package folder without a manifest, and a package whose ops are not built.
   std::string empty = dir.path().string() + "/empty";

@@ -743,10 +743,10 @@ def time_chains(graph, traced, device, runs=3):
     return per_chain, other, total, times[len(times) // 2], torch.cuda.get_device_name(0)
 
 
-def _raised_at(e, model):
-    """` at line N (`code`)`: the model file's last line on the exception's way up, or ""."""
+def _raised_at(e, path):
+    """` at line N (`code`)`: the last line of the model file `path` on the exception's way up, or
+    "" when the error did not pass through it."""
     import traceback
-    path = getattr(getattr(type(model).forward, "__code__", None), "co_filename", "")
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
     if not frames:
         return ""
@@ -766,13 +766,17 @@ def profile(path, prelude, device, model_file):
     unknown = [n.name for n in traced.gm.graph.nodes if n.op not in ("placeholder", "output")
                and n.meta.get(VALUE) is UNKNOWN]
     if unknown:  # the meta device could not run them: does the model run at all?
+        from kb_check import first_line
         try:
             model, inputs = _real_model(traced, device)
+        except Exception as e:  # noqa: BLE001 (the model's own error, said as it is, and where)
+            raise Unconvertible(f"the model cannot be built at its sizes{_raised_at(e, traced.path)}: "
+                                f"{type(e).__name__}: {first_line(e)}")
+        try:
             with torch.no_grad():
                 model(*inputs)
-        except Exception as e:  # noqa: BLE001 (the model's own error, said as it is, and where)
-            from kb_check import first_line
-            raise Unconvertible(f"the model's forward() fails{_raised_at(e, traced.model)}: "
+        except Exception as e:  # noqa: BLE001 (as above)
+            raise Unconvertible(f"the model's forward() fails{_raised_at(e, traced.path)}: "
                                 f"{type(e).__name__}: {first_line(e)}")
         notes.append(f"kforge could not follow the shapes of {len(unknown)} operation(s) ({', '.join(unknown[:5])}"
                      f"{', ...' if len(unknown) > 5 else ''}): the chains holding them may not be written as problems")

@@ -350,7 +350,9 @@ def _refuse_random(gm, model, mark_only=False):
 def _line_of(node, model_cls):
     """` at line N (`code`)` where the problem's code made the node, from torch.fx's stack trace."""
     import re
-    path = getattr(getattr(model_cls.forward, "__code__", None), "co_filename", "")
+    import inspect
+    forward = inspect.unwrap(model_cls.forward)  # under @torch.no_grad() and the like: the model's own
+    path = getattr(getattr(forward, "__code__", None), "co_filename", "")
     found = None
     for m in re.finditer(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', node.meta.get("stack_trace") or ""):
         if m.group(1) == path:
