@@ -53,6 +53,20 @@ std::string task_of(const std::string& answer) {
   return m[1];
 }
 
+// Kernels written but not yet judged on a GPU (tests/gpu/pending/README.md).
+std::vector<fs::path> pending_answers() {
+  return answers_under(kforge::test::source_dir() / "tests/gpu/pending");
+}
+
+// Test names: "level1_softmax" for a seed, the file's stem for the others.
+std::string seed_name(const ::testing::TestParamInfo<fs::path>& info) {
+  return kforge::test::test_name(info.param.parent_path().parent_path().filename().string() + "_" +
+                                 info.param.stem().string());
+}
+std::string stem_name(const ::testing::TestParamInfo<fs::path>& info) {
+  return kforge::test::test_name(info.param.stem().string());
+}
+
 class ValidCandidate : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
@@ -82,24 +96,14 @@ TEST_P(ValidCandidate, CompilesChecksAndReportsResources) {
     EXPECT_EQ(r.configurations[c].first, fx.task.all_dims()[c]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()),
-                         [](const auto& info) {
-                           return kforge::test::test_name(info.param.stem().string());
-                         });
+INSTANTIATE_TEST_SUITE_P(Corpus, ValidCandidate, ::testing::ValuesIn(valid_answers()), stem_name);
 
-INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers()),
-                         [](const auto& info) {
-                           return kforge::test::test_name(
-                               info.param.parent_path().parent_path().filename().string() + "_" +
-                               info.param.stem().string());
-                         });
+INSTANTIATE_TEST_SUITE_P(Seeds, ValidCandidate, ::testing::ValuesIn(seed_answers()), seed_name);
 
 // Kernels written but not yet judged on a GPU (tests/gpu/pending/README.md): they compile, pass the
 // plan checks on every configuration and do not spill, like the seeds they may replace.
-INSTANTIATE_TEST_SUITE_P(
-    Pending, ValidCandidate,
-    ::testing::ValuesIn(answers_under(kforge::test::source_dir() / "tests/gpu/pending")),
-    [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
+INSTANTIATE_TEST_SUITE_P(Pending, ValidCandidate, ::testing::ValuesIn(pending_answers()),
+                         stem_name);
 
 // Admission's CPU half for every seed and pending kernel, as Evaluator::admit does it
 // (evolve/src/evaluator.cpp): the unseen dims that a verification seed draws, among those where the
@@ -154,17 +158,9 @@ TEST_P(AdmissionDims, ThePlanHoldsAtTheUnseenSizesAdmissionDraws) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, AdmissionDims, ::testing::ValuesIn(seed_answers()),
-                         [](const auto& info) {
-                           return kforge::test::test_name(
-                               info.param.parent_path().parent_path().filename().string() + "_" +
-                               info.param.stem().string());
-                         });
+INSTANTIATE_TEST_SUITE_P(Seeds, AdmissionDims, ::testing::ValuesIn(seed_answers()), seed_name);
 
-INSTANTIATE_TEST_SUITE_P(
-    Pending, AdmissionDims,
-    ::testing::ValuesIn(answers_under(kforge::test::source_dir() / "tests/gpu/pending")),
-    [](const auto& info) { return kforge::test::test_name(info.param.stem().string()); });
+INSTANTIATE_TEST_SUITE_P(Pending, AdmissionDims, ::testing::ValuesIn(pending_answers()), stem_name);
 
 TEST(Compile, CorpusCoversTheKindsOfKernel) {
   EXPECT_GE(valid_answers().size(), 20u);
