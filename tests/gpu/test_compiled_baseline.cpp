@@ -18,12 +18,28 @@
 using namespace kforge;
 using namespace kforge::test;
 
-TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
-  KFORGE_REQUIRE_GPU();
-  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
+namespace {
+
+// A GPU, and a LibTorch that loads AOTInductor packages; else the test skips, saying which is
+// missing.
+#define KFORGE_REQUIRE_COMPILED() \
+  KFORGE_REQUIRE_GPU();           \
+  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why
+
+// A package cache of the test's own (built here, not found from an earlier run), for as long as it
+// lives, whatever assertion ends the test.
+struct PrivateCache {
   TempDir dir;
-  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);  // built here, not found from an earlier run
-  compile::Compiler compiler(private_cache(dir));
+  PrivateCache() { ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1); }
+  ~PrivateCache() { ::unsetenv("KFORGE_CACHE_DIR"); }
+};
+
+}  // namespace
+
+TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
+  KFORGE_REQUIRE_COMPILED();
+  PrivateCache cache;
+  compile::Compiler compiler(private_cache(cache.dir));
   std::vector<CheckedAnswer> answers;
   for (std::string name : {"relu_vec4", "softmax_rows"})
     answers.push_back(
@@ -75,16 +91,13 @@ TEST(GpuCompiled, ABaselineIsBuiltCheckedTimedAndThenTakenFromTheCache) {
               << *v.timing->speedup(BaselineKind::Eager) << ", x best " << *v.timing->best_speedup()
               << std::endl;
   }
-  ::unsetenv("KFORGE_CACHE_DIR");
 }
 
 // max-autotune's package (torch.compile's max-autotune options, CUDA graphs off) is a package of
 // its own: built in that mode, loaded, its outputs those of the reference, and timed by the judge.
 TEST(GpuCompiled, AMaxAutotunePackageBuildsLoadsMatchesTheReferenceAndIsTimed) {
-  KFORGE_REQUIRE_GPU();
-  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);
+  KFORGE_REQUIRE_COMPILED();
+  PrivateCache cache;
   CompileFixture f = CompileFixture::load("smoke/softmax");
   const tasks::Task& task = f.task;
   std::vector<torch::Tensor> inputs;
@@ -132,15 +145,12 @@ TEST(GpuCompiled, AMaxAutotunePackageBuildsLoadsMatchesTheReferenceAndIsTimed) {
   EXPECT_GE(t->stats->reps, 10);
   EXPECT_TRUE(t->stats->held);
   std::cout << "  smoke/softmax: " << verify::medians(b.list).to_json().dump() << std::endl;
-  ::unsetenv("KFORGE_CACHE_DIR");
 }
 
 // Turned off, max-autotune is absent with the reason; the default mode's is still timed.
 TEST(GpuCompiled, MaxAutotuneTurnedOffIsAbsentWithTheReason) {
-  KFORGE_REQUIRE_GPU();
-  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);
+  KFORGE_REQUIRE_COMPILED();
+  PrivateCache cache;
   CompileFixture f = CompileFixture::load("smoke/relu");
   verify::VerifyOptions o;
   o.compiled.max_autotune = false;
@@ -148,19 +158,16 @@ TEST(GpuCompiled, MaxAutotuneTurnedOffIsAbsentWithTheReason) {
   BaselineTimes m = verify::medians(b.list);
   EXPECT_EQ(m.absent(BaselineKind::CompiledMaxAutotune), "max-autotune turned off");
   EXPECT_TRUE(m.ms(BaselineKind::Compiled)) << m.absent(BaselineKind::Compiled);
-  ::unsetenv("KFORGE_CACHE_DIR");
 }
 
 TEST(GpuCompiled, AReferenceTorchExportCannotTakeIsAbsentWithTheReason) {
-  KFORGE_REQUIRE_GPU();
-  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);
+  KFORGE_REQUIRE_COMPILED();
+  PrivateCache cache;
   // Branching on the data: TorchScript runs it, torch.export cannot trace it.
   std::string toml = valid_task("data_dependent");
   toml.replace(toml.find("return torch.relu(x)"), 20,
                "if bool(x.sum() > 0):\n        return torch.relu(x)\n    return x");
-  std::string file = dir.write("data_dependent.toml", toml).string();
+  std::string file = cache.dir.write("data_dependent.toml", toml).string();
   std::optional<tasks::Task> t;
   try {
     t = tasks::load_task(file);
@@ -178,16 +185,13 @@ TEST(GpuCompiled, AReferenceTorchExportCannotTakeIsAbsentWithTheReason) {
   EXPECT_GT(m.ms(BaselineKind::Eager).value_or(0), 0)
       << "eager and scripted are timed all the same";
   EXPECT_GT(m.ms(BaselineKind::Scripted).value_or(0), 0);
-  ::unsetenv("KFORGE_CACHE_DIR");
 }
 
 // A stop request (Ctrl-C in `kforge evolve`) ends the builds under way within a second, however
 // long they would take, and caches nothing: the next command builds the packages.
 TEST(GpuCompiled, AStopRequestEndsTheBuildsAtOnceAndCachesNothing) {
-  KFORGE_REQUIRE_GPU();
-  if (std::string why = verify::compiled_unsupported(); !why.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  ::setenv("KFORGE_CACHE_DIR", dir.path().c_str(), 1);
+  KFORGE_REQUIRE_COMPILED();
+  PrivateCache cache;
   CompileFixture f = CompileFixture::load("smoke/relu");
   verify::CompiledOptions o;
   o.max_autotune = false;
@@ -198,8 +202,7 @@ TEST(GpuCompiled, AStopRequestEndsTheBuildsAtOnceAndCachesNothing) {
   ASSERT_EQ(p.size(), verify::compiled_kinds().size());
   EXPECT_EQ(p[0].absent, verify::kCompiledInterrupted) << "a build of smoke/relu takes ~1 minute";
   EXPECT_LT(s, 5.0);
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache.dir.path()))
     EXPECT_NE(e.path().extension(), ".absent")
         << e.path() << ": an interrupted build is not cached";
-  ::unsetenv("KFORGE_CACHE_DIR");
 }
