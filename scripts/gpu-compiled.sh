@@ -18,7 +18,10 @@ jobs=${KFORGE_JOBS:-12}
 if [ "$mode" = build ]; then
   timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" ${KFORGE_BENCH_ARGS:-} --out /tmp/kforge-compiled "$@" \
     > "$OUT/compiled-build-only.log" 2>&1
-  echo "build: rc=$? after ${SECONDS}s; $(grep -c '^built' "$OUT/compiled-build-only.log") package(s) done"
+  rc=$?
+  log="$OUT/compiled-build-only.log"
+  echo "build: rc=$rc after ${SECONDS}s; $(grep '^built' "$log" | grep -vc ': absent: ') package(s) built," \
+    "$(grep -c '^built.*: absent: ' "$log") absent (the reasons in $(basename "$log"))"
   tail -1 "$OUT/compiled-build-only.log"
   pack_compiled_cache
 else
