@@ -4,14 +4,16 @@
 # offline level run over those tasks (the tests are done before anything is timed).
 #
 #   device run:  source .device/env.sh && tar -m -xf .device/head.tar && \
-#                LIMIT=560 TASKS="level2 level1/softmax" scripts/gpu-tests-and-levels.sh
+#                LIMIT=560 TASKS=level2 scripts/gpu-tests-and-levels.sh
 #
 # LIMIT: seconds this script may take in all (the call's limit less a margin; default 560); TASKS:
-# suites or task names for the packages and the run (default level2; the run takes them in this
-# order, so name first what must be measured); WINDOW: seconds for the tests and, beside them, the
-# package builds (default 240: the model's test takes about 2 minutes, a package about 1, 12 at
-# once); GTEST_FILTER: the GPU tests (default the model's test and the stop test of the package
-# builds); GENERATIONS: the tuner's generations (default 1).
+# suites or task names for the packages and the run (default level2). Name no more than the window
+# builds and the rest of LIMIT judges: the run builds any package still missing at its start (all
+# at once) before it times a baseline, and a seed with its baselines takes about 6 s. WINDOW:
+# seconds for the tests and, beside them, the package builds (default 240: the model's test takes
+# about 2 minutes, a package about 1, KFORGE_JOBS (default 10) at once); GTEST_FILTER: the GPU tests
+# (default the model's test and the stop test of the package builds); GENERATIONS: the tuner's
+# generations (default 1).
 # Returns 8 files: gpu-tests.log and gpu-evolve.sh levels' seven (the tables, the report, the
 # archive, the packages). Packages already in the cache (from .gpu-in) are not built again.
 set -uo pipefail
@@ -23,7 +25,7 @@ build_kforge kforge-bench-compiled kforge_gpu_tests || exit 1
 echo "built at ${SECONDS}s"
 # The packages build on the CPUs while the tests run: the tests assert correctness and ratios of GPU
 # times, which the CPUs' load does not move; nothing is timed for a table until the tests are done.
-KFORGE_BENCH_ARGS=--no-max-autotune KFORGE_BUILD_LIMIT=$window OUT=/tmp/kforge-packages \
+KFORGE_JOBS=${KFORGE_JOBS:-10} KFORGE_BENCH_ARGS=--no-max-autotune KFORGE_BUILD_LIMIT=$window OUT=/tmp/kforge-packages \
   scripts/gpu-compiled.sh build $tasks > /tmp/kforge-packages.log 2>&1 &
 packages=$!
 timeout "$window" "$BUILD_DIR/tests/kforge_gpu_tests" \
