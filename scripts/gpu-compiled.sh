@@ -16,13 +16,13 @@ B="$BUILD_DIR/bench/kforge-bench-compiled"
 build_kforge kforge-bench-compiled || exit 1
 jobs=${KFORGE_JOBS:-12}
 if [ "$mode" = build ]; then
-  timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" ${KFORGE_BENCH_ARGS:-} --out /tmp/kforge-compiled "$@" \
-    > "$OUT/compiled-build-only.log" 2>&1
-  rc=$?
   log="$OUT/compiled-build-only.log"
+  timeout "${KFORGE_BUILD_LIMIT:-1800}" "$B" --build-only --jobs "$jobs" ${KFORGE_BENCH_ARGS:-} --out /tmp/kforge-compiled "$@" \
+    > "$log" 2>&1
+  rc=$?
   echo "build: rc=$rc after ${SECONDS}s; $(grep '^built' "$log" | grep -vc ': absent: ') package(s) built," \
     "$(grep -c '^built.*: absent: ' "$log") absent (the reasons in $(basename "$log"))"
-  tail -1 "$OUT/compiled-build-only.log"
+  tail -1 "$log"
   pack_compiled_cache
 else
   "$B" --jobs "$jobs" --out /tmp/kforge-compiled "$@" > "$OUT/compiled-bench.md" 2> "$OUT/compiled-bench.jsonl"

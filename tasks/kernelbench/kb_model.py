@@ -23,7 +23,7 @@ import torch.fx
 
 import kb_convert
 from kb_load import Sym, Unconvertible, e_render
-from kb_trace import UNKNOWN, VALUE
+from kb_trace import UNKNOWN, VALUE, raised_at
 
 # Modules and functions that start a chain and never join one (save the exceptions above).
 ANCHOR_MODULES = {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -743,16 +743,6 @@ def time_chains(graph, traced, device, runs=3):
     return per_chain, other, total, times[len(times) // 2], torch.cuda.get_device_name(0)
 
 
-def _raised_at(e, path):
-    """` at line N (`code`)`: the last line of the model file `path` on the exception's way up, or
-    "" when the error did not pass through it."""
-    import traceback
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
-    if not frames:
-        return ""
-    return f" at line {frames[-1].lineno} (`{(frames[-1].line or '').strip()[:80]}`)"
-
-
 # ---- the whole profile ---------------------------------------------------------------------------
 def profile(path, prelude, device, model_file):
     """The profile as kforge reads it (docs/model.md): the model, its chains, their times on a GPU."""
@@ -770,13 +760,13 @@ def profile(path, prelude, device, model_file):
         try:
             model, inputs = _real_model(traced, device)
         except Exception as e:  # noqa: BLE001 (the model's own error, said as it is, and where)
-            raise Unconvertible(f"the model cannot be built at its sizes{_raised_at(e, traced.path)}: "
+            raise Unconvertible(f"the model cannot be built at its sizes{raised_at(e, traced.path)}: "
                                 f"{type(e).__name__}: {first_line(e)}")
         try:
             with torch.no_grad():
                 model(*inputs)
         except Exception as e:  # noqa: BLE001 (as above)
-            raise Unconvertible(f"the model's forward() fails{_raised_at(e, traced.path)}: "
+            raise Unconvertible(f"the model's forward() fails{raised_at(e, traced.path)}: "
                                 f"{type(e).__name__}: {first_line(e)}")
         notes.append(f"kforge could not follow the shapes of {len(unknown)} operation(s) ({', '.join(unknown[:5])}"
                      f"{', ...' if len(unknown) > 5 else ''}): the chains holding them may not be written as problems")

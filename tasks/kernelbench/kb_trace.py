@@ -279,13 +279,21 @@ def _syms(t, exprs):
     return out
 
 
+def at_line(lineno, code):
+    """` at line N (`code`)`: where in a problem's file, as kforge's messages say it."""
+    return f" at line {lineno} (`{(code or '').strip()[:80]}`)"
+
+
+def raised_at(e, path):
+    """at_line() of the last line of the file `path` on the exception's way up, or "" when the error
+    did not pass through it."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    return at_line(frames[-1].lineno, frames[-1].line) if frames else ""
+
+
 def why_not_traced(e, path):
     """The reason torch.fx could not trace forward(), with the problem's line where it stopped."""
-    where = ""
-    for frame in reversed(traceback.extract_tb(e.__traceback__)):
-        if frame.filename == path:
-            where = f" at line {frame.lineno} (`{(frame.line or '').strip()[:80]}`)"
-            break
+    where = raised_at(e, path)
     control = isinstance(e, torch.fx.proxy.TraceError) and "control flow" in str(e)
     why = " (control flow on tensor values" + where + ")" if control else where
     return f"torch.fx cannot trace forward(){why}: {type(e).__name__}: {first_line(e)}"
@@ -350,14 +358,13 @@ def _refuse_random(gm, model, mark_only=False):
 def _line_of(node, model_cls):
     """` at line N (`code`)` where the problem's code made the node, from torch.fx's stack trace."""
     import re
-    import inspect
     forward = inspect.unwrap(model_cls.forward)  # under @torch.no_grad() and the like: the model's own
     path = getattr(getattr(forward, "__code__", None), "co_filename", "")
     found = None
     for m in re.finditer(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', node.meta.get("stack_trace") or ""):
         if m.group(1) == path:
             found = m
-    return f" at line {found.group(2)} (`{found.group(3).strip()[:80]}`)" if found else ""
+    return at_line(found.group(2), found.group(3)) if found else ""
 
 
 def _restore(model, before):
