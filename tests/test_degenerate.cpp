@@ -98,6 +98,16 @@ TEST(Degenerate, ReferenceThatFailsAtRunTime) {
   EXPECT_TRUE(mentions(c, "the reference failed"));
 }
 
+TEST(Degenerate, AReferenceFailingInAHelperNamesTheCause) {
+  // The interpreter's traceback comes first and the cause last ("RuntimeError: ..."): a message
+  // cut to its first lines lost the cause of a GPU run's failure (session 30), so the last lines
+  // are kept as well.
+  TaskCheck c = check_reference("x: Tensor", "F_rms_norm(x, [1], x[:3])", input("x"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(mentions(c, "the reference failed"));
+  EXPECT_TRUE(mentions(c, "must match the size of tensor b (3)")) << c.problems[0];
+}
+
 TEST(Degenerate, JudgedOnTheLargestConfiguration) {
   // softmax over one element is exactly 1: fine at N = 1, degenerate only if that were all we saw.
   TaskCheck c = check_reference("x: Tensor", "torch.softmax(x, -1)", input("x"), "N = 256",

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <set>
 
 #include "kforge/common/hash.h"
@@ -38,15 +39,27 @@ int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
-// TorchScript's message, trimmed to what a user needs: the first lines with the source excerpt.
+// TorchScript's message, trimmed to what a user needs: the first lines with the source excerpt, and
+// where it is longer, its last lines too, which name the cause (the interpreter's traceback of a
+// failed operation comes first, its "RuntimeError: CUDA out of memory ..." last).
 std::string trim_message(const std::string& msg) {
+  constexpr size_t kHead = 12, kTail = 3;
+  std::vector<std::string> lines;
+  std::istringstream in(msg);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  while (!lines.empty() && lines.back().find_first_not_of(' ') == std::string::npos) lines.pop_back();
   std::string out;
-  int lines = 0;
-  for (char c : msg) {
-    if (c == '\n' && ++lines >= 12) break;
-    out += c;
+  auto add = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) out += (out.empty() ? "" : "\n") + lines[i];
+  };
+  if (lines.size() <= kHead + kTail + 1) {
+    add(0, lines.size());
+  } else {
+    add(0, kHead);
+    out += "\n[...]";
+    add(lines.size() - kTail, lines.size());
   }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
