@@ -121,6 +121,20 @@ TEST(MemoryPlan, TheShortfallNamesTheBytesNeededAndFree) {
       << s;
   EXPECT_NE(s.find("2 input set(s) of 6.0 GiB"), std::string::npos) << s;
   EXPECT_NE(s.find("do not fit this GPU's memory"), std::string::npos) << s;
+  EXPECT_EQ(s.find("LibTorch"), std::string::npos) << s;  // unknown: not said
+  // Where LibTorch's allocator was read, the shortfall says how much of the memory in use is its.
+  p.torch_reserved = 3 * GiB;
+  p.torch_allocated = GiB;
+  s = p.shortfall();
+  EXPECT_NE(s.find("(free of 24.0 GiB; of the 4.0 GiB in use, LibTorch in this process holds "
+                   "3.0 GiB (1.0 GiB of it in live tensors))"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(p.to_json()["torch_reserved_bytes"], 3 * GiB);
+  EXPECT_EQ(p.to_json()["torch_allocated_bytes"], GiB);
+  p.torch_reserved.reset();
+  p.torch_allocated.reset();
+  EXPECT_TRUE(p.to_json()["torch_reserved_bytes"].is_null());
   p.limit = 20 * GiB;
   p.free = 70 * GiB;
   EXPECT_NE(p.shortfall().find("KFORGE_GPU_MEMORY_LIMIT"), std::string::npos) << p.shortfall();

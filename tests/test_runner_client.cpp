@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 #include "kforge/verify/channel.h"
 #include "kforge/verify/outcome.h"
@@ -163,6 +164,22 @@ TEST(Channel, TimeoutClosedAndGarbage) {
   EXPECT_EQ(right.receive(m, std::chrono::milliseconds(100)), Received::Closed);
 }
 
+namespace {
+
+// How many of this process's descriptors are open on a file whose link starts with `prefix`
+// ("/memfd:a": memfd_with("a", ...), as /proc shows it).
+int open_descriptors_of(const std::string& prefix) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
 TEST(RunnerClient, RunsAndKeepsOneRunner) {
   RunnerClient c(fake());
   ASSERT_TRUE(c.run(behaviour(0), kWatchdog).ok());
@@ -226,6 +243,24 @@ TEST(RunnerClient, BuffersAndModuleReachEveryNewRunner) {
   RunResult bad = c.set_module(ModuleImage{"cubin", {"bad"}, {}});
   EXPECT_EQ(bad.status, RunStatus::LaunchError);
   EXPECT_NE(bad.evidence.find("CUDA_ERROR_NOT_FOUND"), std::string::npos) << bad.evidence;
+}
+
+TEST(RunnerClient, DroppedBuffersLeaveTheRunnerAndAreNotSentToTheNext) {
+  RunnerClient c(fake());
+  UniqueFd a = memfd_with("a", "aaaa"), b = memfd_with("b", "bb");
+  c.set_buffers({BufferSpec{"x", 2 << 20, 0, 4, true}, BufferSpec{"out", 2 << 20, 0, 2, false}},
+                {a.get(), b.get()});
+  EXPECT_EQ(c.run(behaviour(6), kWatchdog).reply.ms, 2);
+  EXPECT_EQ(open_descriptors_of("/memfd:a"), 2);  // ours and the client's duplicate
+  pid_t pid = c.pid();
+  c.drop_buffers();
+  EXPECT_EQ(c.run(behaviour(6), kWatchdog).reply.ms, 0);  // the runner holds none now
+  EXPECT_EQ(c.pid(), pid);
+  EXPECT_EQ(c.run(behaviour(2), kWatchdog).status, RunStatus::Died);
+  EXPECT_EQ(c.run(behaviour(6), kWatchdog).reply.ms, 0);  // nor does the next runner
+  // The client's duplicates are closed: only this test's own descriptor is left on each memfd.
+  EXPECT_EQ(open_descriptors_of("/memfd:a"), 1);
+  EXPECT_EQ(open_descriptors_of("/memfd:b"), 1);
 }
 
 TEST(RunnerClient, ARunnerThatNeverStartsOrSpeaksAnotherProtocolIsAHarnessError) {

@@ -207,6 +207,10 @@ TEST(GpuVerify, LibTorchsCacheIsGivenBackForTheJudgesBuffers) {
   std::cout << "  free " << verify::format_bytes(before.free) << ", with LibTorch's cache "
             << verify::format_bytes(cached.free) << std::endl;
   EXPECT_LT(cached.free, before.free - taken / 2) << "LibTorch kept the freed block";
+  // LibTorch's own figures say the same: the block is reserved, and no live tensor holds it.
+  ASSERT_TRUE(cached.torch_reserved && cached.torch_allocated);
+  EXPECT_GE(*cached.torch_reserved, taken);
+  EXPECT_LT(*cached.torch_allocated, taken / 2);
   {
     verify::SharedBuffer b("x", {static_cast<int64_t>(4 * GiB)}, torch::kUInt8, false, 0);
     b.tensor().fill_(2);
@@ -217,8 +221,11 @@ TEST(GpuVerify, LibTorchsCacheIsGivenBackForTheJudgesBuffers) {
     EXPECT_GT(with.free + 4 * GiB, before.free - GiB) << "the cache was given back";
     EXPECT_EQ(b.tensor().sum().item<int64_t>(), static_cast<int64_t>(8 * GiB));
   }
-  verify::release_torch_cache(0);
-  EXPECT_GT(verify::device_memory(0).free, before.free - GiB);
+  EXPECT_TRUE(verify::release_torch_cache(0));
+  verify::DeviceMemory after = verify::device_memory(0);
+  EXPECT_GT(after.free, before.free - GiB);
+  ASSERT_TRUE(after.torch_reserved);
+  EXPECT_LT(*after.torch_reserved, taken / 2);
 }
 
 // The memory limit (VerifyOptions::memory_limit, $KFORGE_GPU_MEMORY_LIMIT) makes this GPU judge as

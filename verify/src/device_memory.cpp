@@ -25,15 +25,29 @@ DeviceMemory device_memory(int device) {
   KFORGE_CU_CHECK(d, r);
   m.free = free;
   m.total = total;
+#ifdef KFORGE_TORCH_CUDA
+  try {
+    // Index 0 is StatType::AGGREGATE (both pools) in every LibTorch kforge builds against.
+    const auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    m.torch_allocated = static_cast<uint64_t>(stats.allocated_bytes[0].current);
+    m.torch_reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+  } catch (const std::exception&) {
+    // The allocator has not been started on this device: LibTorch holds nothing there.
+  }
+#endif
   return m;
 }
 
-void release_torch_cache(int /*device*/) {
+bool release_torch_cache(int /*device*/) {
 #ifdef KFORGE_TORCH_CUDA
   // Every unused cached block, on every device, back to the driver. (kforge once asked for an
   // allocation too large to satisfy, which made the allocator free its cache before failing; with
-  // LibTorch 2.11 on an H100 that left 32 GiB cached.)
+  // LibTorch 2.11 on an H100 that left 32 GiB cached.) A segment with one live block in it stays.
   c10::cuda::CUDACachingAllocator::emptyCache();
+  return true;
+#else
+  return false;
 #endif
 }
 

@@ -152,6 +152,18 @@ Verdict Judge::screen(const tasks::Task& task, const compile::CandidateReport& r
 }
 
 Verdict Judge::guarded(const std::function<Verdict()>& judge) {
+  // Whatever the verdict, the runner lets go of this judgement's buffers before the next one
+  // plans its memory.
+  struct DropBuffers {
+    RunnerClient& runner;
+    ~DropBuffers() {
+      try {
+        runner.drop_buffers();
+      } catch (const std::exception&) {
+        runner.restart();
+      }
+    }
+  } drop{runner_};
   try {
     return judge();
   } catch (const MemoryShortfall& e) {

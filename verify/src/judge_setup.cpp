@@ -148,15 +148,17 @@ PoolPlan plan_memory(const Verification& j, const tasks::Dims& dims,
     p.total = m.total;
     p.limit = limit;
     p.released_torch_cache = released;
+    p.torch_allocated = m.torch_allocated;
+    p.torch_reserved = m.torch_reserved;
     return p;
   };
   PoolPlan p = make(false);
   // LibTorch keeps what earlier verifications freed: given back only when the plan needs it.
   if (p.sets < wanted && (!limit || m.free < *limit)) {
     synchronize();
-    release_torch_cache(device);
+    const bool released = release_torch_cache(device);
     m = device_memory(device);
-    p = make(true);
+    p = make(released);
   }
   if (!p.fits) throw MemoryShortfall(p);
   return p;

@@ -86,10 +86,17 @@ std::string PoolPlan::shortfall() const {
                   ", buffers of " + format_bytes(needs.buffers) + ", " +
                   format_bytes(needs.working) + " of working memory and a reserve of " +
                   format_bytes(needs.reserve) + "; " + both(available) + " can be used";
-  if (limit && *limit <= free)
+  if (limit && *limit <= free) {
     s += " (the limit KFORGE_GPU_MEMORY_LIMIT / memory_limit)";
-  else if (total)
-    s += " (free of " + format_bytes(total) + ")";
+  } else if (total) {
+    s += " (free of " + format_bytes(total);
+    // Who holds the rest, as far as this process can tell.
+    if (torch_reserved && total >= free)
+      s += "; of the " + format_bytes(total - free) + " in use, LibTorch in this process holds " +
+           format_bytes(torch_reserved.value_or(0)) + " (" +
+           format_bytes(torch_allocated.value_or(0)) + " of it in live tensors)";
+    s += ")";
+  }
   return s + ": the task's sizes do not fit this GPU's memory";
 }
 
@@ -104,6 +111,8 @@ json PoolPlan::to_json() const {
           {"total_bytes", total},
           {"limit_bytes", limit ? json(*limit) : json(nullptr)},
           {"released_torch_cache", released_torch_cache},
+          {"torch_allocated_bytes", torch_allocated ? json(*torch_allocated) : json(nullptr)},
+          {"torch_reserved_bytes", torch_reserved ? json(*torch_reserved) : json(nullptr)},
           {"needs", needs.to_json()}};
 }
 

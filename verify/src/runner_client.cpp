@@ -92,6 +92,13 @@ RunResult RunnerClient::set_buffers(std::vector<BufferSpec> specs, const std::ve
   return child_ ? send_buffers() : RunResult{};
 }
 
+void RunnerClient::drop_buffers() {
+  if (buffers_.empty() && fds_.empty()) return;
+  buffers_.clear();
+  fds_.clear();
+  if (child_ && !send_buffers().ok()) restart();
+}
+
 RunResult RunnerClient::send_buffers() {
   json specs = json::array();
   std::vector<int> fds;

@@ -77,6 +77,8 @@ struct PoolPlan {
   uint64_t free = 0, total = 0;
   std::optional<uint64_t> limit;      // VerifyOptions::memory_limit or $KFORGE_GPU_MEMORY_LIMIT
   bool released_torch_cache = false;  // LibTorch's cached blocks were given back before measuring
+  // LibTorch's live and reserved bytes when `free` was read (DeviceMemory), where known.
+  std::optional<uint64_t> torch_allocated, torch_reserved;
   // "the timed dims need N bytes (..) of GPU memory ..., and only M bytes (..) are free": names the
   // bytes needed and available (and the limit, when one is set).
   std::string shortfall() const;
@@ -113,16 +115,21 @@ class MemoryShortfall : public Error {
 
 struct DeviceMemory {
   uint64_t free = 0, total = 0;
+  // LibTorch's caching allocator in this process (nullopt where LibTorch has no CUDA or has not
+  // used this device): bytes in live tensors, and in segments it holds from the driver, live or
+  // cached. What is used and not reserved by LibTorch belongs to the driver's contexts, the
+  // judge's and the runner's buffers, other libraries and other processes.
+  std::optional<uint64_t> torch_allocated, torch_reserved;
 };
 // cuMemGetInfo on `device`'s primary context (other processes' use, the runner's included, is
-// not free).
+// not free), with LibTorch's own figures beside it.
 DeviceMemory device_memory(int device);
 // Gives LibTorch's cached but unused blocks (on every device) back to the driver, so that the
 // judge's own VMM allocations (cuMemCreate) can have them. LibTorch keeps freed blocks for reuse
 // and releases them only when one of its own allocations fails. With a LibTorch built with CUDA
 // this is its allocator's emptyCache (c10_cuda, linked where the LibTorch has it); a LibTorch
-// without CUDA holds no GPU memory, and there it does nothing.
-void release_torch_cache(int device);
+// without CUDA holds no GPU memory, and there it does nothing and returns false.
+bool release_torch_cache(int device);
 // An allocation that failed: a CudaError with CUDA_ERROR_OUT_OF_MEMORY, LibTorch's
 // c10::OutOfMemoryError, or either as TorchScript's interpreter rethrows it (a runtime_error whose
 // message keeps LibTorch's "CUDA out of memory" or the driver's error name).

@@ -52,6 +52,12 @@ class RunnerClient {
 
   // Shared with the runner now and every runner from now on (descriptors are duplicated and kept).
   RunResult set_buffers(std::vector<BufferSpec> specs, const std::vector<int>& fds);
+  // The buffers given up: the runner unmaps them now and the duplicated descriptors close, so their
+  // memory goes back to the driver once the judge frees its own handles. Without this, the
+  // runner's mappings of a finished verification stay resident until the next one maps its own,
+  // and the next memory plan counts them as used (session 30: 6-8 GiB on an H100). A runner that
+  // does not answer is stopped.
+  void drop_buffers();
   // Loads the module in the runner now. A module the driver refuses is a LaunchError result.
   RunResult set_module(ModuleImage image);
   RunResult run(const RunRequest& request, std::chrono::milliseconds watchdog);
