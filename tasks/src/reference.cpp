@@ -18,8 +18,8 @@
 #include <map>
 #include <mutex>
 #include <regex>
-#include <sstream>
 #include <set>
+#include <sstream>
 
 #include "kforge/common/hash.h"
 
@@ -47,7 +47,8 @@ std::string trim_message(const std::string& msg) {
   std::vector<std::string> lines;
   std::istringstream in(msg);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  while (!lines.empty() && lines.back().find_first_not_of(' ') == std::string::npos) lines.pop_back();
+  while (!lines.empty() && lines.back().find_first_not_of(' ') == std::string::npos)
+    lines.pop_back();
   std::string out;
   auto add = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) out += (out.empty() ? "" : "\n") + lines[i];

@@ -214,7 +214,8 @@ TEST(GpuVerify, LibTorchsCacheIsGivenBackForTheJudgesBuffers) {
   {
     verify::SharedBuffer b("x", {static_cast<int64_t>(4 * GiB)}, torch::kUInt8, false, 0);
     b.tensor().fill_(2);
-    // Read before the sum: LibTorch's reduction over 4 Gi elements may cache a temporary of its own.
+    // Read before the sum: LibTorch's reduction over 4 Gi elements may cache a temporary of its
+    // own.
     verify::DeviceMemory with = verify::device_memory(0);
     std::cout << "  free with the judge's 4 GiB buffer " << verify::format_bytes(with.free)
               << std::endl;
