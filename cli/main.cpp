@@ -16,6 +16,7 @@
 #include "kforge/common/secrets.h"
 #include "kforge/common/strings.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/memory.h"
 #include "subcommands.h"
 
 namespace {
@@ -101,6 +102,7 @@ std::string lower_first(std::string text) {
 
 int main(int argc, char** argv) {
   install_crash_report();
+  kforge::verify::keep_large_cached_blocks_whole();
   g_json = kforge::cli::json_requested(argc, argv);
   CLI::App app{"kforge: evolves CUDA kernels faster than PyTorch, and verifies them honestly",
                "kforge"};

@@ -290,3 +290,26 @@ TEST(MemoryPlan, AVersionFiveArchiveMigratesAndStoresDoesNotFit) {
   ASSERT_TRUE(indexes.step());
   EXPECT_EQ(indexes.integer(0), 2);
 }
+
+TEST(MemoryPlan, LibTorchIsAskedToKeepLargeCachedBlocksWholeUnlessTheUserSaidOtherwise) {
+  auto saved = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::optional<std::string> cuda = saved("PYTORCH_CUDA_ALLOC_CONF"),
+                                   any = saved("PYTORCH_ALLOC_CONF");
+  ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  ::unsetenv("PYTORCH_ALLOC_CONF");
+  keep_large_cached_blocks_whole();
+  EXPECT_STREQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), "max_split_size_mb:512");
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
+  keep_large_cached_blocks_whole();
+  EXPECT_STREQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True");
+  ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  ::setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:128", 1);
+  keep_large_cached_blocks_whole();
+  EXPECT_EQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), nullptr);
+  for (auto [name, value] :
+       {std::pair{"PYTORCH_CUDA_ALLOC_CONF", cuda}, {"PYTORCH_ALLOC_CONF", any}})
+    value ? ::setenv(name, value->c_str(), 1) : ::unsetenv(name);
+}

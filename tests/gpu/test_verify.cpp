@@ -17,6 +17,10 @@ using namespace kforge::test;
 
 namespace {
 
+// As kforge's main() does, before LibTorch's allocator starts (a static initializer runs before
+// gtest's main).
+const bool kLargeBlocksWhole = (verify::keep_large_cached_blocks_whole(), true);
+
 // Judged as `kforge verify` does: a report that stops before the GPU gives its compile or plan
 // error.
 verify::Verdict judge_file(verify::Judge& judge, const std::string& path,

@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <cstdlib>
+
 #include "kforge/verify/driver.h"
 #include "kforge/verify/memory.h"
 
@@ -49,6 +51,11 @@ bool release_torch_cache(int /*device*/) {
 #else
   return false;
 #endif
+}
+
+void keep_large_cached_blocks_whole() {
+  if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+    ::setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512", 0);
 }
 
 bool is_out_of_memory(const std::exception& e) {

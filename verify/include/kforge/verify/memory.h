@@ -130,6 +130,14 @@ DeviceMemory device_memory(int device);
 // this is its allocator's emptyCache (c10_cuda, linked where the LibTorch has it); a LibTorch
 // without CUDA holds no GPU memory, and there it does nothing and returns false.
 bool release_torch_cache(int device);
+// Asks LibTorch's caching allocator, before its first use in this process, not to split cached
+// blocks of 512 MiB or more ($PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512, unless the user set
+// that variable or PYTORCH_ALLOC_CONF). Otherwise a small allocation that lives as long as the
+// process (cuBLAS's workspace, at the first matmul) can be carved out of a multi-GiB block that a
+// float64 reference freed, and release_torch_cache can never give that block back: session 30's
+// run had 19 GiB of an H100 in use at its first verification with LibTorch's cache given back.
+// Call it first thing in main(); it does nothing once the allocator has started.
+void keep_large_cached_blocks_whole();
 // An allocation that failed: a CudaError with CUDA_ERROR_OUT_OF_MEMORY, LibTorch's
 // c10::OutOfMemoryError, or either as TorchScript's interpreter rethrows it (a runtime_error whose
 // message keeps LibTorch's "CUDA out of memory" or the driver's error name).
