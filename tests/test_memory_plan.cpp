@@ -8,6 +8,7 @@
 #include "archive_sql.h"
 #include "kforge/archive/archive.h"
 #include "kforge/archive/sqlite.h"
+#include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
 #include "kforge/verify/memory.h"
 #include "kforge/verify/outcome.h"
@@ -312,4 +313,33 @@ TEST(MemoryPlan, LibTorchIsAskedToKeepLargeCachedBlocksWholeUnlessTheUserSaidOth
   for (auto [name, value] :
        {std::pair{"PYTORCH_CUDA_ALLOC_CONF", cuda}, {"PYTORCH_ALLOC_CONF", any}})
     value ? ::setenv(name, value->c_str(), 1) : ::unsetenv(name);
+}
+
+// A float64 reference that runs out of memory fails through TorchScript's interpreter, which puts
+// its traceback and source excerpt first and LibTorch's "CUDA out of memory" last. The reference's
+// error keeps that last line, so the judge still recognises it as out of memory (does_not_fit,
+// not harness_error: session 30's sdpa_causal lost it to a message cut to 12 lines). The message
+// is built at run time so that the excerpt does not contain it.
+TEST(MemoryPlan, AReferenceOutOfMemoryIsRecognisedAfterALongTraceback) {
+  tasks::Task task;
+  task.file = "oom.toml";
+  task.reference =
+      "def forward(x: Tensor) -> Tensor:\n"
+      "    assert bool(\n"
+      "        x.sum()\n"
+      "        <\n"
+      "        -1.0e30\n"
+      "    ), 'CUDA out of ' + 'memory. Tried to allocate 32.00 GiB'\n"
+      "    return x\n";
+  task.inputs.resize(1);
+  tasks::Reference ref = tasks::Reference::compile(task);
+  try {
+    ref.run({torch::ones({4})});
+    FAIL() << "the reference should have failed";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_GT(std::count(what.begin(), what.end(), '\n'), 12) << "long enough to be cut: " << what;
+    EXPECT_TRUE(is_out_of_memory(e)) << what;
+    EXPECT_NE(what.find("the reference failed"), std::string::npos) << what;
+  }
 }
