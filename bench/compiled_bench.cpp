@@ -24,6 +24,7 @@
 #include "kforge/verify/compiled_reference.h"
 #include "kforge/verify/gpu_generator.h"
 #include "kforge/verify/judge.h"
+#include "kforge/verify/memory.h"
 
 using namespace kforge;
 using nlohmann::json;
@@ -84,6 +85,7 @@ json python_time(const tasks::Task& t, const std::vector<torch::Tensor>& flat,
 }  // namespace
 
 int main(int argc, char** argv) {
+  kforge::verify::keep_large_cached_blocks_whole();  // as kforge does: the same allocator
   int jobs = 4;
   bool build_only = false, max_autotune = true;
   std::string python, out_dir;

@@ -20,6 +20,7 @@
 #include "kforge/evolve/tuner.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
+#include "kforge/verify/memory.h"
 
 namespace fs = std::filesystem;
 using namespace kforge;
@@ -193,6 +194,7 @@ int replay(const std::string& file, int streams) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kforge::verify::keep_large_cached_blocks_whole();  // as kforge does: the same allocator
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     std::fprintf(stderr,

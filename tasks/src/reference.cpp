@@ -47,7 +47,9 @@ std::string trim_message(const std::string& msg) {
   std::vector<std::string> lines;
   std::istringstream in(msg);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  while (!lines.empty() && lines.back().find_first_not_of(' ') == std::string::npos)
+  for (std::string& line : lines)
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos)
     lines.pop_back();
   std::string out;
   auto add = [&](size_t from, size_t to) {

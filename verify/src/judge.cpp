@@ -6,6 +6,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <exception>
 #include <set>
 #include <variant>
 
@@ -153,10 +154,14 @@ Verdict Judge::screen(const tasks::Task& task, const compile::CandidateReport& r
 
 Verdict Judge::guarded(const std::function<Verdict()>& judge) {
   // Whatever the verdict, the runner lets go of this judgement's buffers before the next one
-  // plans its memory.
+  // plans its memory. When an error leaves (the GPU is unusable), it is stopped instead of asked.
   struct DropBuffers {
     RunnerClient& runner;
     ~DropBuffers() {
+      if (std::uncaught_exceptions() > 0) {
+        runner.restart();
+        return;
+      }
       try {
         runner.drop_buffers();
       } catch (const std::exception&) {
