@@ -113,8 +113,8 @@ TEST(MemoryPlan, TheShortfallNamesTheBytesNeededAndFree) {
   MemoryNeeds m;
   m.buffers = 6 * GiB, m.set = 6 * GiB, m.working = 26 * GiB, m.reserve = 1 * GiB;
   PoolPlan p = plan_pool(m, 20 * GiB, 4);
-  p.free = 20 * GiB;
-  p.total = 24 * GiB;
+  p.device.free = 20 * GiB;
+  p.device.total = 24 * GiB;
   std::string s = p.shortfall();
   EXPECT_NE(s.find(std::to_string(45 * GiB) + " bytes (45.0 GiB)"), std::string::npos) << s;
   EXPECT_NE(s.find(std::to_string(20 * GiB) + " bytes (20.0 GiB) can be used (free of 24.0 GiB)"),
@@ -124,8 +124,8 @@ TEST(MemoryPlan, TheShortfallNamesTheBytesNeededAndFree) {
   EXPECT_NE(s.find("do not fit this GPU's memory"), std::string::npos) << s;
   EXPECT_EQ(s.find("LibTorch"), std::string::npos) << s;  // unknown: not said
   // Where LibTorch's allocator was read, the shortfall says how much of the memory in use is its.
-  p.torch_reserved = 3 * GiB;
-  p.torch_allocated = GiB;
+  p.device.torch_reserved = 3 * GiB;
+  p.device.torch_allocated = GiB;
   s = p.shortfall();
   EXPECT_NE(s.find("(free of 24.0 GiB; of the 4.0 GiB in use, LibTorch in this process holds "
                    "3.0 GiB (1.0 GiB of it in live tensors))"),
@@ -133,11 +133,11 @@ TEST(MemoryPlan, TheShortfallNamesTheBytesNeededAndFree) {
       << s;
   EXPECT_EQ(p.to_json()["torch_reserved_bytes"], 3 * GiB);
   EXPECT_EQ(p.to_json()["torch_allocated_bytes"], GiB);
-  p.torch_reserved.reset();
-  p.torch_allocated.reset();
+  p.device.torch_reserved.reset();
+  p.device.torch_allocated.reset();
   EXPECT_TRUE(p.to_json()["torch_reserved_bytes"].is_null());
   p.limit = 20 * GiB;
-  p.free = 70 * GiB;
+  p.device.free = 70 * GiB;
   EXPECT_NE(p.shortfall().find("KFORGE_GPU_MEMORY_LIMIT"), std::string::npos) << p.shortfall();
 
   nlohmann::json j = p.to_json();

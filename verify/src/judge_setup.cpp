@@ -144,12 +144,9 @@ PoolPlan plan_memory(const Verification& j, const tasks::Dims& dims,
   auto make = [&](bool released) {
     PoolPlan p =
         plan_pool(needs, limit ? std::min<uint64_t>(m.free, *limit) : m.free, wanted, minimum);
-    p.free = m.free;
-    p.total = m.total;
+    p.device = m;
     p.limit = limit;
     p.released_torch_cache = released;
-    p.torch_allocated = m.torch_allocated;
-    p.torch_reserved = m.torch_reserved;
     return p;
   };
   PoolPlan p = make(false);

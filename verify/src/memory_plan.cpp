@@ -12,6 +12,12 @@ namespace kforge::verify {
 
 using nlohmann::json;
 
+namespace {
+json optional_json(const std::optional<uint64_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+}  // namespace
+
 uint64_t MemoryNeeds::for_sets(int sets) const {
   return buffers + working + reserve + static_cast<uint64_t>(std::max(sets, 0)) * set;
 }
@@ -86,15 +92,16 @@ std::string PoolPlan::shortfall() const {
                   ", buffers of " + format_bytes(needs.buffers) + ", " +
                   format_bytes(needs.working) + " of working memory and a reserve of " +
                   format_bytes(needs.reserve) + "; " + both(available) + " can be used";
-  if (limit && *limit <= free) {
+  const DeviceMemory& d = device;
+  if (limit && *limit <= d.free) {
     s += " (the limit KFORGE_GPU_MEMORY_LIMIT / memory_limit)";
-  } else if (total) {
-    s += " (free of " + format_bytes(total);
+  } else if (d.total) {
+    s += " (free of " + format_bytes(d.total);
     // Who holds the rest, as far as this process can tell.
-    if (torch_reserved && total >= free)
-      s += "; of the " + format_bytes(total - free) + " in use, LibTorch in this process holds " +
-           format_bytes(torch_reserved.value_or(0)) + " (" +
-           format_bytes(torch_allocated.value_or(0)) + " of it in live tensors)";
+    if (d.torch_reserved && d.total >= d.free)
+      s += "; of the " + format_bytes(d.total - d.free) +
+           " in use, LibTorch in this process holds " + format_bytes(*d.torch_reserved) + " (" +
+           format_bytes(d.torch_allocated.value_or(0)) + " of it in live tensors)";
     s += ")";
   }
   return s + ": the task's sizes do not fit this GPU's memory";
@@ -107,12 +114,12 @@ json PoolPlan::to_json() const {
           {"fits", fits},
           {"needed_bytes", needed},
           {"available_bytes", available},
-          {"free_bytes", free},
-          {"total_bytes", total},
-          {"limit_bytes", limit ? json(*limit) : json(nullptr)},
+          {"free_bytes", device.free},
+          {"total_bytes", device.total},
+          {"limit_bytes", optional_json(limit)},
           {"released_torch_cache", released_torch_cache},
-          {"torch_allocated_bytes", torch_allocated ? json(*torch_allocated) : json(nullptr)},
-          {"torch_reserved_bytes", torch_reserved ? json(*torch_reserved) : json(nullptr)},
+          {"torch_allocated_bytes", optional_json(device.torch_allocated)},
+          {"torch_reserved_bytes", optional_json(device.torch_reserved)},
           {"needs", needs.to_json()}};
 }
 

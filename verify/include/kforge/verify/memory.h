@@ -64,6 +64,16 @@ MemoryNeeds memory_needs(const std::vector<TensorSize>& inputs,
 // inputs, and every timed output is checked against two sets' eager outputs (docs/decisions.md).
 inline constexpr int kMinPoolSets = 2;
 
+// What the device had free when a plan was made (device_memory(), which needs a GPU).
+struct DeviceMemory {
+  uint64_t free = 0, total = 0;
+  // LibTorch's caching allocator in this process (nullopt where LibTorch has no CUDA or has not
+  // used this device): bytes in live tensors, and in segments it holds from the driver, live or
+  // cached. What is used and not reserved by LibTorch belongs to the driver's contexts, the
+  // judge's and the runner's buffers, other libraries and other processes.
+  std::optional<uint64_t> torch_allocated, torch_reserved;
+};
+
 // How many timing input sets a verification keeps, from its needs and the bytes it may use.
 struct PoolPlan {
   MemoryNeeds needs;
@@ -73,12 +83,10 @@ struct PoolPlan {
   bool fits = false;
   uint64_t needed = 0;     // needs.for_sets(minimum)
   uint64_t available = 0;  // what the plan was made with: min(free, limit)
-  // Facts of the device, recorded with the plan (set by the judge; 0 / nullopt where unknown).
-  uint64_t free = 0, total = 0;
+  // The device as the plan was made with it (set by the judge; 0 / nullopt where unknown).
+  DeviceMemory device;
   std::optional<uint64_t> limit;      // VerifyOptions::memory_limit or $KFORGE_GPU_MEMORY_LIMIT
   bool released_torch_cache = false;  // LibTorch's cached blocks were given back before measuring
-  // LibTorch's live and reserved bytes when `free` was read (DeviceMemory), where known.
-  std::optional<uint64_t> torch_allocated, torch_reserved;
   // "the timed dims need N bytes (..) of GPU memory ..., and only M bytes (..) are free": names the
   // bytes needed and available (and the limit, when one is set).
   std::string shortfall() const;
@@ -113,14 +121,6 @@ class MemoryShortfall : public Error {
 
 // ---- Needs a GPU ------------------------------------------------------------------------------
 
-struct DeviceMemory {
-  uint64_t free = 0, total = 0;
-  // LibTorch's caching allocator in this process (nullopt where LibTorch has no CUDA or has not
-  // used this device): bytes in live tensors, and in segments it holds from the driver, live or
-  // cached. What is used and not reserved by LibTorch belongs to the driver's contexts, the
-  // judge's and the runner's buffers, other libraries and other processes.
-  std::optional<uint64_t> torch_allocated, torch_reserved;
-};
 // cuMemGetInfo on `device`'s primary context (other processes' use, the runner's included, is
 // not free), with LibTorch's own figures beside it.
 DeviceMemory device_memory(int device);
