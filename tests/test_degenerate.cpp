@@ -170,3 +170,35 @@ TEST(Degenerate, RelativeSpread) {
 }
 
 }  // namespace
+
+namespace {
+
+TaskCheck check_batched(const std::string& body) {
+  static TempDir dir;
+  static int n = 0;
+  std::string name = "b" + std::to_string(n++);
+  std::string text = "name = \"" + name +
+                     "\"\nsummary = \"s\"\nbatch_dim = \"B\"\nreference = \"\"\"\ndef "
+                     "forward(x: Tensor) -> Tensor:\n    return " +
+                     body +
+                     "\n\"\"\"\n[dims]\nB = 8\nN = 64\n[[inputs]]\nname = \"x\"\ndtype = "
+                     "\"float32\"\nshape = [\"B\", \"N\"]\ninit = \"randn\"\n[check]\ndims = "
+                     "[{ B = 1, N = 16 }, { B = 4, N = 16 }]\n";
+  CheckOptions opt;
+  opt.dims = DimsSelection::Check;
+  return check_task(load_task(dir.write("batched/" + name + ".toml", text)), opt);
+}
+
+}  // namespace
+
+// A batch_dim lets the judge compute a reference a slice at a time (batch_slices.h); `kforge tasks
+// check` holds the task to it.
+TEST(Degenerate, AReferenceThatMixesItsBatchDimIsAProblem) {
+  TaskCheck healthy = check_batched("x - x.mean(dim=1, keepdim=True)");
+  EXPECT_TRUE(healthy.ok()) << (healthy.problems.empty() ? "" : healthy.problems[0]);
+  TaskCheck mixed = check_batched("x - x.mean(dim=0, keepdim=True)");
+  EXPECT_TRUE(mentions(mixed, "batch_dim 'B': the reference on batch index 0 alone differs"));
+  EXPECT_TRUE(mentions(mixed, "check dims (B=4, N=16)"));
+  TaskCheck reduced = check_batched("x.sum(dim=0)");
+  EXPECT_TRUE(mentions(reduced, "which does not begin with the batch_dim"));
+}

@@ -10,6 +10,7 @@
 #include "kforge/archive/sqlite.h"
 #include "kforge/tasks/reference.h"
 #include "kforge/tasks/task.h"
+#include "kforge/verify/batch_slices.h"
 #include "kforge/verify/memory.h"
 #include "kforge/verify/outcome.h"
 #include "test_util.h"
@@ -341,5 +342,156 @@ TEST(MemoryPlan, AReferenceOutOfMemoryIsRecognisedAfterALongTraceback) {
     EXPECT_GT(std::count(what.begin(), what.end(), '\n'), 12) << "long enough to be cut: " << what;
     EXPECT_TRUE(is_out_of_memory(e)) << what;
     EXPECT_NE(what.find("the reference failed"), std::string::npos) << what;
+  }
+}
+
+// A reference too large for the GPU whole, a slice of its batch_dim at a time (batch_slices.h).
+// The out-of-memory errors are raised by the references themselves, as LibTorch words them: the
+// GPU's own is what session 30's level1/sdpa_causal met (its float64 math attention needs about
+// 96 GiB at the timed size).
+namespace {
+
+struct SliceProbe {
+  int calls = 0, releases = 0;
+  std::vector<int64_t> lengths;
+};
+
+tasks::Task task_with(const std::string& reference, const std::string& batch_dim) {
+  tasks::Task task;
+  task.file = "sliced.toml";
+  task.reference = reference;
+  task.inputs.resize(1);
+  task.batch_dim = batch_dim;
+  return task;
+}
+
+SlicedResult run_traced(const tasks::Task& task, const TensorsFn& run,
+                        const std::vector<torch::Tensor>& inputs, SliceProbe& probe) {
+  return run_in_batch_slices(
+      task,
+      [&](const std::vector<torch::Tensor>& in) {
+        ++probe.calls;
+        probe.lengths.push_back(in[0].size(0));
+        return run(in);
+      },
+      inputs, [&] { ++probe.releases; });
+}
+
+}  // namespace
+
+TEST(ReferenceSlices, AttentionTooLargeWholeIsComputedOneBatchIndexAtATime) {
+  tasks::Task task = tasks::load_task(test::source_dir() / "tasks/level1/sdpa_causal.toml");
+  ASSERT_EQ(task.batch_dim, "B");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> qkv;
+  for (int i = 0; i < 3; ++i) qkv.push_back(torch::randn({3, 2, 17, 64}, torch::kFloat64));
+  const torch::Tensor whole = ref.run(qkv).at(0);
+  SliceProbe probe;
+  SlicedResult r = run_traced(
+      task,
+      [&](const std::vector<torch::Tensor>& in) {
+        if (in[0].size(0) > 1) throw std::runtime_error("CUDA out of memory. Tried to allocate 8 GiB");
+        return ref.run(in);
+      },
+      qkv, probe);
+  EXPECT_EQ(r.slice, 1);
+  // Whole (3), then slices of 2 (the first fails), then of 1.
+  EXPECT_EQ(probe.lengths, (std::vector<int64_t>{3, 2, 1, 1, 1}));
+  EXPECT_EQ(probe.releases, 2) << "LibTorch's cache is given back before each smaller try";
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].sizes(), whole.sizes());
+  EXPECT_EQ(r.outputs[0].scalar_type(), torch::kFloat64);
+  EXPECT_TRUE(torch::allclose(r.outputs[0], whole, 1e-12, 0)) << "the slices make the whole";
+}
+
+TEST(ReferenceSlices, AnOutOfMemoryRaisedInsideTorchScriptHalvesTheBatch) {
+  tasks::Task task = task_with(
+      "def forward(x: Tensor) -> Tensor:\n"
+      "    assert x.size(0) <= 2, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
+      "    return x * 2.0\n",
+      "B");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  torch::Tensor x = torch::arange(12, torch::kFloat64).reshape({4, 3});
+  SliceProbe probe;
+  SlicedResult r = run_traced(
+      task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, probe);
+  EXPECT_EQ(r.slice, 2);
+  EXPECT_EQ(probe.lengths, (std::vector<int64_t>{4, 2, 2}));
+  EXPECT_EQ(probe.releases, 1);
+  EXPECT_TRUE(torch::equal(r.outputs.at(0), x * 2.0));
+}
+
+TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {
+  const std::string oom_reference =
+      "def forward(x: Tensor) -> Tensor:\n"
+      "    assert x.size(0) <= 1, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
+      "    return x\n";
+  torch::Tensor x = torch::ones({4, 3}, torch::kFloat64);
+  {
+    tasks::Task task = task_with(oom_reference, "");  // no batch_dim: does_not_fit as before
+    tasks::Reference ref = tasks::Reference::compile(task);
+    SliceProbe probe;
+    try {
+      run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x},
+                 probe);
+      FAIL() << "the out-of-memory error should propagate";
+    } catch (const std::exception& e) {
+      EXPECT_TRUE(is_out_of_memory(e)) << e.what();
+    }
+    EXPECT_EQ(probe.calls, 1);
+    EXPECT_EQ(probe.releases, 0);
+  }
+  {
+    tasks::Task task = task_with(
+        "def forward(x: Tensor) -> Tensor:\n"
+        "    assert x.size(0) <= 1, 'shapes do not match'\n"
+        "    return x\n",
+        "B");
+    tasks::Reference ref = tasks::Reference::compile(task);
+    SliceProbe probe;
+    try {
+      run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x},
+                 probe);
+      FAIL() << "the reference's own error should propagate";
+    } catch (const std::exception& e) {
+      EXPECT_FALSE(is_out_of_memory(e));
+      EXPECT_NE(std::string(e.what()).find("shapes do not match"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(probe.calls, 1) << "only running out of memory is retried in slices";
+  }
+  {
+    tasks::Task task = task_with(oom_reference, "B");  // out of memory at one index a slice
+    tasks::Reference ref = tasks::Reference::compile(task);
+    torch::Tensor one = torch::ones({1, 3}, torch::kFloat64);
+    SliceProbe probe;
+    auto always = [&](const std::vector<torch::Tensor>&) -> std::vector<torch::Tensor> {
+      throw std::runtime_error("CUDA out of memory. Tried to allocate 1.00 GiB");
+    };
+    EXPECT_THROW(run_traced(task, always, {x}, probe), std::runtime_error);
+    EXPECT_EQ(probe.lengths, (std::vector<int64_t>{4, 2, 1}));
+    SliceProbe single;
+    EXPECT_THROW(run_traced(task, always, {one}, single), std::runtime_error);
+    EXPECT_EQ(single.calls, 1) << "one batch index cannot be sliced";
+  }
+}
+
+TEST(ReferenceSlices, AReferenceNotIndependentAlongItsBatchDimIsNamed) {
+  tasks::Task task = task_with(
+      "def forward(x: Tensor) -> Tensor:\n"
+      "    assert x.size(0) <= 1, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
+      "    return x.sum(dim=0)\n",
+      "B");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  SliceProbe probe;
+  try {
+    run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); },
+               {torch::ones({4, 3}, torch::kFloat64)}, probe);
+    FAIL() << "a sum over the batch cannot be sliced";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sliced.toml"), std::string::npos) << what;
+    EXPECT_NE(what.find("batch_dim 'B'"), std::string::npos) << what;
+    EXPECT_NE(what.find("does not begin with 1"), std::string::npos) << what;
   }
 }

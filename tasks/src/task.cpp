@@ -28,7 +28,8 @@ constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
 
 const std::set<std::string> kTopLevelKeys = {
     "name",  "summary",     "tags",          "reference",  "dims",  "inputs",    "outputs",
-    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes", "degenerate"};
+    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes", "degenerate",
+    "batch_dim"};
 
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
 // on deep or long input): checked by linear scans before either parser runs (TOML nesting and
@@ -113,7 +114,7 @@ class Loader {
       if (!kTopLevelKeys.count(std::string(key.str())))
         fail(&node, std::string(key.str()),
              "unknown key (known: name, summary, tags, reference, dims, inputs, outputs, check, "
-             "constraints, deterministic, allow_tf32, flops, min_bytes, degenerate)");
+             "constraints, deterministic, allow_tf32, flops, min_bytes, degenerate, batch_dim)");
     }
     Task t;
     t.file = file_;
@@ -143,6 +144,7 @@ class Loader {
     t.allow_tf32 = optional_bool(root, "allow_tf32");
     t.flops = optional_expression(root, "flops", t.dims);
     t.min_bytes = optional_expression(root, "min_bytes", t.dims);
+    t.batch_dim = load_batch_dim(root, t);
     validate_configurations(root, t);
     return t;
   }
@@ -558,6 +560,30 @@ class Loader {
       out.push_back(std::move(o));
     }
     return out;
+  }
+
+  // A dim that every input's and every declared output's shape begins with (docs/task-format.md,
+  // "batch_dim"); empty when the task declares none.
+  std::string load_batch_dim(const toml::table& root, const Task& t) const {
+    const toml::node* n = root.get("batch_dim");
+    if (!n) return "";
+    if (!n->is_string()) fail(n, "batch_dim", "must be a string naming a dim");
+    std::string dim = **n->as_string();
+    if (!t.dims.count(dim)) fail(n, "batch_dim", "'" + dim + "' is not one of the task's dims");
+    auto begins_with_dim = [&](const std::vector<Expr>& shape) {
+      return !shape.empty() && trim(shape[0].text()) == dim;
+    };
+    for (size_t i = 0; i < t.inputs.size(); ++i)
+      if (!begins_with_dim(t.inputs[i].shape))
+        fail(root["inputs"][i]["shape"].node(),
+             "inputs[" + std::to_string(i) + "] (" + t.inputs[i].name + ").shape",
+             "must begin with the batch_dim '" + dim + "' (the reference is computed a slice of '" +
+                 dim + "' at a time where it does not fit whole)");
+    for (size_t o = 0; o < t.outputs.size(); ++o)
+      if (!t.outputs[o].shape.empty() && !begins_with_dim(t.outputs[o].shape))
+        fail(root["outputs"][o]["shape"].node(), "outputs[" + std::to_string(o) + "].shape",
+             "must begin with the batch_dim '" + dim + "'");
+    return dim;
   }
 
   // Every configuration: constraints hold, shapes are positive, init bounds are sane.

@@ -154,9 +154,10 @@ std::vector<torch::Tensor> draw_inputs(const Verification& j, const tasks::Dims&
 // The task's reference, eager (or scripted).
 std::vector<torch::Tensor> eager(const Verification& j, const std::vector<torch::Tensor>& inputs,
                                  bool scripted = false);
-// The reference in float64: floating inputs widened (exactly), integer inputs as they are.
-std::vector<torch::Tensor> reference64(const Verification& j,
-                                       const std::vector<torch::Tensor>& inputs);
+// The reference in float64: floating inputs widened (exactly), integer inputs as they are. Where
+// that runs out of memory and the task has a batch_dim, a slice of it at a time
+// (run_in_batch_slices; the slice's length in evidence "reference64_slice").
+std::vector<torch::Tensor> reference64(Verification& j, const std::vector<torch::Tensor>& inputs);
 // tol of the acceptance formula for output `o`: the task's own, else the dtype's default.
 double tolerance_for(const tasks::Task& task, size_t o, tasks::Dtype dt);
 // Eager's time on the timed dims (one warm-up, one timed call): the watchdog's base.

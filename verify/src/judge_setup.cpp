@@ -7,6 +7,7 @@
 
 #include "judge_parts.h"
 #include "kforge/tasks/math_mode.h"
+#include "kforge/verify/batch_slices.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
 #include "kforge/verify/gpu_generator.h"
@@ -83,12 +84,18 @@ std::vector<torch::Tensor> eager(const Verification& j, const std::vector<torch:
   return run_reference(j.task, j.reference, inputs, scripted);
 }
 
-std::vector<torch::Tensor> reference64(const Verification& j,
-                                       const std::vector<torch::Tensor>& inputs) {
+std::vector<torch::Tensor> reference64(Verification& j, const std::vector<torch::Tensor>& inputs) {
   std::vector<torch::Tensor> wide;
   for (const torch::Tensor& t : inputs)
     wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
-  return eager(j, wide);
+  SlicedResult r = run_in_batch_slices(
+      j.task, [&](const std::vector<torch::Tensor>& in) { return eager(j, in); }, wide,
+      [&] {
+        synchronize();
+        release_torch_cache(j.options.device);
+      });
+  if (r.slice > 0) j.evidence["reference64_slice"] = r.slice;
+  return std::move(r.outputs);
 }
 
 double tolerance_for(const tasks::Task& task, size_t o, tasks::Dtype dt) {

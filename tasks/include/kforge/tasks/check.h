@@ -62,6 +62,8 @@ struct CheckOptions {
 // Thresholds (docs/design.md, Defaults).
 inline constexpr double kDegenerateSpread = 1e-6;
 inline constexpr double kUnusedInputChange = 1e-6;
+// A batch_dim's slice may differ from the whole by rounding (another blocking of a matmul).
+inline constexpr double kBatchSliceChange = 1e-5;
 
 TaskCheck check_task(const Task& task, const CheckOptions& options);
 

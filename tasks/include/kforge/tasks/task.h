@@ -80,6 +80,9 @@ struct Task {
   std::vector<std::string> degenerate;
   std::optional<Expr> flops;
   std::optional<Expr> min_bytes;
+  // A dim the reference works along independently (docs/task-format.md): every input and output
+  // begins with it, so the harness may compute a reference a slice of it at a time. Empty: none.
+  std::string batch_dim;
   std::string content_hash;  // hex digest of the file's bytes: an edited task is a new version
 
   std::vector<int64_t> shape_of(const InputSpec& in, const Dims& d) const;

@@ -1,0 +1,34 @@
+// A reference too large for the GPU, computed a slice of the task's batch_dim at a time
+// (docs/task-format.md, "batch_dim"; docs/decisions.md, "A reference in slices"). The float64
+// reference of attention at the timed size builds B·H·S·S scores and their softmax in float64,
+// more than an 80 GB GPU holds; one batch index at a time needs a quarter of it.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "kforge/tasks/task.h"
+
+namespace kforge::verify {
+
+using TensorsFn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
+
+struct SlicedResult {
+  std::vector<torch::Tensor> outputs;
+  int64_t slice = 0;  // the batch indices each call saw; 0: one call on the whole inputs
+};
+
+// `run` on `inputs`. Where it runs out of memory (is_out_of_memory) and `task` declares a
+// batch_dim, `release` is called (LibTorch's cache given back) and `run` again on slices of every
+// input's first dim, ceil(n/2) indices each, then ceil(n/4), ... down to one; each slice's outputs
+// are copied into whole outputs allocated from the first slice's. A slice whose output does not
+// begin with the slice's length is an Error naming the task file: its reference is not
+// independent along the batch_dim as declared. Any other error, and running out of memory at one
+// index a slice, propagates as `run` threw it.
+SlicedResult run_in_batch_slices(const tasks::Task& task, const TensorsFn& run,
+                                 const std::vector<torch::Tensor>& inputs,
+                                 const std::function<void()>& release);
+
+}  // namespace kforge::verify
