@@ -391,7 +391,8 @@ TEST(ReferenceSlices, AttentionTooLargeWholeIsComputedOneBatchIndexAtATime) {
   SlicedResult r = run_traced(
       task,
       [&](const std::vector<torch::Tensor>& in) {
-        if (in[0].size(0) > 1) throw std::runtime_error("CUDA out of memory. Tried to allocate 8 GiB");
+        if (in[0].size(0) > 1)
+          throw std::runtime_error("CUDA out of memory. Tried to allocate 8 GiB");
         return ref.run(in);
       },
       qkv, probe);
@@ -433,8 +434,8 @@ TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {
     tasks::Reference ref = tasks::Reference::compile(task);
     SliceProbe probe;
     try {
-      run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x},
-                 probe);
+      run_traced(
+          task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, probe);
       FAIL() << "the out-of-memory error should propagate";
     } catch (const std::exception& e) {
       EXPECT_TRUE(is_out_of_memory(e)) << e.what();
@@ -451,8 +452,8 @@ TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {
     tasks::Reference ref = tasks::Reference::compile(task);
     SliceProbe probe;
     try {
-      run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x},
-                 probe);
+      run_traced(
+          task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, probe);
       FAIL() << "the reference's own error should propagate";
     } catch (const std::exception& e) {
       EXPECT_FALSE(is_out_of_memory(e));
@@ -485,8 +486,9 @@ TEST(ReferenceSlices, AReferenceNotIndependentAlongItsBatchDimIsNamed) {
   tasks::Reference ref = tasks::Reference::compile(task);
   SliceProbe probe;
   try {
-    run_traced(task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); },
-               {torch::ones({4, 3}, torch::kFloat64)}, probe);
+    run_traced(
+        task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); },
+        {torch::ones({4, 3}, torch::kFloat64)}, probe);
     FAIL() << "a sum over the batch cannot be sliced";
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -27,9 +27,9 @@ constexpr std::pair<Dtype, std::string_view> kDtypes[] = {
     {Dtype::Bool, "bool"}};
 
 const std::set<std::string> kTopLevelKeys = {
-    "name",  "summary",     "tags",          "reference",  "dims",  "inputs",    "outputs",
-    "check", "constraints", "deterministic", "allow_tf32", "flops", "min_bytes", "degenerate",
-    "batch_dim"};
+    "name",       "summary", "tags",      "reference",   "dims",
+    "inputs",     "outputs", "check",     "constraints", "deterministic",
+    "allow_tf32", "flops",   "min_bytes", "degenerate",  "batch_dim"};
 
 // Bounds on what the loader hands to toml++ and TorchScript (both recurse on nesting and crashed
 // on deep or long input): checked by linear scans before either parser runs (TOML nesting and

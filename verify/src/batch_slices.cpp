@@ -35,9 +35,8 @@ std::vector<torch::Tensor> run_sliced(const tasks::Task& task, const TensorsFn& 
       if (!got[o].sizes().equals(into.sizes()))
         throw Error(task.file.string() + ": batch_dim '" + task.batch_dim +
                     "': the reference's output " + std::to_string(o) + " has shape " +
-                    c10::str(got[o].sizes()) + " on batch indices " + std::to_string(start) +
-                    ".." + std::to_string(start + length - 1) + ", not " +
-                    c10::str(into.sizes()));
+                    c10::str(got[o].sizes()) + " on batch indices " + std::to_string(start) + ".." +
+                    std::to_string(start + length - 1) + ", not " + c10::str(into.sizes()));
       into.copy_(got[o]);
     }
   }
