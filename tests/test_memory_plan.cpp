@@ -377,6 +377,24 @@ SlicedResult run_traced(const tasks::Task& task, const TensorsFn& run,
       inputs, [&] { ++probe.releases; });
 }
 
+struct ReferenceFailure {
+  std::string what;  // empty: the reference gave its outputs
+  bool out_of_memory = false;
+};
+
+// The error `task`'s reference ends with through run_in_batch_slices.
+ReferenceFailure failure_of(const tasks::Task& task, const std::vector<torch::Tensor>& inputs,
+                            SliceProbe& probe) {
+  tasks::Reference ref = tasks::Reference::compile(task);
+  try {
+    run_traced(
+        task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, inputs, probe);
+  } catch (const std::exception& e) {
+    return {e.what(), is_out_of_memory(e)};
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST(ReferenceSlices, AttentionTooLargeWholeIsComputedOneBatchIndexAtATime) {
@@ -428,43 +446,27 @@ TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {
       "def forward(x: Tensor) -> Tensor:\n"
       "    assert x.size(0) <= 1, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
       "    return x\n";
-  torch::Tensor x = torch::ones({4, 3}, torch::kFloat64);
+  const torch::Tensor x = torch::ones({4, 3}, torch::kFloat64);
   {
-    tasks::Task task = task_with(oom_reference, "");  // no batch_dim: does_not_fit as before
-    tasks::Reference ref = tasks::Reference::compile(task);
-    SliceProbe probe;
-    try {
-      run_traced(
-          task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, probe);
-      FAIL() << "the out-of-memory error should propagate";
-    } catch (const std::exception& e) {
-      EXPECT_TRUE(is_out_of_memory(e)) << e.what();
-    }
+    SliceProbe probe;  // no batch_dim: does_not_fit as before
+    ReferenceFailure f = failure_of(task_with(oom_reference, ""), {x}, probe);
+    EXPECT_TRUE(f.out_of_memory) << f.what;
     EXPECT_EQ(probe.calls, 1);
     EXPECT_EQ(probe.releases, 0);
   }
   {
-    tasks::Task task = task_with(
-        "def forward(x: Tensor) -> Tensor:\n"
-        "    assert x.size(0) <= 1, 'shapes do not match'\n"
-        "    return x\n",
-        "B");
-    tasks::Reference ref = tasks::Reference::compile(task);
     SliceProbe probe;
-    try {
-      run_traced(
-          task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, probe);
-      FAIL() << "the reference's own error should propagate";
-    } catch (const std::exception& e) {
-      EXPECT_FALSE(is_out_of_memory(e));
-      EXPECT_NE(std::string(e.what()).find("shapes do not match"), std::string::npos) << e.what();
-    }
+    ReferenceFailure f = failure_of(task_with("def forward(x: Tensor) -> Tensor:\n"
+                                              "    assert x.size(0) <= 1, 'shapes do not match'\n"
+                                              "    return x\n",
+                                              "B"),
+                                    {x}, probe);
+    EXPECT_FALSE(f.out_of_memory);
+    EXPECT_NE(f.what.find("shapes do not match"), std::string::npos) << f.what;
     EXPECT_EQ(probe.calls, 1) << "only running out of memory is retried in slices";
   }
   {
     tasks::Task task = task_with(oom_reference, "B");  // out of memory at one index a slice
-    tasks::Reference ref = tasks::Reference::compile(task);
-    torch::Tensor one = torch::ones({1, 3}, torch::kFloat64);
     SliceProbe probe;
     auto always = [&](const std::vector<torch::Tensor>&) -> std::vector<torch::Tensor> {
       throw std::runtime_error("CUDA out of memory. Tried to allocate 1.00 GiB");
@@ -472,28 +474,22 @@ TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {
     EXPECT_THROW(run_traced(task, always, {x}, probe), std::runtime_error);
     EXPECT_EQ(probe.lengths, (std::vector<int64_t>{4, 2, 1}));
     SliceProbe single;
-    EXPECT_THROW(run_traced(task, always, {one}, single), std::runtime_error);
+    EXPECT_THROW(run_traced(task, always, {torch::ones({1, 3}, torch::kFloat64)}, single),
+                 std::runtime_error);
     EXPECT_EQ(single.calls, 1) << "one batch index cannot be sliced";
   }
 }
 
 TEST(ReferenceSlices, AReferenceNotIndependentAlongItsBatchDimIsNamed) {
-  tasks::Task task = task_with(
-      "def forward(x: Tensor) -> Tensor:\n"
-      "    assert x.size(0) <= 1, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
-      "    return x.sum(dim=0)\n",
-      "B");
-  tasks::Reference ref = tasks::Reference::compile(task);
   SliceProbe probe;
-  try {
-    run_traced(
-        task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); },
-        {torch::ones({4, 3}, torch::kFloat64)}, probe);
-    FAIL() << "a sum over the batch cannot be sliced";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("sliced.toml"), std::string::npos) << what;
-    EXPECT_NE(what.find("batch_dim 'B'"), std::string::npos) << what;
-    EXPECT_NE(what.find("does not begin with 1"), std::string::npos) << what;
-  }
+  ReferenceFailure f = failure_of(
+      task_with("def forward(x: Tensor) -> Tensor:\n"
+                "    assert x.size(0) <= 1, 'CUDA out of ' + 'memory. Tried to allocate 1.00 GiB'\n"
+                "    return x.sum(dim=0)\n",
+                "B"),
+      {torch::ones({4, 3}, torch::kFloat64)}, probe);
+  EXPECT_FALSE(f.out_of_memory) << "a sum over the batch cannot be sliced: " << f.what;
+  EXPECT_NE(f.what.find("sliced.toml"), std::string::npos) << f.what;
+  EXPECT_NE(f.what.find("batch_dim 'B'"), std::string::npos) << f.what;
+  EXPECT_NE(f.what.find("does not begin with 1"), std::string::npos) << f.what;
 }
