@@ -5,6 +5,8 @@
 
 #include "../corpus_util.h"
 #include "gpu_test_util.h"
+#include "kforge/tasks/reference.h"
+#include "kforge/verify/batch_slices.h"
 #include "kforge/verify/clocks.h"
 #include "kforge/verify/device_facts.h"
 #include "kforge/verify/driver.h"
@@ -301,4 +303,46 @@ TEST(GpuVerify, AMemoryLimitShrinksThePoolOrSaysTheTaskDoesNotFit) {
   unsetenv("KFORGE_GPU_MEMORY_LIMIT");
   EXPECT_EQ(env.outcome, verify::Outcome::DoesNotFit) << env.summary;
   EXPECT_EQ(env.evidence["memory"]["limit_bytes"], uint64_t{64} << 20);
+}
+
+// A float64 reference that runs out of the GPU's memory whole is computed a slice of its task's
+// batch_dim at a time (verify/batch_slices.h): LibTorch's own out-of-memory error, rethrown by
+// TorchScript, is recognised, and the slices make the whole. A live tensor takes all but 768 MiB,
+// so that causal attention's float64 math path (two 512 MiB score matrices at these sizes) cannot
+// run whole, while one batch index (a quarter of that) can.
+TEST(GpuVerify, AReferenceTooLargeWholeIsComputedABatchSliceAtATime) {
+  KFORGE_REQUIRE_GPU();
+  constexpr uint64_t MiB = uint64_t{1} << 20;
+  tasks::Task task = tasks::load_task(source_dir() / "tasks/level1/sdpa_causal.toml");
+  ASSERT_EQ(task.batch_dim, "B");
+  tasks::Reference ref = tasks::Reference::compile(task);
+  auto run = [&](const std::vector<torch::Tensor>& in) { return ref.run(in); };
+  torch::manual_seed(5);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(torch::kCUDA, 0);
+  std::vector<torch::Tensor> qkv;
+  for (int i = 0; i < 3; ++i) qkv.push_back(torch::randn({4, 4, 2048, 64}, f64));
+  const torch::Tensor whole = run(qkv).at(0);
+  verify::SlicedResult r;
+  {
+    verify::Judge judge;  // the primary context current, as when judging
+    ASSERT_TRUE(verify::release_torch_cache(0));
+    const uint64_t free = verify::device_memory(0).free;
+    ASSERT_GT(free, 2048 * MiB);
+    torch::Tensor hog =
+        torch::empty({static_cast<int64_t>(free - 768 * MiB)},
+                     torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA, 0));
+    int releases = 0;
+    r = verify::run_in_batch_slices(task, run, qkv, [&] {
+      ++releases;
+      verify::release_torch_cache(0);
+    });
+    std::cout << "  with " << verify::format_bytes(verify::device_memory(0).free)
+              << " free: slices of " << r.slice << " batch index(es), " << releases
+              << " release(s) of LibTorch's cache" << std::endl;
+    EXPECT_GE(releases, 1);
+  }
+  EXPECT_GE(r.slice, 1) << "the whole should not have fitted";
+  EXPECT_LE(r.slice, 2);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_TRUE(torch::allclose(r.outputs[0], whole, 1e-12, 0)) << "the slices make the whole";
 }
