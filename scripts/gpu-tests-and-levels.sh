@@ -17,7 +17,8 @@
 # builds instead of beside them: session 30 ran them beside the builds and all six failed, the
 # builds' processes holding up to 40 GiB of the GPU.
 # Returns 8 files: gpu-tests.log and gpu-evolve.sh levels' seven (the tables, the report, the
-# archive, the packages). Packages already in the cache (from .gpu-in) are not built again.
+# archive, the packages; without the level run, the packages alone). Packages already in the cache
+# (from .gpu-in) are not built again.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 limit=${LIMIT:-560}
@@ -40,6 +41,8 @@ cat /tmp/kforge-packages.log
 deadline=$((limit - 25 - SECONDS))
 if [ "$deadline" -lt 60 ]; then
   echo "no level run: ${deadline}s would be left of LIMIT=${limit}s after the tests and builds"
+  # The packages built are not lost with the run: the next call carries them in .gpu-in.
+  cp /tmp/kforge-packages/compiled-cache.tgz "$OUT/" 2>/dev/null
 else
   echo "level run from ${SECONDS}s"
   DEADLINE=$deadline GENERATIONS=${GENERATIONS:-1} EVOLVE_ARGS=--no-max-autotune \
