@@ -366,7 +366,8 @@ tasks::Task task_with(const std::string& reference, const std::string& batch_dim
 }
 
 SlicedResult run_traced(const tasks::Task& task, const TensorsFn& run,
-                        const std::vector<torch::Tensor>& inputs, SliceProbe& probe) {
+                        const std::vector<torch::Tensor>& inputs, SliceProbe& probe,
+                        int64_t start_slice = 0) {
   return run_in_batch_slices(
       task,
       [&](const std::vector<torch::Tensor>& in) {
@@ -374,7 +375,7 @@ SlicedResult run_traced(const tasks::Task& task, const TensorsFn& run,
         probe.lengths.push_back(in[0].size(0));
         return run(in);
       },
-      inputs, [&] { ++probe.releases; });
+      inputs, [&] { ++probe.releases; }, start_slice);
 }
 
 struct ReferenceFailure {
@@ -439,6 +440,14 @@ TEST(ReferenceSlices, AnOutOfMemoryRaisedInsideTorchScriptHalvesTheBatch) {
   EXPECT_EQ(probe.lengths, (std::vector<int64_t>{4, 2, 2}));
   EXPECT_EQ(probe.releases, 1);
   EXPECT_TRUE(torch::equal(r.outputs.at(0), x * 2.0));
+  // The judge's next reference on inputs of this batch starts at the slice that fitted.
+  SliceProbe again;
+  SlicedResult r2 = run_traced(
+      task, [&](const std::vector<torch::Tensor>& in) { return ref.run(in); }, {x}, again, r.slice);
+  EXPECT_EQ(r2.slice, 2);
+  EXPECT_EQ(again.lengths, (std::vector<int64_t>{2, 2})) << "no whole try this time";
+  EXPECT_EQ(again.releases, 0);
+  EXPECT_TRUE(torch::equal(r2.outputs.at(0), x * 2.0));
 }
 
 TEST(ReferenceSlices, WithoutABatchDimOrForAnotherErrorTheErrorStands) {

@@ -132,6 +132,9 @@ struct Verification {
   // Timing input sets kept: the timed dims' memory plan (PoolPlan::sets), 0 before it is made
   // (options.timing.pool then).
   int pool_sets = 0;
+  // The float64 reference's batch slice that fitted (reference64), for the next call on inputs
+  // with the same batch: {batch indices, slice length}; {0, 0} until one was needed.
+  std::pair<int64_t, int64_t> reference64_slice{0, 0};
   nlohmann::json evidence;
 };
 

@@ -26,9 +26,10 @@ struct SlicedResult {
 // are copied into whole outputs allocated from the first slice's. A slice whose output does not
 // begin with the slice's length is an Error naming the task file: its reference is not
 // independent along the batch_dim as declared. Any other error, and running out of memory at one
-// index a slice, propagates as `run` threw it.
+// index a slice, propagates as `run` threw it. `start_slice` > 0 (a slice that fitted before, the
+// caller's to remember) skips the whole try and the larger slices.
 SlicedResult run_in_batch_slices(const tasks::Task& task, const TensorsFn& run,
                                  const std::vector<torch::Tensor>& inputs,
-                                 const std::function<void()>& release);
+                                 const std::function<void()>& release, int64_t start_slice = 0);
 
 }  // namespace kforge::verify
