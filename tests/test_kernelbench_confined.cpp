@@ -8,16 +8,15 @@
 
 #include <chrono>
 #include <regex>
+#include <sstream>
 
+#include "kforge/common/line_channel.h"
+#include "kforge/common/process.h"
+#include "problem_output.h"
 #include "test_util.h"
 
 namespace kforge::test {
 namespace {
-
-#define REQUIRE_TORCH()                                                                        \
-  if (torch_python().empty())                                                                  \
-  GTEST_SKIP() << "no Python with PyTorch (python3 or /usr/bin/python3 cannot import torch); " \
-                  "install python3-torch (scripts/deps.sh does)"
 
 bool has_line(const std::string& out, const std::string& pattern) {
   return std::regex_search(out, std::regex(pattern, std::regex::multiline));
@@ -53,14 +52,19 @@ struct HostileImport {
 };
 
 // A print() at module level, and in forward(), went into the import's channel: the whole import
-// ended with exit 4 ("printed a line that is not JSON").
+// ended with exit 4 ("printed a line that is not JSON"). Later, on kforge's stderr as it came, a
+// problem's unfinished line ran into kforge's next line of progress. Now each line the problem
+// prints is shown whole, labelled with its file, before the problem's outcome.
 TEST(KernelBenchConfined, PrintsDoNotReachTheImportsChannel) {
   REQUIRE_TORCH();
   HostileImport im({"5_prints.py", "0_plain_relu.py"});
   SCOPED_TRACE(im.r.out);
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*5_prints.py -> t/kb_5_prints: dims"));
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*0_plain_relu.py -> t/kb_0_plain_relu: dims"));
-  EXPECT_TRUE(has_line(im.r.out, "^hello from the problem$"));  // on stderr, shown
+  EXPECT_TRUE(has_line(im.r.out, "^output     .*5_prints.py: hello from the problem$"));
+  EXPECT_TRUE(has_line(im.r.out, "^output     .*5_prints.py: hello from forward$"));
+  EXPECT_FALSE(has_line(im.r.out, "^hello"));
+  EXPECT_LT(im.r.out.rfind("5_prints.py: hello"), im.r.out.find("converted  "));
   EXPECT_TRUE(has_line(im.r.out, "^imported 2 of 2 KernelBench problem\\(s\\) \\(100%\\)"));
   EXPECT_EQ(im.r.code, 0);
 }
@@ -74,6 +78,8 @@ TEST(KernelBenchConfined, AForgedReplyWritesNothingAndNamesAreKforges) {
   EXPECT_FALSE(std::filesystem::exists(im.dir.path() / "ESCAPED.toml"));
   EXPECT_FALSE(std::filesystem::exists(im.dir.path() / "out" / "ESCAPED.toml"));
   EXPECT_FALSE(has_line(im.r.out, "^converted  forged"));
+  EXPECT_FALSE(has_line(im.r.out, "^\\{"));  // its forged lines are shown as its output
+  EXPECT_TRUE(has_line(im.r.out, "^output     .*4_forges_replies.py: \\{\"file\": \"forged\""));
   EXPECT_TRUE(
       has_line(im.r.out, "^converted  .*4_forges_replies.py -> t/kb_4_forges_replies: dims"));
   EXPECT_TRUE(has_line(im.r.out, "^converted  .*0_plain_relu.py -> t/kb_0_plain_relu: dims"));
@@ -179,6 +185,55 @@ TEST(KernelBenchConfined, ASizeOfZeroIsBadInputWithTheReason) {
   EXPECT_EQ(im.r.code, 1);
 }
 
+// A problem that clears the screen, prints a 10000-byte line and 500 more: each line labelled,
+// the escape character shown as '?', the long line cut, and past 200 lines a count instead.
+TEST(KernelBenchConfined, AFloodOfOutputIsShownSafeAndCut) {
+  REQUIRE_TORCH();
+  HostileImport im({"9_floods_output.py"});
+  SCOPED_TRACE(im.r.out.substr(0, 20000));
+  EXPECT_TRUE(has_line(im.r.out, "^converted  .*9_floods_output.py -> t/kb_9_floods_output: dims"));
+  EXPECT_EQ(im.r.out.find('\x1b'), std::string::npos);
+  EXPECT_TRUE(has_line(im.r.out, "^output     .*9_floods_output.py: \\?\\[2Jcleared the screen$"));
+  EXPECT_TRUE(has_line(im.r.out,
+                       "^output     .*9_floods_output.py: x{2000} \\.\\.\\. \\(8000 "
+                       "bytes cut\\)$"));
+  EXPECT_TRUE(has_line(im.r.out, "^output     .*9_floods_output.py: line 1$"));  // its stderr
+  EXPECT_TRUE(has_line(im.r.out,
+                       "^output     .*9_floods_output.py: \\([0-9]+ more line\\(s\\) "
+                       "not shown\\)$"));
+  size_t shown = 0;
+  std::istringstream lines(im.r.out);
+  for (std::string line; std::getline(lines, line);) shown += line.rfind("output     ", 0) == 0;
+  EXPECT_EQ(shown, 201u);  // 200 lines and the count
+  EXPECT_EQ(im.r.code, 0);
+}
+
+// The relay alone, on a real pipe: lines labelled by the problem under way, an unfinished line
+// shown when its problem ends, the pipe's end noticed.
+TEST(ProblemOutputRelay, LabelsWholeLinesAndShowsAnUnfinishedOneAtTheEnd) {
+  Pipe p = make_pipe();
+  std::vector<std::string> shown;
+  tasks::ProblemOutput out(
+      std::move(p.read), "importer",
+      [&](const std::string& who, const std::string& line) { shown.push_back(who + ": " + line); });
+  auto send = [&](const std::string& text) {
+    ASSERT_TRUE(write_all(p.write.get(), text));
+    out.read_available();
+  };
+  send("starting\n");
+  out.begin("a.py");
+  send("one\ntw");
+  EXPECT_EQ(shown, (std::vector<std::string>{"importer: starting", "a.py: one"}));
+  send("o\tand\rthree");
+  out.end();
+  send("after\n");
+  p.write.reset();
+  out.read_available();
+  EXPECT_EQ(out.fd(), -1);
+  EXPECT_EQ(shown, (std::vector<std::string>{"importer: starting", "a.py: one",
+                                             "a.py: two\tand?three", "importer: after"}));
+}
+
 // Every hostile problem in one import (a folder): each accounted for, kforge neither killed nor
 // hung, nothing written outside --out.
 TEST(KernelBenchConfined, EveryHostileProblemIsAccountedFor) {
@@ -198,10 +253,14 @@ TEST(KernelBenchConfined, EveryHostileProblemIsAccountedFor) {
     if (e.path().extension() == ".py")
       accounted += has_line(r.out, "^(converted  |failed     |not reached ).*" +
                                        e.path().filename().string() + "( ->|:)");
-  EXPECT_EQ(accounted, 9u);
+  EXPECT_EQ(accounted, 10u);
   EXPECT_TRUE(has_line(r.out,
-                       "^imported 3 of 9 KernelBench problem\\(s\\) \\(33%\\) into .*; 6 could "
+                       "^imported 4 of 10 KernelBench problem\\(s\\) \\(40%\\) into .*; 6 could "
                        "not be converted$"));
+  // Every line is kforge's: what the problems printed is labelled, one whole line at a time.
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_TRUE(std::regex_search(line, std::regex("^($|[a-z]|  |[0-9]+ of )"))) << line;
   std::vector<std::string> top;
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     top.push_back(e.path().filename().string());

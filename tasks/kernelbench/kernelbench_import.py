@@ -17,7 +17,7 @@ set as fd M: each problem's process enters one more layer of it (landlock_restri
 own /proc/PID/task writable, so it
 cannot trace this process nor open its descriptors through /proc, even as root, nor (Landlock ABI
 6) signal it. Without Landlock, this process only makes itself untraceable (PR_SET_DUMPABLE 0). Only this process writes on fd N (kforge's channel; the
-problems' print() goes to stdout, which kforge shows on stderr), one JSON line each:
+problems' print() goes to stdout and stderr, a pipe kforge shows labelled), one JSON line each:
   {"python", "torch", "device"}         first: this Python
   {"error": "no_torch"|"no_cuda", "detail"}   and exit 3
   {"start": I}                          problem I (0-based, in the job's order) begins

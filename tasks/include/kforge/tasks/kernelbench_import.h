@@ -62,6 +62,10 @@ class KernelBenchObserver {
   virtual void on_failed(const KernelBenchProblem& problem) = 0;  // problem.reason says why
   // A task an earlier import wrote for a problem that failed now was removed (it was stale).
   virtual void on_removed_stale(const std::string& task_file) = 0;
+  // A line the problems' code printed (stdout or stderr), whole and made safe to show
+  // (tasks/src/problem_output.h); `who` is the problem's file, or "kforge's importer" outside
+  // any problem. By default: "output     WHO: LINE" on stderr, after what is on stdout.
+  virtual void on_output(const std::string& who, const std::string& line);
 };
 
 struct KernelBenchImport {
