@@ -60,8 +60,8 @@ void ProblemOutput::take(const char* data, size_t n) {
 void ProblemOutput::show_line() {
   if (lines_shown_ < kShownLines) {
     ++lines_shown_;
-    show_(who_, cut_bytes_ > 0 ? line_ + " ... (" + std::to_string(cut_bytes_) + " bytes cut)"
-                               : line_);
+    show_(who_,
+          cut_bytes_ > 0 ? line_ + " ... (" + std::to_string(cut_bytes_) + " bytes cut)" : line_);
   } else {
     ++lines_hidden_;
   }
