@@ -17,20 +17,26 @@ set as fd M: each problem's process enters one more layer of it (landlock_restri
 own /proc/PID/task writable, so it
 cannot trace this process nor open its descriptors through /proc, even as root, nor (Landlock ABI
 6) signal it. Without Landlock, this process only makes itself untraceable (PR_SET_DUMPABLE 0). Only this process writes on fd N (kforge's channel; the
-problems' print() goes to stdout and stderr, a pipe kforge shows labelled), one JSON line each:
+problems' print() goes to a pipe of each problem's own, which this process sends on in order), one
+JSON line each:
   {"python", "torch", "device"}         first: this Python
   {"error": "no_torch"|"no_cuda", "detail"}   and exit 3
   {"start": I}                          problem I (0-based, in the job's order) begins
+  {"output": I, "text"}                 what its process printed (stdout, stderr), as it comes
+  {"output": I, "dropped": N}           N more bytes it printed, past MAX_OUTPUT_BYTES
   {"index": I, "ok": true, "toml", "dims", "fixed", "checked", "timed_checked", "notes"}
   {"index": I, "ok": false, "reason"[, "importer": true]}
   {"done": true}                        last
 kforge keeps the deadline: a problem that never ends is killed with this process.
 """
+import codecs
 import json
 import os
+import select
 import sys
 
 MAX_RESULT_BYTES = 64 << 20
+MAX_OUTPUT_BYTES = 1 << 20  # of a problem's output sent to kforge; the rest is counted
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 # the same numbers on every Linux architecture
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -144,14 +150,63 @@ def describe(status):
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def run_problem(channel_fd, layer_fd, convert, problem, device, torch):
-    """Forks a child for `problem`; its result, or why there is none."""
+class OutputRelay:
+    """A problem's output, sent on kforge's channel as it comes: kforge gets it in order with the
+    problem's start and result, and shows it labelled."""
+
+    def __init__(self, channel, index):
+        self.channel, self.index = channel, index
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.sent = self.dropped = 0
+
+    def take(self, data):
+        room = max(0, MAX_OUTPUT_BYTES - self.sent)
+        self.dropped += max(0, len(data) - room)
+        text = self.decoder.decode(data[:room])
+        self.sent += min(room, len(data))
+        if text:
+            self.channel.emit({"output": self.index, "text": text})
+
+    def finish(self):
+        text = self.decoder.decode(b"", final=True)
+        if text:
+            self.channel.emit({"output": self.index, "text": text})
+        if self.dropped:
+            self.channel.emit({"output": self.index, "dropped": self.dropped})
+
+
+def drain(fd, relay, limit):
+    """Reads what `fd` holds without waiting (at most `limit` bytes: a process the problem left
+    behind may go on printing), then closes it."""
+    os.set_blocking(fd, False)
+    try:
+        while limit > 0:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            relay.take(data)
+            limit -= len(data)
+    except BlockingIOError:
+        pass
+    os.close(fd)
+
+
+def run_problem(channel, layer_fd, convert, problem, index, device, torch):
+    """Forks a child for `problem`; its result, or why there is none. What the child prints goes to
+    kforge before the result."""
     r, w = os.pipe()
+    out_r, out_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: from here on, the problem's code may run
         try:
             os.close(r)
-            os.close(channel_fd)
+            os.close(out_r)
+            os.close(channel.fd)
+            os.dup2(out_w, 1)
+            os.dup2(out_w, 2)
+            os.close(out_w)
             prctl(PR_SET_PDEATHSIG, 9)
             if layer_fd is not None:
                 enter_layer(layer_fd)
@@ -167,18 +222,32 @@ def run_problem(channel_fd, layer_fd, convert, problem, device, torch):
             os._exit(70)
         os._exit(0)
     os.close(w)
-    chunks, size = [], 0
+    os.close(out_w)
+    relay = OutputRelay(channel, index)
+    chunks, size, printing = [], 0, True
     while True:
-        data = os.read(r, 1 << 16)
-        if not data:
-            break
-        size += len(data)
-        if size > MAX_RESULT_BYTES:
-            os.kill(pid, 9)
-            break
-        chunks.append(data)
+        ready, _, _ = select.select([r, out_r] if printing else [r], [], [])
+        if printing and out_r in ready:
+            data = os.read(out_r, 1 << 16)
+            if data:
+                relay.take(data)
+            else:  # every writer closed it
+                os.close(out_r)
+                printing = False
+        if r in ready:
+            data = os.read(r, 1 << 16)
+            if not data:
+                break
+            size += len(data)
+            if size > MAX_RESULT_BYTES:
+                os.kill(pid, 9)
+                break
+            chunks.append(data)
     os.close(r)
     _, status = os.waitpid(pid, 0)
+    if printing:  # the process has ended: what it printed is in the pipe
+        drain(out_r, relay, 4 * MAX_OUTPUT_BYTES)
+    relay.finish()
     if size > MAX_RESULT_BYTES:
         return {"ok": False, "reason": f"its process sent more than {MAX_RESULT_BYTES >> 20} MiB"}
     data = b"".join(chunks)
@@ -263,7 +332,7 @@ def main(argv):
 
     for i, problem in enumerate(job["problems"]):
         channel.emit({"start": i})
-        result = run_problem(channel_fd, layer_fd, convert, problem, device, torch)
+        result = run_problem(channel, layer_fd, convert, problem, i, device, torch)
         result["index"] = i
         channel.emit(result)
     channel.emit({"done": True})

@@ -10,17 +10,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -51,7 +47,6 @@ constexpr std::chrono::seconds kProbeLimit{30};
 constexpr int kReplyFd = 3;  // the helper's answers
 constexpr int kLayerFd = 4;  // the Landlock rule set, for the problems' processes
 constexpr size_t kMaxLineBytes = size_t{96} << 20;  // a task file is far smaller
-const char* const kHelperName = "kforge's importer";
 
 bool is_dir(const std::string& p) {
   struct stat st {};
@@ -295,33 +290,6 @@ std::string text(const json& v) {
 using Outcome = ProblemOutcome;
 using Problem = KernelBenchProblem;
 
-// The helper's next line on `replies`, showing what the problems print while it waits. What was
-// printed before the line was sent is shown before the line is returned: a problem's output comes
-// before its outcome.
-LineReader::Got next_reply(LineReader& replies, ProblemOutput& output, std::string& line,
-                           Deadline deadline) {
-  for (;;) {
-    LineReader::Got got = replies.next(line, Deadline{});  // a line already received
-    if (got != LineReader::Got::Timeout) {
-      output.read_available();
-      return got;
-    }
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Deadline::clock::now());
-    if (left.count() <= 0) return LineReader::Got::Timeout;
-    pollfd p[2] = {{replies.fd(), POLLIN, 0}, {output.fd(), POLLIN, 0}};  // -1: ignored
-    int rc = ::poll(p, 2, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0)
-      throw Error(std::string("waiting for kforge's importer failed: ") + std::strerror(errno));
-    if (p[1].revents != 0) output.read_available();
-    if (p[0].revents != 0) {
-      got = replies.next(line, deadline);
-      output.read_available();
-      return got;
-    }
-  }
-}
-
 // One import: the problems, what became of each, and the tasks written.
 class Import {
  public:
@@ -424,9 +392,8 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   o.argv = {py.executable, dir.helper() + "/kernelbench_import.py",
             "--reply-fd",  std::to_string(kReplyFd),
             "--job",       job_file};
-  // Its answers on fd 3; what the problems print (stdout and stderr) on a pipe of its own.
-  Pipe printed = make_pipe();
-  o.fds = {{reply.write.get(), kReplyFd}, {printed.write.get(), 1}, {printed.write.get(), 2}};
+  // Its answers on fd 3, with what the problems print; its own stdout goes to kforge's stderr.
+  o.fds = {{reply.write.get(), kReplyFd}, {2, 1}};
   if (null) o.fds.push_back({null.get(), 0});
   if (rules.fd() >= 0) {  // each problem's process enters a layer of its own (see the helper)
     o.fds.push_back({rules.fd(), kLayerFd});
@@ -444,9 +411,7 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   o.confine->workdir = dir.work();
   Process helper = Process::spawn(o);
   reply.write.reset();
-  printed.write.reset();
   ProblemOutput output(
-      std::move(printed.read), kHelperName,
       [this](const std::string& who, const std::string& line) { observer_.on_output(who, line); });
 
   using clock = std::chrono::steady_clock;
@@ -458,7 +423,6 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   bool hello = false, progress = false;
   auto deadline = clock::now() + kHelperStartLimit;
   auto stop = [&](const std::string& problem_reason, const std::string& rest) {
-    output.read_available();  // the helper was killed: what its problems printed is all there
     output.end();
     if (current) fail(problems_[todo[*current]], problem_reason), progress = true;
     why = rest;
@@ -466,7 +430,7 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
   };
   for (;;) {
     std::string line;
-    LineReader::Got got = next_reply(lines, output, line, deadline);
+    LineReader::Got got = lines.next(line, deadline);
     if (got == LineReader::Got::Timeout) {
       helper.kill();
       return stop("took more than " + seconds(a_.time_limit) +
@@ -511,6 +475,10 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
       current = next++;
       output.begin(problems_[todo[*current]].file);
       deadline = clock::now() + limit;
+    } else if (j.contains("output") && current && j["output"] == *current &&
+               (field(j, "text").is_string() || field(j, "dropped").is_number_unsigned())) {
+      if (j.contains("text")) output.take(j["text"].get<std::string>());
+      if (j.contains("dropped")) output.dropped(j["dropped"].get<int64_t>());
     } else if (j.contains("index") && current && j["index"] == *current) {
       output.end();
       on_result(problems_[todo[*current]], j);
