@@ -477,8 +477,8 @@ bool Import::run_helper(const PythonFacts& py, const HelperDir& dir, const Landl
       deadline = clock::now() + limit;
     } else if (j.contains("output") && current && j["output"] == *current &&
                (field(j, "text").is_string() || field(j, "dropped").is_number_unsigned())) {
-      if (j.contains("text")) output.take(j["text"].get<std::string>());
-      if (j.contains("dropped")) output.dropped(j["dropped"].get<int64_t>());
+      if (field(j, "text").is_string()) output.take(j["text"].get<std::string>());
+      if (field(j, "dropped").is_number_unsigned()) output.dropped(j["dropped"].get<int64_t>());
     } else if (j.contains("index") && current && j["index"] == *current) {
       output.end();
       on_result(problems_[todo[*current]], j);

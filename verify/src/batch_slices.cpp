@@ -43,7 +43,7 @@ std::vector<torch::Tensor> run_sliced(const tasks::Task& task, const TensorsFn& 
 SlicedResult run_in_batch_slices(const tasks::Task& task, const TensorsFn& run,
                                  const std::vector<torch::Tensor>& inputs,
                                  const std::function<void()>& release, int64_t start_slice) {
-  const int64_t n = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+  const int64_t n = batch_length(inputs);
   const bool sliceable = !task.batch_dim.empty() && n >= 2;
   int64_t slice = sliceable && start_slice > 0 ? std::min(start_slice, n) : 0;
   if (slice == 0) {

@@ -89,7 +89,7 @@ std::vector<torch::Tensor> reference64(Verification& j, const std::vector<torch:
   for (const torch::Tensor& t : inputs)
     wide.push_back(t.is_floating_point() ? t.to(torch::kFloat64) : t);
   // Inputs of the batch a slice already fitted start at that slice, not with a whole try.
-  const int64_t n = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+  const int64_t n = batch_length(inputs);
   const int64_t known = j.reference64_slice.first == n ? j.reference64_slice.second : 0;
   SlicedResult r = run_in_batch_slices(
       j.task, [&](const std::vector<torch::Tensor>& in) { return eager(j, in); }, wide,

@@ -15,6 +15,12 @@ namespace kforge::verify {
 
 using TensorsFn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
 
+// The batch the inputs share: the first input's first dim (the loader holds every input to begin
+// with the batch_dim), 0 without one.
+inline int64_t batch_length(const std::vector<torch::Tensor>& inputs) {
+  return !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+}
+
 struct SlicedResult {
   std::vector<torch::Tensor> outputs;
   int64_t slice = 0;  // the batch indices each call saw; 0: one call on the whole inputs
